@@ -1,2 +1,10 @@
-//! placeholder
-pub fn init() -> cust::error::CudaResult<cust::context::Context> { cust::quick_init() }
+//! FlashAttention-class scaled-dot-product attention for NVIDIA GPUs, with the kernels written
+//! in Rust (the `kernels-gpu` crate), compiled to PTX and launched with `cust`.
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod error;
+pub mod ptx;
+
+pub use device::{Arch, Gpu};
+pub use error::{Error, Result};

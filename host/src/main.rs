@@ -1,1 +1,6 @@
-fn main() { println!("{:?}", flashrs::init().err()); }
+fn main() {
+    match flashrs::Gpu::new(0) {
+        Ok(g) => println!("{} {:?}", g.name().unwrap(), g.arch()),
+        Err(e) => { eprintln!("error: {e}"); std::process::exit(1) }
+    }
+}

@@ -1,11 +1,22 @@
+//! Device code: attention kernels written in Rust, compiled to PTX by rustc's NVPTX backend.
+//!
+//! * [`arch`]: one tiny `#[inline(always)]` wrapper per PTX instruction family.
+//! * [`layout`]: shared-memory layouts (swizzles) and tile copies built on the wrappers.
+//! * [`fwd`]: the FlashAttention-2-style forward kernel (mma.sync path, sm_80+).
+//! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx)]
+#![allow(clippy::missing_safety_doc)]
 
+pub mod arch;
+pub mod dtype;
+pub mod fwd;
+pub mod layout;
+pub mod probes;
+
+// Device code never unwinds; a reachable panic must not pull in core's formatting machinery
+// (which would leave unresolved `.extern .func` symbols in the PTX).
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! { loop {} }
-
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn add_one(x: *mut f32, n: u32) {
-    let i = unsafe { core::arch::nvptx::_block_idx_x() * core::arch::nvptx::_block_dim_x() + core::arch::nvptx::_thread_idx_x() } as u32;
-    if i < n { unsafe { *x.add(i as usize) += 1.0; } }
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    unsafe { core::arch::nvptx::trap() }
 }

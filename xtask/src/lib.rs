@@ -1,1 +1,298 @@
+//! Builds the `kernels-gpu` crate into PTX modules and checks them.
+//!
+//! Shared by `cargo xtask build-ptx` and by the host crate's build script, so that a
+//! fresh clone's `cargo run` produces exactly the PTX a developer checks by hand.
 
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One PTX module to build: the `-C target-cpu` it is compiled for.
+#[derive(Clone, Copy, Debug)]
+pub struct Arch {
+    /// rustc / ptxas name of the architecture, e.g. `sm_90a`.
+    pub name: &'static str,
+}
+
+/// The modules the host embeds: a portable Ampere+ one and a Hopper one (wgmma, TMA).
+pub const ARCHES: [Arch; 2] = [Arch { name: "sm_80" }, Arch { name: "sm_90a" }];
+
+/// Kernels whose names start with this prefix are hot: they must not spill.
+pub const HOT_PREFIX: &str = "flash_";
+
+/// Why a PTX build failed.
+#[derive(Debug)]
+pub enum PtxError {
+    /// Running a tool failed or it exited non-zero.
+    Tool { what: String, detail: String },
+    /// The PTX references a function it does not define (a panic path, memcpy, ...).
+    UnresolvedCall { arch: &'static str, symbols: Vec<String> },
+    /// A hot kernel spills registers to local memory.
+    Spills { arch: &'static str, kernels: Vec<String> },
+}
+
+impl fmt::Display for PtxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PtxError::Tool { what, detail } => write!(f, "{what} failed:\n{detail}"),
+            PtxError::UnresolvedCall { arch, symbols } => write!(
+                f,
+                "{arch} PTX has unresolved `.extern .func` (keep panics, bounds checks and \
+                 mem* calls out of device code): {}",
+                symbols.join(", ")
+            ),
+            PtxError::Spills { arch, kernels } => {
+                write!(f, "{arch}: hot kernels spill registers: {}", kernels.join(", "))
+            }
+        }
+    }
+}
+
+impl std::error::Error for PtxError {}
+
+/// Resource usage ptxas reported for one kernel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelReport {
+    /// Kernel (entry) name.
+    pub name: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Bytes stored to local memory by spills.
+    pub spill_stores: u32,
+    /// Bytes loaded from local memory by spills.
+    pub spill_loads: u32,
+    /// Stack frame bytes (local arrays land here).
+    pub stack_frame: u32,
+    /// Static shared memory bytes.
+    pub smem: u32,
+}
+
+impl KernelReport {
+    /// True for kernels that must never spill (see [`HOT_PREFIX`]).
+    pub fn is_hot(&self) -> bool {
+        self.name.starts_with(HOT_PREFIX)
+    }
+}
+
+/// Where the built modules go and how to reach the tools.
+pub struct Build {
+    /// Workspace root (holds `kernels-gpu/`).
+    pub root: PathBuf,
+    /// Folder the PTX modules are written to (`<arch>.ptx`).
+    pub out_dir: PathBuf,
+    /// `cargo` binary to run for the nested nvptx build.
+    pub cargo: PathBuf,
+}
+
+impl Build {
+    /// Defaults for a workspace root: PTX under `target/ptx`.
+    pub fn new(root: &Path) -> Self {
+        let cargo = std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| "cargo".into());
+        Build { root: root.to_path_buf(), out_dir: root.join("target/ptx"), cargo }
+    }
+
+    /// Path of the module for `arch`.
+    pub fn ptx_path(&self, arch: Arch) -> PathBuf {
+        self.out_dir.join(format!("{}.ptx", arch.name))
+    }
+
+    /// Compiles kernels-gpu for `arch`, writes `<out_dir>/<arch>.ptx`, rejects unresolved calls.
+    pub fn build(&self, arch: Arch) -> Result<PathBuf, PtxError> {
+        let crate_dir = self.root.join("kernels-gpu");
+        let target_dir = self.root.join("target/ptx-build").join(arch.name);
+        let mut cmd = Command::new(&self.cargo);
+        // Called from a build script, the outer cargo's variables would leak into the nested
+        // build (target, profile, flags) and change what it compiles: start it clean.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy().into_owned();
+            let leaks = (key.starts_with("CARGO_") && key != "CARGO_HOME")
+                || matches!(
+                    key.as_str(),
+                    "RUSTC" | "RUSTDOC" | "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER"
+                        | "TARGET" | "HOST" | "OUT_DIR" | "PROFILE" | "OPT_LEVEL" | "DEBUG"
+                        | "NUM_JOBS" | "RUSTC_LINKER" | "CARGO"
+                );
+            if leaks {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.current_dir(&crate_dir)
+            .args(["rustc", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .args(["--", "-C", &format!("target-cpu={}", arch.name), "--emit=asm"]);
+        run(&mut cmd, &format!("cargo rustc (kernels-gpu, {})", arch.name))?;
+
+        let deps = target_dir.join("nvptx64-nvidia-cuda/release/deps");
+        let asm = newest_with(&deps, "kernels_gpu-", ".s").ok_or_else(|| PtxError::Tool {
+            what: "locating the PTX".into(),
+            detail: format!("no kernels_gpu-*.s in {}", deps.display()),
+        })?;
+        let ptx = std::fs::read_to_string(&asm).map_err(|e| io_err("reading PTX", e))?;
+        let symbols = unresolved_calls(&ptx);
+        if !symbols.is_empty() {
+            return Err(PtxError::UnresolvedCall { arch: arch.name, symbols });
+        }
+        std::fs::create_dir_all(&self.out_dir).map_err(|e| io_err("creating PTX folder", e))?;
+        let out = self.ptx_path(arch);
+        // Rewrite only on change so that the host's build script does not rerun needlessly.
+        if std::fs::read_to_string(&out).ok().as_deref() != Some(ptx.as_str()) {
+            std::fs::write(&out, &ptx).map_err(|e| io_err("writing PTX", e))?;
+        }
+        Ok(out)
+    }
+}
+
+fn io_err(what: &str, e: std::io::Error) -> PtxError {
+    PtxError::Tool { what: what.into(), detail: e.to_string() }
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<String, PtxError> {
+    let out = cmd.output().map_err(|e| io_err(what, e))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(PtxError::Tool { what: what.into(), detail: text })
+    }
+}
+
+fn newest_with(dir: &Path, prefix: &str, suffix: &str) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(prefix) && n.ends_with(suffix)
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path())
+}
+
+/// Names of functions the PTX declares `.extern` but never defines.
+pub fn unresolved_calls(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".extern .func"))
+        .map(|rest| {
+            // `.extern .func (.param ...) name(` or `.extern .func name(`
+            let rest = rest.trim();
+            let rest = if rest.starts_with('(') {
+                rest.split_once(')').map(|(_, r)| r.trim()).unwrap_or(rest)
+            } else {
+                rest
+            };
+            rest.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or("").to_string()
+        })
+        .collect()
+}
+
+/// The ptxas to use: `$PTXAS`, the project-local copy from `scripts/setup.sh`, or `ptxas` on PATH.
+pub fn find_ptxas(root: &Path) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PTXAS") {
+        return Some(PathBuf::from(p));
+    }
+    let local = root.join(".deps/bin/ptxas");
+    if local.exists() {
+        return Some(local);
+    }
+    Command::new("ptxas").arg("--version").output().ok().filter(|o| o.status.success())?;
+    Some(PathBuf::from("ptxas"))
+}
+
+/// Assembles `ptx` for `arch` with `ptxas -v` and returns each kernel's resource usage.
+pub fn ptxas_report(ptxas: &Path, ptx: &Path, arch: Arch) -> Result<Vec<KernelReport>, PtxError> {
+    let cubin = ptx.with_extension("cubin");
+    let mut cmd = Command::new(ptxas);
+    cmd.arg(format!("-arch={}", arch.name)).arg("-v").arg(ptx).arg("-o").arg(&cubin);
+    let text = run(&mut cmd, &format!("ptxas ({})", arch.name))?;
+    Ok(parse_ptxas(&text))
+}
+
+/// Parses `ptxas -v` output into per-kernel reports.
+pub fn parse_ptxas(text: &str) -> Vec<KernelReport> {
+    let mut reports: Vec<KernelReport> = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let name = rest.split('\'').next().unwrap_or("").to_string();
+            reports.push(KernelReport { name, ..Default::default() });
+            continue;
+        }
+        let Some(r) = reports.last_mut() else { continue };
+        if line.contains("bytes stack frame") {
+            r.stack_frame = number_before(line, "bytes stack frame");
+            r.spill_stores = number_before(line, "bytes spill stores");
+            r.spill_loads = number_before(line, "bytes spill loads");
+        } else if line.contains("Used") && line.contains("registers") {
+            r.registers = number_before(line, "registers");
+            r.smem = number_before(line, "bytes smem");
+        }
+    }
+    reports
+}
+
+fn number_before(line: &str, label: &str) -> u32 {
+    line.split(label)
+        .next()
+        .and_then(|head| head.split(|c: char| c == ',' || c == ':').next_back())
+        .and_then(|n| n.trim().split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .filter(|_| line.contains(label))
+        .unwrap_or(0)
+}
+
+/// Fails when a hot kernel spills.
+pub fn check_spills(arch: Arch, reports: &[KernelReport]) -> Result<(), PtxError> {
+    let kernels: Vec<String> = reports
+        .iter()
+        .filter(|r| r.is_hot() && (r.spill_stores > 0 || r.spill_loads > 0))
+        .map(|r| format!("{} ({} B stores, {} B loads)", r.name, r.spill_stores, r.spill_loads))
+        .collect();
+    if kernels.is_empty() { Ok(()) } else { Err(PtxError::Spills { arch: arch.name, kernels }) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_unresolved_calls() {
+        let ptx = ".version 8.0\n.extern .func (.param .b32 r) memcpy(\n.param .b64 a\n);\n\
+                   .extern .func _ZN4core9panicking5panic(\n.visible .entry k()\n";
+        assert_eq!(unresolved_calls(ptx), vec!["memcpy", "_ZN4core9panicking5panic"]);
+        assert!(unresolved_calls(".visible .func f()\n.visible .entry k()\n").is_empty());
+    }
+
+    #[test]
+    fn parses_ptxas_verbose_output() {
+        let text = "ptxas info    : 0 bytes gmem\n\
+            ptxas info    : Compiling entry function 'flash_fwd_f16_d128' for 'sm_90a'\n\
+            ptxas info    : Function properties for flash_fwd_f16_d128\n\
+            \x20   8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+            ptxas info    : Used 255 registers, used 1 barriers, 16 bytes smem, 400 bytes cmem[0]\n\
+            ptxas info    : Compiling entry function 'probe_mma' for 'sm_90a'\n\
+            ptxas info    : Function properties for probe_mma\n\
+            \x20   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+            ptxas info    : Used 40 registers, used 0 barriers, 368 bytes cmem[0]\n";
+        let r = parse_ptxas(text);
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r[0],
+            KernelReport {
+                name: "flash_fwd_f16_d128".into(),
+                registers: 255,
+                spill_stores: 4,
+                spill_loads: 12,
+                stack_frame: 8,
+                smem: 16
+            }
+        );
+        assert_eq!((r[1].registers, r[1].spill_stores, r[1].smem), (40, 0, 0));
+        let arch = ARCHES[1];
+        assert!(matches!(check_spills(arch, &r), Err(PtxError::Spills { .. })));
+        assert!(check_spills(arch, &r[1..]).is_ok());
+    }
+}

@@ -1,0 +1,109 @@
+//! The GPU: driver initialisation, context, and the kernel modules for its architecture.
+use cust::context::{Context, CurrentContext};
+use cust::device::{Device, DeviceAttribute};
+use cust::module::Module;
+
+use crate::error::{Error, Result};
+use crate::ptx;
+
+/// Which PTX module a GPU runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Ampere and newer without Hopper's arch-specific features.
+    Sm80,
+    /// Hopper (compute capability 9.0): wgmma, TMA, setmaxnreg.
+    Sm90a,
+}
+
+/// One GPU with a current context and its kernels loaded.
+///
+/// The context is made current on the creating thread; use the `Gpu` from that thread (or make
+/// its context current with [`Gpu::make_current`]).
+pub struct Gpu {
+    // Field order matters: modules must unload before the context is destroyed.
+    module: Module,
+    device: Device,
+    arch: Arch,
+    cc: (i32, i32),
+    sm_count: u32,
+    max_smem_optin: u32,
+    _context: Context,
+}
+
+impl Gpu {
+    /// Initialises the driver and opens GPU `ordinal`, loading the PTX for its architecture.
+    ///
+    /// Returns [`Error::NoGpu`] without a driver or device and [`Error::UnsupportedGpu`] for
+    /// GPUs older than sm_80.
+    pub fn new(ordinal: u32) -> Result<Self> {
+        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoGpu(format!("driver init: {e}")))?;
+        let count = Device::num_devices().map_err(|e| Error::NoGpu(e.to_string()))?;
+        if ordinal >= count {
+            return Err(Error::NoGpu(format!("GPU {ordinal} requested, {count} present")));
+        }
+        let device = Device::get_device(ordinal)?;
+        let major = device.get_attribute(DeviceAttribute::ComputeCapabilityMajor)?;
+        let minor = device.get_attribute(DeviceAttribute::ComputeCapabilityMinor)?;
+        if major < 8 {
+            return Err(Error::UnsupportedGpu { major, minor });
+        }
+        let sm_count = device.get_attribute(DeviceAttribute::MultiprocessorCount)? as u32;
+        let max_smem_optin = smem_optin(device)?;
+        let context = Context::new(device)?;
+        // sm_90a code runs on compute capability 9.0 only; later GPUs JIT the portable module.
+        let arch = if (major, minor) == (9, 0) { Arch::Sm90a } else { Arch::Sm80 };
+        let src = match arch {
+            Arch::Sm80 => ptx::PTX_SM80,
+            Arch::Sm90a => ptx::PTX_SM90A,
+        };
+        let module = Module::from_ptx(src, &[])?;
+        Ok(Gpu { module, device, arch, cc: (major, minor), sm_count, max_smem_optin, _context: context })
+    }
+
+    /// Makes this GPU's context current on the calling thread.
+    pub fn make_current(&self) -> Result<()> {
+        CurrentContext::set_current(&self._context)?;
+        Ok(())
+    }
+
+    /// The loaded module holding every kernel of [`Gpu::arch`].
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// The PTX module this GPU runs.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// Compute capability (major, minor).
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.cc
+    }
+
+    /// Number of streaming multiprocessors.
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
+    /// Largest dynamic shared memory a block may opt in to, in bytes.
+    pub fn max_shared_memory_per_block(&self) -> u32 {
+        self.max_smem_optin
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> Result<String> {
+        Ok(self.device.name()?)
+    }
+}
+
+// cust 0.3 has no enum variant for this attribute; ask the driver directly.
+fn smem_optin(device: Device) -> Result<u32> {
+    use cust::sys::{CUdevice_attribute, cuDeviceGetAttribute};
+    let mut v = 0i32;
+    let attr = CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
+    // SAFETY: `v` is a valid out-pointer and `device` a device handle from the driver.
+    let r = unsafe { cuDeviceGetAttribute(&mut v, attr, device.as_raw()) };
+    crate::error::check_driver("cuDeviceGetAttribute", r)?;
+    Ok(v as u32)
+}

@@ -1,0 +1,96 @@
+//! The library's error type.
+
+/// Everything that can go wrong, each variant naming the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No usable CUDA driver or GPU (the driver library is missing, or no device is present).
+    #[error("no CUDA GPU available: {0}")]
+    NoGpu(String),
+    /// The GPU is older than the oldest architecture the kernels are built for.
+    #[error("GPU compute capability {major}.{minor} is not supported (sm_80 or newer needed)")]
+    UnsupportedGpu {
+        /// Major compute capability.
+        major: i32,
+        /// Minor compute capability.
+        minor: i32,
+    },
+    /// A kernel path was requested that this GPU cannot run.
+    #[error("kernel path {path} needs {needs}, this GPU is sm_{major}{minor}")]
+    PathUnavailable {
+        /// The requested path.
+        path: &'static str,
+        /// What it needs.
+        needs: &'static str,
+        /// Major compute capability.
+        major: i32,
+        /// Minor compute capability.
+        minor: i32,
+    },
+    /// A CUDA driver call failed.
+    #[error("CUDA error: {0}")]
+    Cuda(#[from] cust::error::CudaError),
+    /// A raw driver call (one cust does not wrap) failed.
+    #[error("{call} failed with CUDA error {code}")]
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// Its `CUresult`.
+        code: u32,
+    },
+    /// A size or dimension is invalid (zero heads, head_dim out of range, ...).
+    #[error("invalid {what}: {reason}")]
+    InvalidShape {
+        /// The dimension.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// head_dim is not one the kernels support.
+    #[error("unsupported head_dim {0}: must be a multiple of 8 between 8 and 256")]
+    UnsupportedHeadDim(usize),
+    /// heads_q is not a multiple of heads_kv.
+    #[error("heads_q ({heads_q}) must be a multiple of heads_kv ({heads_kv}) for grouped-query attention")]
+    GqaRatio {
+        /// Query heads.
+        heads_q: usize,
+        /// Key/value heads.
+        heads_kv: usize,
+    },
+    /// A buffer is smaller than its shape and strides imply.
+    #[error("{tensor} buffer holds {len} elements, but shape and strides reach element {needed}")]
+    BufferTooSmall {
+        /// Which tensor.
+        tensor: &'static str,
+        /// Elements needed (highest offset + 1).
+        needed: u64,
+        /// Elements the buffer holds.
+        len: u64,
+    },
+    /// A base address or stride breaks the 16-byte vector loads the kernels use.
+    #[error("{tensor} is misaligned: {reason}")]
+    Misaligned {
+        /// Which tensor.
+        tensor: &'static str,
+        /// What is misaligned.
+        reason: String,
+    },
+    /// Strides that the kernels cannot address (negative, or overflowing 64-bit offsets).
+    #[error("{tensor} has invalid strides: {reason}")]
+    InvalidStrides {
+        /// Which tensor.
+        tensor: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The launch would exceed a hardware limit.
+    #[error("launch too large: {0}")]
+    LaunchLimit(String),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Turns a raw `CUresult` into [`Error::Driver`].
+pub(crate) fn check_driver(call: &'static str, r: cust::sys::CUresult) -> Result<()> {
+    if r == cust::sys::CUresult::CUDA_SUCCESS { Ok(()) } else { Err(Error::Driver { call, code: r as u32 }) }
+}

@@ -1,0 +1,23 @@
+//! Warp shuffles (all 32 lanes take part).
+
+/// `shfl.sync.bfly.b32` on an f32: the value of lane `lane ^ mask`.
+#[inline(always)]
+pub fn shfl_sync_bfly_f32(v: f32, mask: u32) -> f32 {
+    let r: f32;
+    unsafe {
+        core::arch::asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, -1;",
+            r = out(reg32) r, v = in(reg32) v, m = in(reg32) mask, options(pure, nomem, nostack))
+    }
+    r
+}
+
+/// `shfl.sync.idx.b32`: the value of lane `src`.
+#[inline(always)]
+pub fn shfl_sync_idx_u32(v: u32, src: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        core::arch::asm!("shfl.sync.idx.b32 {r}, {v}, {s}, 0x1f, -1;",
+            r = out(reg32) r, v = in(reg32) v, s = in(reg32) src, options(pure, nomem, nostack))
+    }
+    r
+}

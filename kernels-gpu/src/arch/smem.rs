@@ -1,0 +1,50 @@
+//! Dynamic shared memory and 16-byte shared-memory accesses.
+
+// One extern array for the whole CTA; kernels carve it up by byte offsets.
+core::arch::global_asm!(".extern .shared .align 1024 .b8 dsmem[];");
+
+/// 32-bit shared-state-space address of the start of dynamic shared memory.
+#[inline(always)]
+pub fn dsmem_base() -> u32 {
+    let r: u32;
+    unsafe { core::arch::asm!("mov.u32 {r}, dsmem;", r = out(reg32) r, options(pure, nomem, nostack)) }
+    r
+}
+
+/// `ld.shared.v4.b32`
+#[inline(always)]
+pub unsafe fn ld_shared_v4(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    unsafe {
+        core::arch::asm!("ld.shared.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+            a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            p = in(reg32) addr, options(readonly, nostack))
+    }
+    [a, b, c, d]
+}
+
+/// `st.shared.b32`
+#[inline(always)]
+pub unsafe fn st_shared_b32(addr: u32, v: u32) {
+    unsafe { core::arch::asm!("st.shared.b32 [{p}], {v};", p = in(reg32) addr, v = in(reg32) v, options(nostack)) }
+}
+
+/// `st.shared.v4.b32`
+#[inline(always)]
+pub unsafe fn st_shared_v4(addr: u32, v: [u32; 4]) {
+    unsafe {
+        core::arch::asm!("st.shared.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};",
+            p = in(reg32) addr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3],
+            options(nostack))
+    }
+}
+
+/// `st.global.v4.b32`
+#[inline(always)]
+pub unsafe fn st_global_v4(ptr: *mut u32, v: [u32; 4]) {
+    unsafe {
+        core::arch::asm!("st.global.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};",
+            p = in(reg64) ptr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3],
+            options(nostack))
+    }
+}

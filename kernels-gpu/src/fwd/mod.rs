@@ -1,0 +1,2 @@
+//! Forward attention.
+pub mod params;

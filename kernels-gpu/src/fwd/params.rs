@@ -1,0 +1,51 @@
+//! Launch parameters of the forward kernels.
+//!
+//! This file is compiled twice: into the device crate and, through `#[path]`, into the host
+//! library, so the `#[repr(C)]` layout both sides see comes from one source.
+
+/// Everything one forward launch needs, passed by value as the kernel's only parameter.
+///
+/// Tensors are `[batch, seqlen, heads, head_dim]` with explicit strides in elements (the last
+/// dimension contiguous). `lse`, when non-null, is f32 `[batch, heads_q, seqlen_q]`, contiguous.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FwdParams {
+    /// Device address of Q.
+    pub q: u64,
+    /// Device address of K.
+    pub k: u64,
+    /// Device address of V.
+    pub v: u64,
+    /// Device address of the output.
+    pub o: u64,
+    /// Device address of the log-sum-exp output, or 0 for none.
+    pub lse: u64,
+    /// Q strides (batch, row, head) in elements.
+    pub q_strides: [i64; 3],
+    /// K strides (batch, row, head) in elements.
+    pub k_strides: [i64; 3],
+    /// V strides (batch, row, head) in elements.
+    pub v_strides: [i64; 3],
+    /// Output strides (batch, row, head) in elements.
+    pub o_strides: [i64; 3],
+    /// Batch size.
+    pub batch: u32,
+    /// Query heads.
+    pub heads_q: u32,
+    /// Query heads per key/value head (GQA group size; 1 for plain multi-head attention).
+    pub group: u32,
+    /// Query rows per sequence.
+    pub seqlen_q: u32,
+    /// Key/value rows per sequence.
+    pub seqlen_k: u32,
+    /// Head dimension actually present (a multiple of 8, at most the kernel's padded one).
+    pub head_dim: u32,
+    /// Softmax scale times log2(e): scores are exponentiated with `ex2`.
+    pub scale_log2: f32,
+    /// 1 for causal masking aligned to the bottom-right corner, 0 for none.
+    pub causal: u32,
+    /// Query-row blocks per (batch, head): the grid is `batch * heads_q * m_blocks` CTAs.
+    pub m_blocks: u32,
+    /// Padding to a multiple of 8 bytes.
+    pub _pad: u32,
+}
