@@ -1,1 +1,44 @@
 //! Minimal kernels that prove each instruction family on the GPU against a CPU computation.
+//! Each is launched and checked by `tests/tests/probes.rs`, which documents the launch
+//! geometry next to the CPU reference. Names start with `probe_` (only `flash_*` are hot).
+//!
+//! * [`mma`]: `ldmatrix` + `mma.sync` m16n8k16 (both modules).
+//! * [`cp_async`]: a 3-stage `cp.async` ring through shared memory (both modules).
+//! * [`mbarrier`]: a full/empty mbarrier handshake between two warps (sm_90a).
+//! * [`wgmma`]: `wgmma.mma_async` m64nNk16 on 128B-swizzled shared memory (sm_90a).
+//! * [`tma`]: a `cp.async.bulk.tensor.2d` tile load completing on an mbarrier (sm_90a).
+
+pub mod cp_async;
+#[cfg(target_feature = "sm_90a")]
+pub mod mbarrier;
+pub mod mma;
+#[cfg(target_feature = "sm_90a")]
+pub mod tma;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma;
+
+/// `ld.shared.b32` (the arch layer has only the 16-byte form).
+#[inline(always)]
+#[allow(dead_code)]
+unsafe fn ld_shared_b32(addr: u32) -> u32 {
+    let v: u32;
+    unsafe { core::arch::asm!("ld.shared.b32 {v}, [{p}];", v = out(reg32) v, p = in(reg32) addr, options(readonly, nostack)) }
+    v
+}
+
+/// Byte offset of 16-byte chunk `chunk` (0..8) of row `row` in a tile of 128-byte rows stored
+/// with the 128-byte swizzle (TMA `SWIZZLE_128B`, wgmma `Swizzle::B128`): the chunk index is
+/// XORed with the row index modulo 8. The tile must start on a 1024-byte boundary.
+#[inline(always)]
+#[allow(dead_code)]
+fn sw128_offset(row: u32, chunk: u32) -> u32 {
+    row * 128 + ((chunk ^ (row & 7)) << 4)
+}
+
+/// Dynamic shared memory rounded up to 1024 bytes (the 128B swizzle's repeat), for probes
+/// that depend on the pattern's phase; their launches add 1024 bytes of slack.
+#[inline(always)]
+#[allow(dead_code)]
+fn dsmem_base_1024() -> u32 {
+    (crate::arch::smem::dsmem_base() + 1023) & !1023
+}

@@ -1,1 +1,18 @@
+//! Shared helpers of the integration tests.
+use std::io::Write;
 
+pub mod attn;
+
+/// Opens GPU 0, or reports the test as skipped (with the reason) and returns `None` where no
+/// GPU or driver is present. Any other failure to open the GPU is a test failure.
+pub fn gpu_or_skip(test: &str) -> Option<flashrs::Gpu> {
+    match flashrs::Gpu::new(0) {
+        Ok(gpu) => Some(gpu),
+        Err(flashrs::Error::NoGpu(reason)) => {
+            // Straight to the handle: libtest captures print!/eprint!, and a skip must be seen.
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no GPU ({reason})");
+            None
+        }
+        Err(e) => panic!("{test}: opening the GPU failed: {e}"),
+    }
+}

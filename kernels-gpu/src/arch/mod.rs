@@ -4,8 +4,17 @@ pub mod barrier;
 pub mod cp_async;
 pub mod cvt;
 pub mod ex2;
+#[cfg(target_feature = "sm_90a")]
+pub mod fence;
 pub mod ids;
 pub mod ldmatrix;
+pub mod mbarrier;
 pub mod mma;
+#[cfg(target_feature = "sm_90a")]
+pub mod setmaxnreg;
 pub mod shfl;
 pub mod smem;
+#[cfg(target_feature = "sm_90a")]
+pub mod tma;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma;

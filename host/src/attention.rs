@@ -1,0 +1,512 @@
+//! Forward attention: parameters, validation into a launch plan, and the launch.
+//!
+//! Semantics are those of FlashAttention-2's `flash_attn_func`: `out = softmax(scale * Q K^T
+//! + mask) V` per (batch, head), tensors `[batch, seqlen, heads, head_dim]` with explicit
+//! strides, grouped-query attention when `heads_q` is a multiple of `heads_kv`, and causal
+//! masking aligned to the bottom-right corner when `seqlen_q != seqlen_k`.
+
+use std::ffi::c_void;
+
+use cust::memory::{DeviceCopy, DeviceMemory, DeviceSlice};
+use cust::prelude::Stream;
+
+use crate::device::Gpu;
+use crate::error::{Error, Result};
+
+#[path = "../../kernels-gpu/src/fwd/params.rs"]
+mod params;
+#[path = "../../kernels-gpu/src/fwd/config.rs"]
+pub mod config;
+
+pub use config::TileConfig;
+pub use params::FwdParams;
+
+/// Element type of Q, K, V and the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// IEEE binary16.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl DType {
+    /// Name used in kernel entry points and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::Bf16 => "bf16",
+        }
+    }
+}
+
+/// A 16-bit element type the kernels take.
+pub trait Element: DeviceCopy + Copy + Default + Send + Sync + 'static {
+    /// Its [`DType`].
+    const DTYPE: DType;
+    /// Rounds an f32 to this type.
+    fn from_f32(v: f32) -> Self;
+    /// Widens to f32.
+    fn to_f32(self) -> f32;
+}
+
+impl Element for half::f16 {
+    const DTYPE: DType = DType::F16;
+    fn from_f32(v: f32) -> Self {
+        half::f16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+}
+
+impl Element for half::bf16 {
+    const DTYPE: DType = DType::Bf16;
+    fn from_f32(v: f32) -> Self {
+        half::bf16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        half::bf16::to_f32(self)
+    }
+}
+
+/// Strides in elements of a `[batch, seqlen, heads, head_dim]` tensor whose last dimension is
+/// contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strides {
+    /// Between batches.
+    pub batch: i64,
+    /// Between sequence positions.
+    pub row: i64,
+    /// Between heads.
+    pub head: i64,
+}
+
+impl Strides {
+    /// Contiguous `[batch, seqlen, heads, head_dim]` (FlashAttention's layout).
+    pub fn bshd(seqlen: usize, heads: usize, head_dim: usize) -> Self {
+        let (s, h, d) = (seqlen as i64, heads as i64, head_dim as i64);
+        Strides { batch: s * h * d, row: h * d, head: d }
+    }
+
+    /// Contiguous `[batch, heads, seqlen, head_dim]` (PyTorch SDPA's layout), viewed as
+    /// `[batch, seqlen, heads, head_dim]`.
+    pub fn bhsd(seqlen: usize, heads: usize, head_dim: usize) -> Self {
+        let (s, h, d) = (seqlen as i64, heads as i64, head_dim as i64);
+        Strides { batch: h * s * d, row: d, head: s * d }
+    }
+}
+
+/// Which kernel implementation runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelPath {
+    /// The fastest path this GPU supports.
+    #[default]
+    Auto,
+    /// FlashAttention-2-style `mma.sync` kernels (sm_80 and newer).
+    MmaSync,
+}
+
+impl KernelPath {
+    /// Name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelPath::Auto => "auto",
+            KernelPath::MmaSync => "mma.sync",
+        }
+    }
+}
+
+/// Shape and options of one forward attention call. Build with [`AttentionParams::new`] and
+/// the chained setters; nothing is checked until [`AttentionParams::plan`] or a launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionParams {
+    /// Batch size.
+    pub batch: usize,
+    /// Query rows per sequence.
+    pub seqlen_q: usize,
+    /// Key/value rows per sequence.
+    pub seqlen_k: usize,
+    /// Query (and output) heads.
+    pub heads_q: usize,
+    /// Key/value heads; `heads_q` must be a multiple (GQA/MQA).
+    pub heads_kv: usize,
+    /// Head dimension: a multiple of 8, at most 256.
+    pub head_dim: usize,
+    /// Causal masking, aligned to the bottom-right corner.
+    pub causal: bool,
+    /// Scale applied to `Q K^T`; `None` means `1 / sqrt(head_dim)`.
+    pub softmax_scale: Option<f32>,
+    /// Element type.
+    pub dtype: DType,
+    /// Q strides; `None` means contiguous `[batch, seqlen_q, heads_q, head_dim]`.
+    pub q_strides: Option<Strides>,
+    /// K strides; `None` means contiguous `[batch, seqlen_k, heads_kv, head_dim]`.
+    pub k_strides: Option<Strides>,
+    /// V strides; `None` means contiguous `[batch, seqlen_k, heads_kv, head_dim]`.
+    pub v_strides: Option<Strides>,
+    /// Output strides; `None` means contiguous `[batch, seqlen_q, heads_q, head_dim]`.
+    pub o_strides: Option<Strides>,
+    /// Kernel path.
+    pub path: KernelPath,
+    /// Tile configuration override (for tuning); `None` picks the default for `head_dim`.
+    pub config: Option<TileConfig>,
+}
+
+impl AttentionParams {
+    /// Plain multi-head attention (`heads_kv = heads_q`), f16, not causal, default scale,
+    /// contiguous `[batch, seqlen, heads, head_dim]` tensors.
+    pub fn new(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, head_dim: usize) -> Self {
+        AttentionParams {
+            batch,
+            seqlen_q,
+            seqlen_k,
+            heads_q,
+            heads_kv: heads_q,
+            head_dim,
+            causal: false,
+            softmax_scale: None,
+            dtype: DType::F16,
+            q_strides: None,
+            k_strides: None,
+            v_strides: None,
+            o_strides: None,
+            path: KernelPath::Auto,
+            config: None,
+        }
+    }
+
+    /// Sets the number of key/value heads (grouped-query attention).
+    pub fn heads_kv(mut self, heads_kv: usize) -> Self {
+        self.heads_kv = heads_kv;
+        self
+    }
+    /// Sets causal masking.
+    pub fn causal(mut self, causal: bool) -> Self {
+        self.causal = causal;
+        self
+    }
+    /// Sets the softmax scale.
+    pub fn softmax_scale(mut self, scale: f32) -> Self {
+        self.softmax_scale = Some(scale);
+        self
+    }
+    /// Sets the element type.
+    pub fn dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+    /// Sets the strides of all four tensors to PyTorch's `[batch, heads, seqlen, head_dim]`.
+    pub fn layout_bhsd(mut self) -> Self {
+        self.q_strides = Some(Strides::bhsd(self.seqlen_q, self.heads_q, self.head_dim));
+        self.k_strides = Some(Strides::bhsd(self.seqlen_k, self.heads_kv, self.head_dim));
+        self.v_strides = Some(Strides::bhsd(self.seqlen_k, self.heads_kv, self.head_dim));
+        self.o_strides = Some(Strides::bhsd(self.seqlen_q, self.heads_q, self.head_dim));
+        self
+    }
+    /// Sets explicit strides for Q, K, V and the output.
+    pub fn strides(mut self, q: Strides, k: Strides, v: Strides, o: Strides) -> Self {
+        (self.q_strides, self.k_strides, self.v_strides, self.o_strides) = (Some(q), Some(k), Some(v), Some(o));
+        self
+    }
+    /// Forces a kernel path.
+    pub fn path(mut self, path: KernelPath) -> Self {
+        self.path = path;
+        self
+    }
+    /// Forces a tile configuration (one of [`config::CONFIGS`]).
+    pub fn config(mut self, config: TileConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// The scale actually applied.
+    pub fn scale(&self) -> f32 {
+        self.softmax_scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
+    }
+
+    /// Floating-point operations of the call: `4 * batch * heads_q * seqlen_q * seqlen_k *
+    /// head_dim`, halved under causal masking (FlashAttention's convention).
+    pub fn flops(&self) -> f64 {
+        let f = 4.0 * (self.batch * self.heads_q) as f64 * self.seqlen_q as f64 * self.seqlen_k as f64 * self.head_dim as f64;
+        if self.causal { f / 2.0 } else { f }
+    }
+
+    /// Elements each tensor's buffer must hold at least, for contiguous layouts:
+    /// (q and out, k and v, lse).
+    pub fn contiguous_lens(&self) -> (usize, usize, usize) {
+        (
+            self.batch * self.seqlen_q * self.heads_q * self.head_dim,
+            self.batch * self.seqlen_k * self.heads_kv * self.head_dim,
+            self.batch * self.heads_q * self.seqlen_q,
+        )
+    }
+
+    /// Validates the shape and the buffers (given as device addresses and lengths in elements)
+    /// and returns what a launch needs. Pure host code: it never touches the GPU.
+    pub fn plan(&self, bufs: &Buffers) -> Result<LaunchPlan> {
+        plan(self, bufs)
+    }
+}
+
+/// A buffer as the planner sees it: device address and capacity in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferRef {
+    /// Device address.
+    pub ptr: u64,
+    /// Capacity in elements.
+    pub len: usize,
+}
+
+/// The buffers of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buffers {
+    /// Queries.
+    pub q: BufferRef,
+    /// Keys.
+    pub k: BufferRef,
+    /// Values.
+    pub v: BufferRef,
+    /// Output.
+    pub o: BufferRef,
+    /// Log-sum-exp output (f32 `[batch, heads_q, seqlen_q]`), if wanted.
+    pub lse: Option<BufferRef>,
+}
+
+/// A validated launch: kernel, geometry and parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchPlan {
+    /// Kernel entry point.
+    pub kernel: String,
+    /// Tile configuration.
+    pub config: TileConfig,
+    /// CTAs (1-D grid).
+    pub grid: u32,
+    /// Threads per CTA.
+    pub block: u32,
+    /// Dynamic shared memory per CTA, bytes.
+    pub smem: u32,
+    /// The kernel parameters.
+    pub params: FwdParams,
+}
+
+impl LaunchPlan {
+    /// True when the call has nothing to compute (zero batch, heads or query rows).
+    pub fn is_empty(&self) -> bool {
+        self.grid == 0
+    }
+}
+
+/// Entry-point name of the forward kernel for `dtype` and `config`.
+pub fn kernel_name(dtype: DType, config: &TileConfig) -> String {
+    format!(
+        "flash_fwd_{}_d{}_{}x{}w{}s{}",
+        dtype.name(),
+        config.head_dim,
+        config.block_m,
+        config.block_n,
+        config.warps,
+        config.stages
+    )
+}
+
+fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidShape { what, reason: reason.into() }
+}
+
+/// Checks one tensor's strides, alignment and extent; returns its strides.
+fn check_tensor(
+    tensor: &'static str,
+    buf: BufferRef,
+    strides: Strides,
+    dims: [usize; 4],
+    elem_bytes: u64,
+) -> Result<[i64; 3]> {
+    let s = [strides.batch, strides.row, strides.head];
+    if s.iter().any(|&x| x < 0) {
+        return Err(Error::InvalidStrides { tensor, reason: format!("negative stride in {s:?}") });
+    }
+    // The kernels move 16-byte chunks: 8 elements of every row must be one aligned vector.
+    if buf.ptr % 16 != 0 {
+        return Err(Error::Misaligned { tensor, reason: format!("base address {:#x} is not 16-byte aligned", buf.ptr) });
+    }
+    if let Some(bad) = s.iter().find(|&&x| (x as u64 * elem_bytes) % 16 != 0) {
+        return Err(Error::Misaligned { tensor, reason: format!("stride {bad} elements is not a multiple of 16 bytes") });
+    }
+    // Highest element offset reached, in checked 64-bit arithmetic.
+    let reach = |n: usize, stride: i64| (n as i64 - 1).checked_mul(stride);
+    let overflow = || Error::InvalidStrides { tensor, reason: "element offsets overflow 64 bits".into() };
+    let last = [reach(dims[0], s[0]), reach(dims[1], s[1]), reach(dims[2], s[2])]
+        .into_iter()
+        .try_fold(dims[3] as i64, |acc, x| x.and_then(|x| acc.checked_add(x)))
+        .ok_or_else(overflow)?;
+    // Byte offsets must fit in 64 bits too (the kernels form addresses as base + offset * 2).
+    (last as u64).checked_mul(elem_bytes).ok_or_else(overflow)?;
+    if last as u64 > buf.len as u64 {
+        return Err(Error::BufferTooSmall { tensor, needed: last as u64, len: buf.len as u64 });
+    }
+    Ok(s)
+}
+
+fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
+    if p.head_dim == 0 || p.head_dim % 8 != 0 || p.head_dim > 256 {
+        return Err(Error::UnsupportedHeadDim(p.head_dim));
+    }
+    if p.heads_kv == 0 && p.heads_q > 0 {
+        return Err(shape_err("heads_kv", "must be at least 1"));
+    }
+    if p.heads_kv > 0 && p.heads_q % p.heads_kv != 0 {
+        return Err(Error::GqaRatio { heads_q: p.heads_q, heads_kv: p.heads_kv });
+    }
+    // Masks and row indices are 32-bit in the kernels.
+    for (what, n) in [("seqlen_q", p.seqlen_q), ("seqlen_k", p.seqlen_k)] {
+        if n > i32::MAX as usize / 2 {
+            return Err(shape_err(what, format!("{n} exceeds {}", i32::MAX / 2)));
+        }
+    }
+    let scale = p.scale();
+    if !scale.is_finite() {
+        return Err(shape_err("softmax_scale", format!("{scale} is not finite")));
+    }
+    let config = match p.config {
+        Some(c) => {
+            if !config::CONFIGS.contains(&c) {
+                return Err(shape_err("config", format!("{c:?} is not an instantiated configuration")));
+            }
+            if c.head_dim < p.head_dim {
+                return Err(shape_err("config", format!("head_dim {} does not fit config for {}", p.head_dim, c.head_dim)));
+            }
+            c
+        }
+        None => config::default_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?,
+    };
+    let kernel = kernel_name(p.dtype, &config);
+    let m_blocks = p.seqlen_q.div_ceil(config.block_m);
+    let ctas = p.batch as u64 * p.heads_q as u64 * m_blocks as u64;
+    if ctas > i32::MAX as u64 {
+        return Err(Error::LaunchLimit(format!("{ctas} CTAs exceed the grid limit of {}", i32::MAX)));
+    }
+    let empty = ctas == 0;
+    let mut params = FwdParams::default();
+    if !empty {
+        let d = p.head_dim;
+        let q_s = p.q_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+        let k_s = p.k_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
+        let v_s = p.v_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
+        let o_s = p.o_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+        params.q_strides = check_tensor("q", bufs.q, q_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
+        params.o_strides = check_tensor("out", bufs.o, o_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
+        // With no keys, K and V are never read: any (even null) buffer will do.
+        if p.seqlen_k > 0 {
+            params.k_strides = check_tensor("k", bufs.k, k_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
+            params.v_strides = check_tensor("v", bufs.v, v_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
+        }
+        if let Some(lse) = bufs.lse {
+            let needed = (p.batch * p.heads_q * p.seqlen_q) as u64;
+            if (lse.len as u64) < needed {
+                return Err(Error::BufferTooSmall { tensor: "lse", needed, len: lse.len as u64 });
+            }
+            if lse.ptr % 4 != 0 {
+                return Err(Error::Misaligned { tensor: "lse", reason: format!("base address {:#x} is not 4-byte aligned", lse.ptr) });
+            }
+        }
+        params = FwdParams {
+            q: bufs.q.ptr,
+            k: bufs.k.ptr,
+            v: bufs.v.ptr,
+            o: bufs.o.ptr,
+            lse: bufs.lse.map_or(0, |l| l.ptr),
+            batch: p.batch as u32,
+            heads_q: p.heads_q as u32,
+            group: (p.heads_q / p.heads_kv) as u32,
+            seqlen_q: p.seqlen_q as u32,
+            seqlen_k: p.seqlen_k as u32,
+            head_dim: p.head_dim as u32,
+            scale_log2: scale * std::f32::consts::LOG2_E,
+            causal: p.causal as u32,
+            m_blocks: m_blocks as u32,
+            ..params
+        };
+    }
+    Ok(LaunchPlan {
+        kernel,
+        config,
+        grid: ctas as u32,
+        block: config.threads() as u32,
+        smem: config.smem_bytes() as u32,
+        params,
+    })
+}
+
+// SAFETY: plain `repr(C)` data of integers and floats.
+unsafe impl DeviceCopy for FwdParams {}
+
+impl Gpu {
+    /// Launches forward attention on `stream` (asynchronously) after validating every input.
+    ///
+    /// `q`, `k`, `v` and `out` hold `[batch, seqlen, heads, head_dim]` tensors with the strides
+    /// of `params` (contiguous by default); `lse`, if given, receives the f32 log-sum-exp of
+    /// each (batch, head, query row), `-inf` for rows that see no key (whose output is 0).
+    /// A call with zero batch, heads or query rows does nothing and returns `Ok`.
+    pub fn attention_forward<T: Element>(
+        &self,
+        stream: &Stream,
+        params: &AttentionParams,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        out: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+    ) -> Result<()> {
+        if params.dtype != T::DTYPE {
+            return Err(shape_err("dtype", format!("params say {:?}, buffers hold {:?}", params.dtype, T::DTYPE)));
+        }
+        let r = |s: &DeviceSlice<T>| BufferRef { ptr: s.as_raw_ptr(), len: s.len() };
+        let bufs = Buffers {
+            q: r(q),
+            k: r(k),
+            v: r(v),
+            o: r(out),
+            lse: lse.map(|l| BufferRef { ptr: l.as_raw_ptr(), len: l.len() }),
+        };
+        let plan = params.plan(&bufs)?;
+        // SAFETY: the plan checked that every address the kernel forms lies in these buffers.
+        unsafe { self.launch_forward(stream.as_inner() as *mut c_void, params.path, &plan) }
+    }
+
+    /// Launches a validated plan on a raw `CUstream`.
+    ///
+    /// # Safety
+    /// The plan's buffers must be live device allocations of this GPU's context, not freed or
+    /// written by anything else until the stream reaches the kernel's end, and `stream` must
+    /// be a valid stream of this context (or null for the legacy default stream).
+    pub unsafe fn launch_forward(&self, stream: *mut c_void, path: KernelPath, plan: &LaunchPlan) -> Result<()> {
+        match path {
+            KernelPath::Auto | KernelPath::MmaSync => {}
+        }
+        if plan.is_empty() {
+            return Ok(());
+        }
+        if plan.smem > self.max_shared_memory_per_block() {
+            return Err(Error::LaunchLimit(format!(
+                "{} needs {} bytes of shared memory, the GPU allows {}",
+                plan.kernel,
+                plan.smem,
+                self.max_shared_memory_per_block()
+            )));
+        }
+        let func = self.module().get_function(&plan.kernel)?;
+        use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuLaunchKernel};
+        let raw = func.to_raw();
+        let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: `raw` is a function of the loaded module.
+        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(raw, attr, plan.smem as i32) })?;
+        let mut params = plan.params;
+        let mut args = [&mut params as *mut FwdParams as *mut c_void];
+        // SAFETY: one argument matching the kernel's single by-value `FwdParams` parameter.
+        let r = unsafe {
+            cuLaunchKernel(raw, plan.grid, 1, 1, plan.block, 1, 1, plan.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
+        };
+        crate::error::check_driver("cuLaunchKernel", r)
+    }
+}

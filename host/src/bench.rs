@@ -1,0 +1,153 @@
+//! Timing of forward launches with CUDA events: warm-up, then the median of timed launches.
+
+use cust::event::{Event, EventFlags};
+use cust::memory::DeviceBuffer;
+use cust::prelude::Stream;
+use cust::stream::StreamFlags;
+use rand::Rng;
+
+use crate::attention::{AttentionParams, BufferRef, Buffers, DType, LaunchPlan, Strides};
+use crate::device::Gpu;
+use crate::error::Result;
+
+/// Timings of one shape, in milliseconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// Median over the timed iterations.
+    pub median_ms: f64,
+    /// Fastest timed iteration.
+    pub min_ms: f64,
+    /// Every timed iteration, in order.
+    pub samples_ms: Vec<f64>,
+}
+
+impl Timing {
+    /// From per-iteration samples.
+    pub fn from_samples(samples_ms: Vec<f64>) -> Self {
+        let mut sorted = samples_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median_ms = if sorted.is_empty() {
+            f64::NAN
+        } else if sorted.len() % 2 == 1 {
+            sorted[sorted.len() / 2]
+        } else {
+            (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
+        };
+        Timing { median_ms, min_ms: sorted.first().copied().unwrap_or(f64::NAN), samples_ms }
+    }
+
+    /// TFLOPS at the median time for `flops` operations.
+    pub fn tflops(&self, flops: f64) -> f64 {
+        flops / (self.median_ms * 1e-3) / 1e12
+    }
+}
+
+/// Device buffers holding random normal inputs for a shape (contiguous or as `params`' strides).
+pub struct BenchBuffers {
+    q: DeviceBuffer<u16>,
+    k: DeviceBuffer<u16>,
+    v: DeviceBuffer<u16>,
+    o: DeviceBuffer<u16>,
+    lse: DeviceBuffer<f32>,
+}
+
+fn extent(dims: [usize; 4], s: Strides) -> usize {
+    if dims.iter().any(|&n| n == 0) {
+        return 1;
+    }
+    ((dims[0] - 1) as i64 * s.batch + (dims[1] - 1) as i64 * s.row + (dims[2] - 1) as i64 * s.head) as usize + dims[3]
+}
+
+fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
+    let mut rng = rand::rng();
+    // Random data, never zeros: zeros run faster than real data on tensor cores.
+    (0..n)
+        .map(|_| {
+            let x: f32 = rng.sample(rand_distr::StandardNormal);
+            match dtype {
+                DType::F16 => half::f16::from_f32(x).to_bits(),
+                DType::Bf16 => half::bf16::from_f32(x).to_bits(),
+            }
+        })
+        .collect()
+}
+
+impl BenchBuffers {
+    /// Allocates and fills buffers for `p`.
+    pub fn new(p: &AttentionParams) -> Result<Self> {
+        let d = p.head_dim;
+        let dq = [p.batch, p.seqlen_q, p.heads_q, d];
+        let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
+        let qs = p.q_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+        let ks = p.k_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
+        let vs = p.v_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
+        let os = p.o_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+        Ok(BenchBuffers {
+            q: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dq, qs)))?,
+            k: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, ks)))?,
+            v: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, vs)))?,
+            o: DeviceBuffer::from_slice(&vec![0u16; extent(dq, os)])?,
+            lse: DeviceBuffer::from_slice(&vec![0f32; (p.batch * p.heads_q * p.seqlen_q).max(1)])?,
+        })
+    }
+
+    /// The buffers as the planner sees them (`with_lse`: also write the log-sum-exp).
+    pub fn refs(&self, with_lse: bool) -> Buffers {
+        let r = |b: &DeviceBuffer<u16>| BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
+        Buffers {
+            q: r(&self.q),
+            k: r(&self.k),
+            v: r(&self.v),
+            o: r(&self.o),
+            lse: with_lse.then(|| BufferRef { ptr: self.lse.as_device_ptr().as_raw(), len: self.lse.len() }),
+        }
+    }
+
+    /// Copies the output back as f32 (for spot checks).
+    pub fn output_f32(&self, dtype: DType) -> Result<Vec<f32>> {
+        let bits = self.o.as_host_vec()?;
+        Ok(bits
+            .into_iter()
+            .map(|b| match dtype {
+                DType::F16 => half::f16::from_bits(b).to_f32(),
+                DType::Bf16 => half::bf16::from_bits(b).to_f32(),
+            })
+            .collect())
+    }
+
+    /// Copies the inputs back as f32, contiguous in their buffers' own layout.
+    pub fn inputs_f32(&self, dtype: DType) -> Result<[Vec<f32>; 3]> {
+        let conv = |b: &DeviceBuffer<u16>| -> Result<Vec<f32>> {
+            Ok(b.as_host_vec()?
+                .into_iter()
+                .map(|x| match dtype {
+                    DType::F16 => half::f16::from_bits(x).to_f32(),
+                    DType::Bf16 => half::bf16::from_bits(x).to_f32(),
+                })
+                .collect())
+        };
+        Ok([conv(&self.q)?, conv(&self.k)?, conv(&self.v)?])
+    }
+}
+
+/// Times `plan` on a fresh stream: `warmup` untimed launches, then `iters` launches each
+/// between two events.
+pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, path: crate::attention::KernelPath, warmup: usize, iters: usize) -> Result<Timing> {
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    let raw = stream.as_inner() as *mut std::ffi::c_void;
+    for _ in 0..warmup {
+        // SAFETY: the plan was validated against live buffers the caller keeps alive.
+        unsafe { gpu.launch_forward(raw, path, plan)? };
+    }
+    let (start, stop) = (Event::new(EventFlags::DEFAULT)?, Event::new(EventFlags::DEFAULT)?);
+    let mut samples = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        start.record(&stream)?;
+        // SAFETY: as above.
+        unsafe { gpu.launch_forward(raw, path, plan)? };
+        stop.record(&stream)?;
+        stop.synchronize()?;
+        samples.push(stop.elapsed_time_f32(&start)? as f64);
+    }
+    Ok(Timing::from_samples(samples))
+}

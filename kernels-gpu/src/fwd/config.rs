@@ -1,0 +1,81 @@
+//! Tile shapes of the forward kernels, one per padded head dimension.
+//!
+//! Compiled into both the device crate and the host library (through `#[path]`), so the host's
+//! launch geometry (threads, shared memory, grid) and the kernels' const generics come from
+//! this one table.
+
+/// Tile shape of one forward kernel instantiation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileConfig {
+    /// Padded head dimension the kernel is compiled for (inputs with a smaller head_dim are
+    /// zero-padded on load).
+    pub head_dim: usize,
+    /// Query rows per CTA.
+    pub block_m: usize,
+    /// Key/value rows per pipeline stage.
+    pub block_n: usize,
+    /// Warps per CTA; each owns `block_m / warps` query rows.
+    pub warps: usize,
+    /// K/V shared-memory stages (loads of tile j+stages-1 overlap compute on tile j).
+    pub stages: usize,
+}
+
+impl TileConfig {
+    /// Threads per CTA.
+    pub const fn threads(&self) -> usize {
+        self.warps * 32
+    }
+    /// 16-row MMA tiles each warp owns.
+    pub const fn m_tiles(&self) -> usize {
+        self.block_m / self.warps / 16
+    }
+    /// Dynamic shared memory in bytes: the Q tile (reused for O), then K and V stages.
+    pub const fn smem_bytes(&self) -> usize {
+        (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * 2
+    }
+}
+
+/// Every instantiated configuration (each for f16 and bf16). All assemble without spills.
+/// One 16-row MMA tile per warp costs ~165 registers; two tiles per warp halve the
+/// shared-memory reads per MMA (each K/V fragment feeds two MMAs) but sit near the 255-register
+/// limit (head_dim 128 with 32-row K/V tiles still spilled on sm_90a and was dropped).
+pub const CONFIGS: [TileConfig; 8] = [
+    TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 64, block_m: 128, block_n: 128, warps: 8, stages: 2 },
+    TileConfig { head_dim: 128, block_m: 128, block_n: 64, warps: 8, stages: 2 },
+    TileConfig { head_dim: 128, block_m: 128, block_n: 64, warps: 8, stages: 3 },
+    TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
+    TileConfig { head_dim: 256, block_m: 64, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 256, block_m: 128, block_n: 32, warps: 8, stages: 2 },
+];
+
+/// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256).
+pub const DEFAULTS: [usize; 3] = [0, 2, 5];
+
+/// The padded head dimensions, smallest first.
+pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
+
+/// The padded head dimension that serves `head_dim` (the smallest that holds it).
+pub const fn padded_head_dim(head_dim: usize) -> Option<usize> {
+    let mut i = 0;
+    while i < HEAD_DIMS.len() {
+        if head_dim <= HEAD_DIMS[i] {
+            return Some(HEAD_DIMS[i]);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The default configuration for `head_dim` (padded up), if any serves it.
+pub const fn default_config(head_dim: usize) -> Option<TileConfig> {
+    let mut i = 0;
+    while i < HEAD_DIMS.len() {
+        if head_dim <= HEAD_DIMS[i] {
+            return Some(CONFIGS[DEFAULTS[i]]);
+        }
+        i += 1;
+    }
+    None
+}

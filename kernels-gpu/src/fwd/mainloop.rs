@@ -1,0 +1,152 @@
+//! The main loop's building blocks: global -> shared tile copies (cp.async) and the two warp
+//! GEMMs, S = Q K^T and O += P V, on `mma.sync` m16n8k16 fed by `ldmatrix`.
+use crate::arch::cp_async::cp_async_cg_16;
+use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
+use crate::arch::mma::{FragA, FragC};
+use crate::dtype::Element;
+use crate::layout::{LaneAddr, SmemTile};
+
+/// A `[seqlen, D]` matrix in global memory: the source of tile copies.
+#[derive(Clone, Copy)]
+pub struct GmemMatrix {
+    /// Element (0, 0).
+    pub base: *const u16,
+    /// Elements between rows.
+    pub row_stride: i64,
+    /// Rows that exist.
+    pub seqlen: u32,
+}
+
+/// One thread's share of copying `ROWS x D` tiles from a [`GmemMatrix`] into swizzled shared
+/// tiles with cp.async.
+///
+/// `THREADS` threads cover `THREADS / (D/8)` rows per pass, each always the same 16-byte chunk
+/// column, so a thread's source advances by one stride per pass and its destination by
+/// constants. The same share serves every matrix (Q, K, V) of a kernel.
+#[derive(Clone, Copy)]
+pub struct TileCopy<const ROWS: usize, const D: usize, const THREADS: usize> {
+    /// First row (within a tile) this thread copies.
+    row: u32,
+    /// Chunk column this thread copies.
+    chunk: u32,
+    /// True when that chunk lies inside the real head_dim (else it is zero-filled).
+    chunk_valid: bool,
+}
+
+impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCopy<ROWS, D, THREADS> {
+    const CHUNKS: usize = D / 8;
+    const ROWS_PER_PASS: usize = THREADS / Self::CHUNKS;
+
+    /// Thread `tid`'s part, for matrices with `head_dim` valid columns.
+    #[inline(always)]
+    pub fn new(tid: u32, head_dim: u32) -> Self {
+        const { assert!(THREADS % (D / 8) == 0 && ROWS % (THREADS / (D / 8)) == 0) };
+        let chunk = tid % Self::CHUNKS as u32;
+        TileCopy { row: tid / Self::CHUNKS as u32, chunk, chunk_valid: chunk * 8 < head_dim }
+    }
+
+    /// Issues the cp.async copies of rows `row0 .. row0 + ROWS` of `src` into `dst`. Rows at or
+    /// past `seqlen` and chunks past head_dim are zero-filled, so padding never feeds garbage
+    /// (or NaN) into the MMAs.
+    #[inline(always)]
+    pub unsafe fn issue(self, dst: SmemTile<ROWS, D>, src: GmemMatrix, row0: u32) {
+        let first = (row0 + self.row) as i64 * src.row_stride + (self.chunk * 8) as i64;
+        let mut from = src.base.wrapping_offset(first as isize);
+        // Opaque, so LLVM does not precompute one 64-bit pointer per pass outside the main loop.
+        let step = crate::layout::opaque_i64(Self::ROWS_PER_PASS as i64 * src.row_stride);
+        let rows_left = src.seqlen as i64 - (row0 + self.row) as i64;
+        let dst = dst.lane_addr(self.row as usize, self.chunk as usize);
+        for pass in 0..ROWS / Self::ROWS_PER_PASS {
+            let valid = self.chunk_valid && ((pass * Self::ROWS_PER_PASS) as i64) < rows_left;
+            // An invalid copy reads nothing, but its address must still be a mapped one.
+            let addr = if valid { from } else { src.base };
+            unsafe { cp_async_cg_16(dst.at_row(pass * Self::ROWS_PER_PASS), addr as *const u8, valid) };
+            from = from.wrapping_offset(step as isize);
+        }
+    }
+}
+
+/// The lane addresses the two GEMMs read through, one per operand (see [`LaneAddr`]).
+#[derive(Clone, Copy)]
+pub struct WarpOperands<const D: usize> {
+    /// Q as the A operand: lanes 0-15 address rows 0-15 at chunk 0, lanes 16-31 at chunk 1.
+    pub q: LaneAddr<D>,
+    /// K as the B operand of S = QK^T: matrices (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8).
+    pub k: LaneAddr<D>,
+    /// V as the B operand of O = PV (row-major, loaded transposed): matrices (k0, d0),
+    /// (k0+8, d0), (k0, d0+8), (k0+8, d0+8).
+    pub v: LaneAddr<D>,
+}
+
+impl<const D: usize> WarpOperands<D> {
+    /// Lane addresses for a warp whose rows start at `q_row0` in the Q tile.
+    #[inline(always)]
+    pub fn new<const BM: usize, const BN: usize>(q: SmemTile<BM, D>, k: SmemTile<BN, D>, v: SmemTile<BN, D>, q_row0: usize, lane: usize) -> Self {
+        WarpOperands {
+            q: q.lane_addr(q_row0 + lane % 16, lane / 16),
+            k: k.lane_addr(lane % 8 + 8 * (lane / 16), (lane / 8) % 2),
+            v: v.lane_addr(lane % 8 + 8 * ((lane / 8) % 2), lane / 16),
+        }
+    }
+
+    /// The same operands with K and V moved `bytes` further (another pipeline stage).
+    #[inline(always)]
+    pub fn kv_shifted(self, bytes: u32) -> Self {
+        let shift = |a: LaneAddr<D>| LaneAddr::<D>::from_raw(a.raw() + bytes);
+        WarpOperands { q: self.q.opaque(), k: shift(self.k).opaque(), v: shift(self.v).opaque() }
+    }
+}
+
+/// `S[mt][j] = Q[rows of tile mt] . K[cols 8j..8j+8]^T` for the warp's `MT` row tiles.
+#[inline(always)]
+pub unsafe fn gemm_qk<T: Element, const MT: usize, const SN: usize, const D: usize>(ops: WarpOperands<D>) -> [[FragC; SN]; MT] {
+    let mut s = [[[0.0f32; 4]; SN]; MT];
+    for ks in 0..D / 16 {
+        let mut a = [[0u32; 4]; MT];
+        for mt in 0..MT {
+            a[mt] = unsafe { ldmatrix_x4(ops.q.at(mt * 16, 2 * ks)) };
+        }
+        for np in 0..SN / 2 {
+            let b = unsafe { ldmatrix_x4(ops.k.at(np * 16, 2 * ks)) };
+            for mt in 0..MT {
+                T::mma_m16n8k16(&mut s[mt][2 * np], &a[mt], &[b[0], b[1]]);
+                T::mma_m16n8k16(&mut s[mt][2 * np + 1], &a[mt], &[b[2], b[3]]);
+            }
+        }
+    }
+    s
+}
+
+/// Rounds probabilities to `T`, laid out as A fragments: an m16n8 accumulator pair is exactly
+/// an m16k16 A fragment. Done for the whole tile at once so the f32 scores are dead before
+/// the PV GEMM (half the registers).
+#[inline(always)]
+pub fn pack_p<T: Element, const MT: usize, const SN: usize, const KP: usize>(s: &[[FragC; SN]; MT]) -> [[FragA; KP]; MT] {
+    const { assert!(KP * 2 == SN) };
+    let mut a = [[[0u32; 4]; KP]; MT];
+    for mt in 0..MT {
+        for kk in 0..KP {
+            let (lo, hi) = (&s[mt][2 * kk], &s[mt][2 * kk + 1]);
+            a[mt][kk] = [T::pack2(lo[0], lo[1]), T::pack2(lo[2], lo[3]), T::pack2(hi[0], hi[1]), T::pack2(hi[2], hi[3])];
+        }
+    }
+    a
+}
+
+/// `O += P . V` with P from [`pack_p`].
+#[inline(always)]
+pub unsafe fn gemm_pv<T: Element, const MT: usize, const KP: usize, const ON: usize, const D: usize>(
+    p: &[[FragA; KP]; MT],
+    ops: WarpOperands<D>,
+    o: &mut [[FragC; ON]; MT],
+) {
+    for kk in 0..KP {
+        for dp in 0..ON / 2 {
+            let b = unsafe { ldmatrix_x4_trans(ops.v.at(kk * 16, 2 * dp)) };
+            for mt in 0..MT {
+                T::mma_m16n8k16(&mut o[mt][2 * dp], &p[mt][kk], &[b[0], b[1]]);
+                T::mma_m16n8k16(&mut o[mt][2 * dp + 1], &p[mt][kk], &[b[2], b[3]]);
+            }
+        }
+    }
+}

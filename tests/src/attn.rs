@@ -1,0 +1,152 @@
+//! Running one forward attention case on the GPU and comparing it with the CPU reference.
+use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::stream::{Stream, StreamFlags};
+use flashrs::attention::Strides;
+use flashrs::reference::{RefInputs, reference_forward};
+use flashrs::{AttentionParams, DType, Element, Gpu};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+
+/// Errors of one case against the reference.
+#[derive(Debug)]
+pub struct CaseErrors {
+    /// Max |out - ref| over all elements (NaN if any output is NaN or unwritten).
+    pub out: f64,
+    /// Max |lse - ref| over rows that see a key.
+    pub lse: f64,
+    /// Rows whose reference lse is -inf but the GPU's is not (or the reverse).
+    pub lse_inf_mismatch: usize,
+    /// The seed of the inputs, to reproduce a failure.
+    pub seed: u64,
+}
+
+/// Tolerance on the output for a dtype (the bar: 2e-3 f16, 1.5e-2 bf16).
+pub fn out_tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 2e-3,
+        DType::Bf16 => 1.5e-2,
+    }
+}
+
+/// Tolerance on the log-sum-exp.
+pub const LSE_TOLERANCE: f64 = 1e-3;
+
+/// Scatters a contiguous `[b, s, h, d]` tensor into a buffer laid out with `strides`.
+pub fn scatter<T: Copy + Default>(src: &[T], dims: [usize; 4], strides: Strides, len: usize) -> Vec<T> {
+    let mut dst = vec![T::default(); len];
+    let [nb, ns, nh, nd] = dims;
+    for b in 0..nb {
+        for s in 0..ns {
+            for h in 0..nh {
+                let from = ((b * ns + s) * nh + h) * nd;
+                let to = b as i64 * strides.batch + s as i64 * strides.row + h as i64 * strides.head;
+                dst[to as usize..to as usize + nd].copy_from_slice(&src[from..from + nd]);
+            }
+        }
+    }
+    dst
+}
+
+/// Gathers a strided tensor back into contiguous `[b, s, h, d]`.
+pub fn gather<T: Copy>(src: &[T], dims: [usize; 4], strides: Strides) -> Vec<T> {
+    let [nb, ns, nh, nd] = dims;
+    let mut out = Vec::with_capacity(nb * ns * nh * nd);
+    for b in 0..nb {
+        for s in 0..ns {
+            for h in 0..nh {
+                let at = (b as i64 * strides.batch + s as i64 * strides.row + h as i64 * strides.head) as usize;
+                out.extend_from_slice(&src[at..at + nd]);
+            }
+        }
+    }
+    out
+}
+
+/// Buffer length a strided tensor needs.
+pub fn extent(dims: [usize; 4], s: Strides) -> usize {
+    if dims.iter().any(|&n| n == 0) {
+        return 0;
+    }
+    ((dims[0] - 1) as i64 * s.batch + (dims[1] - 1) as i64 * s.row + (dims[2] - 1) as i64 * s.head) as usize + dims[3]
+}
+
+fn random_tensor<T: Element>(rng: &mut StdRng, n: usize) -> Vec<T> {
+    (0..n).map(|_| T::from_f32(StandardNormal.sample(rng))).collect()
+}
+
+/// Runs `p` on the GPU with fresh random normal inputs (scaled by `input_scale`) and returns
+/// its errors against the f64 reference.
+pub fn run_case<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32) -> CaseErrors {
+    let seed: u64 = rand::rng().random();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let d = p.head_dim;
+    let dq = [p.batch, p.seqlen_q, p.heads_q, d];
+    let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
+    let qs = p.q_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+    let ks = p.k_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
+    let vs = p.v_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
+    let os = p.o_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+    let scale = |v: Vec<T>| v.into_iter().map(|x| T::from_f32(x.to_f32() * input_scale)).collect::<Vec<T>>();
+    let q = scale(random_tensor::<T>(&mut rng, dq.iter().product()));
+    let k = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
+    let v = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
+
+    let upload = |x: &[T], dims, s| DeviceBuffer::from_slice(&scatter(x, dims, s, extent(dims, s).max(1))).unwrap();
+    let (q_d, k_d, v_d) = (upload(&q, dq, qs), upload(&k, dk, ks), upload(&v, dk, vs));
+    // Poison: NaN everywhere, so an element the kernel fails to write cannot pass.
+    let nan = T::from_f32(f32::NAN);
+    let mut o_d = DeviceBuffer::from_slice(&vec![nan; extent(dq, os).max(1)]).unwrap();
+    let n_lse = p.batch * p.heads_q * p.seqlen_q;
+    let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
+
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed");
+    stream.synchronize().expect("kernel failed");
+    let mut o_h = vec![T::default(); o_d.len()];
+    o_d.copy_to(&mut o_h[..]).unwrap();
+    let mut lse_h = vec![0f32; lse_d.len()];
+    lse_d.copy_to(&mut lse_h[..]).unwrap();
+    let out = gather(&o_h, dq, os);
+
+    let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+    let (qf, kf, vf) = (f(&q), f(&k), f(&v));
+    let (r_out, r_lse) = reference_forward(p, &RefInputs { q: &qf, k: &kf, v: &vf });
+    let mut e = CaseErrors { out: 0.0, lse: 0.0, lse_inf_mismatch: 0, seed };
+    for (g, r) in out.iter().zip(&r_out) {
+        let err = (g.to_f32() as f64 - r).abs();
+        // NaN never passes: `max` would drop it.
+        e.out = if err.is_nan() { f64::NAN } else if e.out.is_nan() { e.out } else { e.out.max(err) };
+    }
+    for (&g, &r) in lse_h[..n_lse].iter().zip(&r_lse) {
+        if r == f64::NEG_INFINITY || g == f32::NEG_INFINITY {
+            e.lse_inf_mismatch += (r != g as f64) as usize;
+        } else {
+            let err = (g as f64 - r).abs();
+            e.lse = if err.is_nan() || e.lse.is_nan() { f64::NAN } else { e.lse.max(err) };
+        }
+    }
+    e
+}
+
+/// Runs `p` with the element type its dtype names.
+pub fn run_dyn(gpu: &Gpu, p: &AttentionParams, input_scale: f32) -> CaseErrors {
+    match p.dtype {
+        DType::F16 => run_case::<half::f16>(gpu, p, input_scale),
+        DType::Bf16 => run_case::<half::bf16>(gpu, p, input_scale),
+    }
+}
+
+/// Runs `p` and asserts the tolerances, printing one summary line.
+pub fn check(gpu: &Gpu, p: &AttentionParams) {
+    let e = run_dyn(gpu, p, 1.0);
+    let tol = out_tolerance(p.dtype);
+    println!(
+        "{:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} cfg={:?}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}",
+        p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal,
+        p.config.map(|c| flashrs::attention::kernel_name(p.dtype, &c)), e.out, e.lse
+    );
+    assert!(e.out <= tol, "output error {} > {tol} for {p:?} (seed {})", e.out, e.seed);
+    assert!(e.lse <= LSE_TOLERANCE, "lse error {} for {p:?} (seed {})", e.lse, e.seed);
+    assert_eq!(e.lse_inf_mismatch, 0, "rows with/without keys disagree for {p:?} (seed {})", e.seed);
+}

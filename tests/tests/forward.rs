@@ -1,0 +1,86 @@
+//! Forward attention on the GPU against the CPU f64 reference, over dtype x head_dim x causal
+//! x GQA ratio x ragged lengths x layouts. Skips (saying so) where no GPU is present.
+use flashrs::attention::config::CONFIGS;
+use flashrs::attention::Strides;
+use flashrs::{AttentionParams, DType};
+use flashrs_tests::attn::check;
+use flashrs_tests::gpu_or_skip;
+
+const DTYPES: [DType; 2] = [DType::F16, DType::Bf16];
+
+#[test]
+fn every_head_dim_dtype_causal_and_gqa() {
+    let Some(gpu) = gpu_or_skip("every_head_dim_dtype_causal_and_gqa") else { return };
+    for dtype in DTYPES {
+        for d in [64, 128, 256] {
+            for causal in [false, true] {
+                for (sq, sk) in [(127, 300), (300, 127)] {
+                    check(&gpu, &AttentionParams::new(2, sq, sk, 4, d).heads_kv(2).causal(causal).dtype(dtype));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ragged_lengths() {
+    let Some(gpu) = gpu_or_skip("ragged_lengths") else { return };
+    let lens = [(1, 1), (17, 17), (1, 1037), (1037, 1), (127, 1037), (1037, 127), (1037, 1037), (17, 128), (128, 17)];
+    for dtype in DTYPES {
+        for (sq, sk) in lens {
+            for causal in [false, true] {
+                check(&gpu, &AttentionParams::new(1, sq, sk, 2, 128).causal(causal).dtype(dtype));
+            }
+        }
+    }
+}
+
+#[test]
+fn head_dims_that_are_padded() {
+    let Some(gpu) = gpu_or_skip("head_dims_that_are_padded") else { return };
+    for d in [8, 40, 72, 96, 160, 200, 248] {
+        for causal in [false, true] {
+            check(&gpu, &AttentionParams::new(1, 150, 190, 3, d).causal(causal));
+        }
+    }
+}
+
+#[test]
+fn gqa_and_mqa_ratios() {
+    let Some(gpu) = gpu_or_skip("gqa_and_mqa_ratios") else { return };
+    for heads_kv in [1, 2, 4, 8] {
+        check(&gpu, &AttentionParams::new(2, 200, 333, 8, 64).heads_kv(heads_kv).causal(true));
+    }
+}
+
+#[test]
+fn strided_layouts() {
+    let Some(gpu) = gpu_or_skip("strided_layouts") else { return };
+    let (b, s, h, d) = (2, 130, 4, 64);
+    check(&gpu, &AttentionParams::new(b, s, s, h, d).layout_bhsd());
+    check(&gpu, &AttentionParams::new(b, s, s, h, d).layout_bhsd().causal(true).dtype(DType::Bf16));
+    // Q, K, V as views into one packed [b, s, 3, h, d] tensor; output with padded rows.
+    let packed = Strides { batch: (s * 3 * h * d) as i64, row: (3 * h * d) as i64, head: d as i64 };
+    let out = Strides { batch: (s * (h * d + 64)) as i64, row: (h * d + 64) as i64, head: d as i64 };
+    check(&gpu, &AttentionParams::new(b, s, s, h, d).strides(packed, packed, packed, out));
+}
+
+#[test]
+fn every_tile_configuration() {
+    let Some(gpu) = gpu_or_skip("every_tile_configuration") else { return };
+    for c in CONFIGS {
+        for dtype in DTYPES {
+            for causal in [false, true] {
+                check(&gpu, &AttentionParams::new(1, 333, 517, 2, c.head_dim).causal(causal).dtype(dtype).config(c));
+            }
+        }
+    }
+}
+
+#[test]
+fn no_keys_gives_zero_output_and_minus_inf_lse() {
+    let Some(gpu) = gpu_or_skip("no_keys_gives_zero_output_and_minus_inf_lse") else { return };
+    check(&gpu, &AttentionParams::new(1, 64, 0, 2, 64));
+    // Causal with seqlen_q > seqlen_k: the first rows see no key.
+    check(&gpu, &AttentionParams::new(2, 300, 40, 2, 128).causal(true));
+}
