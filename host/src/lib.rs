@@ -8,6 +8,7 @@ pub mod device;
 pub mod error;
 pub mod ptx;
 pub mod reference;
+pub mod tensor_map;
 
 pub use attention::{AttentionParams, DType, Element, KernelPath, Strides};
 pub use device::{Arch, Gpu};

@@ -2,6 +2,10 @@
 //! producer warpgroup (TMA issue) can give up registers that the consumer warpgroups (wgmma)
 //! then claim. `N` is the new per-thread register count: 24..=256, a multiple of 8. Every warp
 //! of the warpgroup must execute the same instruction, converged.
+//!
+//! ptxas drops the instruction (info C7508, "unable to determine register count at entry")
+//! unless the kernel's PTX entry carries `.maxnreg` or `.maxntid` + `.minnctapersm`, which
+//! rustc cannot emit: a kernel using these needs its entry directives added to the PTX.
 
 /// `setmaxnreg.inc.sync.aligned.u32 N`: grows this warpgroup's per-thread registers to `N`,
 /// blocking until the CTA's released pool has enough.

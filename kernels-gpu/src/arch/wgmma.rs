@@ -6,11 +6,15 @@
 //! K-major here (`imm-trans-a = imm-trans-b = 0`): A is stored M x K and B is stored N x K, both
 //! with K contiguous, the `A * B^T` of attention's `Q K^T`.
 //!
-//! Sequence: [`wgmma_fence`] (orders earlier register writes to D/A before the async reads),
-//! one or more `mma_async`, [`wgmma_commit_group`], [`wgmma_wait_group`], then
-//! [`wgmma_fence_operands`] on D before reading it. Every thread of the warpgroup must execute
-//! each of these, converged (`.sync.aligned`). Shared memory written with ordinary stores must be
-//! made visible to the async proxy first (`fence.proxy.async.shared::cta` + CTA barrier).
+//! Sequence: [`wgmma_fence_operands`] on D (pins its current values in registers), then
+//! [`wgmma_fence`] (orders earlier register writes to D/A before the async reads), one or more
+//! `mma_async`, [`wgmma_commit_group`], [`wgmma_wait_group`], then [`wgmma_fence_operands`] on D
+//! again before reading it. Every thread of the warpgroup must execute each of these, converged
+//! (`.sync.aligned`). Shared memory written with ordinary stores must be made visible to the
+//! async proxy first (`fence.proxy.async.shared::cta` + CTA barrier). Where ptxas cannot see a
+//! `wgmma.fence` between the last register write and a wgmma (register copies the compiler put
+//! after the fence, or a fence hoisted into another basic block), it inserts one itself and
+//! says so (info C7519): correct, but a sign the code around the wgmmas is not tight.
 //!
 //! Register fragments (warp `w` = warp index within the warpgroup, `g` = lane / 4, `t` = lane % 4):
 //! * D, `[f32; N/2]`: `d[4i + 2h + j]` is row `16w + g + 8h`, column `8i + 2t + j`

@@ -10,8 +10,8 @@ use crate::dtype::Element;
 use crate::layout::SmemTile;
 
 /// Stores the warp's `16 * MT` rows of O, starting at tile row `row0` (sequence row
-/// `seq_row0 + row0`), to `out` (`row_stride` elements between rows), skipping rows at or past
-/// `seqlen_q` and chunks past `head_dim`.
+/// `seq_row0 + row0`), into the matrix whose sequence row 0 is at `out` (`row_stride` elements
+/// between rows), skipping rows at or past `seqlen_q` and chunks past `head_dim`.
 #[inline(always)]
 pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: usize, const D: usize>(
     o: &[[FragC; ON]; MT],

@@ -40,7 +40,9 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCopy<ROWS, D, 
     /// Thread `tid`'s part, for matrices with `head_dim` valid columns.
     #[inline(always)]
     pub fn new(tid: u32, head_dim: u32) -> Self {
-        const { assert!(THREADS % (D / 8) == 0 && ROWS % (THREADS / (D / 8)) == 0) };
+        // A pass must cover whole 8-row swizzle groups so that a thread's `row % 8` (and with it
+        // its swizzled chunk) is the same in every pass.
+        const { assert!(THREADS % (D / 8) == 0 && (THREADS / (D / 8)) % 8 == 0 && ROWS % (THREADS / (D / 8)) == 0) };
         let chunk = tid % Self::CHUNKS as u32;
         TileCopy { row: tid / Self::CHUNKS as u32, chunk, chunk_valid: chunk * 8 < head_dim }
     }

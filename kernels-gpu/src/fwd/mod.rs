@@ -134,10 +134,12 @@ unsafe fn flash_fwd<
     }
     let lse = softmax.finish(&mut o, p.scale_log2);
 
-    // With no visible key the Q copy may still be in flight; it targets the staging area.
+    // The epilogue stages O where Q was. Q's copies were issued by every thread, and a CTA
+    // with no visible key never passed the loop's barrier: wait for all of them.
     cp_async_wait_group::<0>();
+    bar_sync();
     unsafe {
-        store_o::<T, MT, ON, BM, D>(&o, q_tile, warp_row0, lane, o_ptr.offset((m0 as i64 * or) as isize), or, m0, p.seqlen_q, p.head_dim);
+        store_o::<T, MT, ON, BM, D>(&o, q_tile, warp_row0, lane, o_ptr, or, m0, p.seqlen_q, p.head_dim);
         if p.lse != 0 {
             let bh = (tile.batch * p.heads_q + tile.head) as usize;
             let dst = (p.lse as *mut f32).add(bh * p.seqlen_q as usize);
@@ -174,6 +176,5 @@ fwd_kernels! {
     3 => flash_fwd_f16_d128_128x64w8s3, flash_fwd_bf16_d128_128x64w8s3;
     4 => flash_fwd_f16_d128_64x64w4s2, flash_fwd_bf16_d128_64x64w4s2;
     5 => flash_fwd_f16_d256_128x64w8s2, flash_fwd_bf16_d256_128x64w8s2;
-    6 => flash_fwd_f16_d256_64x64w4s2, flash_fwd_bf16_d256_64x64w4s2;
-    7 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
+    6 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
 }

@@ -1,0 +1,127 @@
+//! Ours against each other implementation: per-shape speed ratios and their geometric means.
+
+use serde::Serialize;
+
+use super::record::{Implementation, Record};
+use super::sweep::Shape;
+
+/// Rows with at least this query length form the "long sequences" summary, where launch
+/// overheads no longer dominate.
+pub const LONG_SEQLEN: usize = 2048;
+
+/// Geometric means of ours/theirs throughput against one implementation. Field names are
+/// part of the JSON output.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The other implementation.
+    pub against: Implementation,
+    /// Shapes where both have a time.
+    pub rows: usize,
+    /// Geometric mean of ours/theirs TFLOPS over those shapes (above 1: ours is faster).
+    pub geomean: Option<f64>,
+    /// Shapes with `seqlen_q >= LONG_SEQLEN` where both have a time.
+    pub rows_seqlen_ge_2048: usize,
+    /// Geometric mean over those.
+    pub geomean_seqlen_ge_2048: Option<f64>,
+}
+
+/// Ours/theirs throughput (their time over ours: both did the same work).
+pub fn speedup(ours: &Record, theirs: &Record) -> Option<f64> {
+    Some(theirs.median_ms? / ours.median_ms?)
+}
+
+/// Geometric mean; `None` for no values.
+pub fn geomean(xs: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (n, log_sum) = xs.into_iter().fold((0usize, 0.0f64), |(n, s), x| (n + 1, s + x.ln()));
+    (n > 0).then(|| (log_sum / n as f64).exp())
+}
+
+/// The record of `implementation` for `shape`, if any.
+pub fn find<'a>(records: &'a [Record], implementation: Implementation, shape: &Shape) -> Option<&'a Record> {
+    records.iter().find(|r| r.implementation == implementation && r.shape == *shape)
+}
+
+/// Our fastest record of each shape, in the order shapes first appear. With several tile
+/// configurations per shape (`--all-configs`) the comparison is with the best of them.
+pub fn best_ours(records: &[Record]) -> Vec<&Record> {
+    let mut best: Vec<&Record> = Vec::new();
+    let time = |r: &Record| r.median_ms.unwrap_or(f64::INFINITY);
+    for r in records.iter().filter(|r| r.implementation == Implementation::Flashrs) {
+        match best.iter_mut().find(|b| b.shape == r.shape) {
+            Some(b) if time(r) < time(b) => *b = r,
+            Some(_) => {}
+            None => best.push(r),
+        }
+    }
+    best
+}
+
+/// One comparison per other implementation that has any record.
+pub fn summarize(records: &[Record]) -> Vec<Comparison> {
+    let ours = best_ours(records);
+    Implementation::ALL
+        .into_iter()
+        .filter(|&i| i != Implementation::Flashrs && records.iter().any(|r| r.implementation == i))
+        .map(|against| {
+            let pairs: Vec<(usize, f64)> = ours
+                .iter()
+                .filter_map(|o| Some((o.shape.seqlen_q, speedup(o, find(records, against, &o.shape)?)?)))
+                .collect();
+            let long: Vec<f64> = pairs.iter().filter(|(s, _)| *s >= LONG_SEQLEN).map(|&(_, x)| x).collect();
+            Comparison {
+                against,
+                rows: pairs.len(),
+                geomean: geomean(pairs.iter().map(|&(_, x)| x)),
+                rows_seqlen_ge_2048: long.len(),
+                geomean_seqlen_ge_2048: geomean(long),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(seqlen: usize) -> Shape {
+        Shape { batch: 1, heads_q: 1, heads_kv: 1, seqlen_q: seqlen, seqlen_k: seqlen, head_dim: 64, causal: false }
+    }
+
+    fn rec(i: Implementation, seqlen: usize, ms: Option<f64>) -> Record {
+        let r = Record::new(i, shape(seqlen), "f16", "p", "k");
+        match ms {
+            Some(ms) => r.timed(ms, ms),
+            None => r.unavailable("refused"),
+        }
+    }
+
+    #[test]
+    fn geomean_basics() {
+        assert_eq!(geomean([]), None);
+        assert!((geomean([2.0, 8.0]).unwrap() - 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn summary_pairs_best_ours_with_each_backend_and_skips_missing_times() {
+        use Implementation::*;
+        let records = vec![
+            rec(Flashrs, 512, Some(2.0)),
+            rec(Flashrs, 512, Some(1.0)), // a faster configuration of the same shape
+            rec(Flashrs, 4096, Some(4.0)),
+            rec(Flashrs, 8192, None),
+            rec(TorchFa2, 512, Some(4.0)),
+            rec(TorchFa2, 4096, Some(2.0)),
+            rec(TorchFa2, 8192, Some(2.0)),
+            rec(TorchCudnn, 512, None),
+        ];
+        assert_eq!(best_ours(&records).iter().map(|r| r.median_ms).collect::<Vec<_>>(), vec![Some(1.0), Some(4.0), None]);
+        let s = summarize(&records);
+        assert_eq!(s.len(), 2);
+        let fa2 = &s[0];
+        assert_eq!((fa2.against, fa2.rows, fa2.rows_seqlen_ge_2048), (TorchFa2, 2, 1));
+        // Ratios 4/1 and 2/4.
+        assert!((fa2.geomean.unwrap() - 2f64.sqrt()).abs() < 1e-12);
+        assert!((fa2.geomean_seqlen_ge_2048.unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!((s[1].against, s[1].rows, s[1].geomean), (TorchCudnn, 0, None));
+    }
+}

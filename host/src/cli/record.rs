@@ -1,0 +1,127 @@
+//! One measured (or unavailable) result: the unit of every output format.
+
+use serde::{Deserialize, Serialize};
+
+use super::sweep::Shape;
+
+/// Who computed a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Implementation {
+    /// This crate's kernels.
+    #[serde(rename = "flashrs")]
+    Flashrs,
+    /// PyTorch SDPA, `SDPBackend.FLASH_ATTENTION` (FlashAttention-2).
+    #[serde(rename = "torch-fa2")]
+    TorchFa2,
+    /// PyTorch SDPA, `SDPBackend.CUDNN_ATTENTION`.
+    #[serde(rename = "torch-cudnn")]
+    TorchCudnn,
+}
+
+impl Implementation {
+    /// Every implementation, ours first: the column and legend order.
+    pub const ALL: [Implementation; 3] = [Implementation::Flashrs, Implementation::TorchFa2, Implementation::TorchCudnn];
+
+    /// Name in tables, plots and machine output (the serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Implementation::Flashrs => "flashrs",
+            Implementation::TorchFa2 => "torch-fa2",
+            Implementation::TorchCudnn => "torch-cudnn",
+        }
+    }
+}
+
+/// One row of machine output. Field names are stable: scripts read them from `--json` and
+/// `--csv` (which has exactly these columns, in [`super::report::CSV_COLUMNS`] order).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Who ran it.
+    pub implementation: Implementation,
+    /// The problem.
+    #[serde(flatten)]
+    pub shape: Shape,
+    /// Element type name (`f16`, `bf16`).
+    pub dtype: String,
+    /// Our kernel path (`auto`, `mma.sync`, ...) or `torch`.
+    pub path: String,
+    /// Our kernel's entry point, or how torch was called (e.g. `sdpa+enable_gqa`).
+    pub kernel: String,
+    /// Our tile configuration tag; `None` for torch.
+    pub config: Option<String>,
+    /// Median time in milliseconds; `None` when the implementation refused the shape.
+    pub median_ms: Option<f64>,
+    /// Fastest time in milliseconds.
+    pub min_ms: Option<f64>,
+    /// Tera floating-point operations per second at the median time.
+    pub tflops: Option<f64>,
+    /// Gigabytes per second of the minimum traffic (Q, K, V read once, O written once) at the
+    /// median time.
+    pub gbps: Option<f64>,
+    /// Largest absolute difference from the CPU reference, when verified.
+    pub max_abs_err: Option<f64>,
+    /// Query rows compared with the CPU reference, when verified.
+    pub verified_rows: Option<usize>,
+    /// Why there is no time, or other remarks.
+    pub note: Option<String>,
+}
+
+impl Record {
+    /// A record with no measurement yet; fill it with [`Record::timed`] or a note.
+    pub fn new(implementation: Implementation, shape: Shape, dtype: &str, path: &str, kernel: &str) -> Self {
+        Record {
+            implementation,
+            shape,
+            dtype: dtype.to_string(),
+            path: path.to_string(),
+            kernel: kernel.to_string(),
+            config: None,
+            median_ms: None,
+            min_ms: None,
+            tflops: None,
+            gbps: None,
+            max_abs_err: None,
+            verified_rows: None,
+            note: None,
+        }
+    }
+
+    /// Sets the times and the rates derived from the median.
+    pub fn timed(mut self, median_ms: f64, min_ms: f64) -> Self {
+        let seconds = median_ms * 1e-3;
+        self.median_ms = Some(median_ms);
+        self.min_ms = Some(min_ms);
+        self.tflops = Some(self.shape.flops() / seconds / 1e12);
+        self.gbps = Some(self.shape.min_bytes() / seconds / 1e9);
+        self
+    }
+
+    /// Marks the shape as refused, with the reason.
+    pub fn unavailable(mut self, why: impl Into<String>) -> Self {
+        self.note = Some(why.into());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_follow_the_median() {
+        let shape = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, causal: false };
+        let r = Record::new(Implementation::Flashrs, shape, "f16", "auto", "k").timed(0.5, 0.4);
+        // 4 * 8 * 16 * 2048^2 * 128 flops in 0.5 ms.
+        assert!((r.tflops.unwrap() - 4.0 * 8.0 * 16.0 * 2048.0 * 2048.0 * 128.0 / 0.5e-3 / 1e12).abs() < 1e-9);
+        // 4 tensors of 8 * 2048 * 16 * 128 halves in 0.5 ms.
+        assert!((r.gbps.unwrap() - 4.0 * 8.0 * 2048.0 * 16.0 * 128.0 * 2.0 / 0.5e-3 / 1e9).abs() < 1e-9);
+        assert_eq!(r.min_ms, Some(0.4));
+    }
+
+    #[test]
+    fn implementation_names_match_serde() {
+        for i in Implementation::ALL {
+            assert_eq!(serde_json::to_value(i).unwrap(), serde_json::Value::from(i.name()));
+        }
+    }
+}

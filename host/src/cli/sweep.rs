@@ -1,0 +1,205 @@
+//! The shapes a benchmark run times: the standard sweep, narrowed or overridden by options.
+
+use flashrs::{AttentionParams, DType, KernelPath};
+use flashrs::attention::TileConfig;
+use serde::{Deserialize, Serialize};
+
+/// Query tokens per row of the standard sweep: `batch = TOKENS / seqlen`, so every row moves
+/// the same amount of data and only the sequence length changes.
+pub const TOKENS: usize = 16384;
+/// Model width of the standard sweep: `heads = WIDTH / head_dim`.
+pub const WIDTH: usize = 2048;
+/// Sequence lengths of the standard sweep.
+pub const SEQLENS: [usize; 6] = [512, 1024, 2048, 4096, 8192, 16384];
+/// Head dimensions of the standard sweep.
+pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
+
+/// One attention problem, without element type or kernel choice.
+///
+/// Field names are part of the JSON/CSV output and of the torch script's input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shape {
+    /// Batch size.
+    pub batch: usize,
+    /// Query heads.
+    pub heads_q: usize,
+    /// Key/value heads.
+    pub heads_kv: usize,
+    /// Query rows per sequence.
+    pub seqlen_q: usize,
+    /// Key/value rows per sequence.
+    pub seqlen_k: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// Causal masking (bottom-right aligned).
+    pub causal: bool,
+}
+
+impl Shape {
+    /// Library parameters for this shape (contiguous `[batch, seqlen, heads, head_dim]`).
+    pub fn params(&self, dtype: DType, path: KernelPath, config: Option<TileConfig>) -> AttentionParams {
+        let p = AttentionParams::new(self.batch, self.seqlen_q, self.seqlen_k, self.heads_q, self.head_dim)
+            .heads_kv(self.heads_kv)
+            .causal(self.causal)
+            .dtype(dtype)
+            .path(path);
+        match config {
+            Some(c) => p.config(c),
+            None => p,
+        }
+    }
+
+    /// Floating-point operations, by the library's convention (see [`AttentionParams::flops`]).
+    pub fn flops(&self) -> f64 {
+        self.params(DType::F16, KernelPath::Auto, None).flops()
+    }
+
+    /// Bytes that must cross the memory bus at least: Q, K and V read once, O written once.
+    pub fn min_bytes(&self) -> f64 {
+        // Both element types are 16-bit.
+        const ELEM_BYTES: usize = 2;
+        let q_and_o = 2 * self.batch * self.seqlen_q * self.heads_q * self.head_dim;
+        let k_and_v = 2 * self.batch * self.seqlen_k * self.heads_kv * self.head_dim;
+        ((q_and_o + k_and_v) * ELEM_BYTES) as f64
+    }
+
+    /// Compact description for messages and progress lines.
+    pub fn label(&self) -> String {
+        format!(
+            "B={} Hq={} Hkv={} Sq={} Sk={} D={} {}",
+            self.batch,
+            self.heads_q,
+            self.heads_kv,
+            self.seqlen_q,
+            self.seqlen_k,
+            self.head_dim,
+            if self.causal { "causal" } else { "non-causal" }
+        )
+    }
+}
+
+/// Which shapes to run. Each field overrides or narrows one axis of the standard sweep; with
+/// every field empty the result is exactly the standard sweep.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SweepSpec {
+    /// Head dimensions (empty: [`HEAD_DIMS`]).
+    pub head_dims: Vec<usize>,
+    /// Query sequence lengths (empty: [`SEQLENS`]).
+    pub seqlens: Vec<usize>,
+    /// Key/value sequence length (default: the query's).
+    pub seqlen_k: Option<usize>,
+    /// Batch size (default: `TOKENS / seqlen_q`, at least 1).
+    pub batch: Option<usize>,
+    /// Query heads (default: `WIDTH / head_dim`, at least 1).
+    pub heads: Option<usize>,
+    /// Key/value heads (default: the query heads).
+    pub heads_kv: Option<usize>,
+    /// Causal settings to run, in order.
+    pub causal: Vec<bool>,
+}
+
+impl SweepSpec {
+    /// The shapes, ordered by head_dim, then seqlen, then causal (the anchors' order).
+    ///
+    /// Fails on values no kernel can take (zeros, heads not a multiple of key/value heads);
+    /// everything else the library's planner checks.
+    pub fn shapes(&self) -> Result<Vec<Shape>, String> {
+        let or_default = |given: &[usize], default: &[usize]| if given.is_empty() { default.to_vec() } else { given.to_vec() };
+        let head_dims = or_default(&self.head_dims, &HEAD_DIMS);
+        let seqlens = or_default(&self.seqlens, &SEQLENS);
+        let mut shapes = Vec::new();
+        for &head_dim in &head_dims {
+            for &seqlen_q in &seqlens {
+                for &causal in &self.causal {
+                    let heads_q = self.heads.unwrap_or((WIDTH / head_dim.max(1)).max(1));
+                    let shape = Shape {
+                        batch: self.batch.unwrap_or((TOKENS / seqlen_q.max(1)).max(1)),
+                        heads_q,
+                        heads_kv: self.heads_kv.unwrap_or(heads_q),
+                        seqlen_q,
+                        seqlen_k: self.seqlen_k.unwrap_or(seqlen_q),
+                        head_dim,
+                        causal,
+                    };
+                    check(&shape)?;
+                    shapes.push(shape);
+                }
+            }
+        }
+        Ok(shapes)
+    }
+}
+
+fn check(s: &Shape) -> Result<(), String> {
+    let dims = [
+        ("batch", s.batch),
+        ("heads", s.heads_q),
+        ("heads-kv", s.heads_kv),
+        ("seqlen", s.seqlen_q),
+        ("seqlen-k", s.seqlen_k),
+        ("head-dim", s.head_dim),
+    ];
+    if let Some((name, _)) = dims.iter().find(|(_, n)| *n == 0) {
+        return Err(format!("--{name} must be at least 1"));
+    }
+    if s.heads_q % s.heads_kv != 0 {
+        return Err(format!("{}: query heads must be a multiple of key/value heads", s.label()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn both() -> Vec<bool> {
+        vec![false, true]
+    }
+
+    #[test]
+    fn default_spec_is_the_anchor_sweep() {
+        let shapes = SweepSpec { causal: both(), ..Default::default() }.shapes().unwrap();
+        assert_eq!(shapes.len(), 3 * 6 * 2);
+        // Every row holds 16k query tokens and a 2048-wide model.
+        assert!(shapes.iter().all(|s| s.batch * s.seqlen_q == 16384 && s.heads_q * s.head_dim == 2048));
+        assert!(shapes.iter().all(|s| s.heads_kv == s.heads_q && s.seqlen_k == s.seqlen_q));
+        // Rows named in anchors/h100-torch-sdpa.txt, in its order.
+        let first = Shape { batch: 32, heads_q: 32, heads_kv: 32, seqlen_q: 512, seqlen_k: 512, head_dim: 64, causal: false };
+        assert_eq!(shapes[0], first);
+        assert_eq!(shapes[1], Shape { causal: true, ..first });
+        let last = shapes.last().unwrap();
+        assert_eq!((last.batch, last.heads_q, last.seqlen_q, last.head_dim, last.causal), (1, 8, 16384, 256, true));
+    }
+
+    #[test]
+    fn options_narrow_or_override_axes() {
+        let spec = SweepSpec {
+            head_dims: vec![128],
+            seqlens: vec![4096],
+            seqlen_k: Some(8192),
+            heads_kv: Some(4),
+            causal: vec![true],
+            ..Default::default()
+        };
+        let s = spec.shapes().unwrap();
+        let want = Shape { batch: 4, heads_q: 16, heads_kv: 4, seqlen_q: 4096, seqlen_k: 8192, head_dim: 128, causal: true };
+        assert_eq!(s, vec![want]);
+        let fixed = SweepSpec { batch: Some(3), heads: Some(5), head_dims: vec![96], causal: vec![false], ..Default::default() };
+        assert!(fixed.shapes().unwrap().iter().all(|s| (s.batch, s.heads_q, s.head_dim) == (3, 5, 96)));
+    }
+
+    #[test]
+    fn rejects_zero_sizes_and_bad_gqa_ratio() {
+        let zero = SweepSpec { batch: Some(0), causal: both(), ..Default::default() };
+        assert_eq!(zero.shapes().unwrap_err(), "--batch must be at least 1");
+        let ratio = SweepSpec { head_dims: vec![128], heads_kv: Some(3), causal: both(), ..Default::default() };
+        assert!(ratio.shapes().unwrap_err().contains("multiple of key/value heads"));
+    }
+
+    #[test]
+    fn traffic_and_flops() {
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 4, seqlen_k: 16, head_dim: 64, causal: true };
+        assert_eq!(s.min_bytes(), ((2 * 2 * 4 * 8 * 64) + (2 * 2 * 16 * 2 * 64)) as f64 * 2.0);
+        assert_eq!(s.flops(), 4.0 * 2.0 * 8.0 * 4.0 * 16.0 * 64.0 / 2.0);
+    }
+}

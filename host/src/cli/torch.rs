@@ -1,0 +1,246 @@
+//! `--compare torch`: times PyTorch SDPA backends on the same shapes through an embedded
+//! Python script (`torch_sdpa.py`), which answers with one JSON object per line.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use flashrs::DType;
+use serde::{Deserialize, Serialize};
+
+use super::record::{Implementation, Record};
+use super::sweep::Shape;
+
+/// The script, written to a temporary file for each run.
+const SCRIPT: &str = include_str!("torch_sdpa.py");
+
+/// The backends timed: the script's name for each, and the implementation it reports as.
+/// Adding a backend is one line here and one in the script's `BACKENDS`.
+const BACKENDS: [(&str, Implementation); 2] = [("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn)];
+
+/// What the script found about its torch (part of the JSON output).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TorchInfo {
+    /// `torch.__version__`.
+    pub torch: String,
+    /// The GPU torch used.
+    pub device: String,
+    /// `torch.backends.cudnn.version()`, if cuDNN is there.
+    pub cudnn: Option<i64>,
+}
+
+/// The outcome of a comparison run.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Nothing was timed, for the reason given (no python3, no torch, no GPU, ...).
+    Unavailable(String),
+    /// Records for every shape and backend (refusals as records with a note).
+    Ran {
+        /// The torch that ran.
+        info: TorchInfo,
+        /// One record per shape and backend, in shape order.
+        records: Vec<Record>,
+        /// Set when the script stopped early; shapes it never reached have n/a records.
+        problem: Option<String>,
+    },
+}
+
+#[derive(Serialize)]
+struct Request<'a> {
+    dtype: &'a str,
+    warmup: usize,
+    iters: usize,
+    backends: Vec<&'a str>,
+    shapes: &'a [Shape],
+}
+
+/// One line of the script's reply.
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Line {
+    Unavailable { reason: String },
+    Info(TorchInfo),
+    Result { index: usize, backends: BTreeMap<String, BackendResult> },
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+struct BackendResult {
+    median_ms: Option<f64>,
+    min_ms: Option<f64>,
+    call: Option<String>,
+    error: Option<String>,
+}
+
+/// Parses one line of the reply; anything that is not a protocol object (a stray print from
+/// a library) is skipped.
+fn parse_line(line: &str) -> Option<Line> {
+    serde_json::from_str(line.trim()).ok()
+}
+
+/// Gathers a reply into an outcome. `problem` describes an early stop of the script, if any.
+fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, problem: Option<String>) -> Outcome {
+    let mut info = None;
+    let mut results: Vec<Option<BTreeMap<String, BackendResult>>> = vec![None; shapes.len()];
+    for line in lines {
+        match line {
+            Line::Unavailable { reason } => return Outcome::Unavailable(reason),
+            Line::Info(i) => info = Some(i),
+            Line::Result { index, backends } => {
+                if let Some(slot) = results.get_mut(index) {
+                    *slot = Some(backends);
+                }
+            }
+        }
+    }
+    let Some(info) = info else {
+        return Outcome::Unavailable(problem.unwrap_or_else(|| "the torch script reported nothing".into()));
+    };
+    let mut records = Vec::new();
+    for (shape, result) in shapes.iter().zip(&results) {
+        for (key, implementation) in BACKENDS {
+            let r = result.as_ref().and_then(|b| b.get(key));
+            let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
+            let record = Record::new(implementation, *shape, dtype.name(), "torch", kernel);
+            records.push(match r {
+                Some(BackendResult { median_ms: Some(median), min_ms: Some(min), .. }) => record.timed(*median, *min),
+                Some(BackendResult { error: Some(e), .. }) => record.unavailable(e.clone()),
+                _ => record.unavailable("not reported by the torch script"),
+            });
+        }
+    }
+    Outcome::Ran { info, records, problem }
+}
+
+/// Runs the script with `python3` on `shapes`; `on_result` is called as each shape finishes
+/// (for a progress bar). Never fails: whatever goes wrong becomes [`Outcome::Unavailable`] or
+/// the `problem` of a partial run.
+pub fn run(shapes: &[Shape], dtype: DType, warmup: usize, iters: usize, mut on_result: impl FnMut()) -> Outcome {
+    let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}.py", std::process::id()));
+    let outcome = run_script(&script, shapes, dtype, warmup, iters, &mut on_result);
+    // The temporary script is disposable; failing to delete it changes no result.
+    let _ = std::fs::remove_file(&script);
+    outcome
+}
+
+fn run_script(script: &PathBuf, shapes: &[Shape], dtype: DType, warmup: usize, iters: usize, on_result: &mut dyn FnMut()) -> Outcome {
+    if let Err(e) = std::fs::write(script, SCRIPT) {
+        return Outcome::Unavailable(format!("cannot write {}: {e}", script.display()));
+    }
+    let request = Request { dtype: dtype.name(), warmup, iters, backends: BACKENDS.iter().map(|b| b.0).collect(), shapes };
+    let request = serde_json::to_string(&request).expect("the request is plain data");
+    let child = Command::new("python3").arg(script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return Outcome::Unavailable(format!("cannot run python3: {e}")),
+    };
+    // A failed write shows up as the script's own error (it reads stdin first).
+    let _ = child.stdin.take().map(|mut stdin| stdin.write_all(request.as_bytes()));
+    // Drain stderr on the side so a chatty script cannot block on a full pipe.
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().expect("stdout is piped")).lines() {
+        let Ok(line) = line else { break };
+        if let Some(parsed) = parse_line(&line) {
+            if matches!(parsed, Line::Result { .. }) {
+                on_result();
+            }
+            lines.push(parsed);
+        }
+    }
+    let status = child.wait();
+    let stderr = stderr.join().unwrap_or_default();
+    let problem = match status {
+        Ok(s) if s.success() => None,
+        Ok(s) => Some(format!("the torch script exited with {s}: {}", tail(&stderr, 800))),
+        Err(e) => Some(format!("waiting for python3 failed: {e}")),
+    };
+    collect(lines, shapes, dtype, problem)
+}
+
+/// The last `max` bytes of `text`, at a character boundary.
+fn tail(text: &str, max: usize) -> &str {
+    let text = text.trim_end();
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shapes() -> Vec<Shape> {
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 512, seqlen_k: 512, head_dim: 64, causal: true };
+        vec![s, Shape { causal: false, ..s }]
+    }
+
+    fn lines(text: &str) -> Vec<Line> {
+        text.lines().filter_map(parse_line).collect()
+    }
+
+    const INFO: &str = r#"{"kind": "info", "torch": "2.11.0+cu130", "device": "NVIDIA H100 80GB HBM3", "cudnn": 91900}"#;
+
+    #[test]
+    fn parses_results_refusals_and_ignores_noise() {
+        let reply = format!(
+            "{INFO}\nsome library printed this\n\
+             {{\"kind\": \"result\", \"index\": 0, \"backends\": {{\
+               \"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa+enable_gqa\"}},\
+               \"cudnn\": {{\"error\": \"sdpa+enable_gqa: No available kernel.\"}}}}}}\n"
+        );
+        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, None) else { panic!() };
+        assert_eq!(info.cudnn, Some(91900));
+        assert_eq!(problem, None);
+        assert_eq!(records.len(), 4);
+        let fa2 = &records[0];
+        assert_eq!((fa2.implementation, fa2.median_ms, fa2.kernel.as_str()), (Implementation::TorchFa2, Some(0.5), "sdpa+enable_gqa"));
+        assert!(fa2.tflops.is_some());
+        let cudnn = &records[1];
+        assert_eq!(cudnn.median_ms, None);
+        assert_eq!(cudnn.note.as_deref(), Some("sdpa+enable_gqa: No available kernel."));
+        // The second shape never got a result line.
+        assert_eq!(records[2].note.as_deref(), Some("not reported by the torch script"));
+        assert_eq!(records[3].shape, shapes()[1]);
+    }
+
+    #[test]
+    fn unavailable_and_silent_scripts() {
+        let reply = r#"{"kind": "unavailable", "reason": "torch 2.11.0 sees no CUDA GPU"}"#;
+        match collect(lines(reply), &shapes(), DType::F16, None) {
+            Outcome::Unavailable(r) => assert_eq!(r, "torch 2.11.0 sees no CUDA GPU"),
+            o => panic!("{o:?}"),
+        }
+        match collect(lines(""), &shapes(), DType::F16, Some("exited with 1: Traceback".into())) {
+            Outcome::Unavailable(r) => assert!(r.contains("Traceback")),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn request_uses_the_shape_field_names_the_script_reads() {
+        let s = shapes();
+        let req = Request { dtype: "bf16", warmup: 5, iters: 20, backends: vec!["flash"], shapes: &s };
+        let v = serde_json::to_value(&req).unwrap();
+        for key in ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"] {
+            assert!(v["shapes"][0].get(key).is_some(), "{key}");
+            assert!(SCRIPT.contains(&format!("\"{key}\"")), "{key}");
+        }
+        for (key, _) in BACKENDS {
+            assert!(SCRIPT.contains(&format!("\"{key}\":")), "{key}");
+        }
+    }
+
+    #[test]
+    fn tail_keeps_the_end_at_a_char_boundary() {
+        assert_eq!(tail("abc\n", 2), "bc");
+        assert_eq!(tail("é", 1), "");
+    }
+}

@@ -1,0 +1,159 @@
+"""Times PyTorch SDPA backends for `flashrs benchmark --compare torch`.
+
+Request, one JSON document on stdin:
+  {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "backends": ["flash", "cudnn"],
+   "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
+
+Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines):
+  {"kind": "unavailable", "reason": str}     torch or a CUDA GPU is missing; nothing follows
+  {"kind": "info", "torch": str, "device": str, "cudnn": int | null}
+  {"kind": "result", "index": int, "backends": {name: {"median_ms", "min_ms", "call"} | {"error": str}}}
+Diagnostics go to stderr.
+
+Timing matches flashrs: `warmup` untimed calls, then `iters` calls each between two CUDA
+events, median and minimum in milliseconds. Inputs are standard normal in [B, H, S, D].
+"""
+
+import json
+import sys
+import traceback
+import warnings
+
+# Request name -> SDPBackend member.
+BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def first_line(text, limit=300):
+    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return line[:limit]
+
+
+def time_call(torch, fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(iters):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
+    return median, times[0]
+
+
+def candidates(torch, name, shape, q, k, v):
+    """(label, call) pairs to try in order; the first the backend accepts is timed.
+
+    GQA: `enable_gqa=True` first, then K/V repeated per query head (outside the timed call)
+    where a backend refuses that. Causal with seqlen_q != seqlen_k: flashrs aligns the diagonal
+    to the bottom-right corner but SDPA's `is_causal` to the top-left, so those rows call the
+    FlashAttention-2 op directly (its causal mask is bottom-right, which is how torch's own
+    CausalBias uses it) and give other backends an explicit lower-right boolean mask.
+    """
+    import torch.nn.functional as F
+
+    sdpa = F.scaled_dot_product_attention
+    causal = bool(shape["causal"])
+    group = shape["heads_q"] // shape["heads_kv"]
+    sq, sk = shape["seqlen_q"], shape["seqlen_k"]
+    bottom_right = causal and sq != sk
+    mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril(sk - sq) if bottom_right and name != "flash" else None
+
+    def kv_variants():
+        if group == 1:
+            yield "", k, v, {}
+            return
+        yield "+enable_gqa", k, v, {"enable_gqa": True}
+        yield "+repeat_kv", k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), {}
+
+    for tag, k_, v_, gqa in kv_variants():
+        if bottom_right and name == "flash":
+            # The op takes K/V with fewer heads natively, so `gqa` has nothing to add.
+            op = torch.ops.aten._scaled_dot_product_flash_attention
+            yield "aten_flash_op_bottom_right" + tag, lambda k_=k_, v_=v_: op(q, k_, v_, 0.0, True)[0]
+        elif mask is not None:
+            yield "sdpa+lower_right_mask" + tag, lambda k_=k_, v_=v_, gqa=gqa: sdpa(q, k_, v_, attn_mask=mask, **gqa)
+        else:
+            yield "sdpa" + tag, lambda k_=k_, v_=v_, gqa=gqa: sdpa(q, k_, v_, is_causal=causal, **gqa)
+
+
+def run_backend(torch, name, backend, shape, q, k, v, warmup, iters):
+    from torch.nn.attention import sdpa_kernel
+
+    reasons = []
+    # sdpa_kernel allows only this backend: a shape it cannot take raises instead of falling
+    # back to another backend, and torch's warnings say why.
+    with sdpa_kernel(backend):
+        for label, call in candidates(torch, name, shape, q, k, v):
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    call()
+                    torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - any refusal makes the backend n/a here
+                why = [first_line(e)] + [first_line(w.message) for w in caught]
+                reasons.append(label + ": " + "; ".join(dict.fromkeys(x for x in why if x)))
+                continue
+            median, fastest = time_call(torch, call, warmup, iters)
+            return {"median_ms": median, "min_ms": fastest, "call": label}
+    return {"error": " | ".join(reasons)[:600] or "no call to try"}
+
+
+def main():
+    request = json.load(sys.stdin)
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend  # noqa: F401 - availability check
+    except Exception as e:  # noqa: BLE001
+        emit({"kind": "unavailable", "reason": f"cannot import torch's SDPA API ({type(e).__name__}: {first_line(e)})"})
+        return
+    if not torch.cuda.is_available():
+        emit({"kind": "unavailable", "reason": f"torch {torch.__version__} sees no CUDA GPU"})
+        return
+    from torch.nn.attention import SDPBackend
+
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    emit({"kind": "info", "torch": torch.__version__, "device": torch.cuda.get_device_name(0), "cudnn": cudnn})
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[request["dtype"]]
+    warmup, iters = int(request["warmup"]), int(request["iters"])
+    torch.manual_seed(0)
+    for index, shape in enumerate(request["shapes"]):
+        results = {}
+        try:
+            b, d = shape["batch"], shape["head_dim"]
+            q = torch.randn(b, shape["heads_q"], shape["seqlen_q"], d, device="cuda", dtype=dtype)
+            k = torch.randn(b, shape["heads_kv"], shape["seqlen_k"], d, device="cuda", dtype=dtype)
+            v = torch.randn_like(k)
+            for name in request["backends"]:
+                backend = getattr(SDPBackend, BACKENDS.get(name, ""), None)
+                if backend is None:
+                    results[name] = {"error": f"torch {torch.__version__} has no SDPBackend for '{name}'"}
+                    continue
+                try:
+                    results[name] = run_backend(torch, name, backend, shape, q, k, v, warmup, iters)
+                except Exception as e:  # noqa: BLE001 - e.g. out of memory while timing
+                    results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
+            del q, k, v
+        except Exception as e:  # noqa: BLE001 - e.g. out of memory for the inputs
+            for name in request["backends"]:
+                results.setdefault(name, {"error": f"{type(e).__name__}: {first_line(e)}"})
+        torch.cuda.empty_cache()
+        emit({"kind": "result", "index": index, "backends": results})
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:  # noqa: BLE001 - report, and let the caller keep what it already got
+        traceback.print_exc()
+        sys.exit(1)

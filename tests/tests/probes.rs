@@ -1,0 +1,281 @@
+//! The probe kernels of `kernels-gpu/src/probes/` on the GPU, each against a CPU computation.
+//! Inputs are random and never zero; outputs are poisoned before every launch, so an element
+//! the kernel fails to write shows up. Hopper probes skip (saying so) on other GPUs, and every
+//! test skips where no GPU is present.
+use std::io::Write;
+
+use cust::launch;
+use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::stream::{Stream, StreamFlags};
+use flashrs::tensor_map::{Swizzle, TensorDataType, TensorMap};
+use flashrs::{Arch, Gpu};
+use flashrs_tests::gpu_or_skip;
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// `gpu_or_skip`, also skipping GPUs that do not run the sm_90a module.
+fn hopper_or_skip(test: &str) -> Option<Gpu> {
+    let gpu = gpu_or_skip(test)?;
+    if gpu.arch() != Arch::Sm90a {
+        let (major, minor) = gpu.compute_capability();
+        let msg = format!("SKIPPED {test}: needs an sm_90a GPU (H100/H200), this one is sm_{major}{minor}");
+        let _ = writeln!(std::io::stderr(), "{msg}");
+        let _ = writeln!(std::io::stdout(), "{msg}");
+        return None;
+    }
+    Some(gpu)
+}
+
+fn stream() -> Stream {
+    Stream::new(StreamFlags::NON_BLOCKING, None).expect("creating a stream")
+}
+
+/// Random values in ±[0.25, 1): never zero, and products of two stay well inside f16 range.
+fn nonzero_values(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let m: f32 = rng.random_range(0.25..1.0);
+            if rng.random::<bool>() { m } else { -m }
+        })
+        .collect()
+}
+
+/// 16-bit encodings (f16 or bf16) of `vals` and the values they round to.
+fn to_16bit(vals: &[f32], is_bf16: bool) -> (Vec<u16>, Vec<f64>) {
+    vals.iter()
+        .map(|&v| {
+            if is_bf16 {
+                let h = bf16::from_f32(v);
+                (h.to_bits(), h.to_f32() as f64)
+            } else {
+                let h = f16::from_f32(v);
+                (h.to_bits(), h.to_f32() as f64)
+            }
+        })
+        .unzip()
+}
+
+/// Compares `got` with `want` element by element within `tol[i]` (NaN never passes) and
+/// panics with the first mismatches, as (row, col) of a `cols`-wide matrix.
+fn assert_close(what: &str, got: &[f32], want: &[f64], tol: &[f64], cols: usize) {
+    assert_eq!(got.len(), want.len());
+    let bad: Vec<usize> = (0..got.len()).filter(|&i| !((got[i] as f64 - want[i]).abs() <= tol[i])).collect();
+    if !bad.is_empty() {
+        let first: Vec<String> = bad
+            .iter()
+            .take(8)
+            .map(|&i| format!("({}, {}): got {} want {:.6} tol {:.2e}", i / cols, i % cols, got[i], want[i], tol[i]))
+            .collect();
+        panic!("{what}: {} of {} elements off:\n  {}", bad.len(), got.len(), first.join("\n  "));
+    }
+}
+
+/// `C[m][n] = sum_k A[m][k] * Bt[n][k]` over the first `k` columns (rows `lda` wide) and the
+/// matching tolerance: tensor-core f32 accumulation of exact products, 1e-3 of the magnitude.
+fn matmul_bt(a: &[f64], bt: &[f64], m: usize, n: usize, k: usize, lda: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut c = vec![0.0; m * n];
+    let mut tol = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let (mut s, mut mag) = (0.0, 0.0);
+            for kk in 0..k {
+                let p = a[i * lda + kk] * bt[j * lda + kk];
+                s += p;
+                mag += p.abs();
+            }
+            c[i * n + j] = s;
+            tol[i * n + j] = 1e-3 * mag + 1e-6;
+        }
+    }
+    (c, tol)
+}
+
+#[test]
+fn probe_mma_m16n8k16() {
+    let Some(gpu) = gpu_or_skip("probe_mma_m16n8k16") else { return };
+    let module = gpu.module();
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0x3a1);
+    for is_bf16 in [false, true] {
+        let (a_bits, a) = to_16bit(&nonzero_values(&mut rng, 16 * 16), is_bf16);
+        let (bt_bits, bt) = to_16bit(&nonzero_values(&mut rng, 8 * 16), is_bf16);
+        let c = nonzero_values(&mut rng, 16 * 8);
+        let (mut want, mut tol) = matmul_bt(&a, &bt, 16, 8, 16, 16);
+        for i in 0..want.len() {
+            want[i] += c[i] as f64;
+            tol[i] += 1e-3 * (c[i] as f64).abs();
+        }
+        let a_d = DeviceBuffer::from_slice(&a_bits).unwrap();
+        let bt_d = DeviceBuffer::from_slice(&bt_bits).unwrap();
+        let c_d = DeviceBuffer::from_slice(&c).unwrap();
+        let d_d = DeviceBuffer::from_slice(&vec![f32::NAN; 16 * 8]).unwrap();
+        unsafe {
+            launch!(module.probe_mma_m16n8k16<<<1, 32, 768, stream>>>(
+                a_d.as_device_ptr(), bt_d.as_device_ptr(), c_d.as_device_ptr(), d_d.as_device_ptr(), is_bf16 as u32
+            ))
+            .unwrap();
+        }
+        stream.synchronize().unwrap();
+        let mut d = vec![0f32; 16 * 8];
+        d_d.copy_to(&mut d).unwrap();
+        assert_close(&format!("mma m16n8k16 ({})", if is_bf16 { "bf16" } else { "f16" }), &d, &want, &tol, 8);
+    }
+}
+
+#[test]
+fn probe_cp_async_pipeline() {
+    let Some(gpu) = gpu_or_skip("probe_cp_async_pipeline") else { return };
+    let module = gpu.module();
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0xc9a);
+    const TILE_CHUNKS: usize = 256;
+    // (tiles, valid 16-byte chunks): fewer tiles than stages, a partial last tile, a tile
+    // that is all zero-fill, and a long ring.
+    for (n_tiles, valid_chunks) in [(1, 256), (2, 300), (3, 2 * 256), (7, 7 * 256 - 37), (20, 20 * 256)] {
+        let src: Vec<u32> = (0..valid_chunks * 4).map(|_| rng.random_range(1..=u32::MAX)).collect();
+        let src_d = DeviceBuffer::from_slice(&src).unwrap();
+        let dst_d = DeviceBuffer::from_slice(&vec![0xDEAD_BEEFu32; n_tiles * TILE_CHUNKS * 4]).unwrap();
+        unsafe {
+            launch!(module.probe_cp_async_pipeline<<<1, 128, 3 * 4096, stream>>>(
+                src_d.as_device_ptr(), dst_d.as_device_ptr(), n_tiles as u32, valid_chunks as u32
+            ))
+            .unwrap();
+        }
+        stream.synchronize().unwrap();
+        let mut dst = vec![0u32; n_tiles * TILE_CHUNKS * 4];
+        dst_d.copy_to(&mut dst).unwrap();
+        let bad: Vec<usize> =
+            (0..dst.len()).filter(|&i| dst[i] != if i < src.len() { src[i] } else { 0 }).collect();
+        assert!(
+            bad.is_empty(),
+            "cp.async ring ({n_tiles} tiles, {valid_chunks} valid chunks): {} of {} words wrong, first at word {} (got {:#x})",
+            bad.len(),
+            dst.len(),
+            bad[0],
+            dst[bad[0]]
+        );
+    }
+}
+
+#[test]
+fn probe_mbarrier_handshake() {
+    let Some(gpu) = hopper_or_skip("probe_mbarrier_handshake") else { return };
+    let module = gpu.module();
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0x3ba);
+    let (blocks, rounds) = (4usize, 37usize);
+    let inp: Vec<u32> = (0..blocks * rounds * 32).map(|_| rng.random_range(1..=u32::MAX)).collect();
+    let inp_d = DeviceBuffer::from_slice(&inp).unwrap();
+    let out_d = DeviceBuffer::from_slice(&vec![0u32; inp.len()]).unwrap();
+    unsafe {
+        launch!(module.probe_mbarrier_handshake<<<blocks as u32, 64, 256, stream>>>(
+            inp_d.as_device_ptr(), out_d.as_device_ptr(), rounds as u32
+        ))
+        .unwrap();
+    }
+    stream.synchronize().unwrap();
+    let mut out = vec![0u32; inp.len()];
+    out_d.copy_to(&mut out).unwrap();
+    for row in 0..blocks * rounds {
+        for l in 0..32 {
+            let want = inp[row * 32 + (7 * l) % 32];
+            assert_eq!(out[row * 32 + l], want, "mbarrier handshake: block {} round {} lane {l}", row / rounds, row % rounds);
+        }
+    }
+}
+
+#[test]
+fn probe_wgmma() {
+    let Some(gpu) = hopper_or_skip("probe_wgmma") else { return };
+    let module = gpu.module();
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0x9e3);
+    for n in [64usize, 128, 256] {
+        let kernel = format!("probe_wgmma_m64n{n}k16");
+        let func = module.get_function(&kernel).unwrap();
+        // mode: 0 f16 SS, 1 bf16 SS, 2 f16 RS, 3 bf16 RS (A from registers).
+        for mode in 0..4u32 {
+            let is_bf16 = mode % 2 == 1;
+            let (a_bits, a) = to_16bit(&nonzero_values(&mut rng, 64 * 64), is_bf16);
+            let (bt_bits, bt) = to_16bit(&nonzero_values(&mut rng, n * 64), is_bf16);
+            let a_d = DeviceBuffer::from_slice(&a_bits).unwrap();
+            let bt_d = DeviceBuffer::from_slice(&bt_bits).unwrap();
+            for k_steps in [1u32, 4] {
+                let d_d = DeviceBuffer::from_slice(&vec![f32::NAN; 64 * n]).unwrap();
+                let smem = (1024 + 64 * 128 + n * 128) as u32;
+                unsafe {
+                    launch!(func<<<1, 128, smem, stream>>>(
+                        a_d.as_device_ptr(), bt_d.as_device_ptr(), d_d.as_device_ptr(), k_steps, mode
+                    ))
+                    .unwrap();
+                }
+                stream.synchronize().unwrap();
+                let mut d = vec![0f32; 64 * n];
+                d_d.copy_to(&mut d).unwrap();
+                let (want, tol) = matmul_bt(&a, &bt, 64, n, 16 * k_steps as usize, 64);
+                let what = format!(
+                    "{kernel} {} {} k_steps={k_steps}",
+                    if is_bf16 { "bf16" } else { "f16" },
+                    if mode >= 2 { "A from registers" } else { "A from shared memory" }
+                );
+                assert_close(&what, &d, &want, &tol, n);
+            }
+        }
+    }
+}
+
+#[test]
+fn probe_tma_2d() {
+    let Some(gpu) = hopper_or_skip("probe_tma_2d") else { return };
+    let module = gpu.module();
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0x7a2);
+    // A 200 x 136 matrix of 16-bit elements in rows of 144 (padding past the last column).
+    let (rows, cols, ld) = (200usize, 136usize, 144usize);
+    let g: Vec<u16> = (0..rows * ld).map(|_| rng.random_range(1..=u16::MAX)).collect();
+    let g_d = DeviceBuffer::from_slice(&g).unwrap();
+    let addr = g_d.as_device_ptr().as_raw();
+    for swizzle in [Swizzle::None, Swizzle::B128] {
+        let map = TensorMap::matrix(TensorDataType::F16, addr, rows as u64, cols as u64, ld as u64, 64, 64, swizzle)
+            .expect("encoding the tensor map");
+        // Inside, at the far corner (partly outside both dimensions), and before the origin.
+        for (c0, c1) in [(0i32, 0i32), (64, 64), (72, 136), (128, 192), (-16, -8)] {
+            let out_d = DeviceBuffer::from_slice(&vec![0xAAAAu16; 64 * 64]).unwrap();
+            let status_d = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
+            unsafe {
+                launch!(module.probe_tma_2d<<<1, 128, 1024 + 8192 + 64, stream>>>(
+                    map.param(), out_d.as_device_ptr(), status_d.as_device_ptr(), c0, c1, (swizzle != Swizzle::None) as u32
+                ))
+                .unwrap();
+            }
+            stream.synchronize().unwrap();
+            let mut status = [0u32];
+            status_d.copy_to(&mut status).unwrap();
+            assert_eq!(
+                status[0], 0,
+                "probe_tma_2d: the tensor map parameter is not 64-byte aligned (status = 1 + address % 64); \
+                 the TensorMapParam padding assumption (parameters start at bank offset 16 mod 64) does not hold"
+            );
+            let mut out = vec![0u16; 64 * 64];
+            out_d.copy_to(&mut out).unwrap();
+            let mut bad = Vec::new();
+            for r in 0..64 {
+                for c in 0..64 {
+                    let (gr, gc) = (c1 as i64 + r as i64, c0 as i64 + c as i64);
+                    let inside = (0..rows as i64).contains(&gr) && (0..cols as i64).contains(&gc);
+                    let want = if inside { g[gr as usize * ld + gc as usize] } else { 0 };
+                    if out[r * 64 + c] != want {
+                        bad.push(format!("({r}, {c}): got {:#06x} want {want:#06x}", out[r * 64 + c]));
+                    }
+                }
+            }
+            assert!(
+                bad.is_empty(),
+                "TMA 2D box at ({c0}, {c1}), swizzle {swizzle:?}: {} of 4096 elements wrong:\n  {}",
+                bad.len(),
+                bad[..bad.len().min(8)].join("\n  ")
+            );
+        }
+    }
+}
