@@ -1,6 +1,18 @@
-fn main() {
-    match flashrs::Gpu::new(0) {
-        Ok(g) => println!("{} {:?}", g.name().unwrap(), g.arch()),
-        Err(e) => { eprintln!("error: {e}"); std::process::exit(1) }
+//! `flashrs` command-line tool; `flashrs benchmark --help` describes the benchmark.
+#![warn(missing_docs)]
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    match cli::run(cli::Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -63,10 +63,8 @@ pub fn summarize(records: &[Record]) -> Vec<Comparison> {
         .into_iter()
         .filter(|&i| i != Implementation::Flashrs && records.iter().any(|r| r.implementation == i))
         .map(|against| {
-            let pairs: Vec<(usize, f64)> = ours
-                .iter()
-                .filter_map(|o| Some((o.shape.seqlen_q, speedup(o, find(records, against, &o.shape)?)?)))
-                .collect();
+            let pairs: Vec<(usize, f64)> =
+                ours.iter().filter_map(|o| Some((o.shape.seqlen_q, speedup(o, find(records, against, &o.shape)?)?))).collect();
             let long: Vec<f64> = pairs.iter().filter(|(s, _)| *s >= LONG_SEQLEN).map(|&(_, x)| x).collect();
             Comparison {
                 against,

@@ -1,7 +1,7 @@
 //! The shapes a benchmark run times: the standard sweep, narrowed or overridden by options.
 
-use flashrs::{AttentionParams, DType, KernelPath};
 use flashrs::attention::TileConfig;
+use flashrs::{AttentionParams, DType, KernelPath};
 use serde::{Deserialize, Serialize};
 
 /// Query tokens per row of the standard sweep: `batch = TOKENS / seqlen`, so every row moves
@@ -130,6 +130,7 @@ impl SweepSpec {
     }
 }
 
+/// Rejects sizes no kernel takes whatever the configuration.
 fn check(s: &Shape) -> Result<(), String> {
     let dims = [
         ("batch", s.batch),
@@ -142,7 +143,7 @@ fn check(s: &Shape) -> Result<(), String> {
     if let Some((name, _)) = dims.iter().find(|(_, n)| *n == 0) {
         return Err(format!("--{name} must be at least 1"));
     }
-    if s.heads_q % s.heads_kv != 0 {
+    if !s.heads_q.is_multiple_of(s.heads_kv) {
         return Err(format!("{}: query heads must be a multiple of key/value heads", s.label()));
     }
     Ok(())

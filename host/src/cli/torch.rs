@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use flashrs::DType;
@@ -16,8 +16,8 @@ use super::sweep::Shape;
 const SCRIPT: &str = include_str!("torch_sdpa.py");
 
 /// The backends timed: the script's name for each, and the implementation it reports as.
-/// Adding a backend is one line here and one in the script's `BACKENDS`.
-const BACKENDS: [(&str, Implementation); 2] = [("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn)];
+/// Adding a backend takes a line here, one in the script's `BACKENDS` and an [`Implementation`].
+const BACKENDS: &[(&str, Implementation)] = & [("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn)];
 
 /// What the script found about its torch (part of the JSON output).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,12 +46,18 @@ pub enum Outcome {
     },
 }
 
+/// The script's input (see the protocol at the top of `torch_sdpa.py`).
 #[derive(Serialize)]
 struct Request<'a> {
+    /// Element type name.
     dtype: &'a str,
+    /// Untimed calls per backend and shape.
     warmup: usize,
+    /// Timed calls.
     iters: usize,
+    /// Script names of the backends to time.
     backends: Vec<&'a str>,
+    /// The shapes, answered by index.
     shapes: &'a [Shape],
 }
 
@@ -59,16 +65,32 @@ struct Request<'a> {
 #[derive(Debug, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Line {
-    Unavailable { reason: String },
+    /// Nothing will be timed, for this reason.
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+    /// The torch that runs.
     Info(TorchInfo),
-    Result { index: usize, backends: BTreeMap<String, BackendResult> },
+    /// The backends' results for shape `index`.
+    Result {
+        /// Index into the request's shapes.
+        index: usize,
+        /// By script backend name.
+        backends: BTreeMap<String, BackendResult>,
+    },
 }
 
+/// One backend on one shape: times and how it was called, or why it refused.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 struct BackendResult {
+    /// Median time, ms.
     median_ms: Option<f64>,
+    /// Fastest time, ms.
     min_ms: Option<f64>,
+    /// The call that ran (e.g. `sdpa+enable_gqa`).
     call: Option<String>,
+    /// Every call's refusal, when none ran.
     error: Option<String>,
 }
 
@@ -98,7 +120,7 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
     };
     let mut records = Vec::new();
     for (shape, result) in shapes.iter().zip(&results) {
-        for (key, implementation) in BACKENDS {
+        for &(key, implementation) in BACKENDS {
             let r = result.as_ref().and_then(|b| b.get(key));
             let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
             let record = Record::new(implementation, *shape, dtype.name(), "torch", kernel);
@@ -123,7 +145,8 @@ pub fn run(shapes: &[Shape], dtype: DType, warmup: usize, iters: usize, mut on_r
     outcome
 }
 
-fn run_script(script: &PathBuf, shapes: &[Shape], dtype: DType, warmup: usize, iters: usize, on_result: &mut dyn FnMut()) -> Outcome {
+/// [`run`], with the script at `script`.
+fn run_script(script: &Path, shapes: &[Shape], dtype: DType, warmup: usize, iters: usize, on_result: &mut dyn FnMut()) -> Outcome {
     if let Err(e) = std::fs::write(script, SCRIPT) {
         return Outcome::Unavailable(format!("cannot write {}: {e}", script.display()));
     }
@@ -235,6 +258,17 @@ mod tests {
         }
         for (key, _) in BACKENDS {
             assert!(SCRIPT.contains(&format!("\"{key}\":")), "{key}");
+        }
+    }
+
+    #[test]
+    fn runs_the_script_and_never_fails() {
+        // Here: no torch (or no python3, or no GPU) gives a reason; with torch and a GPU, times.
+        let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, causal: true }];
+        let mut reported = 0;
+        match run(&tiny, DType::F16, 1, 2, || reported += 1) {
+            Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
+            Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() && reported == 1),
         }
     }
 

@@ -24,16 +24,19 @@ BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
 
 
 def emit(obj):
+    """Writes one protocol line; flushed so the caller can show progress."""
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 
 
 def first_line(text, limit=300):
+    """The first line of a message, capped: torch errors can run to pages."""
     line = str(text).strip().splitlines()[0] if str(text).strip() else ""
     return line[:limit]
 
 
 def time_call(torch, fn, warmup, iters):
+    """(median, fastest) milliseconds of `fn`, timed the way flashrs times its kernels."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -78,9 +81,10 @@ def candidates(torch, name, shape, q, k, v):
 
     for tag, k_, v_, gqa in kv_variants():
         if bottom_right and name == "flash":
-            # The op takes K/V with fewer heads natively, so `gqa` has nothing to add.
+            # The op takes K/V with fewer heads natively: it has no enable_gqa to pass.
             op = torch.ops.aten._scaled_dot_product_flash_attention
-            yield "aten_flash_op_bottom_right" + tag, lambda k_=k_, v_=v_: op(q, k_, v_, 0.0, True)[0]
+            label = "aten_flash_op_bottom_right" + {"+enable_gqa": "+native_gqa"}.get(tag, tag)
+            yield label, lambda k_=k_, v_=v_: op(q, k_, v_, 0.0, True)[0]
         elif mask is not None:
             yield "sdpa+lower_right_mask" + tag, lambda k_=k_, v_=v_, gqa=gqa: sdpa(q, k_, v_, attn_mask=mask, **gqa)
         else:
@@ -88,6 +92,7 @@ def candidates(torch, name, shape, q, k, v):
 
 
 def run_backend(torch, name, backend, shape, q, k, v, warmup, iters):
+    """Times the first call the backend accepts, or says why it accepted none."""
     from torch.nn.attention import sdpa_kernel
 
     reasons = []
@@ -101,8 +106,11 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters):
                     call()
                     torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - any refusal makes the backend n/a here
-                why = [first_line(e)] + [first_line(w.message) for w in caught]
-                reasons.append(label + ": " + "; ".join(dict.fromkeys(x for x in why if x)))
+                # torch explains a refusal in warnings; headers like "... not used because:"
+                # carry no reason of their own.
+                why = [f"{type(e).__name__}: {first_line(e)}"] + [first_line(w.message) for w in caught]
+                why = [x for x in dict.fromkeys(why) if x and not x.endswith("because:")]
+                reasons.append(label + ": " + "; ".join(why))
                 continue
             median, fastest = time_call(torch, call, warmup, iters)
             return {"median_ms": median, "min_ms": fastest, "call": label}
@@ -110,18 +118,17 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters):
 
 
 def main():
+    """Reads the request, then answers line by line (see the module docstring)."""
     request = json.load(sys.stdin)
     try:
         import torch
-        from torch.nn.attention import SDPBackend  # noqa: F401 - availability check
+        from torch.nn.attention import SDPBackend
     except Exception as e:  # noqa: BLE001
         emit({"kind": "unavailable", "reason": f"cannot import torch's SDPA API ({type(e).__name__}: {first_line(e)})"})
         return
     if not torch.cuda.is_available():
         emit({"kind": "unavailable", "reason": f"torch {torch.__version__} sees no CUDA GPU"})
         return
-    from torch.nn.attention import SDPBackend
-
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     emit({"kind": "info", "torch": torch.__version__, "device": torch.cuda.get_device_name(0), "cudnn": cudnn})
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[request["dtype"]]

@@ -29,6 +29,7 @@ impl Tolerance {
         }
     }
 
+    /// The tolerance at reference value `want`.
     fn allowed(&self, want: f64) -> f64 {
         self.atol + self.rtol * want.abs()
     }
@@ -71,7 +72,16 @@ impl Outcome {
             Some(m) => Err(format!(
                 "verification failed for {what}: out[batch {}, row {}, head {}, col {}] = {} but the reference is {:.6} \
                  (error {:.3e} > tolerance {:.3e}); max abs error {:.3e} over {} checked rows",
-                m.row.0, m.row.2, m.row.1, m.col, m.got, m.want, (m.got as f64 - m.want).abs(), m.allowed, self.max_abs_err, self.rows
+                m.row.0,
+                m.row.2,
+                m.row.1,
+                m.col,
+                m.got,
+                m.want,
+                (m.got as f64 - m.want).abs(),
+                m.allowed,
+                self.max_abs_err,
+                self.rows
             )),
         }
     }
@@ -107,6 +117,7 @@ pub fn check(p: &AttentionParams, x: &RefInputs, out: &[f32], tol: Tolerance) ->
     }
 }
 
+/// Compares the given reference rows with `out`, whose row `r` starts at `offset(r)`.
 fn compare<'a>(
     out: &[f32],
     rows: impl Iterator<Item = (RowIndex, &'a [f64])>,

@@ -1,0 +1,245 @@
+//! Options of `flashrs benchmark`.
+
+use std::path::PathBuf;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, ValueEnum};
+use flashrs::attention::TileConfig;
+use flashrs::{DType, KernelPath};
+
+use super::configs::{self, ConfigChoice};
+use super::plot;
+use super::sweep::SweepSpec;
+
+/// `--path` values and the kernel path each selects: adding a path is one line here.
+const PATHS: &[(&str, KernelPath)] = &[("auto", KernelPath::Auto), ("mma-sync", KernelPath::MmaSync)];
+
+/// Parses `--path` by [`PATHS`], listing its names in `--help`.
+fn path_parser() -> impl TypedValueParser<Value = KernelPath> {
+    PossibleValuesParser::new(PATHS.iter().map(|p| p.0))
+        .map(|name| PATHS.iter().find(|p| p.0 == name).expect("clap admits only names from PATHS").1)
+}
+
+/// Parses `--plot`, refusing formats the plotter cannot write.
+fn plot_path(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    plot::Format::of(&path)?;
+    Ok(path)
+}
+
+/// One-line help of `flashrs benchmark`.
+pub const ABOUT: &str = "Times the forward attention kernels with CUDA events and prints a table";
+
+/// `flashrs benchmark --help`: what runs and how the numbers are computed.
+pub const LONG_ABOUT: &str = "\
+Times the forward attention kernels with CUDA events and prints a table (and, on request, \
+JSON, CSV and a plot).
+
+Without shape options this runs the standard sweep, the shapes of the PyTorch SDPA anchors: \
+16384 query tokens per row (batch = 16384 / seqlen), heads = 2048 / head_dim, head_dim 64, 128 \
+and 256, seqlen 512 to 16384, causal off and on. Each shape option narrows or overrides one axis \
+of that sweep; --head-dim, --seqlen, --batch, --heads and --causal on|off together give a \
+single custom shape.
+
+Each row: `--warmup` untimed launches, then `--iters` launches each between two CUDA events; \
+the median and the fastest are reported.
+
+  TFLOPS = 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim / median time,
+           halved when causal (FlashAttention's convention: the two matmuls, of which causal
+           masking skips half)
+  GB/s   = bytes of Q, K and V read once plus O written once / median time (the least traffic
+           any implementation needs)";
+
+/// Element type on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DtypeArg {
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl From<DtypeArg> for DType {
+    fn from(d: DtypeArg) -> DType {
+        match d {
+            DtypeArg::F16 => DType::F16,
+            DtypeArg::Bf16 => DType::Bf16,
+        }
+    }
+}
+
+/// Which causal settings to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CausalArg {
+    /// Non-causal only.
+    Off,
+    /// Causal only.
+    On,
+    /// Both, non-causal first.
+    Both,
+}
+
+impl CausalArg {
+    /// The `causal` flags to run, in order.
+    fn values(self) -> Vec<bool> {
+        match self {
+            CausalArg::Off => vec![false],
+            CausalArg::On => vec![true],
+            CausalArg::Both => vec![false, true],
+        }
+    }
+}
+
+/// Other implementations to time on the same shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CompareArg {
+    /// PyTorch SDPA's FlashAttention-2 and cuDNN backends, through `python3`.
+    Torch,
+}
+
+/// `flashrs benchmark` options.
+#[derive(Args, Debug, Clone)]
+pub struct BenchmarkArgs {
+    /// Element type.
+    #[arg(long, value_enum, default_value_t = DtypeArg::F16)]
+    pub dtype: DtypeArg,
+    /// Head dimensions, comma-separated [default: 64,128,256; with --config: its head_dim].
+    #[arg(long, value_delimiter = ',')]
+    pub head_dim: Vec<usize>,
+    /// Query sequence lengths, comma-separated [default: 512,1024,2048,4096,8192,16384].
+    #[arg(long, value_delimiter = ',')]
+    pub seqlen: Vec<usize>,
+    /// Key/value sequence length [default: the query's].
+    #[arg(long)]
+    pub seqlen_k: Option<usize>,
+    /// Batch size [default: 16384 / seqlen].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Query heads [default: 2048 / head_dim].
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// Key/value heads, dividing --heads (grouped-query attention) [default: --heads].
+    #[arg(long)]
+    pub heads_kv: Option<usize>,
+    /// Causal masking (bottom-right aligned when seqlen != seqlen-k).
+    #[arg(long, value_enum, default_value_t = CausalArg::Both)]
+    pub causal: CausalArg,
+    /// Timed launches per row.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub iters: u32,
+    /// Untimed launches before timing.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u32,
+    /// Kernel path.
+    #[arg(long, default_value = "auto", value_parser = path_parser())]
+    pub path: KernelPath,
+    /// Force a tile configuration by tag, e.g. d128_128x64w8s2 (the kernel name's suffix).
+    #[arg(long, value_parser = configs::parse_tag, conflicts_with = "all_configs")]
+    pub config: Option<TileConfig>,
+    /// Time every tile configuration compiled for each row's head_dim (for tuning).
+    #[arg(long)]
+    pub all_configs: bool,
+    /// Check each row's output against the CPU reference before timing it; exit non-zero
+    /// on a mismatch.
+    #[arg(long)]
+    pub verify: bool,
+    /// Also time another implementation on the same shapes.
+    #[arg(long, value_enum)]
+    pub compare: Option<CompareArg>,
+    /// Write the results as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the results as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Plot TFLOPS against seqlen (.svg or .png).
+    #[arg(long, value_name = "FILE", value_parser = plot_path)]
+    pub plot: Option<PathBuf>,
+}
+
+impl BenchmarkArgs {
+    /// How rows pick tile configurations.
+    pub fn config_choice(&self) -> ConfigChoice {
+        match (self.config, self.all_configs) {
+            (Some(c), _) => ConfigChoice::Forced(c),
+            (None, true) => ConfigChoice::All,
+            (None, false) => ConfigChoice::Default,
+        }
+    }
+
+    /// The shapes asked for.
+    pub fn spec(&self) -> SweepSpec {
+        let head_dims = if self.head_dim.is_empty() { self.config_choice().default_head_dims() } else { self.head_dim.clone() };
+        SweepSpec {
+            head_dims,
+            seqlens: self.seqlen.clone(),
+            seqlen_k: self.seqlen_k,
+            batch: self.batch,
+            heads: self.heads,
+            heads_kv: self.heads_kv,
+            causal: self.causal.values(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::{CommandFactory, Parser};
+    use flashrs::attention::config::CONFIGS;
+
+    fn parse(args: &str) -> Result<BenchmarkArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["flashrs", "benchmark"].into_iter().chain(args.split_whitespace()))?;
+        let Command::Benchmark(b) = cli.command;
+        Ok(b)
+    }
+
+    #[test]
+    fn defaults_are_the_standard_sweep() {
+        let a = parse("").unwrap();
+        assert_eq!((a.iters, a.warmup, a.path, a.dtype), (20, 5, KernelPath::Auto, DtypeArg::F16));
+        assert_eq!(a.config_choice(), ConfigChoice::Default);
+        assert_eq!(a.spec(), SweepSpec { causal: vec![false, true], ..Default::default() });
+        assert!(!a.verify && a.compare.is_none());
+    }
+
+    #[test]
+    fn lists_paths_and_custom_shapes() {
+        let a =
+            parse("--head-dim 64,128 --seqlen 4096 --batch 2 --heads 16 --heads-kv 4 --causal on --path mma-sync --dtype bf16").unwrap();
+        assert_eq!(a.head_dim, [64, 128]);
+        assert_eq!((a.path, a.dtype), (KernelPath::MmaSync, DtypeArg::Bf16));
+        let shapes = a.spec().shapes().unwrap();
+        assert_eq!(shapes.len(), 2);
+        assert!(shapes.iter().all(|s| s.batch == 2 && s.heads_q == 16 && s.heads_kv == 4 && s.causal && s.seqlen_q == 4096));
+        assert!(parse("--path wgmma").is_err());
+        assert!(parse("--iters 0").is_err());
+        assert!(parse("--causal maybe").is_err());
+    }
+
+    #[test]
+    fn configs_and_output_files() {
+        let last = *CONFIGS.last().unwrap();
+        let a =
+            parse(&format!("--config {} --compare torch --json r.json --csv r.csv --plot r.png --verify", configs::tag(&last))).unwrap();
+        assert_eq!(a.config_choice(), ConfigChoice::Forced(last));
+        assert!(a.spec().shapes().unwrap().iter().all(|s| s.head_dim == last.head_dim));
+        assert_eq!(a.compare, Some(CompareArg::Torch));
+        assert_eq!(a.plot, Some(PathBuf::from("r.png")));
+        assert_eq!(parse("--all-configs").unwrap().config_choice(), ConfigChoice::All);
+        assert!(parse(&format!("--all-configs --config {}", configs::tag(&last))).is_err());
+        assert!(parse("--config nope").unwrap_err().to_string().contains(&configs::tag(&CONFIGS[0])));
+        assert!(parse("--plot r.pdf").unwrap_err().to_string().contains(".svg or .png"));
+    }
+
+    #[test]
+    fn help_explains_the_metrics() {
+        let mut cmd = Cli::command();
+        let help = cmd.find_subcommand_mut("benchmark").unwrap().render_long_help().to_string();
+        assert!(help.contains("TFLOPS = 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim / median time"));
+        assert!(help.contains("halved when causal") && help.contains("GB/s"));
+        assert!(help.contains("[possible values: auto, mma-sync]"), "{help}");
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,102 @@
+//! `flashrs benchmark`: checks the options, runs our rows and (on request) torch's, then
+//! prints the table and writes the requested files.
+
+use flashrs::Gpu;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::CliError;
+use super::args::{BenchmarkArgs, CompareArg};
+use super::plot;
+use super::record::Record;
+use super::report::Report;
+use super::runner::{self, Options, Row};
+use super::sweep::Shape;
+use super::torch;
+
+/// Runs the benchmark described by `args`.
+pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
+    let opts = Options {
+        dtype: args.dtype.into(),
+        path: args.path,
+        warmup: args.warmup as usize,
+        iters: args.iters as usize,
+        verify: args.verify,
+    };
+    let shapes = args.spec().shapes().map_err(CliError::Usage)?;
+    let choice = args.config_choice();
+    let rows: Vec<Row> = shapes.iter().map(|s| (*s, choice.for_head_dim(s.head_dim))).collect();
+    runner::preflight(&rows, &opts)?;
+
+    let gpu = Gpu::new(0)?;
+    let device = format!("{} ({:?})", gpu.name()?, gpu.arch());
+    let mut records = run_ours(&gpu, &rows, &opts)?;
+    let mut torch_info = None;
+    let mut torch_unavailable = None;
+    if args.compare == Some(CompareArg::Torch) {
+        match run_torch(&shapes, &opts) {
+            torch::Outcome::Ran { info, records: theirs, problem } => {
+                if let Some(p) = problem {
+                    eprintln!("warning: {p}");
+                }
+                torch_info = Some(info);
+                records.extend(theirs);
+            }
+            torch::Outcome::Unavailable(why) => torch_unavailable = Some(why),
+        }
+    }
+    let report =
+        Report { torch: torch_info, torch_unavailable, ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, records) };
+    print!("{}", report.table());
+    write_outputs(args, &report)
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+fn bar(len: usize, what: &str) -> ProgressBar {
+    let style = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} {msg}")
+        .expect("the template is valid")
+        .progress_chars("=> ");
+    ProgressBar::new(len as u64).with_style(style).with_prefix(what.to_string())
+}
+
+/// Runs every row of ours, stopping at the first failure.
+fn run_ours(gpu: &Gpu, rows: &[Row], opts: &Options) -> Result<Vec<Record>, CliError> {
+    let progress = bar(rows.iter().map(|r| r.1.len()).sum(), "flashrs");
+    let mut records = Vec::new();
+    let result = rows.iter().try_for_each(|row| {
+        progress.set_message(row.0.label());
+        records.extend(runner::run_row(gpu, row, opts, || progress.inc(1))?);
+        Ok(())
+    });
+    // Cleared before any error message, so that message is the last thing on the screen.
+    progress.finish_and_clear();
+    result.map(|()| records)
+}
+
+/// Runs the torch script on `shapes`, with a progress bar.
+fn run_torch(shapes: &[Shape], opts: &Options) -> torch::Outcome {
+    let progress = bar(shapes.len(), "torch  ");
+    progress.set_message("SDPA flash + cuDNN backends");
+    let outcome = torch::run(shapes, opts.dtype, opts.warmup, opts.iters, || progress.inc(1));
+    progress.finish_and_clear();
+    outcome
+}
+
+/// Writes the `--json`, `--csv` and `--plot` files that were asked for.
+fn write_outputs(args: &BenchmarkArgs, report: &Report) -> Result<(), CliError> {
+    let write = |path: &std::path::Path, text: String| {
+        std::fs::write(path, text).map_err(|e| CliError::Output(format!("writing {}: {e}", path.display())))?;
+        eprintln!("wrote {}", path.display());
+        Ok::<(), CliError>(())
+    };
+    if let Some(path) = &args.json {
+        write(path, report.to_json())?;
+    }
+    if let Some(path) = &args.csv {
+        write(path, report.to_csv())?;
+    }
+    if let Some(path) = &args.plot {
+        plot::write(path, report).map_err(CliError::Output)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}

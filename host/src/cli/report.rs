@@ -1,0 +1,264 @@
+//! The results of a run for people (a table with geometric means) and for programs (JSON, CSV).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::compare::{self, Comparison, LONG_SEQLEN};
+use super::record::{Implementation, Record};
+use super::torch::TorchInfo;
+
+/// Version of the JSON layout; raised when a field changes meaning or disappears.
+pub const SCHEMA: u32 = 1;
+
+/// CSV columns: the fields of [`Record`], flattened, in this order.
+pub const CSV_COLUMNS: [&str; 19] = [
+    "implementation",
+    "batch",
+    "heads_q",
+    "heads_kv",
+    "seqlen_q",
+    "seqlen_k",
+    "head_dim",
+    "causal",
+    "dtype",
+    "path",
+    "kernel",
+    "config",
+    "median_ms",
+    "min_ms",
+    "tflops",
+    "gbps",
+    "max_abs_err",
+    "verified_rows",
+    "note",
+];
+
+/// Everything a run produced. Serializes to the `--json` document.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// GPU name and kernel module architecture.
+    pub device: String,
+    /// Element type name.
+    pub dtype: String,
+    /// Untimed launches before timing.
+    pub warmup: usize,
+    /// Timed launches per row.
+    pub iters: usize,
+    /// The torch that was compared with, if any.
+    pub torch: Option<TorchInfo>,
+    /// Why torch was asked for but not compared, if so.
+    pub torch_unavailable: Option<String>,
+    /// Every result, ours first in run order, then torch's.
+    pub records: Vec<Record>,
+    /// Geometric means of ours/theirs per other implementation.
+    pub summary: Vec<Comparison>,
+}
+
+impl Report {
+    /// Assembles a report; the summary is computed from `records`.
+    pub fn new(device: String, dtype: &str, warmup: usize, iters: usize, records: Vec<Record>) -> Self {
+        let summary = compare::summarize(&records);
+        Report { schema: SCHEMA, device, dtype: dtype.into(), warmup, iters, torch: None, torch_unavailable: None, records, summary }
+    }
+
+    /// The `--json` document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("reports are plain data") + "\n"
+    }
+
+    /// The `--csv` file: a header of [`CSV_COLUMNS`], then one line per record.
+    pub fn to_csv(&self) -> String {
+        let mut out = CSV_COLUMNS.join(",") + "\n";
+        for r in &self.records {
+            let fields = serde_json::to_value(r).expect("records are plain data");
+            let cells: Vec<String> = CSV_COLUMNS.iter().map(|c| csv_cell(&fields[*c])).collect();
+            out += &(cells.join(",") + "\n");
+        }
+        out
+    }
+
+    /// The human-readable table of our rows, with the other implementations side by side,
+    /// followed by the geometric means and the reasons for any n/a.
+    pub fn table(&self) -> String {
+        let others: Vec<Implementation> = self.summary.iter().map(|c| c.against).collect();
+        let ours: Vec<&Record> = self.records.iter().filter(|r| r.implementation == Implementation::Flashrs).collect();
+        let verified = ours.iter().any(|r| r.verified_rows.is_some());
+        let mut head: Vec<(String, Align)> =
+            ["B", "Hq", "Hkv", "Sq", "Sk", "D", "causal"].iter().map(|h| (h.to_string(), Align::Right)).collect();
+        head.extend([("path".to_string(), Align::Left), ("kernel".to_string(), Align::Left)]);
+        head.extend(["median ms", "min ms", "TFLOPS", "GB/s"].iter().map(|h| (h.to_string(), Align::Right)));
+        if verified {
+            head.push(("max err".into(), Align::Right));
+        }
+        for o in &others {
+            head.push((format!("{} TFLOPS", o.name()), Align::Right));
+            head.push(("ours/theirs".into(), Align::Right));
+        }
+        let rows: Vec<Vec<String>> = ours
+            .iter()
+            .map(|r| {
+                let s = &r.shape;
+                let mut row: Vec<String> =
+                    [s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k, s.head_dim].iter().map(usize::to_string).collect();
+                row.extend([if s.causal { "on" } else { "off" }.to_string(), r.path.clone(), r.kernel.clone()]);
+                row.extend([num(r.median_ms, 3), num(r.min_ms, 3), num(r.tflops, 1), num(r.gbps, 0)]);
+                if verified {
+                    row.push(r.max_abs_err.map_or("-".into(), |e| format!("{e:.1e}")));
+                }
+                for &o in &others {
+                    let theirs = compare::find(&self.records, o, s);
+                    row.push(num(theirs.and_then(|t| t.tflops), 1));
+                    row.push(theirs.and_then(|t| compare::speedup(r, t)).map_or("n/a".into(), |x| format!("{x:.2}x")));
+                }
+                row
+            })
+            .collect();
+        let mut out = format!(
+            "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row; TFLOPS = 4*B*Hq*Sq*Sk*D / median, halved when causal)\n",
+            self.device, self.dtype, self.warmup, self.iters
+        );
+        out += &render(&head, &rows);
+        out += &self.footer();
+        out
+    }
+
+    /// Lines under the table: torch version or why it was skipped, geomeans, n/a reasons.
+    fn footer(&self) -> String {
+        let mut out = String::new();
+        if let Some(t) = &self.torch {
+            out += &format!("torch {} on {} (cuDNN {})\n", t.torch, t.device, t.cudnn.map_or("n/a".into(), |v| v.to_string()));
+        }
+        if let Some(why) = &self.torch_unavailable {
+            out += &format!("torch comparison skipped: {why}\n");
+        }
+        for c in &self.summary {
+            let g = |x: Option<f64>| x.map_or("n/a".into(), |x| format!("{x:.3}x"));
+            out += &format!(
+                "geomean flashrs/{}: {} over {} shapes; {} over {} shapes with seqlen >= {LONG_SEQLEN}\n",
+                c.against.name(),
+                g(c.geomean),
+                c.rows,
+                g(c.geomean_seqlen_ge_2048),
+                c.rows_seqlen_ge_2048
+            );
+        }
+        for r in self.records.iter().filter(|r| r.median_ms.is_none()) {
+            out += &format!("n/a {} {}: {}\n", r.implementation.name(), r.shape.label(), r.note.as_deref().unwrap_or("no time"));
+        }
+        out
+    }
+}
+
+/// `x` with `decimals` places, or "n/a".
+fn num(x: Option<f64>, decimals: usize) -> String {
+    x.map_or("n/a".into(), |x| format!("{x:.decimals$}"))
+}
+
+/// One CSV field (RFC 4180 quoting; null is empty).
+fn csv_cell(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) if s.contains([',', '"', '\n', '\r']) => format!("\"{}\"", s.replace('"', "\"\"")),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Column alignment in the table.
+#[derive(Clone, Copy)]
+enum Align {
+    /// Text.
+    Left,
+    /// Numbers.
+    Right,
+}
+
+/// A plain-text table: header, dashes, rows, columns padded to their widest cell.
+fn render(head: &[(String, Align)], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> =
+        head.iter().enumerate().map(|(i, (h, _))| rows.iter().map(|r| r[i].len()).chain([h.len()]).max().unwrap_or(0)).collect();
+    let line = |cells: &mut dyn Iterator<Item = &String>| {
+        let padded: Vec<String> = cells
+            .zip(head.iter().zip(&widths))
+            .map(|(c, ((_, align), &w))| match align {
+                Align::Left => format!("{c:<w$}"),
+                Align::Right => format!("{c:>w$}"),
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(&mut head.iter().map(|(h, _)| h));
+    out += &(widths.iter().map(|&w| "-".repeat(w)).collect::<Vec<_>>().join("  ") + "\n");
+    for r in rows {
+        out += &line(&mut r.iter());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::sweep::Shape;
+
+    fn sample() -> Report {
+        let s = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, causal: true };
+        let mut ours = Record::new(Implementation::Flashrs, s, "f16", "mma.sync", "flash_fwd_f16_d128_128x64w8s2").timed(0.6, 0.55);
+        ours.config = Some("d128_128x64w8s2".into());
+        (ours.max_abs_err, ours.verified_rows) = (Some(4.1e-4), Some(64));
+        let fa2 = Record::new(Implementation::TorchFa2, s, "f16", "torch", "sdpa").timed(0.51, 0.5);
+        let cudnn = Record::new(Implementation::TorchCudnn, s, "f16", "torch", "").unavailable("No available kernel, \"why\"");
+        Report::new("NVIDIA H100 80GB HBM3 (Sm90a)".into(), "f16", 5, 20, vec![ours, fa2, cudnn])
+    }
+
+    #[test]
+    fn csv_columns_are_exactly_the_record_fields() {
+        let r = sample();
+        let fields = serde_json::to_value(&r.records[0]).unwrap();
+        let mut keys: Vec<&str> = fields.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        let mut cols = CSV_COLUMNS.to_vec();
+        cols.sort();
+        assert_eq!(keys, cols);
+    }
+
+    #[test]
+    fn csv_quotes_and_leaves_missing_values_empty() {
+        let csv = sample().to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[0].starts_with("implementation,batch,heads_q,"));
+        assert!(
+            lines[1].starts_with("flashrs,8,16,16,2048,2048,128,true,f16,mma.sync,flash_fwd_f16_d128_128x64w8s2,d128_128x64w8s2,0.6,0.55,")
+        );
+        assert!(lines[3].starts_with("torch-cudnn,") && lines[3].ends_with(",,,\"No available kernel, \"\"why\"\"\""), "{}", lines[3]);
+    }
+
+    #[test]
+    fn json_has_stable_top_level_fields_and_summary() {
+        let v: Value = serde_json::from_str(&sample().to_json()).unwrap();
+        for key in ["schema", "device", "dtype", "warmup", "iters", "torch", "torch_unavailable", "records", "summary"] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
+        assert_eq!(v["records"][0]["implementation"], "flashrs");
+        assert_eq!(v["records"][2]["median_ms"], Value::Null);
+        assert_eq!(v["summary"][0]["against"], "torch-fa2");
+        assert_eq!(v["summary"][0]["rows"], 1);
+    }
+
+    #[test]
+    fn table_shows_ratios_geomeans_and_reasons() {
+        let t = sample().table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("TFLOPS = 4*B*Hq*Sq*Sk*D"));
+        assert!(lines[1].contains("torch-fa2 TFLOPS") && lines[1].contains("torch-cudnn TFLOPS") && lines[1].contains("max err"));
+        // Columns line up: every row as long as the dashes under the header.
+        assert!(lines[3].len() <= lines[2].len());
+        let row = lines[3];
+        assert!(row.contains("flash_fwd_f16_d128_128x64w8s2") && row.contains("0.85x"), "{row}");
+        assert_eq!(row.split_whitespace().rev().take(2).collect::<Vec<_>>(), ["n/a", "n/a"], "{row}");
+        assert!(t.contains("geomean flashrs/torch-fa2: 0.850x over 1 shapes; 0.850x over 1 shapes with seqlen >= 2048"), "{t}");
+        assert!(t.contains("n/a torch-cudnn B=8 Hq=16 Hkv=16 Sq=2048 Sk=2048 D=128 causal: No available kernel"), "{t}");
+    }
+}

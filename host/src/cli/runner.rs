@@ -1,0 +1,108 @@
+//! Our rows on the GPU: buffers, optional verification against the CPU reference, timing.
+
+use flashrs::attention::{BufferRef, Buffers, TileConfig};
+use flashrs::bench::{BenchBuffers, time_plan};
+use flashrs::reference::RefInputs;
+use flashrs::{DType, Gpu, KernelPath};
+
+use super::CliError;
+use super::configs::tag;
+use super::record::{Implementation, Record};
+use super::sweep::Shape;
+use super::verify::{self, Tolerance};
+
+/// A shape and the tile configurations to time on it (`None`: the library's default).
+pub type Row = (Shape, Vec<Option<TileConfig>>);
+
+/// How every row runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Element type.
+    pub dtype: DType,
+    /// Kernel path.
+    pub path: KernelPath,
+    /// Untimed launches.
+    pub warmup: usize,
+    /// Timed launches.
+    pub iters: usize,
+    /// Check outputs against the CPU reference first.
+    pub verify: bool,
+}
+
+/// Plans every row against stand-in buffers (planning never touches the GPU), so that a shape
+/// or configuration no kernel can take fails before any GPU time is spent.
+pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
+    // Aligned, and large enough for any shape.
+    let stand_in = BufferRef { ptr: 1 << 20, len: usize::MAX };
+    let bufs = Buffers { q: stand_in, k: stand_in, v: stand_in, o: stand_in, lse: None };
+    for (shape, configs) in rows {
+        for &config in configs {
+            shape.params(opts.dtype, opts.path, config).plan(&bufs).map_err(|source| CliError::Row { row: shape.label(), source })?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs one row: each configuration verified (if asked) and timed; `done` is called after
+/// each configuration.
+pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl FnMut()) -> Result<Vec<Record>, CliError> {
+    let row_err = |source| CliError::Row { row: shape.label(), source };
+    let mut records = Vec::new();
+    let mut bufs: Option<BenchBuffers> = None;
+    for &config in configs {
+        let params = shape.params(opts.dtype, opts.path, config);
+        // Configurations share the inputs, except when verifying: then each gets a fresh
+        // (zeroed) output, so that elements a kernel fails to write cannot keep the values an
+        // earlier kernel left there.
+        if bufs.is_none() || opts.verify {
+            bufs = Some(BenchBuffers::new(&params).map_err(row_err)?);
+        }
+        let bufs = bufs.as_ref().expect("allocated above");
+        let plan = params.plan(&bufs.refs(false)).map_err(row_err)?;
+        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &plan.kernel);
+        record.config = Some(tag(&plan.config));
+        if opts.verify {
+            // One launch; the timer synchronises on its end, so the output is complete.
+            time_plan(gpu, &plan, opts.path, 0, 1).map_err(row_err)?;
+            let [q, k, v] = bufs.inputs_f32(opts.dtype).map_err(row_err)?;
+            let out = bufs.output_f32(opts.dtype).map_err(row_err)?;
+            let what = format!("{} ({})", shape.label(), plan.kernel);
+            let outcome = verify::check(&params, &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
+                .into_result(&what)
+                .map_err(CliError::Verify)?;
+            (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
+        }
+        let t = time_plan(gpu, &plan, opts.path, opts.warmup, opts.iters).map_err(row_err)?;
+        records.push(record.timed(t.median_ms, t.min_ms));
+        done();
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::configs::ConfigChoice;
+    use crate::cli::sweep::SweepSpec;
+
+    fn opts() -> Options {
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false }
+    }
+
+    #[test]
+    fn preflight_accepts_the_sweep_with_every_config() {
+        let shapes = SweepSpec { causal: vec![false, true], ..Default::default() }.shapes().unwrap();
+        let rows: Vec<Row> = shapes.iter().map(|s| (*s, ConfigChoice::All.for_head_dim(s.head_dim))).collect();
+        preflight(&rows, &opts()).unwrap();
+    }
+
+    #[test]
+    fn preflight_names_the_row_that_cannot_run() {
+        let s = Shape { batch: 1, heads_q: 4, heads_kv: 4, seqlen_q: 128, seqlen_k: 128, head_dim: 100, causal: false };
+        let err = preflight(&[(s, vec![None])], &opts()).unwrap_err().to_string();
+        assert!(err.contains("D=100") && err.contains("head_dim"), "{err}");
+        let small = *flashrs::attention::config::CONFIGS.iter().find(|c| c.head_dim < 256).unwrap();
+        let err = preflight(&[(Shape { head_dim: 256, ..s }, vec![Some(small)])], &opts()).unwrap_err().to_string();
+        assert!(err.contains("D=256") && err.contains("config"), "{err}");
+    }
+}
