@@ -38,21 +38,23 @@ impl TileConfig {
 /// Every instantiated configuration (each for f16 and bf16). All assemble without spills.
 /// One 16-row MMA tile per warp costs ~165 registers; two tiles per warp halve the
 /// shared-memory reads per MMA (each K/V fragment feeds two MMAs) but sit near the 255-register
-/// limit (head_dim 128 with 32-row K/V tiles still spilled on sm_90a and was dropped).
+/// limit: head_dim 128 fits them only with 32-row K/V tiles (64-row ones spill).
 /// A CTA's threads must cover whole 8-row swizzle groups per copy pass: `threads >=
 /// 8 * head_dim / 8`, so head_dim 256 needs 8 warps.
-pub const CONFIGS: [TileConfig; 7] = [
+pub const CONFIGS: [TileConfig; 9] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 128, warps: 8, stages: 2 },
+    TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 3 },
     TileConfig { head_dim: 128, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 128, block_m: 128, block_n: 64, warps: 8, stages: 3 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 128, block_m: 128, block_n: 32, warps: 4, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 32, warps: 8, stages: 2 },
 ];
 
 /// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256).
-pub const DEFAULTS: [usize; 3] = [0, 2, 5];
+pub const DEFAULTS: [usize; 3] = [0, 3, 7];
 
 /// The padded head dimensions, smallest first.
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];

@@ -6,65 +6,65 @@ use crate::arch::mma::{FragA, FragC};
 use crate::dtype::Element;
 use crate::layout::{LaneAddr, SmemTile};
 
-/// A `[seqlen, D]` matrix in global memory: the source of tile copies.
-#[derive(Clone, Copy)]
-pub struct GmemMatrix {
-    /// Element (0, 0).
-    pub base: *const u16,
-    /// Elements between rows.
-    pub row_stride: i64,
-    /// Rows that exist.
-    pub seqlen: u32,
-}
-
-/// One thread's share of copying `ROWS x D` tiles from a [`GmemMatrix`] into swizzled shared
-/// tiles with cp.async.
+/// One thread's cursor for copying consecutive `ROWS x D` tiles of a `[seqlen, D]` matrix from
+/// global memory into swizzled shared tiles with cp.async.
 ///
 /// `THREADS` threads cover `THREADS / (D/8)` rows per pass, each always the same 16-byte chunk
 /// column, so a thread's source advances by one stride per pass and its destination by
-/// constants. The same share serves every matrix (Q, K, V) of a kernel.
+/// constants. The cursor holds only what changes from tile to tile (a pointer and a row
+/// count: three registers) because it lives across the whole main loop, where registers are
+/// the scarcest resource; strides come from the kernel parameters at each use.
 #[derive(Clone, Copy)]
-pub struct TileCopy<const ROWS: usize, const D: usize, const THREADS: usize> {
-    /// First row (within a tile) this thread copies.
-    row: u32,
-    /// Chunk column this thread copies.
-    chunk: u32,
-    /// True when that chunk lies inside the real head_dim (else it is zero-filled).
-    chunk_valid: bool,
+pub struct TileCursor<const ROWS: usize, const D: usize, const THREADS: usize> {
+    /// This thread's element of the next tile's first row.
+    src: *const u16,
+    /// Rows left from that row to the end of the matrix (<= 0, or `i32::MIN` for a chunk past
+    /// head_dim: everything is zero-filled).
+    rows_left: i32,
 }
 
-impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCopy<ROWS, D, THREADS> {
+impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCursor<ROWS, D, THREADS> {
     const CHUNKS: usize = D / 8;
     const ROWS_PER_PASS: usize = THREADS / Self::CHUNKS;
 
-    /// Thread `tid`'s part, for matrices with `head_dim` valid columns.
+    /// Thread `tid`'s cursor at row `row0` of the matrix at `base` (`row_stride` elements
+    /// between its `seqlen` rows, `head_dim` valid columns).
     #[inline(always)]
-    pub fn new(tid: u32, head_dim: u32) -> Self {
+    pub fn new(tid: u32, base: *const u16, row_stride: i64, seqlen: u32, row0: u32, head_dim: u32) -> Self {
         // A pass must cover whole 8-row swizzle groups so that a thread's `row % 8` (and with it
         // its swizzled chunk) is the same in every pass.
         const { assert!(THREADS % (D / 8) == 0 && (THREADS / (D / 8)) % 8 == 0 && ROWS % (THREADS / (D / 8)) == 0) };
-        let chunk = tid % Self::CHUNKS as u32;
-        TileCopy { row: tid / Self::CHUNKS as u32, chunk, chunk_valid: chunk * 8 < head_dim }
+        let (row, chunk) = Self::lane(tid);
+        let first = (row0 + row) as i64 * row_stride + (chunk * 8) as i64;
+        let rows_left = if chunk * 8 < head_dim { seqlen as i32 - (row0 + row) as i32 } else { i32::MIN };
+        TileCursor { src: base.wrapping_offset(first as isize), rows_left }
     }
 
-    /// Issues the cp.async copies of rows `row0 .. row0 + ROWS` of `src` into `dst`. Rows at or
-    /// past `seqlen` and chunks past head_dim are zero-filled, so padding never feeds garbage
-    /// (or NaN) into the MMAs.
+    /// The (row within a pass, chunk column) thread `tid` copies.
     #[inline(always)]
-    pub unsafe fn issue(self, dst: SmemTile<ROWS, D>, src: GmemMatrix, row0: u32) {
-        let first = (row0 + self.row) as i64 * src.row_stride + (self.chunk * 8) as i64;
-        let mut from = src.base.wrapping_offset(first as isize);
+    fn lane(tid: u32) -> (u32, u32) {
+        (tid / Self::CHUNKS as u32, tid % Self::CHUNKS as u32)
+    }
+
+    /// Issues the copies of the next tile into `dst` and moves on to the tile after it. Rows
+    /// past the end and chunks past head_dim are zero-filled, so padding never feeds garbage (or
+    /// NaN) into the MMAs.
+    #[inline(always)]
+    pub unsafe fn issue(&mut self, dst: SmemTile<ROWS, D>, tid: u32, row_stride: i64) {
+        let (row, chunk) = Self::lane(tid);
+        let dst = dst.lane_addr(row as usize, chunk as usize);
         // Opaque, so LLVM does not precompute one 64-bit pointer per pass outside the main loop.
-        let step = crate::layout::opaque_i64(Self::ROWS_PER_PASS as i64 * src.row_stride);
-        let rows_left = src.seqlen as i64 - (row0 + self.row) as i64;
-        let dst = dst.lane_addr(self.row as usize, self.chunk as usize);
+        let step = crate::layout::opaque_i64(Self::ROWS_PER_PASS as i64 * row_stride);
+        let mut from = self.src;
         for pass in 0..ROWS / Self::ROWS_PER_PASS {
-            let valid = self.chunk_valid && ((pass * Self::ROWS_PER_PASS) as i64) < rows_left;
+            let valid = ((pass * Self::ROWS_PER_PASS) as i32) < self.rows_left;
             // An invalid copy reads nothing, but its address must still be a mapped one.
-            let addr = if valid { from } else { src.base };
+            let addr = if valid { from } else { self.src };
             unsafe { cp_async_cg_16(dst.at_row(pass * Self::ROWS_PER_PASS), addr as *const u8, valid) };
             from = from.wrapping_offset(step as isize);
         }
+        self.src = self.src.wrapping_offset((ROWS as i64 * row_stride) as isize);
+        self.rows_left = self.rows_left.saturating_sub(ROWS as i32);
     }
 }
 

@@ -24,7 +24,7 @@ use crate::dtype::{Bf16, Element, F16};
 use crate::layout::SmemTile;
 use config::{CONFIGS, TileConfig};
 use epilogue::{store_lse, store_o};
-use mainloop::{GmemMatrix, TileCopy, WarpOperands, gemm_pv, gemm_qk, pack_p};
+use mainloop::{TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
 use mask::Mask;
 use params::FwdParams;
 use scheduler::tile_for_block;
@@ -93,15 +93,14 @@ unsafe fn flash_fwd<
     } as usize;
     let n_tiles = keys.div_ceil(BN);
 
-    let k_src = GmemMatrix { base: k, row_stride: kr, seqlen: p.seqlen_k };
-    let v_src = GmemMatrix { base: v, row_stride: vr, seqlen: p.seqlen_k };
-    let kv_copy = TileCopy::<BN, D, THREADS>::new(tid, p.head_dim);
-    let load_kv = |t: usize| unsafe {
-        kv_copy.issue(k_tile(t % STAGES), k_src, (t * BN) as u32);
-        kv_copy.issue(v_tile(t % STAGES), v_src, (t * BN) as u32);
+    let mut k_cursor = TileCursor::<BN, D, THREADS>::new(tid, k, kr, p.seqlen_k, 0, p.head_dim);
+    let mut v_cursor = TileCursor::<BN, D, THREADS>::new(tid, v, vr, p.seqlen_k, 0, p.head_dim);
+    // Tiles are issued in order, each cursor stepping to the next; `t` only picks the stage.
+    let mut load_kv = |t: usize| unsafe {
+        k_cursor.issue(k_tile(t % STAGES), tid, p.k_strides[1]);
+        v_cursor.issue(v_tile(t % STAGES), tid, p.v_strides[1]);
     };
-    let q_src = GmemMatrix { base: q, row_stride: qr, seqlen: p.seqlen_q };
-    unsafe { TileCopy::<BM, D, THREADS>::new(tid, p.head_dim).issue(q_tile, q_src, m0) };
+    unsafe { TileCursor::<BM, D, THREADS>::new(tid, q, qr, p.seqlen_q, m0, p.head_dim).issue(q_tile, tid, qr) };
     // Groups are committed even when empty, so "group t" always means tile t's copies.
     for t in 0..STAGES - 1 {
         if t < n_tiles {
@@ -172,9 +171,11 @@ macro_rules! fwd_kernels {
 fwd_kernels! {
     0 => flash_fwd_f16_d64_128x64w4s2, flash_fwd_bf16_d64_128x64w4s2;
     1 => flash_fwd_f16_d64_128x128w8s2, flash_fwd_bf16_d64_128x128w8s2;
-    2 => flash_fwd_f16_d128_128x64w8s2, flash_fwd_bf16_d128_128x64w8s2;
-    3 => flash_fwd_f16_d128_128x64w8s3, flash_fwd_bf16_d128_128x64w8s3;
-    4 => flash_fwd_f16_d128_64x64w4s2, flash_fwd_bf16_d128_64x64w4s2;
-    5 => flash_fwd_f16_d256_128x64w8s2, flash_fwd_bf16_d256_128x64w8s2;
-    6 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
+    2 => flash_fwd_f16_d64_128x64w4s3, flash_fwd_bf16_d64_128x64w4s3;
+    3 => flash_fwd_f16_d128_128x64w8s2, flash_fwd_bf16_d128_128x64w8s2;
+    4 => flash_fwd_f16_d128_128x64w8s3, flash_fwd_bf16_d128_128x64w8s3;
+    5 => flash_fwd_f16_d128_64x64w4s2, flash_fwd_bf16_d128_64x64w4s2;
+    6 => flash_fwd_f16_d128_128x32w4s2, flash_fwd_bf16_d128_128x32w4s2;
+    7 => flash_fwd_f16_d256_128x64w8s2, flash_fwd_bf16_d256_128x64w8s2;
+    8 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
 }
