@@ -4,6 +4,7 @@ pub mod barrier;
 pub mod cp_async;
 pub mod cvt;
 pub mod ex2;
+pub mod fma;
 #[cfg(target_feature = "sm_90a")]
 pub mod fence;
 pub mod ids;
@@ -14,7 +15,10 @@ pub mod mma;
 pub mod setmaxnreg;
 pub mod shfl;
 pub mod smem;
+pub mod vote;
 #[cfg(target_feature = "sm_90a")]
 pub mod tma;
 #[cfg(target_feature = "sm_90a")]
 pub mod wgmma;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma_mn;
