@@ -32,9 +32,10 @@ pub struct Options {
 /// Plans every row against stand-in buffers (planning never touches the GPU), so that a shape
 /// or configuration no kernel can take fails before any GPU time is spent.
 pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
-    // Aligned, and large enough for any shape.
-    let stand_in = BufferRef { ptr: 1 << 20, len: usize::MAX };
-    let bufs = Buffers { q: stand_in, k: stand_in, v: stand_in, o: stand_in, lse: None };
+    // Aligned, disjoint (the planner refuses outputs that overlap inputs), and large enough for
+    // any shape: 2^40 elements apart.
+    let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
+    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None };
     for (shape, configs) in rows {
         for &config in configs {
             shape.params(opts.dtype, opts.path, config).plan(&bufs).map_err(|source| CliError::Row { row: shape.label(), source })?;
