@@ -4,6 +4,12 @@
 //! + mask) V` per (batch, head), tensors `[batch, seqlen, heads, head_dim]` with explicit
 //! strides, grouped-query attention when `heads_q` is a multiple of `heads_kv`, and causal
 //! masking aligned to the bottom-right corner when `seqlen_q != seqlen_k`.
+//!
+//! The flow: describe the call with [`AttentionParams`]; [`AttentionParams::plan`] validates
+//! it against the buffers ([`Buffers`]) and returns a [`LaunchPlan`] (kernel, geometry,
+//! [`FwdParams`]) without touching the GPU; [`Gpu::attention_forward`] (cust buffers and
+//! stream) and [`Gpu::attention_forward_raw`] (raw device pointers and `CUstream`, for other
+//! CUDA crates) plan and launch in one call; [`Gpu::launch_forward`] launches a plan.
 
 use std::ffi::c_void;
 
@@ -250,6 +256,11 @@ impl AttentionParams {
 }
 
 /// A buffer as the planner sees it: device address and capacity in elements.
+///
+/// The capacity counts elements of the tensor's own type: [`AttentionParams::dtype`] (2 bytes)
+/// for Q, K, V and the output, `f32` for the log-sum-exp. The planner checks every element the
+/// kernel will touch against it, so it must be the allocation's true size (from `ptr` on),
+/// never more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferRef {
     /// Device address.
@@ -258,7 +269,10 @@ pub struct BufferRef {
     pub len: usize,
 }
 
-/// The buffers of one call.
+/// The buffers of one call, as device addresses and capacities.
+///
+/// Built by [`Gpu::attention_forward`] from cust slices, or by the caller for
+/// [`Gpu::attention_forward_raw`] and [`AttentionParams::plan`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Buffers {
     /// Queries.
@@ -297,7 +311,14 @@ impl LaunchPlan {
     }
 }
 
-/// Entry-point name of the forward kernel for `dtype` and `config`.
+/// Entry-point name of the forward kernel for `dtype` and `config`:
+/// `flash_fwd_<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`.
+///
+/// ```
+/// use flashrs::attention::{config, kernel_name};
+/// let c = config::default_config(128).unwrap();
+/// assert!(kernel_name(flashrs::DType::F16, &c).starts_with("flash_fwd_f16_d128_"));
+/// ```
 pub fn kernel_name(dtype: DType, config: &TileConfig) -> String {
     format!(
         "flash_fwd_{}_d{}_{}x{}w{}s{}",
@@ -308,6 +329,16 @@ pub fn kernel_name(dtype: DType, config: &TileConfig) -> String {
         config.warps,
         config.stages
     )
+}
+
+/// Names of every forward (mma.sync) kernel: each of [`config::CONFIGS`] for f16, then for
+/// bf16. Both [`PTX_SM80`](crate::ptx::PTX_SM80) and [`PTX_SM90A`](crate::ptx::PTX_SM90A)
+/// hold all of them; see [`crate::ptx`] for their ABI.
+pub fn forward_kernel_names() -> Vec<String> {
+    [DType::F16, DType::Bf16]
+        .into_iter()
+        .flat_map(|dtype| config::CONFIGS.iter().map(move |c| kernel_name(dtype, c)))
+        .collect()
 }
 
 fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
@@ -448,6 +479,14 @@ impl Gpu {
     /// of `params` (contiguous by default); `lse`, if given, receives the f32 log-sum-exp of
     /// each (batch, head, query row), `-inf` for rows that see no key (whose output is 0).
     /// A call with zero batch, heads or query rows does nothing and returns `Ok`.
+    ///
+    /// `T` must match [`AttentionParams::dtype`]. This GPU's context must be current on the
+    /// calling thread (it is on the thread that created the `Gpu`; elsewhere call
+    /// [`Gpu::make_current`]), and `stream` must belong to it.
+    ///
+    /// Returns the first validation error ([`AttentionParams::plan`]) without launching
+    /// anything. `Ok` means the kernel was queued: errors while it runs surface at the next
+    /// synchronisation (e.g. `stream.synchronize()`).
     pub fn attention_forward<T: Element>(
         &self,
         stream: &Stream,
@@ -474,12 +513,79 @@ impl Gpu {
         unsafe { self.launch_forward(stream.as_inner() as *mut c_void, params.path, &plan) }
     }
 
-    /// Launches a validated plan on a raw `CUstream`.
+    /// Launches forward attention on a raw `CUstream`, with the tensors given as device
+    /// addresses and capacities: the entry point for projects whose buffers and streams come
+    /// from another CUDA crate (cudarc, candle, a runtime-API library).
+    ///
+    /// It is [`Gpu::attention_forward`] without the cust types: `bufs` holds each tensor's
+    /// device address and capacity **in elements** (of [`AttentionParams::dtype`] for Q, K, V
+    /// and the output, of `f32` for the log-sum-exp), and the same [`AttentionParams::plan`]
+    /// validates shape, strides, alignment and extents before anything is launched. The
+    /// element type is taken from `params.dtype`. `stream` is any crate's `CUstream` handle
+    /// cast to a pointer (for example `cudarc_stream.cu_stream() as *mut c_void`); null
+    /// means the context's legacy default stream.
+    ///
+    /// Before launching, this GPU's context is made current on the calling thread if it is
+    /// not already (as cudarc does before its own calls). That context is the device's
+    /// **primary context** ([`Gpu::new`] retains it), the one cudarc's
+    /// `CudaContext::new(ordinal)`, candle's `CudaDevice` and the CUDA runtime (PyTorch and
+    /// every runtime-API library) use: memory and streams from them are valid here as they
+    /// are, provided the `Gpu` was opened with the same device ordinal.
+    ///
+    /// A call with zero batch, heads or query rows does nothing and returns `Ok`; with
+    /// `seqlen_k == 0`, K and V are never read (any address will do) and every output row is
+    /// 0 with log-sum-exp `-inf`. `Ok` means the kernel was queued; errors while it runs
+    /// surface at the next synchronisation of the stream.
+    ///
+    /// # Safety
+    ///
+    /// The planner checks every address the kernel will form against the given capacities,
+    /// and refuses null addresses and outputs that overlap each other or the inputs; the
+    /// caller vouches for the capacities themselves and for the lifetime of the memory:
+    ///
+    /// * Each `BufferRef` describes device memory usable in this GPU's context (allocated in
+    ///   the primary context of this device, by any crate, or otherwise mapped into it), and
+    ///   its `len` elements from `ptr` on lie within one live allocation: `len` is a true
+    ///   capacity, never more than what was allocated.
+    /// * The memory stays allocated, and nothing else (no host code, no kernel or copy on any
+    ///   stream) writes Q, K or V or reads or writes the output or log-sum-exp, from this
+    ///   call until the stream has passed the kernel. Freeing in stream order on the same
+    ///   stream after the call is fine.
+    /// * `stream` is null or a live stream created in this GPU's context (the device's
+    ///   primary context), and stays alive until the kernel has been queued (this call's
+    ///   return).
+    pub unsafe fn attention_forward_raw(&self, stream: *mut c_void, params: &AttentionParams, bufs: &Buffers) -> Result<()> {
+        let plan = params.plan(bufs)?;
+        if plan.is_empty() {
+            return Ok(());
+        }
+        use cust::sys::{CUcontext, cuCtxGetCurrent, cuCtxSetCurrent};
+        let mut current: CUcontext = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        crate::error::check_driver("cuCtxGetCurrent", unsafe { cuCtxGetCurrent(&mut current) })?;
+        if current != self.raw_context() {
+            // SAFETY: this GPU's context, alive as long as `self`.
+            crate::error::check_driver("cuCtxSetCurrent", unsafe { cuCtxSetCurrent(self.raw_context()) })?;
+        }
+        // SAFETY: the plan checked every address against the capacities, which the caller
+        // vouches for, as for the stream and the buffers' lifetimes.
+        unsafe { self.launch_forward(stream, params.path, &plan) }
+    }
+
+    /// Launches a validated plan on a raw `CUstream`: sets the kernel's dynamic shared memory
+    /// opt-in and launches it with the plan's geometry (see [`crate::ptx`] for the ABI). Does
+    /// nothing for an empty plan; fails with [`Error::LaunchLimit`] if the plan needs more
+    /// shared memory than this GPU allows. Useful to re-launch one plan many times (the
+    /// benchmark does) without validating again; unlike [`Gpu::attention_forward_raw`] it does
+    /// not make the context current.
     ///
     /// # Safety
     /// The plan's buffers must be live device allocations of this GPU's context, not freed or
     /// written by anything else until the stream reaches the kernel's end, and `stream` must
     /// be a valid stream of this context (or null for the legacy default stream).
+    /// The plan must come unchanged from [`AttentionParams::plan`] with true capacities (its
+    /// fields are public, and a plan edited by hand is not checked again), and this GPU's
+    /// context must be current on the calling thread.
     pub unsafe fn launch_forward(&self, stream: *mut c_void, path: KernelPath, plan: &LaunchPlan) -> Result<()> {
         match path {
             KernelPath::Auto | KernelPath::MmaSync => {}

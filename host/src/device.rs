@@ -19,6 +19,13 @@ pub enum Arch {
 ///
 /// The context is made current on the creating thread; use the `Gpu` from that thread (or make
 /// its context current with [`Gpu::make_current`]).
+///
+/// The context is the device's **primary context** (cust's `Context::new` retains it with
+/// `cuDevicePrimaryCtxRetain` and releases it on drop), the same one the CUDA runtime,
+/// cudarc and candle use for that device. So a `Gpu` opened with the same ordinal works
+/// directly on their memory and streams, through [`Gpu::attention_forward_raw`], and
+/// dropping the `Gpu` does not destroy a context that others still hold.
+/// [`Gpu::raw_context`] gives the handle, to compare with another crate's.
 pub struct Gpu {
     // Field order matters: modules must unload before the context is destroyed.
     module: Module,
@@ -32,6 +39,9 @@ pub struct Gpu {
 
 impl Gpu {
     /// Initialises the driver and opens GPU `ordinal`, loading the PTX for its architecture.
+    ///
+    /// Retains the device's primary context (shared with every other user of the device in
+    /// this process) and makes it current on the calling thread.
     ///
     /// Returns [`Error::NoGpu`] without a driver or device and [`Error::UnsupportedGpu`] for
     /// GPUs older than sm_80.
@@ -64,6 +74,11 @@ impl Gpu {
     pub fn make_current(&self) -> Result<()> {
         CurrentContext::set_current(&self._context)?;
         Ok(())
+    }
+
+    /// The raw `CUcontext` of this GPU: the device's primary context.
+    pub fn raw_context(&self) -> cust::sys::CUcontext {
+        self._context.as_raw()
     }
 
     /// The loaded module holding every kernel of [`Gpu::arch`].
