@@ -111,6 +111,9 @@ pub enum KernelPath {
     Auto,
     /// FlashAttention-2-style `mma.sync` kernels (sm_80 and newer).
     MmaSync,
+    /// FlashAttention-3-style kernels on TMA and `wgmma` (sm_90a: H100/H200); see
+    /// [`crate::hopper`].
+    Wgmma,
 }
 
 impl KernelPath {
@@ -119,6 +122,7 @@ impl KernelPath {
         match self {
             KernelPath::Auto => "auto",
             KernelPath::MmaSync => "mma.sync",
+            KernelPath::Wgmma => "wgmma",
         }
     }
 }
@@ -302,6 +306,10 @@ pub struct LaunchPlan {
     pub smem: u32,
     /// The kernel parameters.
     pub params: FwdParams,
+    /// The Hopper launch, where the call can take the wgmma path: the plan itself for
+    /// [`KernelPath::Wgmma`], an alternative sm_90a GPUs run for [`KernelPath::Auto`] (see
+    /// [`crate::hopper`]).
+    pub wgmma: Option<crate::hopper::WgmmaPlan>,
 }
 
 impl LaunchPlan {
@@ -459,14 +467,16 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
             ..params
         };
     }
-    Ok(LaunchPlan {
+    let plan = LaunchPlan {
         kernel,
         config,
         grid: ctas as u32,
         block: config.threads() as u32,
         smem: config.smem_bytes() as u32,
         params,
-    })
+        wgmma: None,
+    };
+    crate::hopper::finish_plan(p, plan)
 }
 
 // SAFETY: plain `repr(C)` data of integers and floats.
@@ -587,8 +597,9 @@ impl Gpu {
     /// fields are public, and a plan edited by hand is not checked again), and this GPU's
     /// context must be current on the calling thread.
     pub unsafe fn launch_forward(&self, stream: *mut c_void, path: KernelPath, plan: &LaunchPlan) -> Result<()> {
-        match path {
-            KernelPath::Auto | KernelPath::MmaSync => {}
+        if let Some(wgmma) = crate::hopper::select(self, path, plan)? {
+            // SAFETY: as for this function.
+            return unsafe { crate::hopper::launch(self, stream, wgmma) };
         }
         if plan.is_empty() {
             return Ok(());

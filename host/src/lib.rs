@@ -168,6 +168,7 @@ pub mod attention;
 pub mod bench;
 pub mod device;
 pub mod error;
+pub mod hopper;
 pub mod ptx;
 pub mod reference;
 pub mod tensor_map;

@@ -11,6 +11,8 @@
 pub mod arch;
 pub mod dtype;
 pub mod fwd;
+#[cfg(target_feature = "sm_90a")]
+pub mod hopper;
 pub mod layout;
 pub mod probes;
 

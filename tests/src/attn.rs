@@ -150,3 +150,27 @@ pub fn check(gpu: &Gpu, p: &AttentionParams) {
     assert!(e.lse <= LSE_TOLERANCE, "lse error {} for {p:?} (seed {})", e.lse, e.seed);
     assert_eq!(e.lse_inf_mismatch, 0, "rows with/without keys disagree for {p:?} (seed {})", e.seed);
 }
+
+/// Runs every case (each like [`check`]), printing one line per case with the kernel path, and
+/// panics at the end listing every case out of tolerance: one broken shape does not hide how
+/// the others fare. A launch or kernel failure still panics at once (the context is lost).
+pub fn check_many(gpu: &Gpu, cases: &[AttentionParams]) {
+    let tol = |p: &AttentionParams| out_tolerance(p.dtype);
+    let mut failures = Vec::new();
+    for p in cases {
+        let e = run_dyn(gpu, p, 1.0);
+        let ok = e.out <= tol(p) && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
+        let line = format!(
+            "{} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}: out err {:.2e} (tol {:.0e}), lse err {:.2e}, \
+             lse -inf mismatches {} (seed {})",
+            if ok { "ok  " } else { "FAIL" },
+            p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.path.name(),
+            e.out, tol(p), e.lse, e.lse_inf_mismatch, e.seed
+        );
+        println!("{line}");
+        if !ok {
+            failures.push(line);
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}

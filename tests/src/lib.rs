@@ -16,3 +16,17 @@ pub fn gpu_or_skip(test: &str) -> Option<flashrs::Gpu> {
         Err(e) => panic!("{test}: opening the GPU failed: {e}"),
     }
 }
+
+/// [`gpu_or_skip`], also skipping (with the reason) GPUs that do not run the sm_90a module
+/// (the Hopper kernels need an H100/H200).
+pub fn hopper_or_skip(test: &str) -> Option<flashrs::Gpu> {
+    let gpu = gpu_or_skip(test)?;
+    if gpu.arch() != flashrs::Arch::Sm90a {
+        let (major, minor) = gpu.compute_capability();
+        let msg = format!("SKIPPED {test}: needs an sm_90a GPU (H100/H200), this one is sm_{major}{minor}");
+        let _ = writeln!(std::io::stderr(), "{msg}");
+        let _ = writeln!(std::io::stdout(), "{msg}");
+        return None;
+    }
+    Some(gpu)
+}

@@ -133,6 +133,7 @@ impl Build {
             detail: format!("no kernels_gpu-*.s in {}", deps.display()),
         })?;
         let ptx = std::fs::read_to_string(&asm).map_err(|e| io_err("reading PTX", e))?;
+        let ptx = inject_entry_directives(&ptx).map_err(|detail| PtxError::Tool { what: "adding entry directives".into(), detail })?;
         let symbols = unresolved_calls(&ptx);
         if !symbols.is_empty() {
             return Err(PtxError::UnresolvedCall { arch: arch.name, symbols });
@@ -175,6 +176,59 @@ fn newest_with(dir: &Path, prefix: &str, suffix: &str) -> Option<PathBuf> {
         })
         .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
         .map(|e| e.path())
+}
+
+/// Marker of a kernel that needs PTX performance-tuning directives on its `.entry` header
+/// (`.maxntid`, `.minnctapersm`, `.maxnreg`), which rustc cannot emit: the kernel body carries
+/// an inline-asm comment `// flashrs-entry-directives: <directives>` (e.g. `.maxntid 384, 1, 1
+/// .minnctapersm 1`), and [`inject_entry_directives`] copies `<directives>` onto the header.
+/// ptxas needs them for `setmaxnreg` (without a register budget known at entry it ignores the
+/// instruction, C7508) and to keep register allocation within what the block size allows.
+pub const ENTRY_DIRECTIVES_MARKER: &str = "// flashrs-entry-directives:";
+
+/// Puts each kernel's [`ENTRY_DIRECTIVES_MARKER`] directives between its parameter list and
+/// its body (`.entry name(...) <directives> {`). A kernel whose body holds the marker more than
+/// once (inlined twice) must give the same directives each time. PTX without markers comes
+/// back unchanged.
+pub fn inject_entry_directives(ptx: &str) -> Result<String, String> {
+    let lines: Vec<&str> = ptx.lines().collect();
+    let mut out: Vec<String> = Vec::with_capacity(lines.len() + 8);
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let is_entry = line.trim_start().starts_with(".entry") || line.contains(" .entry ");
+        if !is_entry {
+            out.push(line.to_string());
+            i += 1;
+            continue;
+        }
+        // Header: from the `.entry` line to the line that opens the body.
+        let Some(open) = (i..lines.len()).find(|&j| lines[j].trim() == "{") else {
+            return Err(format!("no body after `{}`", line.trim()));
+        };
+        let Some(close) = (open..lines.len()).find(|&j| lines[j] == "}") else {
+            return Err(format!("unterminated body of `{}`", line.trim()));
+        };
+        let mut found: Vec<&str> = lines[open..close]
+            .iter()
+            .filter_map(|l| l.trim().strip_prefix(ENTRY_DIRECTIVES_MARKER))
+            .map(str::trim)
+            .collect();
+        found.dedup();
+        if found.len() > 1 {
+            return Err(format!("`{}` asks for different entry directives: {found:?}", line.trim()));
+        }
+        out.extend(lines[i..open].iter().map(|l| l.to_string()));
+        if let Some(directives) = found.first() {
+            out.push(directives.to_string());
+        }
+        i = open;
+    }
+    let mut text = out.join("\n");
+    if ptx.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
 }
 
 /// Names of functions the PTX declares `.extern` but never defines.
@@ -272,6 +326,23 @@ mod tests {
                    .extern .func _ZN4core9panicking5panic(\n.visible .entry k()\n";
         assert_eq!(unresolved_calls(ptx), vec!["memcpy", "_ZN4core9panicking5panic"]);
         assert!(unresolved_calls(".visible .func f()\n.visible .entry k()\n").is_empty());
+    }
+
+    #[test]
+    fn injects_entry_directives_from_markers() {
+        let ptx = ".version 8.0\n.visible .entry hot(\n\t.param .u32 hot_param_0\n)\n{\n\t.reg .b32 %r<2>;\n\
+                   \t// begin inline asm\n\t// flashrs-entry-directives: .maxntid 384, 1, 1 .minnctapersm 1\n\
+                   \t// end inline asm\n\tret;\n}\n\n.visible .entry cold()\n{\n\tret;\n}\n";
+        let out = inject_entry_directives(ptx).unwrap();
+        assert!(out.contains("\t.param .u32 hot_param_0\n)\n.maxntid 384, 1, 1 .minnctapersm 1\n{\n"), "{out}");
+        // The unmarked kernel and everything else are untouched.
+        assert_eq!(out.replacen(")\n.maxntid 384, 1, 1 .minnctapersm 1\n{", ")\n{", 1), ptx);
+        assert_eq!(inject_entry_directives(".visible .entry k()\n{\n\tret;\n}\n").unwrap(), ".visible .entry k()\n{\n\tret;\n}\n");
+        // The same marker twice (code inlined in two places) is one directive; two different ones are an error.
+        let twice = ".entry k()\n{\n// flashrs-entry-directives: .maxnreg 128\n// flashrs-entry-directives: .maxnreg 128\n}\n";
+        assert_eq!(inject_entry_directives(twice).unwrap().matches(".maxnreg 128\n{").count(), 1);
+        let clash = ".entry k()\n{\n// flashrs-entry-directives: .maxnreg 128\n// flashrs-entry-directives: .maxnreg 64\n}\n";
+        assert!(inject_entry_directives(clash).is_err());
     }
 
     #[test]

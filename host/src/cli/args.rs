@@ -12,7 +12,7 @@ use super::plot;
 use super::sweep::SweepSpec;
 
 /// `--path` values and the kernel path each selects: adding a path is one line here.
-const PATHS: &[(&str, KernelPath)] = &[("auto", KernelPath::Auto), ("mma-sync", KernelPath::MmaSync)];
+const PATHS: &[(&str, KernelPath)] = &[("auto", KernelPath::Auto), ("mma-sync", KernelPath::MmaSync), ("wgmma", KernelPath::Wgmma)];
 
 /// Parses `--path` by [`PATHS`], listing its names in `--help`.
 fn path_parser() -> impl TypedValueParser<Value = KernelPath> {
@@ -213,7 +213,8 @@ mod tests {
         let shapes = a.spec().shapes().unwrap();
         assert_eq!(shapes.len(), 2);
         assert!(shapes.iter().all(|s| s.batch == 2 && s.heads_q == 16 && s.heads_kv == 4 && s.causal && s.seqlen_q == 4096));
-        assert!(parse("--path wgmma").is_err());
+        assert_eq!(parse("--path wgmma").unwrap().path, KernelPath::Wgmma);
+        assert!(parse("--path tcgen05").is_err());
         assert!(parse("--iters 0").is_err());
         assert!(parse("--causal maybe").is_err());
     }
@@ -239,7 +240,7 @@ mod tests {
         let help = cmd.find_subcommand_mut("benchmark").unwrap().render_long_help().to_string();
         assert!(help.contains("TFLOPS = 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim / median time"));
         assert!(help.contains("halved when causal") && help.contains("GB/s"));
-        assert!(help.contains("[possible values: auto, mma-sync]"), "{help}");
+        assert!(help.contains("[possible values: auto, mma-sync, wgmma]"), "{help}");
         Cli::command().debug_assert();
     }
 }

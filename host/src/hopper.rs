@@ -1,0 +1,351 @@
+//! The Hopper path ([`KernelPath::Wgmma`]): planning and launching the sm_90a forward kernels
+//! of `kernels-gpu/src/hopper/` (TMA loads, wgmma, warp specialisation).
+//!
+//! Planning stays free of the GPU: [`AttentionParams::plan`] first validates the call as for
+//! every path, then adds the Hopper launch ([`WgmmaPlan`]) where the kernels
+//! can take the call:
+//!
+//! * path `Wgmma`: the plan *is* the Hopper launch (its kernel, geometry and parameters), or
+//!   planning fails saying why the Hopper kernels cannot take the call;
+//! * path `Auto`: the plan stays the mma.sync launch (the one any GPU runs) and carries the
+//!   Hopper launch alongside, which [`crate::Gpu::launch_forward`] runs instead on sm_90a
+//!   GPUs ([`LaunchPlan::kernel_for`] names the kernel that runs on a given GPU). A forced
+//!   tile configuration ([`AttentionParams::config`]) names an mma.sync kernel, so `Auto`
+//!   keeps to mma.sync then;
+//! * path `MmaSync`: unchanged.
+//!
+//! The tensor maps TMA reads through hold raw device addresses, so they are encoded at launch
+//! ([`cuTensorMapEncodeTiled`](crate::tensor_map), host-only work) from the plan's
+//! [`FwdParams`]: each tensor as a 4-D view `[head_dim, seqlen, heads, batch]` (innermost
+//! first) with its strides, read in boxes of 64 columns (128 bytes, the 128-byte swizzle's
+//! width) by `BLOCK_M` (Q) or `block_n` (K, V) rows. Rows past the sequence and columns past
+//! `head_dim` arrive as zeros, which is how ragged lengths and padded head dimensions (any
+//! multiple of 8 up to 256, computed as 64, 128 or 256) are handled. GQA/MQA index K and V by
+//! `head / group` in the map coordinates, without copies.
+use std::ffi::c_void;
+
+use crate::attention::{AttentionParams, DType, FwdParams, KernelPath, LaunchPlan, TileConfig};
+use crate::device::{Arch, Gpu};
+use crate::error::{Error, Result};
+use crate::tensor_map::{Swizzle, TensorDataType, TensorMap, TensorMapParam};
+
+#[path = "../../kernels-gpu/src/hopper/config.rs"]
+pub mod config;
+
+pub use config::HopperConfig;
+
+/// Entry-point name of the Hopper forward kernel for `dtype` and `config`:
+/// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>`.
+pub fn kernel_name(dtype: DType, config: &HopperConfig) -> String {
+    format!("flash_fwd_sm90_{}_d{}_{}x{}s{}", dtype.name(), config.head_dim, config.block_m(), config.block_n, config.stages)
+}
+
+/// Names of every Hopper kernel (in [`crate::ptx::PTX_SM90A`] only): each of
+/// [`config::CONFIGS`] for f16, then for bf16.
+pub fn kernel_names() -> Vec<String> {
+    [DType::F16, DType::Bf16]
+        .into_iter()
+        .flat_map(|dtype| config::CONFIGS.iter().map(move |c| kernel_name(dtype, c)))
+        .collect()
+}
+
+/// A Hopper configuration in the shape of [`TileConfig`], for [`LaunchPlan::config`] and
+/// reports: `warps` counts all warps of the CTA (the producer warpgroup's too).
+pub fn tile_config(c: &HopperConfig) -> TileConfig {
+    TileConfig { head_dim: c.head_dim, block_m: c.block_m(), block_n: c.block_n, warps: c.threads() / 32, stages: c.stages }
+}
+
+/// The Hopper launch of a validated call: kernel, geometry, and the parameters (the same
+/// [`FwdParams`] as the mma.sync kernels, with `m_blocks` for [`config::BLOCK_M`]). Free of
+/// GPU state; the tensor maps are encoded at launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WgmmaPlan {
+    /// Kernel entry point.
+    pub kernel: String,
+    /// Tile configuration.
+    pub config: HopperConfig,
+    /// Element type (the tensor maps' data type).
+    pub dtype: DType,
+    /// CTAs (1-D grid); 0 when there is nothing to compute.
+    pub grid: u32,
+    /// Threads per CTA.
+    pub block: u32,
+    /// Dynamic shared memory per CTA, bytes.
+    pub smem: u32,
+    /// The kernel's parameters after the three tensor maps.
+    pub params: FwdParams,
+}
+
+/// Largest byte stride a tensor map takes (exclusive).
+const MAX_STRIDE_BYTES: u64 = 1 << 40;
+
+/// Why the Hopper kernels cannot take a validated call, if they cannot: the tensor maps need
+/// strides below 2^40 bytes, and a dimension of more than one index with stride 0 (a
+/// broadcast view) is left to the mma.sync kernels.
+fn unsupported(p: &AttentionParams, params: &FwdParams) -> Option<String> {
+    let tensors = [
+        ("q", params.q_strides, [p.batch, p.seqlen_q, p.heads_q]),
+        ("k", params.k_strides, [p.batch, p.seqlen_k, p.heads_kv]),
+        ("v", params.v_strides, [p.batch, p.seqlen_k, p.heads_kv]),
+        ("out", params.o_strides, [p.batch, p.seqlen_q, p.heads_q]),
+    ];
+    for (name, strides, extents) in tensors {
+        if extents.contains(&0) {
+            // Never read (no keys): its strides were not even validated.
+            continue;
+        }
+        for ((stride, extent), dim) in strides.iter().zip(extents).zip(["batch", "row", "head"]) {
+            if extent > 1 && (*stride == 0 || *stride as u64 * 2 >= MAX_STRIDE_BYTES) {
+                return Some(format!("{name}'s {dim} stride {stride} cannot be described to TMA (nonzero, below 2^40 bytes)"));
+            }
+        }
+    }
+    None
+}
+
+/// The Hopper launch for a call [`AttentionParams::plan`] validated into `base`, or why the
+/// Hopper kernels cannot take it.
+fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan) -> std::result::Result<WgmmaPlan, String> {
+    if p.config.is_some() {
+        return Err("tile configuration overrides name mma.sync kernels; the wgmma path picks its own".into());
+    }
+    let config = config::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?;
+    let mut params = base.params;
+    let mut grid = 0;
+    if !base.is_empty() {
+        if let Some(why) = unsupported(p, &params) {
+            return Err(why);
+        }
+        let m_blocks = p.seqlen_q.div_ceil(config::BLOCK_M);
+        let ctas = p.batch as u64 * p.heads_q as u64 * m_blocks as u64;
+        if ctas > i32::MAX as u64 {
+            return Err(format!("{ctas} CTAs exceed the grid limit of {}", i32::MAX));
+        }
+        params.m_blocks = m_blocks as u32;
+        grid = ctas as u32;
+    }
+    Ok(WgmmaPlan {
+        kernel: kernel_name(p.dtype, &config),
+        config,
+        dtype: p.dtype,
+        grid,
+        block: config.threads() as u32,
+        smem: config.smem_bytes() as u32,
+        params,
+    })
+}
+
+/// Completes a plan [`AttentionParams::plan`] validated (called at its end): adds the Hopper
+/// launch per `p.path` (see the module docs).
+pub(crate) fn finish_plan(p: &AttentionParams, mut plan: LaunchPlan) -> Result<LaunchPlan> {
+    match p.path {
+        KernelPath::MmaSync => {}
+        KernelPath::Auto => plan.wgmma = wgmma_plan(p, &plan).ok(),
+        KernelPath::Wgmma => {
+            let w = wgmma_plan(p, &plan).map_err(|reason| Error::InvalidShape { what: "wgmma path", reason })?;
+            plan.kernel = w.kernel.clone();
+            plan.config = tile_config(&w.config);
+            plan.grid = w.grid;
+            plan.block = w.block;
+            plan.smem = w.smem;
+            plan.params = w.params;
+            plan.wgmma = Some(w);
+        }
+    }
+    Ok(plan)
+}
+
+impl LaunchPlan {
+    /// True when this plan is the Hopper launch itself (planned with [`KernelPath::Wgmma`]).
+    pub fn is_wgmma(&self) -> bool {
+        self.wgmma.as_ref().is_some_and(|w| w.kernel == self.kernel)
+    }
+
+    /// The kernel a GPU of `arch` runs for this plan launched with the path it was planned
+    /// with: the Hopper kernel on sm_90a when the plan carries one, else [`LaunchPlan::kernel`].
+    pub fn kernel_for(&self, arch: Arch) -> &str {
+        match (&self.wgmma, arch) {
+            (Some(w), Arch::Sm90a) => &w.kernel,
+            _ => &self.kernel,
+        }
+    }
+}
+
+/// The Hopper launch `path` calls for with `plan` on `gpu`, or `None` for the mma.sync one.
+/// A forced [`KernelPath::Wgmma`] on a GPU without sm_90a is [`Error::PathUnavailable`].
+pub(crate) fn select<'a>(gpu: &Gpu, path: KernelPath, plan: &'a LaunchPlan) -> Result<Option<&'a WgmmaPlan>> {
+    let mismatch = |planned: &str| Error::InvalidShape {
+        what: "path",
+        reason: format!("the plan was made for the {planned} path, the launch asks for {}", path.name()),
+    };
+    match path {
+        KernelPath::Wgmma => {
+            if gpu.arch() != Arch::Sm90a {
+                let (major, minor) = gpu.compute_capability();
+                return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major, minor });
+            }
+            plan.wgmma.as_ref().filter(|_| plan.is_wgmma()).map(Some).ok_or_else(|| mismatch("mma.sync (or auto)"))
+        }
+        _ if plan.is_wgmma() => Err(mismatch("wgmma")),
+        KernelPath::Auto if gpu.arch() == Arch::Sm90a => Ok(plan.wgmma.as_ref()),
+        KernelPath::Auto | KernelPath::MmaSync => Ok(None),
+    }
+}
+
+/// The map of one `[batch, seqlen, heads, head_dim]` tensor: 4-D `[head_dim, seqlen, heads,
+/// batch]`, boxes of 64 columns x `box_rows` rows, 128-byte swizzle, zero fill.
+fn encode_map(dtype: DType, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_dim: usize, box_rows: u32) -> Result<TensorMap> {
+    let data_type = match dtype {
+        DType::F16 => TensorDataType::F16,
+        DType::Bf16 => TensorDataType::Bf16,
+    };
+    let [batch, seqlen, heads] = dims;
+    let [sb, sr, sh] = strides;
+    // A dimension of one index is never stepped: any legal stride describes it.
+    let bytes = |stride: i64, extent: usize| {
+        let b = stride as u64 * 2;
+        if extent <= 1 && (b == 0 || b >= MAX_STRIDE_BYTES) { 16 } else { b }
+    };
+    TensorMap::tiled(
+        data_type,
+        ptr,
+        &[head_dim as u64, seqlen as u64, heads as u64, batch as u64],
+        &[bytes(sr, seqlen), bytes(sh, heads), bytes(sb, batch)],
+        &[64, box_rows, 1, 1],
+    )
+    .swizzle(Swizzle::B128)
+    .encode()
+}
+
+/// The Q, K and V maps of a Hopper launch. With no keys, K and V are never read (and their
+/// buffers may be null): they reuse Q's map.
+fn encode_maps(w: &WgmmaPlan) -> Result<[TensorMap; 3]> {
+    let p = &w.params;
+    let d = p.head_dim as usize;
+    let (batch, hq, hkv) = (p.batch as usize, p.heads_q as usize, (p.heads_q / p.group) as usize);
+    let q = encode_map(w.dtype, p.q, p.q_strides, [batch, p.seqlen_q as usize, hq], d, config::BLOCK_M as u32)?;
+    if p.seqlen_k == 0 {
+        return Ok([q, q, q]);
+    }
+    let bn = w.config.block_n as u32;
+    let k = encode_map(w.dtype, p.k, p.k_strides, [batch, p.seqlen_k as usize, hkv], d, bn)?;
+    let v = encode_map(w.dtype, p.v, p.v_strides, [batch, p.seqlen_k as usize, hkv], d, bn)?;
+    Ok([q, k, v])
+}
+
+/// Launches a Hopper plan on a raw `CUstream` (see [`crate::Gpu::launch_forward`] for the
+/// safety contract).
+pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Result<()> {
+    if w.grid == 0 {
+        return Ok(());
+    }
+    if w.smem > gpu.max_shared_memory_per_block() {
+        return Err(Error::LaunchLimit(format!(
+            "{} needs {} bytes of shared memory, the GPU allows {}",
+            w.kernel,
+            w.smem,
+            gpu.max_shared_memory_per_block()
+        )));
+    }
+    let [q, k, v] = encode_maps(w)?;
+    let func = gpu.module().get_function(&w.kernel)?;
+    use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuLaunchKernel};
+    let raw = func.to_raw();
+    let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+    // SAFETY: `raw` is a function of the loaded module.
+    crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(raw, attr, w.smem as i32) })?;
+    let (mut q, mut k, mut v): (TensorMapParam, TensorMapParam, TensorMapParam) = (q.param(), k.param(), v.param());
+    let mut params = w.params;
+    let mut args = [
+        &mut q as *mut TensorMapParam as *mut c_void,
+        &mut k as *mut TensorMapParam as *mut c_void,
+        &mut v as *mut TensorMapParam as *mut c_void,
+        &mut params as *mut FwdParams as *mut c_void,
+    ];
+    // SAFETY: four arguments matching the kernel's parameters (three by-value 192-byte
+    // TensorMapParams, then FwdParams); the caller vouches for the buffers and the stream.
+    let r = unsafe {
+        cuLaunchKernel(raw, w.grid, 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
+    };
+    crate::error::check_driver("cuLaunchKernel", r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::{BufferRef, Buffers, Strides};
+
+    /// Disjoint stand-in buffers of 2^30 elements (planning never touches them).
+    fn bufs() -> Buffers {
+        let b = |i: u64| BufferRef { ptr: (1 + i) << 32, len: 1 << 30 };
+        Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None }
+    }
+
+    #[test]
+    fn every_config_fits_shared_memory_and_names_its_kernel() {
+        for c in config::CONFIGS {
+            assert!(c.smem_bytes() <= 227 * 1024, "{c:?}");
+            assert_eq!(c.head_dim % 64, 0);
+        }
+        assert_eq!(kernel_name(DType::Bf16, &config::CONFIGS[1]), "flash_fwd_sm90_bf16_d128_128x128s2");
+        assert_eq!(kernel_names().len(), 2 * config::CONFIGS.len());
+    }
+
+    #[test]
+    fn wgmma_path_plans_the_hopper_kernel() {
+        for d in [8, 64, 72, 128, 200, 256] {
+            let p = AttentionParams::new(2, 300, 200, 4, d).heads_kv(2).path(KernelPath::Wgmma);
+            let plan = p.plan(&bufs()).unwrap();
+            assert!(plan.is_wgmma());
+            let w = plan.wgmma.as_ref().unwrap();
+            assert_eq!(plan.kernel, w.kernel);
+            assert!(plan.kernel.starts_with(&format!("flash_fwd_sm90_f16_d{}_", d.next_multiple_of(64).max(64).min(256))), "{}", plan.kernel);
+            assert_eq!((plan.grid, plan.block), (2 * 4 * 3, 384));
+            assert_eq!(plan.params.m_blocks, 3);
+            assert_eq!(plan.kernel_for(Arch::Sm80), plan.kernel);
+        }
+    }
+
+    #[test]
+    fn auto_carries_the_hopper_launch_beside_mma_sync() {
+        let p = AttentionParams::new(1, 1000, 1000, 2, 128).causal(true);
+        let plan = p.plan(&bufs()).unwrap();
+        assert!(!plan.is_wgmma());
+        assert!(plan.kernel.starts_with("flash_fwd_f16_"));
+        let w = plan.wgmma.as_ref().expect("auto plans the Hopper launch too");
+        assert_eq!(w.grid, 2 * 1000u32.div_ceil(128));
+        assert_eq!(plan.kernel_for(Arch::Sm90a), w.kernel);
+        assert_eq!(plan.kernel_for(Arch::Sm80), plan.kernel);
+        // A forced mma.sync configuration keeps Auto on mma.sync; MmaSync never plans Hopper.
+        let forced = p.clone().config(crate::attention::config::default_config(128).unwrap());
+        assert!(forced.plan(&bufs()).unwrap().wgmma.is_none());
+        assert!(p.clone().path(KernelPath::MmaSync).plan(&bufs()).unwrap().wgmma.is_none());
+    }
+
+    #[test]
+    fn wgmma_path_refuses_what_tma_cannot_describe() {
+        let (b, s, h, d) = (2, 64, 2, 64);
+        let broadcast = Strides { batch: 0, row: (h * d) as i64, head: d as i64 };
+        let dense = Strides::bshd(s, h, d);
+        let p = AttentionParams::new(b, s, s, h, d).strides(dense, broadcast, dense, dense);
+        match p.clone().path(KernelPath::Wgmma).plan(&bufs()) {
+            Err(Error::InvalidShape { what: "wgmma path", reason }) => assert!(reason.contains("k's batch stride"), "{reason}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // Auto falls back to mma.sync; a broadcast over one batch is fine.
+        assert!(p.plan(&bufs()).unwrap().wgmma.is_none());
+        let one = AttentionParams::new(1, s, s, h, d).strides(dense, broadcast, dense, dense).path(KernelPath::Wgmma);
+        assert!(one.plan(&bufs()).unwrap().is_wgmma());
+        // Forced tile configurations are mma.sync ones.
+        let forced = AttentionParams::new(b, s, s, h, d).config(crate::attention::config::CONFIGS[0]).path(KernelPath::Wgmma);
+        assert!(matches!(forced.plan(&bufs()), Err(Error::InvalidShape { what: "wgmma path", .. })));
+    }
+
+    #[test]
+    fn empty_calls_plan_an_empty_hopper_launch() {
+        let plan = AttentionParams::new(0, 10, 10, 2, 64).path(KernelPath::Wgmma).plan(&bufs()).unwrap();
+        assert!(plan.is_empty() && plan.is_wgmma());
+        let keyless = AttentionParams::new(1, 10, 0, 2, 64).path(KernelPath::Wgmma).plan(&bufs()).unwrap();
+        assert_eq!(keyless.grid, 2);
+    }
+}

@@ -1,0 +1,168 @@
+//! The consumer warpgroup's two GEMMs on `wgmma`:
+//!
+//! * `S = Q K^T`: m64 x BN x D, A (Q, this warpgroup's 64 rows) and B (K) from shared memory,
+//!   both K-major (head_dim contiguous), 128B-swizzled: `D / 16` wgmmas, descriptors stepping
+//!   32 bytes along a slab row and jumping to the next slab every 4 steps.
+//! * `O += P V`: m64 x D x BN, A (P) from registers, B (V) from shared memory MN-major
+//!   (`imm-trans-b = 1`): `BN / 16` wgmmas, each reading 16 keys (two 8-row atoms, 2048 bytes)
+//!   across all `D / 64` slabs (LBO = one slab).
+//!
+//! Issue and wait are separate so that callers can overlap other work with the tensor cores:
+//! each `gemm_*` commits one wgmma group; [`wait`] then waits.
+use crate::arch::wgmma::*;
+use crate::arch::wgmma_mn::*;
+use crate::dtype::{Bf16, Element, F16};
+
+/// A 16-bit element type with wgmma forms for every N the kernels use.
+pub trait WgElement: Element {
+    /// SS, K-major A and B, N = 64.
+    unsafe fn ss_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, scale_d: bool);
+    /// SS, K-major A and B, N = 128.
+    unsafe fn ss_n128(d: &mut AccN128, a: SmemDesc, b: SmemDesc, scale_d: bool);
+    /// SS, K-major A and B, N = 256.
+    unsafe fn ss_n256(d: &mut AccN256, a: SmemDesc, b: SmemDesc, scale_d: bool);
+    /// RS, N-major B, N = 64.
+    unsafe fn rs_tb_n64(d: &mut AccN64, a: &FragA, b: SmemDesc, scale_d: bool);
+    /// RS, N-major B, N = 128.
+    unsafe fn rs_tb_n128(d: &mut AccN128, a: &FragA, b: SmemDesc, scale_d: bool);
+    /// RS, N-major B, N = 256.
+    unsafe fn rs_tb_n256(d: &mut AccN256, a: &FragA, b: SmemDesc, scale_d: bool);
+}
+
+macro_rules! wg_element {
+    ($t:ty, $ss64:ident, $ss128:ident, $ss256:ident, $rs64:ident, $rs128:ident, $rs256:ident) => {
+        impl WgElement for $t {
+            #[inline(always)]
+            unsafe fn ss_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, s: bool) {
+                unsafe { $ss64(d, a, b, s) }
+            }
+            #[inline(always)]
+            unsafe fn ss_n128(d: &mut AccN128, a: SmemDesc, b: SmemDesc, s: bool) {
+                unsafe { $ss128(d, a, b, s) }
+            }
+            #[inline(always)]
+            unsafe fn ss_n256(d: &mut AccN256, a: SmemDesc, b: SmemDesc, s: bool) {
+                unsafe { $ss256(d, a, b, s) }
+            }
+            #[inline(always)]
+            unsafe fn rs_tb_n64(d: &mut AccN64, a: &FragA, b: SmemDesc, s: bool) {
+                unsafe { $rs64(d, a, b, s) }
+            }
+            #[inline(always)]
+            unsafe fn rs_tb_n128(d: &mut AccN128, a: &FragA, b: SmemDesc, s: bool) {
+                unsafe { $rs128(d, a, b, s) }
+            }
+            #[inline(always)]
+            unsafe fn rs_tb_n256(d: &mut AccN256, a: &FragA, b: SmemDesc, s: bool) {
+                unsafe { $rs256(d, a, b, s) }
+            }
+        }
+    };
+}
+
+wg_element!(F16,
+    wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n128k16_f32_f16, wgmma_mma_async_m64n256k16_f32_f16,
+    wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_f16_rs_tb,
+    wgmma_mma_async_m64n256k16_f32_f16_rs_tb);
+wg_element!(Bf16,
+    wgmma_mma_async_m64n64k16_f32_bf16, wgmma_mma_async_m64n128k16_f32_bf16, wgmma_mma_async_m64n256k16_f32_bf16,
+    wgmma_mma_async_m64n64k16_f32_bf16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n256k16_f32_bf16_rs_tb);
+
+/// `acc` viewed as an array of `M` elements; only called where `N == M`.
+#[inline(always)]
+unsafe fn same<const N: usize, const M: usize>(acc: &mut [f32; N]) -> &mut [f32; M] {
+    unsafe { &mut *(acc as *mut [f32; N] as *mut [f32; M]) }
+}
+
+/// One SS wgmma with an accumulator of `NH = N / 2` registers.
+#[inline(always)]
+unsafe fn ss<T: WgElement, const NH: usize>(d: &mut [f32; NH], a: SmemDesc, b: SmemDesc, scale_d: bool) {
+    const { assert!(NH == 32 || NH == 64 || NH == 128) };
+    unsafe {
+        match NH {
+            32 => T::ss_n64(same(d), a, b, scale_d),
+            64 => T::ss_n128(same(d), a, b, scale_d),
+            _ => T::ss_n256(same(d), a, b, scale_d),
+        }
+    }
+}
+
+/// One RS wgmma (N-major B) with an accumulator of `NH = N / 2` registers.
+#[inline(always)]
+unsafe fn rs_tb<T: WgElement, const NH: usize>(d: &mut [f32; NH], a: &FragA, b: SmemDesc, scale_d: bool) {
+    const { assert!(NH == 32 || NH == 64 || NH == 128) };
+    unsafe {
+        match NH {
+            32 => T::rs_tb_n64(same(d), a, b, scale_d),
+            64 => T::rs_tb_n128(same(d), a, b, scale_d),
+            _ => T::rs_tb_n256(same(d), a, b, scale_d),
+        }
+    }
+}
+
+/// Issues `S = Q K^T` (one committed group). `q` is this warpgroup's first Q row in slab 0
+/// (the Q tile plus `64 * warpgroup * 128` bytes; slabs are `BM * 128` bytes apart), `k` the
+/// K stage. `s`'s previous contents are ignored.
+#[inline(always)]
+pub unsafe fn gemm_qk<T: WgElement, const D: usize, const BM: usize, const BN: usize, const SN: usize>(
+    s: &mut [f32; SN],
+    q: u32,
+    k: u32,
+) {
+    const { assert!(SN == BN / 2 && D % 64 == 0) };
+    // Pins `s` before the fence: nothing may write its registers between fence and wgmma.
+    wgmma_fence_operands(s);
+    wgmma_fence();
+    for ks in 0..D / 16 {
+        let step = ((ks % 4) * 32) as u32;
+        let a = SmemDesc::k_major_sw128(q + ((ks / 4) * BM * 128) as u32 + step);
+        let b = SmemDesc::k_major_sw128(k + ((ks / 4) * BN * 128) as u32 + step);
+        unsafe { ss::<T, SN>(s, a, b, ks != 0) };
+    }
+    wgmma_commit_group();
+}
+
+/// Rounds probabilities to `T` as the A fragments of `O += P V`: the accumulator registers
+/// `s[8kk .. 8kk + 8]` (columns `16kk .. 16kk + 16`) are exactly k-step `kk`'s fragment.
+#[inline(always)]
+pub fn pack_p<T: Element, const SN: usize, const KP: usize>(s: &[f32; SN]) -> [FragA; KP] {
+    const { assert!(KP * 8 == SN) };
+    let mut a = [[0u32; 4]; KP];
+    for kk in 0..KP {
+        for r in 0..4 {
+            a[kk][r] = T::pack2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+        }
+    }
+    a
+}
+
+/// Issues `O += P V` (one committed group). `v` is the V stage (`BN` rows per slab). `p` must
+/// stay unchanged until the group has been waited for.
+#[inline(always)]
+pub unsafe fn gemm_pv<T: WgElement, const D: usize, const BN: usize, const ON: usize, const KP: usize>(
+    o: &mut [f32; ON],
+    p: &mut [FragA; KP],
+    v: u32,
+) {
+    const { assert!(ON == D / 2 && KP == BN / 16) };
+    for f in p.iter_mut() {
+        wgmma_fence_frag(f);
+    }
+    wgmma_fence_operands(o);
+    wgmma_fence();
+    for kk in 0..KP {
+        // 16 keys = two 8-row atoms (SBO 1024); the next 64 columns one slab further (LBO).
+        let b = SmemDesc::new(v + (kk * 2048) as u32, (BN * 128) as u32, 1024, Swizzle::B128);
+        unsafe { rs_tb::<T, ON>(o, &p[kk], b, true) };
+    }
+    wgmma_commit_group();
+}
+
+/// Waits until at most `N` committed wgmma groups are pending, then pins `acc` (so reads of it
+/// stay below the wait).
+#[inline(always)]
+pub fn wait<const N: u32, const K: usize>(acc: &mut [f32; K]) {
+    wgmma_wait_group::<N>();
+    wgmma_fence_operands(acc);
+}

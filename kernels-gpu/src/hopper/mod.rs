@@ -1,0 +1,139 @@
+//! Forward attention on Hopper (sm_90a), FlashAttention-3 style: TMA loads, wgmma, warp
+//! specialisation.
+//!
+//! A CTA of [`config::THREADS`] threads computes [`config::BLOCK_M`] query rows of one (batch,
+//! head). Warpgroup 0 is the producer: it gives registers away (`setmaxnreg.dec`) and one of
+//! its threads issues every TMA load ([`producer`]): the Q tile once, then K and V tiles into
+//! a `STAGES`-deep ring guarded by full/empty mbarriers ([`pipeline`], [`smem`]). Warpgroups
+//! 1.. are consumers ([`consumer`]): they claim the registers (`setmaxnreg.inc`), and each
+//! computes 64 rows with `wgmma` ([`gemm`]), masking ([`mask`]) and an online softmax in
+//! registers ([`softmax`]), then writes O and the log-sum-exp ([`epilogue`]).
+//! [`scheduler`] maps CTAs to work; [`config`] (shared with the host) lists the
+//! instantiations.
+//!
+//! Entry points take the three tensor maps first (see [`TensorMapParam`]) and the same
+//! [`FwdParams`] as the mma.sync kernels. Their `.entry` headers get `.maxntid` and
+//! `.minnctapersm` from the build (see [`entry_directives`]), without which ptxas would ignore
+//! `setmaxnreg` and could allocate more registers than 3 warpgroups may hold.
+pub mod config;
+pub mod consumer;
+pub mod epilogue;
+pub mod gemm;
+pub mod mask;
+pub mod pipeline;
+pub mod producer;
+pub mod scheduler;
+pub mod smem;
+pub mod softmax;
+
+use crate::arch::barrier::bar_sync;
+use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
+use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
+use crate::arch::mbarrier::mbarrier_init;
+use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
+use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
+use crate::dtype::{Bf16, F16};
+use crate::fwd::params::FwdParams;
+use config::{CONFIGS, CONSUMER_REGS, HopperConfig, PRODUCER_REGS, THREADS};
+use gemm::WgElement;
+use pipeline::EMPTY_ARRIVALS;
+use producer::Maps;
+use smem::{Smem, dsmem_base_1024};
+
+/// Emits the marker the build (`xtask::inject_entry_directives`) turns into the `.entry`
+/// header's `.maxntid THREADS, 1, 1` and `.minnctapersm 1`: a register budget known at entry
+/// (65536 / THREADS per thread) that `setmaxnreg` then redistributes. rustc has no way to emit
+/// these directives itself.
+#[inline(always)]
+fn entry_directives() {
+    unsafe {
+        core::arch::asm!("// flashrs-entry-directives: .maxntid {n}, 1, 1 .minnctapersm 1", n = const THREADS,
+            options(nomem, nostack, preserves_flags))
+    }
+}
+
+/// The kernel body. Const generics: element type, padded head dim `D`, keys per stage `BN`,
+/// `STAGES`, and the derived register counts `SN = BN/2` (scores), `ON = D/2` (output) and
+/// `KP = BN/16` (P's k-steps), which stable Rust cannot compute in array types.
+#[inline(always)]
+unsafe fn flash_fwd_sm90<
+    T: WgElement,
+    const D: usize,
+    const BN: usize,
+    const STAGES: usize,
+    const SN: usize,
+    const ON: usize,
+    const KP: usize,
+>(
+    maps: Maps,
+    p: &FwdParams,
+) {
+    const { assert!(SN == BN / 2 && ON == D / 2 && KP == BN / 16 && D % 64 == 0 && BN % 16 == 0 && STAGES >= 1) };
+    let smem = Smem::<D, BN, STAGES>::new(dsmem_base_1024());
+    let tid = thread_idx_x();
+    // TMA faults on a misaligned map; the host's TensorMapParam layout guarantees alignment,
+    // so this only trips if that assumption breaks (a launch error, not wrong numbers).
+    if !(tensor_map_aligned(maps.q) && tensor_map_aligned(maps.k) && tensor_map_aligned(maps.v)) {
+        unsafe { core::arch::nvptx::trap() };
+    }
+    if tid == 0 {
+        unsafe {
+            mbarrier_init(smem.q_full(), 1);
+            for s in 0..STAGES as u32 {
+                mbarrier_init(smem.k_full(s), 1);
+                mbarrier_init(smem.v_full(s), 1);
+                mbarrier_init(smem.k_empty(s), EMPTY_ARRIVALS);
+                mbarrier_init(smem.v_empty(s), EMPTY_ARRIVALS);
+            }
+        }
+        // The TMA unit signals the barriers through the async proxy: publish the inits to it.
+        fence_mbarrier_init_release_cluster();
+        fence_proxy_async_shared_cta();
+    }
+    bar_sync();
+    let work = scheduler::work_for_block::<BN>(p, block_idx_x());
+    let warpgroup = warp_id() / 4;
+    if warpgroup == 0 {
+        setmaxnreg_dec::<PRODUCER_REGS>();
+        if tid == 0 {
+            unsafe { producer::run(maps, smem, work) };
+        }
+    } else {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+        unsafe { consumer::run::<T, D, BN, STAGES, SN, ON, KP>(p, smem, work, warpgroup - 1, tid % 128) };
+    }
+}
+
+/// Declares one kernel entry per (element type, configuration). Entry names are
+/// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>`, which the host derives from [`CONFIGS`].
+macro_rules! sm90_kernels {
+    ($($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
+        sm90_kernels!(@one $f16, F16, $cfg);
+        sm90_kernels!(@one $bf16, Bf16, $cfg);
+    )*};
+    (@one $name:ident, $t:ty, $cfg:literal) => {
+        /// Hopper forward attention entry point (see the module docs): Q, K and V tensor maps
+        /// (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes, 128-byte swizzle), then
+        /// the parameters. Launch with the geometry of its [`HopperConfig`].
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, p: FwdParams) {
+            const C: HopperConfig = CONFIGS[$cfg];
+            entry_directives();
+            let maps = Maps {
+                q: crate::param_tensor_map!($name, 0),
+                k: crate::param_tensor_map!($name, 1),
+                v: crate::param_tensor_map!($name, 2),
+            };
+            unsafe {
+                flash_fwd_sm90::<$t, { C.head_dim }, { C.block_n }, { C.stages }, { C.block_n / 2 }, { C.head_dim / 2 },
+                    { C.block_n / 16 }>(maps, &p)
+            }
+        }
+    };
+}
+
+sm90_kernels! {
+    0 => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
+    1 => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
+    2 => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
+}

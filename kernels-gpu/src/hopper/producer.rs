@@ -1,0 +1,61 @@
+//! The producer: one thread of the producer warpgroup issues every TMA load of the CTA.
+//!
+//! Q once (completing on `q_full`), then for each key tile, in the consumers' order (last tile
+//! first), K into the next free stage (after its `k_empty` phase) and V likewise. Each tile is
+//! `D / 64` boxes of 64 columns x rows; rows past the sequence (and columns past head_dim)
+//! arrive as zeros and still count their full bytes.
+use super::config::BLOCK_M;
+use super::pipeline::{PipeState, wait_empty};
+use super::scheduler::Work;
+use super::smem::Smem;
+use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
+use crate::arch::tma::{TensorMap, cp_async_bulk_tensor_4d_g2s, prefetch_tensormap};
+
+/// The CTA's tensor maps (4-D views `[head_dim, seqlen, heads, batch]`, innermost first, boxes
+/// of 64 columns x rows, 128-byte swizzle).
+#[derive(Clone, Copy)]
+pub struct Maps {
+    /// Q, boxes of `BLOCK_M` rows.
+    pub q: *const TensorMap,
+    /// K, boxes of `BN` rows.
+    pub k: *const TensorMap,
+    /// V, boxes of `BN` rows.
+    pub v: *const TensorMap,
+}
+
+/// Loads `D / 64` boxes of `ROWS` rows at sequence row `row` into the slabs at `dst`.
+#[inline(always)]
+unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map: *const TensorMap, row: u32, head: u32, batch: u32, bar: u32) {
+    for s in 0..D / 64 {
+        unsafe {
+            cp_async_bulk_tensor_4d_g2s(dst + (s * ROWS * 128) as u32, map, (64 * s) as i32, row as i32, head as i32, batch as i32, bar)
+        };
+    }
+}
+
+/// Runs the producer loop (one thread).
+#[inline(always)]
+pub unsafe fn run<const D: usize, const BN: usize, const STAGES: usize>(maps: Maps, smem: Smem<D, BN, STAGES>, work: Work) {
+    let kv_bytes = (BN * D * 2) as u32;
+    unsafe {
+        prefetch_tensormap(maps.q);
+        prefetch_tensormap(maps.k);
+        prefetch_tensormap(maps.v);
+        mbarrier_arrive_expect_tx(smem.q_full(), (BLOCK_M * D * 2) as u32);
+        load_tile::<D, BLOCK_M>(smem.q(), maps.q, work.m0, work.head, work.batch, smem.q_full());
+    }
+    let mut pipe = PipeState::<STAGES>::new();
+    for t in 0..work.n_tiles {
+        let row = (work.n_tiles - 1 - t) * BN as u32;
+        let s = pipe.stage;
+        unsafe {
+            wait_empty(smem.k_empty(s), pipe.phase);
+            mbarrier_arrive_expect_tx(smem.k_full(s), kv_bytes);
+            load_tile::<D, BN>(smem.k(s), maps.k, row, work.head_kv, work.batch, smem.k_full(s));
+            wait_empty(smem.v_empty(s), pipe.phase);
+            mbarrier_arrive_expect_tx(smem.v_full(s), kv_bytes);
+            load_tile::<D, BN>(smem.v(s), maps.v, row, work.head_kv, work.batch, smem.v_full(s));
+        }
+        pipe.advance();
+    }
+}

@@ -1,0 +1,46 @@
+//! Which (batch, head, query block) a CTA computes, and the key tiles that block needs.
+use core::num::NonZeroU32;
+
+use super::config::BLOCK_M;
+use crate::fwd::params::FwdParams;
+
+/// `a / b` and `a % b` without the divide-by-zero panic path; the host guarantees `b > 0`.
+#[inline(always)]
+pub fn div_rem(a: u32, b: u32) -> (u32, u32) {
+    let b = unsafe { NonZeroU32::new_unchecked(b) };
+    (a / b, a % b)
+}
+
+/// The work of one CTA.
+#[derive(Clone, Copy)]
+pub struct Work {
+    /// Batch index.
+    pub batch: u32,
+    /// Query head.
+    pub head: u32,
+    /// Key/value head (`head / group`).
+    pub head_kv: u32,
+    /// First query row (`m_block * BLOCK_M`).
+    pub m0: u32,
+    /// Key tiles of `BN` rows the block sees: tiles `0..n_tiles`, walked from the last down.
+    pub n_tiles: u32,
+}
+
+/// A 1-D grid, query blocks fastest and in reverse (the heaviest causal blocks first, the
+/// lightest left for the tail of the launch); CTAs running together share one or two heads,
+/// so K/V tiles are read from HBM about once and then hit in L2.
+#[inline(always)]
+pub fn work_for_block<const BN: usize>(p: &FwdParams, block: u32) -> Work {
+    let (bh, m) = div_rem(block, p.m_blocks);
+    let (batch, head) = div_rem(bh, p.heads_q);
+    let m0 = (p.m_blocks - 1 - m) * BLOCK_M as u32;
+    let head_kv = div_rem(head, p.group).0;
+    // Keys at or past the last real row's diagonal are never seen by this block.
+    let keys = if p.causal != 0 {
+        let last_row = (m0 + BLOCK_M as u32).min(p.seqlen_q) as i64;
+        (last_row + p.seqlen_k as i64 - p.seqlen_q as i64).clamp(0, p.seqlen_k as i64) as u32
+    } else {
+        p.seqlen_k
+    };
+    Work { batch, head, head_kv, m0, n_tiles: keys.div_ceil(BN as u32) }
+}

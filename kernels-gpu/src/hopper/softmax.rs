@@ -1,0 +1,98 @@
+//! Online softmax over a consumer warpgroup's score accumulator (layout: see [`super::mask`]).
+//!
+//! A thread holds two rows (`h = 0, 1`); each row's values are spread over the 4 lanes of a
+//! quad (`t = 0..4`), so row reductions take two butterfly shuffles. Scores are exponentiated
+//! with `ex2`, the softmax scale folded into one FMA: `p = 2^(s * scale_log2 - max * scale_log2)`.
+use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32, rcp_approx_f32};
+use crate::arch::fma::fma_rn_f32;
+use crate::arch::shfl::shfl_sync_bfly_f32;
+
+#[inline(always)]
+fn quad_max(v: f32) -> f32 {
+    let v = v.max(shfl_sync_bfly_f32(v, 1));
+    v.max(shfl_sync_bfly_f32(v, 2))
+}
+
+#[inline(always)]
+fn quad_sum(v: f32) -> f32 {
+    let v = v + shfl_sync_bfly_f32(v, 1);
+    v + shfl_sync_bfly_f32(v, 2)
+}
+
+/// Running max and (lane-partial) sum of the thread's two rows.
+pub struct OnlineSoftmax {
+    /// Running max of raw scores per row (`-inf` until a visible key is seen).
+    pub max: [f32; 2],
+    /// This lane's share of the running sum of probabilities.
+    pub sum: [f32; 2],
+}
+
+impl OnlineSoftmax {
+    /// No keys seen yet.
+    #[inline(always)]
+    pub fn new() -> Self {
+        OnlineSoftmax { max: [f32::NEG_INFINITY; 2], sum: [0.0; 2] }
+    }
+
+    /// Folds a tile of scores into the running state, turning `s` into unnormalised
+    /// probabilities in place. Returns each row's factor `2^(old max - new max)` (scaled) by
+    /// which the output accumulator must be multiplied ([`rescale`]).
+    #[inline(always)]
+    pub fn update<const SN: usize>(&mut self, s: &mut [f32; SN], scale_log2: f32) -> [f32; 2] {
+        let mut alpha = [0.0; 2];
+        for h in 0..2 {
+            let mut m = self.max[h];
+            for i in 0..SN / 4 {
+                m = m.max(s[4 * i + 2 * h]).max(s[4 * i + 2 * h + 1]);
+            }
+            let m = quad_max(m);
+            // A row that has seen only masked keys keeps max = -inf; subtracting 0 instead of
+            // -inf keeps its probabilities at 0 rather than NaN.
+            let neg_base = if m == f32::NEG_INFINITY { 0.0 } else { -(m * scale_log2) };
+            alpha[h] = ex2_approx_f32(fma_rn_f32(self.max[h], scale_log2, neg_base));
+            self.max[h] = m;
+            let mut rowsum = 0.0;
+            for i in 0..SN / 4 {
+                for j in 0..2 {
+                    let e = 4 * i + 2 * h + j;
+                    let p = ex2_approx_f32(fma_rn_f32(s[e], scale_log2, neg_base));
+                    s[e] = p;
+                    rowsum += p;
+                }
+            }
+            self.sum[h] = fma_rn_f32(self.sum[h], alpha[h], rowsum);
+        }
+        alpha
+    }
+
+    /// Normalises `o` by the row sums and returns each row's natural-log log-sum-exp of the
+    /// scaled scores (`-inf`, with `o` = 0, for rows that saw no key).
+    #[inline(always)]
+    pub fn finish<const ON: usize>(&self, o: &mut [f32; ON], scale_log2: f32) -> [f32; 2] {
+        let mut lse = [0.0; 2];
+        let mut inv = [0.0; 2];
+        for h in 0..2 {
+            let sum = quad_sum(self.sum[h]);
+            inv[h] = if sum == 0.0 { 0.0 } else { rcp_approx_f32(sum) };
+            lse[h] = if sum == 0.0 {
+                f32::NEG_INFINITY
+            } else {
+                fma_rn_f32(self.max[h], scale_log2, lg2_approx_f32(sum)) * core::f32::consts::LN_2
+            };
+        }
+        rescale(o, inv);
+        lse
+    }
+}
+
+/// Multiplies each row of an accumulator (`o[4i + 2h + j]`, row `h`) by `factor[h]`.
+#[inline(always)]
+pub fn rescale<const ON: usize>(o: &mut [f32; ON], factor: [f32; 2]) {
+    for i in 0..ON / 4 {
+        for h in 0..2 {
+            for j in 0..2 {
+                o[4 * i + 2 * h + j] *= factor[h];
+            }
+        }
+    }
+}
