@@ -15,7 +15,6 @@ pub mod mma;
 pub mod setmaxnreg;
 pub mod shfl;
 pub mod smem;
-pub mod vote;
 #[cfg(target_feature = "sm_90a")]
 pub mod tma;
 #[cfg(target_feature = "sm_90a")]

@@ -6,7 +6,6 @@
 use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32, rcp_approx_f32};
 use crate::arch::mma::FragC;
 use crate::arch::shfl::shfl_sync_bfly_f32;
-use crate::arch::vote::vote_sync_any;
 
 /// Running max and (lane-partial) sum of `2 * MT` rows.
 pub struct Softmax<const MT: usize> {
@@ -44,7 +43,6 @@ impl<const MT: usize> Softmax<MT> {
         o: &mut [[FragC; ON]; MT],
         scale_log2: f32,
     ) {
-        let mut alpha = [[1.0f32; 2]; MT];
         for mt in 0..MT {
             for h in 0..2 {
                 let mut m = self.max[mt][h];
@@ -55,7 +53,7 @@ impl<const MT: usize> Softmax<MT> {
                 // A row that has seen only masked keys keeps max = -inf; subtracting 0 instead
                 // of -inf keeps its probabilities at 0 rather than NaN.
                 let base = if m == f32::NEG_INFINITY { 0.0 } else { m * scale_log2 };
-                alpha[mt][h] = if m == self.max[mt][h] { 1.0 } else { ex2_approx_f32(self.max[mt][h] * scale_log2 - base) };
+                let alpha = ex2_approx_f32(self.max[mt][h] * scale_log2 - base);
                 self.max[mt][h] = m;
                 let mut rowsum = 0.0;
                 for j in 0..SN {
@@ -65,18 +63,10 @@ impl<const MT: usize> Softmax<MT> {
                         rowsum += p;
                     }
                 }
-                self.sum[mt][h] = self.sum[mt][h] * alpha[mt][h] + rowsum;
-            }
-        }
-        // Once a row's running max settles (most tiles of a long sequence), rescaling O is a
-        // multiply by 1: skip the whole warp's `2 * MT * ON` multiplies when no row changed.
-        let changed = alpha.iter().flatten().any(|&a| a != 1.0);
-        if vote_sync_any(changed) {
-            for mt in 0..MT {
+                self.sum[mt][h] = self.sum[mt][h] * alpha + rowsum;
                 for j in 0..ON {
-                    for e in 0..4 {
-                        o[mt][j][e] *= alpha[mt][e / 2];
-                    }
+                    o[mt][j][2 * h] *= alpha;
+                    o[mt][j][2 * h + 1] *= alpha;
                 }
             }
         }
