@@ -38,7 +38,8 @@
 //!
 //! The forward pass of attention, `out = softmax(scale * Q K^T + mask) V`, computed the
 //! FlashAttention way: tiled, with an online softmax, never materialising the
-//! `seqlen_q x seqlen_k` score matrix, on the tensor cores (`mma.sync`, sm_80 and newer). It is
+//! `seqlen_q x seqlen_k` score matrix, on the tensor cores (`mma.sync` on sm_80 and newer;
+//! TMA and `wgmma` on H100/H200). It is
 //! meant for Rust GPU projects that want FlashAttention-class attention without a C++ or CUDA
 //! C build: the kernels are Rust (`kernels-gpu`, built with rustc's NVPTX backend), the host
 //! side is this crate, and the only run-time requirement is the NVIDIA driver (`libcuda`).
@@ -77,10 +78,12 @@
 //! * **Log-sum-exp**: optional f32 output, contiguous `[batch, heads_q, seqlen_q]`, natural
 //!   log of the sum of `exp(scale * q.k)` over the visible keys (what a backward pass or a
 //!   split-KV merge needs); 4-byte aligned.
-//! * **Kernel paths** ([`KernelPath`]): `Auto` (default) picks the fastest path the GPU has;
-//!   `MmaSync` is the FlashAttention-2-style kernel on `mma.sync`, for every sm_80+ GPU. Tile
-//!   configurations ([`attention::config::CONFIGS`]) can be forced for tuning
-//!   ([`AttentionParams::config`]).
+//! * **Kernel paths** ([`KernelPath`]): `Auto` (default) picks the fastest path the GPU has
+//!   for the call; `MmaSync` is the FlashAttention-2-style kernel on `mma.sync`, for every
+//!   sm_80+ GPU; `Wgmma` is the FlashAttention-3-style Hopper kernel (TMA loads, `wgmma`,
+//!   warp specialisation; sm_90a only, see [`hopper`]), which `Auto` uses on H100/H200
+//!   wherever it can take the call. Tile configurations ([`attention::config::CONFIGS`]) can
+//!   be forced for tuning ([`AttentionParams::config`]; this keeps `Auto` on `mma.sync`).
 //! * **GPUs**: compute capability 8.0 and newer (A100, RTX 30xx/40xx, L4/L40, H100/H200, ...).
 //!   Compute capability 9.0 loads the sm_90a module ([`ptx::PTX_SM90A`]), others the portable
 //!   sm_80 one ([`ptx::PTX_SM80`]).
@@ -156,6 +159,7 @@
 //! # Modules
 //!
 //! * [`attention`]: parameters, validation ([`AttentionParams::plan`]), the launches.
+//! * [`hopper`]: planning and launching the sm_90a (`wgmma`) kernels.
 //! * [`device`]: [`Gpu`], context and module.
 //! * [`ptx`]: the embedded PTX, kernel names, kernel ABI.
 //! * [`error`]: [`Error`].

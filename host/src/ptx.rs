@@ -19,14 +19,21 @@
 //! they are compiled for (padded head dimension, query rows per CTA, key/value rows per stage,
 //! warps, pipeline stages). [`kernel_name`] builds the name of one,
 //! [`forward_kernel_names`] lists them all (every entry of [`CONFIGS`] for f16 and bf16), and
-//! both modules contain all of them. The other entry points (`probe_*`) are tiny instruction
-//! tests, not part of the interface.
+//! both modules contain all of them. These are the `mma.sync` kernels ([`KernelPath::MmaSync`]).
 //!
-//! # Kernel ABI (forward kernels)
+//! [`PTX_SM90A`] also holds the Hopper kernels of [`KernelPath::Wgmma`], named
+//! `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<S>...`: [`hopper::kernel_name`] and
+//! [`hopper::kernel_names`] list them. The remaining entry points (`probe_*`) are tiny
+//! instruction tests, not part of the interface.
+//!
+//! # Kernel ABI (`mma.sync` forward kernels)
 //!
 //! The simplest correct launch takes its numbers from [`AttentionParams::plan`], which is pure
 //! host code (no GPU, no context): it validates the call and returns a [`LaunchPlan`] holding
-//! everything below. A forward kernel is launched with
+//! everything below. Plan with [`KernelPath::MmaSync`] or [`KernelPath::Auto`] (whose
+//! [`LaunchPlan::kernel`] is always the `mma.sync` kernel); a plan for which
+//! [`LaunchPlan::is_wgmma`] is true describes a Hopper kernel, whose ABI differs (below). An
+//! `mma.sync` forward kernel is launched with
 //!
 //! * **one parameter**: a [`FwdParams`] passed **by value** (`#[repr(C)]`, `size_of::<FwdParams>()`
 //!   bytes, 8-byte aligned); with the driver API, `kernelParams` is a one-element array holding a pointer to
@@ -61,8 +68,20 @@
 //! }
 //! ```
 //!
+//! # Kernel ABI (Hopper kernels)
+//!
+//! The `flash_fwd_sm90_*` kernels take four parameters by value: three [`TensorMapParam`]s
+//! for Q, K and V (a 128-byte `CUtensorMap` padded to 192 bytes so that it lands 64-byte
+//! aligned in parameter space), then the same [`FwdParams`] (with `m_blocks` counted in the
+//! Hopper tile height). The maps hold raw
+//! device addresses, so they are encoded per launch with `cuTensorMapEncodeTiled`; the
+//! geometry is in [`hopper::WgmmaPlan`] and the map layout in the [`hopper`] module docs.
+//! Loading these kernels yourself means repeating that encoding: launching through
+//! [`Gpu::launch_forward`] or [`Gpu::attention_forward_raw`] does it for you.
+//!
 //! Most projects do not need any of this: [`Gpu::attention_forward_raw`] takes raw device
-//! pointers and a raw `CUstream` and does the validation, the opt-in and the launch.
+//! pointers and a raw `CUstream` and does the validation, the opt-in, the kernel choice
+//! (Hopper kernels on H100/H200 where they apply) and the launch.
 //!
 //! [`DType::name`]: crate::DType::name
 //! [`TileConfig`]: crate::attention::TileConfig
@@ -79,6 +98,17 @@
 //! [`LaunchPlan::smem`]: crate::attention::LaunchPlan::smem
 //! [`FwdParams`]: crate::attention::FwdParams
 //! [`Gpu::attention_forward_raw`]: crate::Gpu::attention_forward_raw
+//! [`Gpu::launch_forward`]: crate::Gpu::launch_forward
+//! [`KernelPath::MmaSync`]: crate::KernelPath::MmaSync
+//! [`KernelPath::Auto`]: crate::KernelPath::Auto
+//! [`KernelPath::Wgmma`]: crate::KernelPath::Wgmma
+//! [`LaunchPlan::kernel`]: crate::attention::LaunchPlan::kernel
+//! [`LaunchPlan::is_wgmma`]: crate::attention::LaunchPlan::is_wgmma
+//! [`hopper`]: crate::hopper
+//! [`hopper::kernel_name`]: crate::hopper::kernel_name
+//! [`hopper::kernel_names`]: crate::hopper::kernel_names
+//! [`hopper::WgmmaPlan`]: crate::hopper::WgmmaPlan
+//! [`TensorMapParam`]: crate::tensor_map::TensorMapParam
 
 /// PTX for sm_80 and newer (mma.sync path). Built from `kernels-gpu` by this crate's build script.
 ///
