@@ -78,6 +78,12 @@ impl Element for half::bf16 {
 
 /// Strides in elements of a `[batch, seqlen, heads, head_dim]` tensor whose last dimension is
 /// contiguous.
+///
+/// There is no `head_dim` stride: the last dimension is always contiguous (stride 1), as in
+/// FlashAttention, because the kernels move each row in 16-byte vectors. A tensor with a
+/// strided last dimension must be copied to a contiguous one first. Strides must be
+/// non-negative and multiples of 8 elements (16 bytes); Q, K and V may repeat elements (zero
+/// strides broadcast), the output may not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Strides {
     /// Between batches.
@@ -129,6 +135,16 @@ impl KernelPath {
 
 /// Shape and options of one forward attention call. Build with [`AttentionParams::new`] and
 /// the chained setters; nothing is checked until [`AttentionParams::plan`] or a launch.
+///
+/// Zero sizes are valid. Zero `batch`, `heads_q` or `seqlen_q`: nothing to compute, the call
+/// returns `Ok` without launching and no buffer is read or written (any buffers will do).
+/// `seqlen_k == 0`: K and V are never read (any, even null, buffers will do), every output
+/// row is 0 and every log-sum-exp `-inf`, as for causal rows that see no key.
+///
+/// Limits (checked, with typed errors, before anything runs): `seqlen_q` and `seqlen_k` at
+/// most `i32::MAX / 2` (the kernels' masks are 32-bit), at most `i32::MAX` CTAs
+/// (`batch * heads_q * ceil(seqlen_q / block_m)`: the grid is 1-D, so `batch * heads_q` may
+/// exceed 65535), and every element offset and address within signed 64 bits.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttentionParams {
     /// Batch size.
@@ -145,7 +161,8 @@ pub struct AttentionParams {
     pub head_dim: usize,
     /// Causal masking, aligned to the bottom-right corner.
     pub causal: bool,
-    /// Scale applied to `Q K^T`; `None` means `1 / sqrt(head_dim)`.
+    /// Scale applied to `Q K^T`; `None` means `1 / sqrt(head_dim)`. Must be positive, with
+    /// `scale * log2(e)` finite.
     pub softmax_scale: Option<f32>,
     /// Element type.
     pub dtype: DType,
@@ -155,7 +172,8 @@ pub struct AttentionParams {
     pub k_strides: Option<Strides>,
     /// V strides; `None` means contiguous `[batch, seqlen_k, heads_kv, head_dim]`.
     pub v_strides: Option<Strides>,
-    /// Output strides; `None` means contiguous `[batch, seqlen_q, heads_q, head_dim]`.
+    /// Output strides; `None` means contiguous `[batch, seqlen_q, heads_q, head_dim]`. No two
+    /// output elements may share an address, and the output may not overlap the other tensors.
     pub o_strides: Option<Strides>,
     /// Kernel path.
     pub path: KernelPath,
@@ -353,15 +371,19 @@ fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
     Error::InvalidShape { what, reason: reason.into() }
 }
 
-/// Checks one tensor's strides, alignment and extent; returns its strides.
+/// Checks one tensor's address, strides, alignment and extent; returns its strides and the end
+/// (exclusive) of the bytes it spans.
 fn check_tensor(
     tensor: &'static str,
     buf: BufferRef,
     strides: Strides,
     dims: [usize; 4],
     elem_bytes: u64,
-) -> Result<[i64; 3]> {
+) -> Result<([i64; 3], u64)> {
     let s = [strides.batch, strides.row, strides.head];
+    if buf.ptr == 0 {
+        return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
+    }
     if s.iter().any(|&x| x < 0) {
         return Err(Error::InvalidStrides { tensor, reason: format!("negative stride in {s:?}") });
     }
@@ -379,12 +401,27 @@ fn check_tensor(
         .into_iter()
         .try_fold(dims[3] as i64, |acc, x| x.and_then(|x| acc.checked_add(x)))
         .ok_or_else(overflow)?;
-    // Byte offsets must fit in 64 bits too (the kernels form addresses as base + offset * 2).
-    (last as u64).checked_mul(elem_bytes).ok_or_else(overflow)?;
+    // Byte offsets must fit in signed 64 bits too (the kernels form addresses as base +
+    // offset * 2), and so must the addresses.
+    let end = last.checked_mul(elem_bytes as i64).and_then(|b| buf.ptr.checked_add(b as u64)).ok_or_else(overflow)?;
     if last as u64 > buf.len as u64 {
         return Err(Error::BufferTooSmall { tensor, needed: last as u64, len: buf.len as u64 });
     }
-    Ok(s)
+    Ok((s, end))
+}
+
+/// True when no two elements of a `dims` tensor with strides `s` share memory, by the usual
+/// sufficient test: taken by increasing stride, each dimension of extent > 1 steps over all
+/// the dimensions inside it. Only the output needs it: inputs may alias themselves (broadcast).
+fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
+    let mut by_stride = [(s.batch, dims[0]), (s.row, dims[1]), (s.head, dims[2])];
+    by_stride.sort_unstable();
+    let mut span = dims[3] as i64;
+    by_stride.iter().filter(|&&(_, n)| n > 1).all(|&(stride, n)| {
+        let clears = stride >= span;
+        span += stride * (n as i64 - 1); // no overflow: check_tensor bounded the whole sum
+        clears
+    })
 }
 
 fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
@@ -404,8 +441,10 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
         }
     }
     let scale = p.scale();
-    if !scale.is_finite() {
-        return Err(shape_err("softmax_scale", format!("{scale} is not finite")));
+    // The kernels track the running max of raw scores and scale inside exp2, which is right
+    // only for a positive scale (zero makes `-inf * 0` NaN), with `scale * log2(e)` finite.
+    if !(scale > 0.0 && (scale * std::f32::consts::LOG2_E).is_finite()) {
+        return Err(shape_err("softmax_scale", format!("{scale} is not positive and finite (times log2 e)")));
     }
     let config = match p.config {
         Some(c) => {
@@ -421,7 +460,8 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
     };
     let kernel = kernel_name(p.dtype, &config);
     let m_blocks = p.seqlen_q.div_ceil(config.block_m);
-    let ctas = p.batch as u64 * p.heads_q as u64 * m_blocks as u64;
+    // Checked: a wrapped product could pass for a small (or empty) grid.
+    let ctas = (p.batch as u64).checked_mul(p.heads_q as u64).and_then(|x| x.checked_mul(m_blocks as u64)).unwrap_or(u64::MAX);
     if ctas > i32::MAX as u64 {
         return Err(Error::LaunchLimit(format!("{ctas} CTAs exceed the grid limit of {}", i32::MAX)));
     }
@@ -429,16 +469,34 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
     let mut params = FwdParams::default();
     if !empty {
         let d = p.head_dim;
-        let q_s = p.q_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
-        let k_s = p.k_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
-        let v_s = p.v_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
-        let o_s = p.o_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
-        params.q_strides = check_tensor("q", bufs.q, q_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
-        params.o_strides = check_tensor("out", bufs.o, o_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
+        // Contiguous defaults in checked arithmetic: a wrapped stride could pass the extent check.
+        let or_bshd = |tensor, given: Option<Strides>, s: usize, h: usize| match given {
+            Some(st) => Ok(st),
+            None => (h as i64)
+                .checked_mul(d as i64)
+                .and_then(|row| Some(Strides { batch: row.checked_mul(s as i64)?, row, head: d as i64 }))
+                .ok_or_else(|| Error::InvalidStrides { tensor, reason: "element offsets overflow 64 bits".into() }),
+        };
+        let q_s = or_bshd("q", p.q_strides, p.seqlen_q, p.heads_q)?;
+        let k_s = or_bshd("k", p.k_strides, p.seqlen_k, p.heads_kv)?;
+        let v_s = or_bshd("v", p.v_strides, p.seqlen_k, p.heads_kv)?;
+        let o_s = or_bshd("out", p.o_strides, p.seqlen_q, p.heads_q)?;
+        let q_end;
+        let o_end;
+        (params.q_strides, q_end) = check_tensor("q", bufs.q, q_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
+        (params.o_strides, o_end) = check_tensor("out", bufs.o, o_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
+        if !no_self_overlap(o_s, [p.batch, p.seqlen_q, p.heads_q, d]) {
+            let reason = format!("{o_s:?} put distinct output elements at the same address");
+            return Err(Error::InvalidStrides { tensor: "out", reason });
+        }
+        // Address ranges [start, end) of everything the kernel touches, written ones first.
+        let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
         // With no keys, K and V are never read: any (even null) buffer will do.
         if p.seqlen_k > 0 {
-            params.k_strides = check_tensor("k", bufs.k, k_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
-            params.v_strides = check_tensor("v", bufs.v, v_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
+            let (k_end, v_end);
+            (params.k_strides, k_end) = check_tensor("k", bufs.k, k_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
+            (params.v_strides, v_end) = check_tensor("v", bufs.v, v_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
+            spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
         }
         if let Some(lse) = bufs.lse {
             let needed = (p.batch * p.heads_q * p.seqlen_q) as u64;
@@ -447,6 +505,21 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
             }
             if lse.ptr % 4 != 0 {
                 return Err(Error::Misaligned { tensor: "lse", reason: format!("base address {:#x} is not 4-byte aligned", lse.ptr) });
+            }
+            // A null address would make the kernel skip the log-sum-exp silently.
+            if lse.ptr == 0 {
+                return Err(Error::InvalidBuffer { tensor: "lse", reason: "null address".into() });
+            }
+            let overflow = || Error::InvalidStrides { tensor: "lse", reason: "addresses overflow 64 bits".into() };
+            spans.insert(1, ("lse", lse.ptr, lse.ptr.checked_add(needed * 4).ok_or_else(overflow)?));
+        }
+        // What the kernel writes must not share memory with anything else it touches, or the
+        // result depends on CTA timing. Checked on ranges: an output interleaved with the inputs
+        // in one allocation is refused even where no element is shared.
+        let written = 1 + bufs.lse.is_some() as usize;
+        for (i, &(w, w0, w1)) in spans[..written].iter().enumerate() {
+            if let Some(&(other, ..)) = spans[i + 1..].iter().find(|&&(_, s0, s1)| w0 < s1 && s0 < w1) {
+                return Err(Error::InvalidBuffer { tensor: w, reason: format!("overlaps {other}") });
             }
         }
         params = FwdParams {

@@ -74,9 +74,19 @@ pub enum Error {
         /// What is misaligned.
         reason: String,
     },
-    /// Strides that the kernels cannot address (negative, or overflowing 64-bit offsets).
+    /// Strides that the kernels cannot address (negative, or overflowing 64-bit offsets), or
+    /// output strides that put two elements at one address.
     #[error("{tensor} has invalid strides: {reason}")]
     InvalidStrides {
+        /// Which tensor.
+        tensor: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A buffer the kernel would touch is unusable: a null address, or memory the kernel writes
+    /// (output, log-sum-exp) overlapping another tensor's.
+    #[error("invalid {tensor} buffer: {reason}")]
+    InvalidBuffer {
         /// Which tensor.
         tensor: &'static str,
         /// Why.

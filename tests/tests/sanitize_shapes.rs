@@ -1,0 +1,46 @@
+//! A small set of launches for compute-sanitizer (`scripts/sanitize.sh` runs this binary under
+//! memcheck, racecheck and synccheck): every tile configuration forced with `.config(c)`, for
+//! both dtypes, on ragged, causal, GQA and padded-head_dim shapes, plus edge shapes (no keys,
+//! rows without keys, single rows, a strided layout, decode; on the default path, which is
+//! the wgmma kernel on sm_90a GPUs, and on mma.sync). Buffers are sized exactly
+//! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
+//! allocation, where memcheck sees it. Each launch is also checked against the reference.
+//! Small on purpose: the sanitizers slow kernels down 10-100x. Skips without a GPU.
+use flashrs::attention::config::CONFIGS;
+use flashrs::{AttentionParams, DType, KernelPath};
+use flashrs_tests::attn::check_many;
+use flashrs_tests::gpu_or_skip;
+
+#[test]
+fn sanitize_every_config() {
+    let Some(gpu) = gpu_or_skip("sanitize_every_config") else { return };
+    let mut cases = Vec::new();
+    for c in CONFIGS {
+        for dtype in [DType::F16, DType::Bf16] {
+            // Ragged causal GQA: partial query and key tiles, masked diagonal blocks.
+            cases.push(AttentionParams::new(1, 77, 133, 4, c.head_dim).heads_kv(2).causal(true).config(c).dtype(dtype));
+            // head_dim below the kernel's (zero-filled chunks), more queries than keys.
+            cases.push(AttentionParams::new(2, 130, 65, 2, c.head_dim - 8).config(c).dtype(dtype));
+        }
+    }
+    check_many(&gpu, &cases);
+}
+
+#[test]
+fn sanitize_edge_shapes() {
+    let Some(gpu) = gpu_or_skip("sanitize_edge_shapes") else { return };
+    let shapes = [
+        AttentionParams::new(1, 200, 30, 2, 64).causal(true), // the first 170 rows see no key
+        AttentionParams::new(1, 64, 0, 2, 64),                // no keys at all
+        AttentionParams::new(3, 1, 1, 2, 128),                // single rows
+        AttentionParams::new(2, 70, 90, 4, 64).layout_bhsd().causal(true),
+        AttentionParams::new(2, 1, 300, 8, 128).heads_kv(1), // decode, MQA
+        AttentionParams::new(1, 129, 257, 2, 256).causal(true).dtype(DType::Bf16),
+        AttentionParams::new(2, 150, 190, 3, 72).causal(true), // padded head_dim on the default path
+    ];
+    // Auto runs the wgmma kernel on sm_90a GPUs (default config per head_dim); MmaSync the
+    // mma.sync one.
+    let cases: Vec<AttentionParams> =
+        [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |p| p.clone().path(path))).collect();
+    check_many(&gpu, &cases);
+}
