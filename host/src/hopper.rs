@@ -35,9 +35,17 @@ pub mod config;
 pub use config::HopperConfig;
 
 /// Entry-point name of the Hopper forward kernel for `dtype` and `config`:
-/// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>`.
+/// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>`, with `_serial` for the serial schedule.
 pub fn kernel_name(dtype: DType, config: &HopperConfig) -> String {
-    format!("flash_fwd_sm90_{}_d{}_{}x{}s{}", dtype.name(), config.head_dim, config.block_m(), config.block_n, config.stages)
+    format!(
+        "flash_fwd_sm90_{}_d{}_{}x{}s{}{}",
+        dtype.name(),
+        config.head_dim,
+        config.block_m(),
+        config.block_n,
+        config.stages,
+        if config.pipelined { "" } else { "_serial" }
+    )
 }
 
 /// Names of every Hopper kernel (in [`crate::ptx::PTX_SM90A`] only): each of
@@ -103,13 +111,18 @@ fn unsupported(p: &AttentionParams, params: &FwdParams) -> Option<String> {
     None
 }
 
-/// The Hopper launch for a call [`AttentionParams::plan`] validated into `base`, or why the
-/// Hopper kernels cannot take it.
-fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan) -> std::result::Result<WgmmaPlan, String> {
+/// The Hopper launch for a call [`AttentionParams::plan`] validated into `base`, with `config`
+/// (the default for the head dimension if `None`), or why the Hopper kernels cannot take it.
+fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfig>) -> std::result::Result<WgmmaPlan, String> {
     if p.config.is_some() {
         return Err("tile configuration overrides name mma.sync kernels; the wgmma path picks its own".into());
     }
-    let config = config::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?;
+    let config = match config {
+        Some(c) if !config::CONFIGS.contains(&c) => return Err(format!("{c:?} is not an instantiated Hopper configuration")),
+        Some(c) if c.head_dim < p.head_dim => return Err(format!("head_dim {} does not fit {c:?}", p.head_dim)),
+        Some(c) => c,
+        None => config::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
+    };
     let mut params = base.params;
     let mut grid = 0;
     if !base.is_empty() {
@@ -137,12 +150,16 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan) -> std::result::Result<Wgm
 
 /// Completes a plan [`AttentionParams::plan`] validated (called at its end): adds the Hopper
 /// launch per `p.path` (see the module docs).
-pub(crate) fn finish_plan(p: &AttentionParams, mut plan: LaunchPlan) -> Result<LaunchPlan> {
+pub(crate) fn finish_plan(p: &AttentionParams, plan: LaunchPlan) -> Result<LaunchPlan> {
+    finish_plan_with(p, plan, None)
+}
+
+fn finish_plan_with(p: &AttentionParams, mut plan: LaunchPlan, config: Option<HopperConfig>) -> Result<LaunchPlan> {
     match p.path {
         KernelPath::MmaSync => {}
-        KernelPath::Auto => plan.wgmma = wgmma_plan(p, &plan).ok(),
+        KernelPath::Auto => plan.wgmma = wgmma_plan(p, &plan, config).ok(),
         KernelPath::Wgmma => {
-            let w = wgmma_plan(p, &plan).map_err(|reason| Error::InvalidShape { what: "wgmma path", reason })?;
+            let w = wgmma_plan(p, &plan, config).map_err(|reason| Error::InvalidShape { what: "wgmma path", reason })?;
             plan.kernel = w.kernel.clone();
             plan.config = tile_config(&w.config);
             plan.grid = w.grid;
@@ -153,6 +170,16 @@ pub(crate) fn finish_plan(p: &AttentionParams, mut plan: LaunchPlan) -> Result<L
         }
     }
     Ok(plan)
+}
+
+/// [`AttentionParams::plan`] for the wgmma path with a chosen Hopper configuration (one of
+/// [`config::CONFIGS`] whose head dimension holds `p.head_dim`), e.g. a serial-schedule
+/// kernel to tell a scheduling problem from a numerical one. Launch the plan with
+/// [`crate::Gpu::launch_forward`] and [`KernelPath::Wgmma`].
+pub fn plan_with(p: &AttentionParams, bufs: &crate::attention::Buffers, config: HopperConfig) -> Result<LaunchPlan> {
+    let p = p.clone().path(KernelPath::MmaSync);
+    let base = p.plan(bufs)?;
+    finish_plan_with(&p.path(KernelPath::Wgmma), base, Some(config))
 }
 
 impl LaunchPlan {
@@ -292,6 +319,18 @@ mod tests {
     }
 
     #[test]
+    fn every_hopper_kernel_is_in_the_sm90a_module_with_its_entry_directives() {
+        let (sm90, sm80) = (crate::ptx::entry_names(crate::ptx::PTX_SM90A), crate::ptx::entry_names(crate::ptx::PTX_SM80));
+        for name in kernel_names() {
+            assert!(sm90.contains(&name.as_str()), "{name} missing from the sm_90a module");
+            assert!(!sm80.contains(&name.as_str()), "{name} must not be in the sm_80 module");
+            // setmaxnreg only works with a register budget known at entry (xtask adds it).
+            let header = crate::ptx::PTX_SM90A.split(&format!(".entry {name}(")).nth(1).and_then(|r| r.split('{').next()).unwrap();
+            assert!(header.contains(&format!(".maxntid {}, 1, 1", config::THREADS)), "{name}: {header}");
+        }
+    }
+
+    #[test]
     fn wgmma_path_plans_the_hopper_kernel() {
         for d in [8, 64, 72, 128, 200, 256] {
             let p = AttentionParams::new(2, 300, 200, 4, d).heads_kv(2).path(KernelPath::Wgmma);
@@ -339,6 +378,24 @@ mod tests {
         // Forced tile configurations are mma.sync ones.
         let forced = AttentionParams::new(b, s, s, h, d).config(crate::attention::config::CONFIGS[0]).path(KernelPath::Wgmma);
         assert!(matches!(forced.plan(&bufs()), Err(Error::InvalidShape { what: "wgmma path", .. })));
+    }
+
+    #[test]
+    fn plan_with_picks_any_instantiated_config_that_holds_the_head_dim() {
+        let p = AttentionParams::new(1, 100, 100, 2, 96);
+        for c in config::CONFIGS {
+            let r = plan_with(&p, &bufs(), c);
+            if c.head_dim >= 96 {
+                let plan = r.unwrap();
+                assert!(plan.is_wgmma());
+                assert_eq!(plan.kernel, kernel_name(DType::F16, &c));
+                assert_eq!(plan.kernel.ends_with("_serial"), !c.pipelined);
+            } else {
+                assert!(matches!(r, Err(Error::InvalidShape { what: "wgmma path", .. })));
+            }
+        }
+        let odd = HopperConfig { head_dim: 128, block_n: 96, stages: 2, pipelined: true };
+        assert!(plan_with(&p, &bufs(), odd).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Running one forward attention case on the GPU and comparing it with the CPU reference.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::attention::Strides;
+use flashrs::attention::{BufferRef, Buffers, Strides};
 use flashrs::reference::{RefInputs, reference_forward};
 use flashrs::{AttentionParams, DType, Element, Gpu};
 use rand::rngs::StdRng;
@@ -75,9 +75,18 @@ fn random_tensor<T: Element>(rng: &mut StdRng, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32(StandardNormal.sample(rng))).collect()
 }
 
+/// Queues one case's kernel on a stream, given the case's buffers: lets a test launch a plan
+/// of its choosing instead of [`Gpu::attention_forward`]'s.
+pub type Launcher<'a> = &'a dyn Fn(&Stream, &Buffers) -> flashrs::Result<()>;
+
 /// Runs `p` on the GPU with fresh random normal inputs (scaled by `input_scale`) and returns
 /// its errors against the f64 reference.
 pub fn run_case<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32) -> CaseErrors {
+    run_case_with::<T>(gpu, p, input_scale, None)
+}
+
+/// [`run_case`], launching through `launch` when given.
+pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
     let seed: u64 = rand::rng().random();
     let mut rng = StdRng::seed_from_u64(seed);
     let d = p.head_dim;
@@ -101,7 +110,20 @@ pub fn run_case<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32) ->
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
 
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed");
+    match launch {
+        None => gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed"),
+        Some(launch) => {
+            let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+            let bufs = Buffers {
+                q: r(q_d.as_device_ptr().as_raw(), q_d.len()),
+                k: r(k_d.as_device_ptr().as_raw(), k_d.len()),
+                v: r(v_d.as_device_ptr().as_raw(), v_d.len()),
+                o: r(o_d.as_device_ptr().as_raw(), o_d.len()),
+                lse: Some(r(lse_d.as_device_ptr().as_raw(), lse_d.len())),
+            };
+            launch(&stream, &bufs).expect("launch failed")
+        }
+    }
     stream.synchronize().expect("kernel failed");
     let mut o_h = vec![T::default(); o_d.len()];
     o_d.copy_to(&mut o_h[..]).unwrap();
@@ -155,10 +177,24 @@ pub fn check(gpu: &Gpu, p: &AttentionParams) {
 /// panics at the end listing every case out of tolerance: one broken shape does not hide how
 /// the others fare. A launch or kernel failure still panics at once (the context is lost).
 pub fn check_many(gpu: &Gpu, cases: &[AttentionParams]) {
+    check_many_with(gpu, cases, None)
+}
+
+/// [`check_many`], launching each case through `launch` (given the case) when given.
+pub fn check_many_with(gpu: &Gpu, cases: &[AttentionParams], launch: Option<&dyn Fn(&AttentionParams, &Stream, &Buffers) -> flashrs::Result<()>>) {
     let tol = |p: &AttentionParams| out_tolerance(p.dtype);
     let mut failures = Vec::new();
     for p in cases {
-        let e = run_dyn(gpu, p, 1.0);
+        let e = match launch {
+            None => run_dyn(gpu, p, 1.0),
+            Some(f) => {
+                let l = |stream: &Stream, bufs: &Buffers| f(p, stream, bufs);
+                match p.dtype {
+                    DType::F16 => run_case_with::<half::f16>(gpu, p, 1.0, Some(&l)),
+                    DType::Bf16 => run_case_with::<half::bf16>(gpu, p, 1.0, Some(&l)),
+                }
+            }
+        };
         let ok = e.out <= tol(p) && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
         let line = format!(
             "{} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}: out err {:.2e} (tol {:.0e}), lse err {:.2e}, \

@@ -6,9 +6,13 @@
 //! Skips (saying so) where no GPU is present or the GPU is not sm_90a. Run on an H100 with
 //! `cargo test --release -p flashrs-tests --test forward_wgmma -- --test-threads=1 --nocapture`;
 //! `a0_smoke_one_tile` runs first in that order and is the one to read first if all fail.
+//! `serial_schedule_kernels` runs the serial-schedule twins of the default kernels: if they
+//! pass where the defaults fail, the fault is in the pipelined schedule (ping-pong barriers,
+//! overlapped waits), not in the TMA/wgmma layouts.
 use flashrs::attention::{BufferRef, Buffers, Strides};
+use flashrs::hopper::{config::CONFIGS, plan_with};
 use flashrs::{AttentionParams, DType, Error, KernelPath};
-use flashrs_tests::attn::{check, check_many};
+use flashrs_tests::attn::{check, check_many, check_many_with};
 use flashrs_tests::{gpu_or_skip, hopper_or_skip};
 
 const DTYPES: [DType; 2] = [DType::F16, DType::Bf16];
@@ -129,6 +133,30 @@ fn long_sequences_and_decode() {
         }
     }
     check_many(&gpu, &cases);
+}
+
+/// The serial-schedule twins of the default kernels (each GEMM waited for at once, no
+/// ping-pong), on the shapes that exercise masking, ragged tiles and ring wrap-around.
+#[test]
+fn serial_schedule_kernels() {
+    let Some(gpu) = hopper_or_skip("serial_schedule_kernels") else { return };
+    for config in CONFIGS.iter().filter(|c| !c.pipelined) {
+        let mut cases = Vec::new();
+        for dtype in DTYPES {
+            for causal in [false, true] {
+                for (sq, sk) in [(1, 1), (127, 300), (300, 127), (1037, 1500)] {
+                    cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, config.head_dim).causal(causal).dtype(dtype)));
+                }
+            }
+        }
+        println!("serial schedule, head_dim {}:", config.head_dim);
+        let launch = |p: &AttentionParams, stream: &cust::stream::Stream, bufs: &Buffers| {
+            let plan = plan_with(p, bufs, *config)?;
+            assert!(plan.kernel.ends_with("_serial"), "{}", plan.kernel);
+            unsafe { gpu.launch_forward(stream.as_inner() as *mut std::ffi::c_void, KernelPath::Wgmma, &plan) }
+        };
+        check_many_with(&gpu, &cases, Some(&launch));
+    }
 }
 
 /// Auto takes the Hopper kernels on sm_90a; a forced Wgmma elsewhere is `PathUnavailable`.

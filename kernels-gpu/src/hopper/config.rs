@@ -28,6 +28,10 @@ pub struct HopperConfig {
     pub block_n: usize,
     /// K/V shared-memory stages in the TMA ring.
     pub stages: usize,
+    /// The FlashAttention-3 consumer schedule (softmax of tile `t` overlapping `P V` of tile
+    /// `t - 1`, the two consumer warpgroups taking turns at the tensor cores); `false` is the
+    /// serial schedule (each GEMM waited for at once), kept as a reference and for debugging.
+    pub pipelined: bool,
 }
 
 impl HopperConfig {
@@ -58,11 +62,15 @@ impl HopperConfig {
     }
 }
 
-/// Every instantiated configuration (each for f16 and bf16).
-pub const CONFIGS: [HopperConfig; 3] = [
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3 },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2 },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2 },
+/// Every instantiated configuration (each for f16 and bf16): a pipelined default and its
+/// serial twin per padded head dimension.
+pub const CONFIGS: [HopperConfig; 6] = [
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: true },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: true },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: true },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: false },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: false },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: false },
 ];
 
 /// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256).

@@ -1,8 +1,13 @@
-//! A consumer warpgroup: 64 query rows against every key tile of the CTA's block.
+//! A consumer warpgroup: 64 query rows against every key tile of the CTA's block, then the
+//! epilogue. Two schedules of the same work:
 //!
-//! Per tile (last first): wait for K, issue `S = Q K^T`, wait for it and release K; mask if the
-//! tile reaches past the keys or the diagonal; online softmax; rescale O; P to 16 bits; wait
-//! for V, issue `O += P V`, wait and release V. Then normalise, store O and the log-sum-exp.
+//! * [`mainloop_serial`]: per tile (last first) wait for K, `S = Q K^T`, wait, release K; mask
+//!   where the tile reaches past the keys or the diagonal; online softmax; rescale O; P to 16
+//!   bits; wait for V, `O += P V`, wait, release V. Simple, and the reference for the other.
+//! * [`mainloop_pipelined`] (FlashAttention-3): the softmax of tile `t` runs while the tensor
+//!   cores compute `P V` of tile `t - 1` (`S(t)` and `P V(t-1)` are issued back to back, then
+//!   waited for one after the other), and the two consumer warpgroups take turns issuing their
+//!   GEMMs ([`Pingpong`]), so that one's softmax overlaps the other's GEMMs.
 use super::config::BLOCK_M;
 use super::epilogue::{store_lse, store_o};
 use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
@@ -11,7 +16,205 @@ use super::pipeline::{PipeState, release, wait_full};
 use super::scheduler::Work;
 use super::smem::Smem;
 use super::softmax::{OnlineSoftmax, rescale};
+use crate::arch::barrier::{bar_arrive_named, bar_sync_named};
+use crate::arch::wgmma::FragA;
 use crate::fwd::params::FwdParams;
+
+/// Compiler-only: makes `v`'s current values inputs of an ordered (side-effecting) statement,
+/// so their computation cannot move below the next wgmma wait or barrier.
+#[inline(always)]
+fn pin<const N: usize>(v: &mut [f32; N]) {
+    crate::arch::wgmma::wgmma_fence_operands(v);
+}
+
+/// First named barrier of the ping-pong (ids 1 and 2 are the epilogue's per-warpgroup ones).
+const PINGPONG_BARRIER: u32 = 3;
+
+/// Turn-taking of the two consumer warpgroups for issuing GEMMs: named barrier `3 + wg` is
+/// "warpgroup `wg` may issue"; a warpgroup waits on its own (`bar.sync`, 256 threads: its
+/// 128 plus the other's 128 arrivals) and, once its GEMMs are issued, hands the turn over
+/// (`bar.arrive` on the other's). Warpgroup 1 starts by handing the first turn to 0, and 0
+/// takes one extra turn at the end so that no arrival is left pending. Every warpgroup takes
+/// the same number of turns (one per GEMM issue), so the turns stay in lockstep.
+#[derive(Clone, Copy)]
+pub struct Pingpong {
+    wg: u32,
+}
+
+impl Pingpong {
+    /// Warpgroup `wg` (0 or 1) of the pair; warpgroup 1 gives 0 the first turn.
+    #[inline(always)]
+    pub fn new(wg: u32) -> Self {
+        if wg == 1 {
+            bar_arrive_named(PINGPONG_BARRIER, 256);
+        }
+        Pingpong { wg }
+    }
+    /// Waits for this warpgroup's turn.
+    #[inline(always)]
+    pub fn wait_turn(self) {
+        bar_sync_named(PINGPONG_BARRIER + self.wg, 256);
+    }
+    /// Gives the turn to the other warpgroup.
+    #[inline(always)]
+    pub fn pass_turn(self) {
+        bar_arrive_named(PINGPONG_BARRIER + (self.wg ^ 1), 256);
+    }
+    /// Consumes the last turn warpgroup 1 handed over (call once, after the last GEMM issue).
+    #[inline(always)]
+    pub fn finish(self) {
+        if self.wg == 0 {
+            self.wait_turn();
+        }
+    }
+}
+
+/// What both main loops need: the operands' shared-memory addresses and the masking.
+#[derive(Clone, Copy)]
+struct Rows<const D: usize, const BN: usize, const STAGES: usize> {
+    smem: Smem<D, BN, STAGES>,
+    /// This warpgroup's first Q row in slab 0.
+    q: u32,
+    mask: Mask,
+    /// First sequence row of the warpgroup.
+    wg_row0: i32,
+    /// The thread's first sequence row.
+    row: i32,
+    /// The thread's first column within a tile (`2 * (lane % 4)`).
+    col: i32,
+    lane: u32,
+    scale_log2: f32,
+    n_tiles: u32,
+}
+
+impl<const D: usize, const BN: usize, const STAGES: usize> Rows<D, BN, STAGES> {
+    /// First key of iteration `t` (tiles are walked from the last).
+    #[inline(always)]
+    fn col0(&self, t: u32) -> i32 {
+        ((self.n_tiles - 1 - t) * BN as u32) as i32
+    }
+
+    /// Masks `s` (tile of iteration `t`) if it reaches past the keys or the diagonal.
+    #[inline(always)]
+    fn mask<const SN: usize>(&self, s: &mut [f32; SN], t: u32) {
+        let col0 = self.col0(t);
+        if self.mask.touches(self.wg_row0, col0, BN as i32) {
+            self.mask.apply(s, self.row, col0 + self.col);
+        }
+    }
+}
+
+/// The serial schedule (see the module docs).
+#[inline(always)]
+unsafe fn mainloop_serial<T: WgElement, const D: usize, const BN: usize, const STAGES: usize, const SN: usize, const ON: usize, const KP: usize>(
+    r: &Rows<D, BN, STAGES>,
+    o: &mut [f32; ON],
+    softmax: &mut OnlineSoftmax,
+) {
+    let mut pipe = PipeState::<STAGES>::new();
+    for t in 0..r.n_tiles {
+        let stage = pipe.stage;
+        let mut s = [0.0f32; SN];
+        unsafe {
+            wait_full(r.smem.k_full(stage), pipe.phase);
+            gemm_qk::<T, D, BLOCK_M, BN, SN>(&mut s, r.q, r.smem.k(stage));
+            wait::<0, SN>(&mut s);
+            release(r.smem.k_empty(stage), r.lane);
+        }
+        r.mask(&mut s, t);
+        let alpha = softmax.update(&mut s, r.scale_log2);
+        rescale(o, alpha);
+        let mut p = pack_p::<T, SN, KP>(&s);
+        unsafe {
+            wait_full(r.smem.v_full(stage), pipe.phase);
+            gemm_pv::<T, D, BN, ON, KP>(o, &mut p, r.smem.v(stage));
+            wait::<0, ON>(o);
+            release(r.smem.v_empty(stage), r.lane);
+        }
+        pipe.advance();
+    }
+}
+
+/// The pipelined schedule (see the module docs). Iteration `t >= 1` issues `S(t)` and then
+/// `P(t-1) V(t-1)` (at this warpgroup's turn), waits for `S(t)` only, releases K(t), masks
+/// and folds `S(t)` into the softmax while the tensor cores still run `P V`; then waits for
+/// `P V`, releases V(t-1), rounds `P(t)` and rescales O for the new row max. Nothing is in
+/// flight across the loop's back edge (otherwise LLVM's copies of loop-carried accumulators
+/// would make ptxas serialise every wgmma).
+///
+/// ptxas schedules a `wgmma.wait_group` as early as its basic block allows, so the wait for
+/// `P V` must not share a block with the softmax: the spin on K(t+1)'s barrier between them
+/// (a loop, so a block boundary) keeps it below the softmax. (On the last tile there is no
+/// next K, and there the softmax waits for `P V` first.)
+#[inline(always)]
+unsafe fn mainloop_pipelined<T: WgElement, const D: usize, const BN: usize, const STAGES: usize, const SN: usize, const ON: usize, const KP: usize>(
+    r: &Rows<D, BN, STAGES>,
+    o: &mut [f32; ON],
+    softmax: &mut OnlineSoftmax,
+    turns: Pingpong,
+) {
+    let n = r.n_tiles;
+    if n == 0 {
+        return;
+    }
+    let (smem, lane) = (r.smem, r.lane);
+    let mut s = [0.0f32; SN];
+    // Ring positions of the newest K tile and of the V tile P belongs to.
+    let mut pk = PipeState::<STAGES>::new();
+    let mut pv = pk;
+    unsafe {
+        wait_full(smem.k_full(pk.stage), pk.phase);
+        turns.wait_turn();
+        gemm_qk::<T, D, BLOCK_M, BN, SN>(&mut s, r.q, smem.k(pk.stage));
+        turns.pass_turn();
+        wait::<0, SN>(&mut s);
+        release(smem.k_empty(pk.stage), lane);
+    }
+    r.mask(&mut s, 0);
+    // O is still zero: no rescale for the first tile.
+    softmax.update(&mut s, r.scale_log2);
+    let mut p: [FragA; KP] = pack_p::<T, SN, KP>(&s);
+    if n > 1 {
+        pk.advance();
+        unsafe { wait_full(smem.k_full(pk.stage), pk.phase) };
+    }
+    for t in 1..n {
+        unsafe {
+            turns.wait_turn();
+            gemm_qk::<T, D, BLOCK_M, BN, SN>(&mut s, r.q, smem.k(pk.stage));
+            wait_full(smem.v_full(pv.stage), pv.phase);
+            gemm_pv::<T, D, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
+            turns.pass_turn();
+            wait::<1, SN>(&mut s);
+            release(smem.k_empty(pk.stage), lane);
+        }
+        r.mask(&mut s, t);
+        let mut alpha = softmax.update(&mut s, r.scale_log2);
+        // Pinned, the softmax's results are computed before what follows (LLVM would sink
+        // them below the wait, where they are used).
+        pin(&mut s);
+        pin(&mut alpha);
+        pin(&mut softmax.sum);
+        if t + 1 < n {
+            pk.advance();
+            unsafe { wait_full(smem.k_full(pk.stage), pk.phase) };
+        }
+        wait::<0, ON>(o);
+        unsafe { release(smem.v_empty(pv.stage), lane) };
+        pv.advance();
+        pin(&mut s);
+        p = pack_p::<T, SN, KP>(&s);
+        rescale(o, alpha);
+    }
+    unsafe {
+        turns.wait_turn();
+        wait_full(smem.v_full(pv.stage), pv.phase);
+        gemm_pv::<T, D, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
+        turns.pass_turn();
+        wait::<0, ON>(o);
+        release(smem.v_empty(pv.stage), lane);
+    }
+}
 
 /// Runs consumer warpgroup `wg` (0-based among consumers); `tid` is the thread's index in it.
 #[inline(always)]
@@ -23,6 +226,7 @@ pub unsafe fn run<
     const SN: usize,
     const ON: usize,
     const KP: usize,
+    const PIPELINED: bool,
 >(
     p: &FwdParams,
     smem: Smem<D, BN, STAGES>,
@@ -31,42 +235,32 @@ pub unsafe fn run<
     tid: u32,
 ) {
     let lane = tid % 32;
-    let mask = Mask {
-        seqlen_k: p.seqlen_k as i32,
-        causal_offset: (p.causal != 0).then_some(p.seqlen_k as i32 - p.seqlen_q as i32),
-    };
     let wg_row0 = work.m0 + 64 * wg;
     let row = wg_row0 + 16 * (tid / 32) + lane / 4;
-    let q = smem.q() + 64 * wg * 128;
-
+    let rows = Rows::<D, BN, STAGES> {
+        smem,
+        q: smem.q() + 64 * wg * 128,
+        mask: Mask {
+            seqlen_k: p.seqlen_k as i32,
+            causal_offset: (p.causal != 0).then_some(p.seqlen_k as i32 - p.seqlen_q as i32),
+        },
+        wg_row0: wg_row0 as i32,
+        row: row as i32,
+        col: 2 * (lane % 4) as i32,
+        lane,
+        scale_log2: p.scale_log2,
+        n_tiles: work.n_tiles,
+    };
     let mut o = [0.0f32; ON];
     let mut softmax = OnlineSoftmax::new();
-    let mut pipe = PipeState::<STAGES>::new();
     // Always waited for, even without key tiles: the epilogue overwrites the Q tile.
     unsafe { wait_full(smem.q_full(), 0) };
-    for t in 0..work.n_tiles {
-        let col0 = ((work.n_tiles - 1 - t) * BN as u32) as i32;
-        let stage = pipe.stage;
-        let mut s = [0.0f32; SN];
-        unsafe {
-            wait_full(smem.k_full(stage), pipe.phase);
-            gemm_qk::<T, D, BLOCK_M, BN, SN>(&mut s, q, smem.k(stage));
-            wait::<0, SN>(&mut s);
-            release(smem.k_empty(stage), lane);
-        }
-        if mask.touches(wg_row0 as i32, col0, BN as i32) {
-            mask.apply(&mut s, row as i32, col0 + 2 * (lane % 4) as i32);
-        }
-        let alpha = softmax.update(&mut s, p.scale_log2);
-        rescale(&mut o, alpha);
-        let mut pf = pack_p::<T, SN, KP>(&s);
-        unsafe {
-            wait_full(smem.v_full(stage), pipe.phase);
-            gemm_pv::<T, D, BN, ON, KP>(&mut o, &mut pf, smem.v(stage));
-            wait::<0, ON>(&mut o);
-            release(smem.v_empty(stage), lane);
-        }
-        pipe.advance();
+    if PIPELINED {
+        let turns = Pingpong::new(wg);
+        unsafe { mainloop_pipelined::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns) };
+        turns.finish();
+    } else {
+        unsafe { mainloop_serial::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax) };
     }
     let lse = softmax.finish(&mut o, p.scale_log2);
 

@@ -53,8 +53,9 @@ fn entry_directives() {
 }
 
 /// The kernel body. Const generics: element type, padded head dim `D`, keys per stage `BN`,
-/// `STAGES`, and the derived register counts `SN = BN/2` (scores), `ON = D/2` (output) and
-/// `KP = BN/16` (P's k-steps), which stable Rust cannot compute in array types.
+/// `STAGES`, the derived register counts `SN = BN/2` (scores), `ON = D/2` (output) and
+/// `KP = BN/16` (P's k-steps), which stable Rust cannot compute in array types, and the
+/// consumer schedule (see [`consumer`]).
 #[inline(always)]
 unsafe fn flash_fwd_sm90<
     T: WgElement,
@@ -64,6 +65,7 @@ unsafe fn flash_fwd_sm90<
     const SN: usize,
     const ON: usize,
     const KP: usize,
+    const PIPELINED: bool,
 >(
     maps: Maps,
     p: &FwdParams,
@@ -100,12 +102,13 @@ unsafe fn flash_fwd_sm90<
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGS>();
-        unsafe { consumer::run::<T, D, BN, STAGES, SN, ON, KP>(p, smem, work, warpgroup - 1, tid % 128) };
+        unsafe { consumer::run::<T, D, BN, STAGES, SN, ON, KP, PIPELINED>(p, smem, work, warpgroup - 1, tid % 128) };
     }
 }
 
 /// Declares one kernel entry per (element type, configuration). Entry names are
-/// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>`, which the host derives from [`CONFIGS`].
+/// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>` (`_serial` for the serial schedule), which
+/// the host derives from [`CONFIGS`].
 macro_rules! sm90_kernels {
     ($($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
         sm90_kernels!(@one $f16, F16, $cfg);
@@ -126,7 +129,7 @@ macro_rules! sm90_kernels {
             };
             unsafe {
                 flash_fwd_sm90::<$t, { C.head_dim }, { C.block_n }, { C.stages }, { C.block_n / 2 }, { C.head_dim / 2 },
-                    { C.block_n / 16 }>(maps, &p)
+                    { C.block_n / 16 }, { C.pipelined }>(maps, &p)
             }
         }
     };
@@ -136,4 +139,7 @@ sm90_kernels! {
     0 => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
     1 => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
     2 => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
+    3 => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
+    4 => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
+    5 => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
 }

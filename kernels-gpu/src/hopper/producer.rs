@@ -1,9 +1,9 @@
 //! The producer: one thread of the producer warpgroup issues every TMA load of the CTA.
 //!
-//! Q once (completing on `q_full`), then for each key tile, in the consumers' order (last tile
-//! first), K into the next free stage (after its `k_empty` phase) and V likewise. Each tile is
-//! `D / 64` boxes of 64 columns x rows; rows past the sequence (and columns past head_dim)
-//! arrive as zeros and still count their full bytes.
+//! Q once (completing on `q_full`), then the key tiles in the consumers' order (last tile
+//! first), each K and V into the next free stage (after its `k_empty`/`v_empty` phase), K one
+//! tile ahead of V. Each tile is `D / 64` boxes of 64 columns x rows; rows past the sequence
+//! (and columns past head_dim) arrive as zeros and still count their full bytes.
 use super::config::BLOCK_M;
 use super::pipeline::{PipeState, wait_empty};
 use super::scheduler::Work;
@@ -44,18 +44,29 @@ pub unsafe fn run<const D: usize, const BN: usize, const STAGES: usize>(maps: Ma
         mbarrier_arrive_expect_tx(smem.q_full(), (BLOCK_M * D * 2) as u32);
         load_tile::<D, BLOCK_M>(smem.q(), maps.q, work.m0, work.head, work.batch, smem.q_full());
     }
-    let mut pipe = PipeState::<STAGES>::new();
-    for t in 0..work.n_tiles {
-        let row = (work.n_tiles - 1 - t) * BN as u32;
-        let s = pipe.stage;
-        unsafe {
-            wait_empty(smem.k_empty(s), pipe.phase);
-            mbarrier_arrive_expect_tx(smem.k_full(s), kv_bytes);
-            load_tile::<D, BN>(smem.k(s), maps.k, row, work.head_kv, work.batch, smem.k_full(s));
-            wait_empty(smem.v_empty(s), pipe.phase);
-            mbarrier_arrive_expect_tx(smem.v_full(s), kv_bytes);
-            load_tile::<D, BN>(smem.v(s), maps.v, row, work.head_kv, work.batch, smem.v_full(s));
-        }
-        pipe.advance();
+    // K of tile t+1 goes before V of tile t: the pipelined consumers need S(t+1) = Q K(t+1)^T
+    // before P(t) V(t). Tile t (from the last) starts at key (n_tiles - 1 - t) * BN.
+    let row = |t: u32| (work.n_tiles - 1 - t) * BN as u32;
+    let load_k = |pipe: PipeState<STAGES>, t: u32| unsafe {
+        wait_empty(smem.k_empty(pipe.stage), pipe.phase);
+        mbarrier_arrive_expect_tx(smem.k_full(pipe.stage), kv_bytes);
+        load_tile::<D, BN>(smem.k(pipe.stage), maps.k, row(t), work.head_kv, work.batch, smem.k_full(pipe.stage));
+    };
+    let load_v = |pipe: PipeState<STAGES>, t: u32| unsafe {
+        wait_empty(smem.v_empty(pipe.stage), pipe.phase);
+        mbarrier_arrive_expect_tx(smem.v_full(pipe.stage), kv_bytes);
+        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, row(t), work.head_kv, work.batch, smem.v_full(pipe.stage));
+    };
+    if work.n_tiles == 0 {
+        return;
     }
+    let mut pk = PipeState::<STAGES>::new();
+    load_k(pk, 0);
+    for t in 1..work.n_tiles {
+        let pv = pk;
+        pk.advance();
+        load_k(pk, t);
+        load_v(pv, t - 1);
+    }
+    load_v(pk, work.n_tiles - 1);
 }
