@@ -51,10 +51,17 @@ pub fn kernel_name(dtype: DType, config: &HopperConfig) -> String {
 /// Names of every Hopper kernel (in [`crate::ptx::PTX_SM90A`] only): each of
 /// [`config::CONFIGS`] for f16, then for bf16.
 pub fn kernel_names() -> Vec<String> {
-    [DType::F16, DType::Bf16]
-        .into_iter()
-        .flat_map(|dtype| config::CONFIGS.iter().map(move |c| kernel_name(dtype, c)))
-        .collect()
+    let mut names: Vec<String> = Vec::new();
+    for dtype in [DType::F16, DType::Bf16] {
+        for c in config::CONFIGS {
+            // Persistent configurations launch their twin's kernel.
+            let name = kernel_name(dtype, &c);
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 /// A Hopper configuration in the shape of [`TileConfig`], for [`LaunchPlan::config`] and
@@ -74,7 +81,9 @@ pub struct WgmmaPlan {
     pub config: HopperConfig,
     /// Element type (the tensor maps' data type).
     pub dtype: DType,
-    /// CTAs (1-D grid); 0 when there is nothing to compute.
+    /// Work tiles (query blocks of `BLOCK_M` rows over every batch and head); 0 when there is
+    /// nothing to compute. The grid has as many CTAs, or for a persistent configuration at
+    /// most one per SM ([`WgmmaPlan::grid_for`]).
     pub grid: u32,
     /// Threads per CTA.
     pub block: u32,
@@ -82,6 +91,14 @@ pub struct WgmmaPlan {
     pub smem: u32,
     /// The kernel's parameters after the three tensor maps.
     pub params: FwdParams,
+}
+
+impl WgmmaPlan {
+    /// CTAs to launch on a GPU with `sm_count` SMs: one per work tile, or for a persistent
+    /// configuration one per SM at most (each walks every `grid`-th tile).
+    pub fn grid_for(&self, sm_count: u32) -> u32 {
+        if self.config.persistent { self.grid.min(sm_count.max(1)) } else { self.grid }
+    }
 }
 
 /// Largest byte stride a tensor map takes (exclusive).
@@ -123,6 +140,11 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfi
         Some(c) => c,
         None => config::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
     };
+    // Only calls the plain mma.sync kernels (`flash_fwd_<dtype>_d...`) would serve are
+    // eligible: variable-length and split-KV launches need features the Hopper kernels lack.
+    if !base.kernel.starts_with(&format!("flash_fwd_{}_d", p.dtype.name())) {
+        return Err(format!("{} has no Hopper counterpart", base.kernel));
+    }
     let mut params = base.params;
     let mut grid = 0;
     if !base.is_empty() {
@@ -292,7 +314,7 @@ pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Re
     // SAFETY: four arguments matching the kernel's parameters (three by-value 192-byte
     // TensorMapParams, then FwdParams); the caller vouches for the buffers and the stream.
     let r = unsafe {
-        cuLaunchKernel(raw, w.grid, 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
+        cuLaunchKernel(raw, w.grid_for(gpu.sm_count()), 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
     };
     crate::error::check_driver("cuLaunchKernel", r)
 }
@@ -315,7 +337,13 @@ mod tests {
             assert_eq!(c.head_dim % 64, 0);
         }
         assert_eq!(kernel_name(DType::Bf16, &config::CONFIGS[1]), "flash_fwd_sm90_bf16_d128_128x128s2");
-        assert_eq!(kernel_names().len(), 2 * config::CONFIGS.len());
+        // Persistent configurations share their twin's kernel.
+        assert_eq!(kernel_names().len(), 2 * config::CONFIGS.iter().filter(|c| !c.persistent).count());
+        for c in config::CONFIGS.iter().filter(|c| c.persistent) {
+            let twin = HopperConfig { persistent: false, ..*c };
+            assert!(config::CONFIGS.contains(&twin));
+            assert_eq!(kernel_name(DType::F16, c), kernel_name(DType::F16, &twin));
+        }
     }
 
     #[test]
@@ -390,11 +418,15 @@ mod tests {
                 assert!(plan.is_wgmma());
                 assert_eq!(plan.kernel, kernel_name(DType::F16, &c));
                 assert_eq!(plan.kernel.ends_with("_serial"), !c.pipelined);
+                let w = plan.wgmma.as_ref().unwrap();
+                assert_eq!(w.grid, 2);
+                assert_eq!(w.grid_for(1), if c.persistent { 1 } else { 2 });
+                assert_eq!(w.grid_for(132), 2);
             } else {
                 assert!(matches!(r, Err(Error::InvalidShape { what: "wgmma path", .. })));
             }
         }
-        let odd = HopperConfig { head_dim: 128, block_n: 96, stages: 2, pipelined: true };
+        let odd = HopperConfig { head_dim: 128, block_n: 96, stages: 2, pipelined: true, persistent: false };
         assert!(plan_with(&p, &bufs(), odd).is_err());
     }
 

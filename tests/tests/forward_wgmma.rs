@@ -6,9 +6,9 @@
 //! Skips (saying so) where no GPU is present or the GPU is not sm_90a. Run on an H100 with
 //! `cargo test --release -p flashrs-tests --test forward_wgmma -- --test-threads=1 --nocapture`;
 //! `a0_smoke_one_tile` runs first in that order and is the one to read first if all fail.
-//! `serial_schedule_kernels` runs the serial-schedule twins of the default kernels: if they
-//! pass where the defaults fail, the fault is in the pipelined schedule (ping-pong barriers,
-//! overlapped waits), not in the TMA/wgmma layouts.
+//! `serial_and_persistent_variants` runs the serial-schedule twins of the default kernels (if
+//! they pass where the defaults fail, the fault is in the pipelined schedule: ping-pong
+//! barriers, overlapped waits, not the TMA/wgmma layouts) and the persistent launches.
 use flashrs::attention::{BufferRef, Buffers, Strides};
 use flashrs::hopper::{config::CONFIGS, plan_with};
 use flashrs::{AttentionParams, DType, Error, KernelPath};
@@ -135,24 +135,29 @@ fn long_sequences_and_decode() {
     check_many(&gpu, &cases);
 }
 
-/// The serial-schedule twins of the default kernels (each GEMM waited for at once, no
-/// ping-pong), on the shapes that exercise masking, ragged tiles and ring wrap-around.
+/// The configurations besides the defaults, through `hopper::plan_with`: the serial-schedule
+/// twins (each GEMM waited for at once, no ping-pong) and the persistent launches (one CTA
+/// per SM walking several work tiles: ring and barrier phases carried across tiles, the next
+/// tile's K/V loads overlapping the epilogue), on shapes that exercise masking, ragged tiles,
+/// ring wrap-around, GQA, and (persistent) more tiles than SMs with some tiles seeing no key.
 #[test]
-fn serial_schedule_kernels() {
-    let Some(gpu) = hopper_or_skip("serial_schedule_kernels") else { return };
-    for config in CONFIGS.iter().filter(|c| !c.pipelined) {
+fn serial_and_persistent_variants() {
+    let Some(gpu) = hopper_or_skip("serial_and_persistent_variants") else { return };
+    for config in CONFIGS.iter().filter(|c| !c.pipelined || c.persistent) {
+        let d = config.head_dim;
         let mut cases = Vec::new();
         for dtype in DTYPES {
             for causal in [false, true] {
                 for (sq, sk) in [(1, 1), (127, 300), (300, 127), (1037, 1500)] {
-                    cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, config.head_dim).causal(causal).dtype(dtype)));
+                    cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, d).causal(causal).dtype(dtype)));
                 }
+                // 4 * 16 * 8 = 512 work tiles: several per CTA when persistent.
+                cases.push(wgmma(AttentionParams::new(4, 1000, 700, 16, d).heads_kv(4).causal(causal).dtype(dtype)));
             }
         }
-        println!("serial schedule, head_dim {}:", config.head_dim);
+        println!("{} (head_dim {d}, pipelined {}, persistent {}):", flashrs::hopper::kernel_name(DType::F16, config), config.pipelined, config.persistent);
         let launch = |p: &AttentionParams, stream: &cust::stream::Stream, bufs: &Buffers| {
             let plan = plan_with(p, bufs, *config)?;
-            assert!(plan.kernel.ends_with("_serial"), "{}", plan.kernel);
             unsafe { gpu.launch_forward(stream.as_inner() as *mut std::ffi::c_void, KernelPath::Wgmma, &plan) }
         };
         check_many_with(&gpu, &cases, Some(&launch));

@@ -32,6 +32,10 @@ pub struct HopperConfig {
     /// `t - 1`, the two consumer warpgroups taking turns at the tensor cores); `false` is the
     /// serial schedule (each GEMM waited for at once), kept as a reference and for debugging.
     pub pipelined: bool,
+    /// Launch one CTA per SM, each walking work tiles (barriers set up once, the next tile's
+    /// first K/V loads overlapping the epilogue), instead of one CTA per tile. The same kernel
+    /// serves both: only the host's grid differs.
+    pub persistent: bool,
 }
 
 impl HopperConfig {
@@ -62,15 +66,19 @@ impl HopperConfig {
     }
 }
 
-/// Every instantiated configuration (each for f16 and bf16): a pipelined default and its
-/// serial twin per padded head dimension.
-pub const CONFIGS: [HopperConfig; 6] = [
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: true },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: true },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: true },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: false },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: false },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: false },
+/// Every configuration: a pipelined default per padded head dimension, its serial twin
+/// (kernels 0..6 are instantiated, each for f16 and bf16), and persistent launches of the
+/// pipelined kernels.
+pub const CONFIGS: [HopperConfig; 9] = [
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: true, persistent: true },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: true, persistent: true },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: true, persistent: true },
 ];
 
 /// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256).

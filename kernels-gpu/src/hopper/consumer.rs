@@ -13,12 +13,20 @@ use super::epilogue::{store_lse, store_o};
 use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
 use super::mask::Mask;
 use super::pipeline::{PipeState, release, wait_full};
-use super::scheduler::Work;
+use super::scheduler::{CtaTiles, work_for_tile};
 use super::smem::Smem;
 use super::softmax::{OnlineSoftmax, rescale};
-use crate::arch::barrier::{bar_arrive_named, bar_sync_named};
+use crate::arch::barrier::{bar_arrive_named, bar_sync_named, bar_warp_sync};
+use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::wgmma::FragA;
 use crate::fwd::params::FwdParams;
+
+/// `v`, hidden from the optimiser: what is computed from it cannot be hoisted above this point.
+#[inline(always)]
+fn opaque(mut v: u32) -> u32 {
+    unsafe { core::arch::asm!("// opaque {0}", inout(reg32) v, options(nomem, nostack)) };
+    v
+}
 
 /// Compiler-only: makes `v`'s current values inputs of an ordered (side-effecting) statement,
 /// so their computation cannot move below the next wgmma wait or barrier.
@@ -39,28 +47,35 @@ const PINGPONG_BARRIER: u32 = 3;
 #[derive(Clone, Copy)]
 pub struct Pingpong {
     wg: u32,
+    enabled: bool,
 }
 
 impl Pingpong {
-    /// Warpgroup `wg` (0 or 1) of the pair; warpgroup 1 gives 0 the first turn.
+    /// Warpgroup `wg` (0 or 1) of the pair; warpgroup 1 gives 0 the first turn. Does nothing
+    /// when not `enabled` (the serial schedule).
     #[inline(always)]
-    pub fn new(wg: u32) -> Self {
-        if wg == 1 {
+    pub fn new(wg: u32, enabled: bool) -> Self {
+        if enabled && wg == 1 {
             bar_arrive_named(PINGPONG_BARRIER, 256);
         }
-        Pingpong { wg }
+        Pingpong { wg, enabled }
     }
     /// Waits for this warpgroup's turn.
     #[inline(always)]
     pub fn wait_turn(self) {
-        bar_sync_named(PINGPONG_BARRIER + self.wg, 256);
+        if self.enabled {
+            bar_sync_named(PINGPONG_BARRIER + self.wg, 256);
+        }
     }
     /// Gives the turn to the other warpgroup.
     #[inline(always)]
     pub fn pass_turn(self) {
-        bar_arrive_named(PINGPONG_BARRIER + (self.wg ^ 1), 256);
+        if self.enabled {
+            bar_arrive_named(PINGPONG_BARRIER + (self.wg ^ 1), 256);
+        }
     }
-    /// Consumes the last turn warpgroup 1 handed over (call once, after the last GEMM issue).
+    /// Consumes the last turn warpgroup 1 handed over (call once, after the last GEMM issue
+    /// of the CTA's last work tile).
     #[inline(always)]
     pub fn finish(self) {
         if self.wg == 0 {
@@ -110,8 +125,9 @@ unsafe fn mainloop_serial<T: WgElement, const D: usize, const BN: usize, const S
     r: &Rows<D, BN, STAGES>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
-) {
-    let mut pipe = PipeState::<STAGES>::new();
+    start: PipeState<STAGES>,
+) -> PipeState<STAGES> {
+    let mut pipe = start;
     for t in 0..r.n_tiles {
         let stage = pipe.stage;
         let mut s = [0.0f32; SN];
@@ -133,6 +149,7 @@ unsafe fn mainloop_serial<T: WgElement, const D: usize, const BN: usize, const S
         }
         pipe.advance();
     }
+    pipe
 }
 
 /// The pipelined schedule (see the module docs). Iteration `t >= 1` issues `S(t)` and then
@@ -152,15 +169,16 @@ unsafe fn mainloop_pipelined<T: WgElement, const D: usize, const BN: usize, cons
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     turns: Pingpong,
-) {
+    start: PipeState<STAGES>,
+) -> PipeState<STAGES> {
     let n = r.n_tiles;
     if n == 0 {
-        return;
+        return start;
     }
     let (smem, lane) = (r.smem, r.lane);
     let mut s = [0.0f32; SN];
     // Ring positions of the newest K tile and of the V tile P belongs to.
-    let mut pk = PipeState::<STAGES>::new();
+    let mut pk = start;
     let mut pv = pk;
     unsafe {
         wait_full(smem.k_full(pk.stage), pk.phase);
@@ -214,9 +232,12 @@ unsafe fn mainloop_pipelined<T: WgElement, const D: usize, const BN: usize, cons
         wait::<0, ON>(o);
         release(smem.v_empty(pv.stage), lane);
     }
+    pv.advance();
+    pv
 }
 
-/// Runs consumer warpgroup `wg` (0-based among consumers); `tid` is the thread's index in it.
+/// Runs consumer warpgroup `wg` (0-based among consumers) over the CTA's work tiles; `tid` is
+/// the thread's index in the warpgroup.
 #[inline(always)]
 pub unsafe fn run<
     T: WgElement,
@@ -230,49 +251,65 @@ pub unsafe fn run<
 >(
     p: &FwdParams,
     smem: Smem<D, BN, STAGES>,
-    work: Work,
     wg: u32,
     tid: u32,
 ) {
     let lane = tid % 32;
-    let wg_row0 = work.m0 + 64 * wg;
-    let row = wg_row0 + 16 * (tid / 32) + lane / 4;
-    let rows = Rows::<D, BN, STAGES> {
-        smem,
-        q: smem.q() + 64 * wg * 128,
-        mask: Mask {
-            seqlen_k: p.seqlen_k as i32,
-            causal_offset: (p.causal != 0).then_some(p.seqlen_k as i32 - p.seqlen_q as i32),
-        },
-        wg_row0: wg_row0 as i32,
-        row: row as i32,
-        col: 2 * (lane % 4) as i32,
-        lane,
-        scale_log2: p.scale_log2,
-        n_tiles: work.n_tiles,
+    let mask = Mask {
+        seqlen_k: p.seqlen_k as i32,
+        causal_offset: (p.causal != 0).then_some(p.seqlen_k as i32 - p.seqlen_q as i32),
     };
-    let mut o = [0.0f32; ON];
-    let mut softmax = OnlineSoftmax::new();
-    // Always waited for, even without key tiles: the epilogue overwrites the Q tile.
-    unsafe { wait_full(smem.q_full(), 0) };
-    if PIPELINED {
-        let turns = Pingpong::new(wg);
-        unsafe { mainloop_pipelined::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns) };
-        turns.finish();
-    } else {
-        unsafe { mainloop_serial::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax) };
-    }
-    let lse = softmax.finish(&mut o, p.scale_log2);
+    let turns = Pingpong::new(wg, PIPELINED);
+    let mut pipe = PipeState::<STAGES>::new();
+    for (i, tile) in CtaTiles::new(p).enumerate() {
+        let work = work_for_tile::<BN>(p, tile);
+        let wg_row0 = work.m0 + 64 * wg;
+        let row = wg_row0 + 16 * (tid / 32) + lane / 4;
+        let rows = Rows::<D, BN, STAGES> {
+            smem,
+            q: smem.q() + 64 * wg * 128,
+            mask,
+            wg_row0: wg_row0 as i32,
+            row: row as i32,
+            col: 2 * (lane % 4) as i32,
+            lane,
+            scale_log2: p.scale_log2,
+            n_tiles: work.n_tiles,
+        };
+        let mut o = [0.0f32; ON];
+        let mut softmax = OnlineSoftmax::new();
+        // Always waited for, even without key tiles: the epilogue overwrites the Q tile.
+        unsafe { wait_full(smem.q_full(), i as u32 & 1) };
+        pipe = if PIPELINED {
+            unsafe { mainloop_pipelined::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
+        } else {
+            unsafe { mainloop_serial::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
+        };
+        let lse = softmax.finish(&mut o, p.scale_log2);
 
-    let (b, h) = (work.batch as i64, work.head as i64);
-    let [ob, or, oh] = p.o_strides;
-    let out = (p.o as *mut u16).wrapping_offset((b * ob + h * oh) as isize);
-    unsafe {
-        store_o::<T, D, ON>(&o, smem.q(), wg, tid, out, or, work.m0, p.seqlen_q, p.head_dim);
-        if p.lse != 0 {
-            let bh = (work.batch * p.heads_q + work.head) as usize;
-            let dst = (p.lse as *mut f32).add(bh * p.seqlen_q as usize);
-            store_lse(lse, dst, row, p.seqlen_q, lane);
+        // The epilogue's indices are derived afresh from opaque copies: computed before the
+        // main loop (LLVM hoists what does not change from tile to tile), they would sit in
+        // registers through it and spill.
+        let (tid, wg) = (opaque(tid), opaque(wg));
+        let lane = tid % 32;
+        let work = work_for_tile::<BN>(p, opaque(tile));
+        let row = work.m0 + 64 * wg + 16 * (tid / 32) + lane / 4;
+        let (b, h) = (work.batch as i64, work.head as i64);
+        let [ob, or, oh] = p.o_strides;
+        let out = (p.o as *mut u16).wrapping_offset((b * ob + h * oh) as isize);
+        unsafe {
+            store_o::<T, D, ON>(&o, smem.q(), wg, tid, out, or, work.m0, p.seqlen_q, p.head_dim);
+            if p.lse != 0 {
+                let bh = (work.batch * p.heads_q + work.head) as usize;
+                let dst = (p.lse as *mut f32).add(bh * p.seqlen_q as usize);
+                store_lse(lse, dst, row, p.seqlen_q, lane);
+            }
         }
+        // The producer's next TMA load of Q (async proxy) overwrites what this thread staged
+        // and read there (generic proxy): fence, then one arrival per warp.
+        fence_proxy_async_shared_cta();
+        bar_warp_sync();
+        unsafe { release(smem.q_empty(), lane) };
     }
+    turns.finish();
 }

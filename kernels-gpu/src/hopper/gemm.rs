@@ -111,6 +111,9 @@ pub unsafe fn gemm_qk<T: WgElement, const D: usize, const BM: usize, const BN: u
     k: u32,
 ) {
     const { assert!(SN == BN / 2 && D % 64 == 0) };
+    // Opaque, so LLVM builds Q's descriptors here instead of hoisting all `D / 16` of them
+    // (64-bit each) out of every loop into registers the consumers are short of.
+    let q = opaque(q);
     // Pins `s` before the fence: nothing may write its registers between fence and wgmma.
     wgmma_fence_operands(s);
     wgmma_fence();
@@ -121,6 +124,13 @@ pub unsafe fn gemm_qk<T: WgElement, const D: usize, const BM: usize, const BN: u
         unsafe { ss::<T, SN>(s, a, b, ks != 0) };
     }
     wgmma_commit_group();
+}
+
+/// `v`, hidden from the optimiser (see [`gemm_qk`]).
+#[inline(always)]
+fn opaque(mut v: u32) -> u32 {
+    unsafe { core::arch::asm!("// opaque {0}", inout(reg32) v, options(nomem, nostack)) };
+    v
 }
 
 /// Rounds probabilities to `T` as the A fragments of `O += P V`: the accumulator registers
@@ -146,6 +156,7 @@ pub unsafe fn gemm_pv<T: WgElement, const D: usize, const BN: usize, const ON: u
     v: u32,
 ) {
     const { assert!(ON == D / 2 && KP == BN / 16) };
+    let v = opaque(v);
     for f in p.iter_mut() {
         wgmma_fence_frag(f);
     }

@@ -28,7 +28,7 @@ pub mod softmax;
 
 use crate::arch::barrier::bar_sync;
 use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
-use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
+use crate::arch::ids::{thread_idx_x, warp_id};
 use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
@@ -81,6 +81,7 @@ unsafe fn flash_fwd_sm90<
     if tid == 0 {
         unsafe {
             mbarrier_init(smem.q_full(), 1);
+            mbarrier_init(smem.q_empty(), EMPTY_ARRIVALS);
             for s in 0..STAGES as u32 {
                 mbarrier_init(smem.k_full(s), 1);
                 mbarrier_init(smem.v_full(s), 1);
@@ -93,20 +94,20 @@ unsafe fn flash_fwd_sm90<
         fence_proxy_async_shared_cta();
     }
     bar_sync();
-    let work = scheduler::work_for_block::<BN>(p, block_idx_x());
     let warpgroup = warp_id() / 4;
     if warpgroup == 0 {
         setmaxnreg_dec::<PRODUCER_REGS>();
         if tid == 0 {
-            unsafe { producer::run(maps, smem, work) };
+            unsafe { producer::run(maps, smem, p) };
         }
     } else {
         setmaxnreg_inc::<CONSUMER_REGS>();
-        unsafe { consumer::run::<T, D, BN, STAGES, SN, ON, KP, PIPELINED>(p, smem, work, warpgroup - 1, tid % 128) };
+        unsafe { consumer::run::<T, D, BN, STAGES, SN, ON, KP, PIPELINED>(p, smem, warpgroup - 1, tid % 128) };
     }
 }
 
-/// Declares one kernel entry per (element type, configuration). Entry names are
+/// Declares one kernel entry per (element type, configuration); persistent configurations
+/// reuse their non-persistent twin's entry (only the launch differs). Entry names are
 /// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>` (`_serial` for the serial schedule), which
 /// the host derives from [`CONFIGS`].
 macro_rules! sm90_kernels {

@@ -1,14 +1,17 @@
 //! The producer: one thread of the producer warpgroup issues every TMA load of the CTA.
 //!
-//! Q once (completing on `q_full`), then the key tiles in the consumers' order (last tile
-//! first), each K and V into the next free stage (after its `k_empty`/`v_empty` phase), K one
-//! tile ahead of V. Each tile is `D / 64` boxes of 64 columns x rows; rows past the sequence
+//! For each work tile of the CTA: Q (completing on `q_full`, once the consumers released the
+//! previous tile's Q with `q_empty`), and the key tiles in the consumers' order (last tile
+//! first), each K and V into the next free stage of the ring (after its `k_empty`/`v_empty`
+//! phase), K one tile ahead of V. The ring position carries over from one work tile to the
+//! next. Each tile is `D / 64` boxes of 64 columns x rows; rows past the sequence
 //! (and columns past head_dim) arrive as zeros and still count their full bytes.
 use super::config::BLOCK_M;
 use super::pipeline::{PipeState, wait_empty};
-use super::scheduler::Work;
+use super::scheduler::{CtaTiles, Work, work_for_tile};
 use super::smem::Smem;
-use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
+use crate::arch::mbarrier::{mbarrier_arrive_expect_tx, mbarrier_wait_parity};
+use crate::fwd::params::FwdParams;
 use crate::arch::tma::{TensorMap, cp_async_bulk_tensor_4d_g2s, prefetch_tensormap};
 
 /// The CTA's tensor maps (4-D views `[head_dim, seqlen, heads, batch]`, innermost first, boxes
@@ -33,40 +36,76 @@ unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map: *const Ten
     }
 }
 
-/// Runs the producer loop (one thread).
+/// Loads the K and V tiles of one work tile into the ring from position `start` on, K one tile
+/// ahead of V, in the consumers' order (tile `t` from the last starts at key
+/// `(n_tiles - 1 - t) * BN`); K(0) is left to the caller. Returns the position after them.
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BN: usize, const STAGES: usize>(maps: Maps, smem: Smem<D, BN, STAGES>, work: Work) {
+unsafe fn load_kv<const D: usize, const BN: usize, const STAGES: usize>(
+    maps: Maps,
+    smem: Smem<D, BN, STAGES>,
+    work: Work,
+    start: PipeState<STAGES>,
+) -> PipeState<STAGES> {
     let kv_bytes = (BN * D * 2) as u32;
-    unsafe {
-        prefetch_tensormap(maps.q);
-        prefetch_tensormap(maps.k);
-        prefetch_tensormap(maps.v);
-        mbarrier_arrive_expect_tx(smem.q_full(), (BLOCK_M * D * 2) as u32);
-        load_tile::<D, BLOCK_M>(smem.q(), maps.q, work.m0, work.head, work.batch, smem.q_full());
-    }
-    // K of tile t+1 goes before V of tile t: the pipelined consumers need S(t+1) = Q K(t+1)^T
-    // before P(t) V(t). Tile t (from the last) starts at key (n_tiles - 1 - t) * BN.
     let row = |t: u32| (work.n_tiles - 1 - t) * BN as u32;
-    let load_k = |pipe: PipeState<STAGES>, t: u32| unsafe {
-        wait_empty(smem.k_empty(pipe.stage), pipe.phase);
-        mbarrier_arrive_expect_tx(smem.k_full(pipe.stage), kv_bytes);
-        load_tile::<D, BN>(smem.k(pipe.stage), maps.k, row(t), work.head_kv, work.batch, smem.k_full(pipe.stage));
-    };
     let load_v = |pipe: PipeState<STAGES>, t: u32| unsafe {
         wait_empty(smem.v_empty(pipe.stage), pipe.phase);
         mbarrier_arrive_expect_tx(smem.v_full(pipe.stage), kv_bytes);
         load_tile::<D, BN>(smem.v(pipe.stage), maps.v, row(t), work.head_kv, work.batch, smem.v_full(pipe.stage));
     };
-    if work.n_tiles == 0 {
-        return;
-    }
-    let mut pk = PipeState::<STAGES>::new();
-    load_k(pk, 0);
+    let mut pk = start;
     for t in 1..work.n_tiles {
         let pv = pk;
         pk.advance();
-        load_k(pk, t);
+        unsafe { load_k(maps, smem, work, pk, row(t)) };
         load_v(pv, t - 1);
     }
     load_v(pk, work.n_tiles - 1);
+    pk.advance();
+    pk
+}
+
+/// Loads K tile `row / BN` at ring position `pipe`.
+#[inline(always)]
+unsafe fn load_k<const D: usize, const BN: usize, const STAGES: usize>(
+    maps: Maps,
+    smem: Smem<D, BN, STAGES>,
+    work: Work,
+    pipe: PipeState<STAGES>,
+    row: u32,
+) {
+    unsafe {
+        wait_empty(smem.k_empty(pipe.stage), pipe.phase);
+        mbarrier_arrive_expect_tx(smem.k_full(pipe.stage), (BN * D * 2) as u32);
+        load_tile::<D, BN>(smem.k(pipe.stage), maps.k, row, work.head_kv, work.batch, smem.k_full(pipe.stage));
+    }
+}
+
+/// Runs the producer loop (one thread) over the CTA's work tiles. For each: the first K tile
+/// (it may land while the consumers still finish the previous tile), then, once the consumers
+/// released the Q tile (their epilogue staged O there), Q, then the remaining K/V tiles.
+#[inline(always)]
+pub unsafe fn run<const D: usize, const BN: usize, const STAGES: usize>(maps: Maps, smem: Smem<D, BN, STAGES>, p: &FwdParams) {
+    unsafe {
+        prefetch_tensormap(maps.q);
+        prefetch_tensormap(maps.k);
+        prefetch_tensormap(maps.v);
+    }
+    let mut pipe = PipeState::<STAGES>::new();
+    for (i, tile) in CtaTiles::new(p).enumerate() {
+        let work = work_for_tile::<BN>(p, tile);
+        if work.n_tiles > 0 {
+            unsafe { load_k(maps, smem, work, pipe, (work.n_tiles - 1) * BN as u32) };
+        }
+        unsafe {
+            if i > 0 {
+                mbarrier_wait_parity(smem.q_empty(), (i as u32 - 1) & 1);
+            }
+            mbarrier_arrive_expect_tx(smem.q_full(), (BLOCK_M * D * 2) as u32);
+            load_tile::<D, BLOCK_M>(smem.q(), maps.q, work.m0, work.head, work.batch, smem.q_full());
+        }
+        if work.n_tiles > 0 {
+            pipe = unsafe { load_kv(maps, smem, work, pipe) };
+        }
+    }
 }

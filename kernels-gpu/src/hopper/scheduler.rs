@@ -2,6 +2,7 @@
 use core::num::NonZeroU32;
 
 use super::config::BLOCK_M;
+use crate::arch::ids::block_idx_x;
 use crate::fwd::params::FwdParams;
 
 /// `a / b` and `a % b` without the divide-by-zero panic path; the host guarantees `b > 0`.
@@ -26,12 +27,49 @@ pub struct Work {
     pub n_tiles: u32,
 }
 
-/// A 1-D grid, query blocks fastest and in reverse (the heaviest causal blocks first, the
-/// lightest left for the tail of the launch); CTAs running together share one or two heads,
-/// so K/V tiles are read from HBM about once and then hit in L2.
+/// Work tiles of a launch: `batch * heads_q * m_blocks` query blocks.
 #[inline(always)]
-pub fn work_for_block<const BN: usize>(p: &FwdParams, block: u32) -> Work {
-    let (bh, m) = div_rem(block, p.m_blocks);
+pub fn tile_count(p: &FwdParams) -> u32 {
+    p.batch * p.heads_q * p.m_blocks
+}
+
+/// The tiles this CTA computes: its block index, then every grid size further. The host
+/// launches one CTA per tile (each computes one) or, persistent, one per SM (each walks
+/// several, reusing its barriers and prefetching the next tile's K/V during the epilogue).
+#[derive(Clone, Copy)]
+pub struct CtaTiles {
+    next: u32,
+    step: u32,
+    total: u32,
+}
+
+impl CtaTiles {
+    /// This CTA's tiles.
+    #[inline(always)]
+    pub fn new(p: &FwdParams) -> Self {
+        CtaTiles { next: block_idx_x(), step: unsafe { core::arch::nvptx::_grid_dim_x() }, total: tile_count(p) }
+    }
+}
+
+impl Iterator for CtaTiles {
+    type Item = u32;
+    #[inline(always)]
+    fn next(&mut self) -> Option<u32> {
+        let t = self.next;
+        if t >= self.total {
+            return None;
+        }
+        self.next += self.step;
+        Some(t)
+    }
+}
+
+/// The work of tile `tile`: query blocks fastest and in reverse (the heaviest causal blocks
+/// first, the lightest left for the tail of the launch); CTAs running together share one or
+/// two heads, so K/V tiles are read from HBM about once and then hit in L2.
+#[inline(always)]
+pub fn work_for_tile<const BN: usize>(p: &FwdParams, tile: u32) -> Work {
+    let (bh, m) = div_rem(tile, p.m_blocks);
     let (batch, head) = div_rem(bh, p.heads_q);
     let m0 = (p.m_blocks - 1 - m) * BLOCK_M as u32;
     let head_kv = div_rem(head, p.group).0;

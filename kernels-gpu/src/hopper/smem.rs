@@ -72,6 +72,13 @@ impl<const D: usize, const BN: usize, const STAGES: usize> Smem<D, BN, STAGES> {
     pub fn v_empty(self, s: u32) -> u32 {
         self.base + Self::BARS + 8 + 8 * (3 * STAGES as u32 + s)
     }
+
+    /// Barrier: every consumer warp finished with the Q tile (its epilogue staged O there),
+    /// so the next work tile's Q may be loaded.
+    #[inline(always)]
+    pub fn q_empty(self) -> u32 {
+        self.base + Self::BARS + 8 + 8 * (4 * STAGES as u32)
+    }
 }
 
 /// Start of dynamic shared memory rounded up to 1024 bytes (the host adds 1024 bytes of
