@@ -178,7 +178,60 @@ pub struct AttentionParams {
     /// Kernel path.
     pub path: KernelPath,
     /// Tile configuration override (for tuning); `None` picks the default for `head_dim`.
+    /// Variable-length and split-KV calls take their own configurations
+    /// ([`config::VARLEN_CONFIGS`], [`config::SPLIT_CONFIGS`]) and refuse any other.
     pub config: Option<TileConfig>,
+    /// Variable-length batch (as `flash_attn_varlen_func`); see [`Varlen`].
+    pub varlen: Option<Varlen>,
+    /// Split-KV: CTAs each query block's key range is split across (1 to 32). `None` lets
+    /// [`Gpu::plan_forward`] (and so [`Gpu::attention_forward`] and
+    /// [`Gpu::attention_forward_raw`]) choose from this GPU's SM count (see
+    /// [`auto_num_splits`]); [`AttentionParams::plan`], which does not know the GPU, then never
+    /// splits. `Some(n)` with `n > 1` forces `n` splits (fewer when there are fewer K/V tiles),
+    /// on the mma.sync path; not with [`AttentionParams::varlen`].
+    pub num_splits: Option<usize>,
+}
+
+/// The sequence offsets of a variable-length batch, as `flash_attn_varlen_func` takes them:
+/// Q (and the output) are packed `[total_q, heads_q, head_dim]`, K and V `[total_k, heads_kv,
+/// head_dim]`, sequence `b` owning query rows `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and key
+/// rows `cu_seqlens_k[b]..cu_seqlens_k[b + 1]`.
+///
+/// In a variable-length call [`AttentionParams::batch`] is the number of sequences
+/// (`cu_seqlens_q.len() - 1`), [`AttentionParams::seqlen_q`] / [`AttentionParams::seqlen_k`] are
+/// `max_seqlen_q` / `max_seqlen_k` (at least every sequence's length: the grid covers
+/// `batch * heads_q * ceil(max_seqlen_q / block_m)` CTAs, those past their sequence exit at
+/// once), the strides' `batch` fields are ignored (only `row` and `head` are used; `None`
+/// means contiguous packed rows), causal masking is aligned to each sequence's own bottom-right
+/// corner, and the log-sum-exp is f32 `[heads_q, total_q]` (FlashAttention-2's varlen layout).
+///
+/// The offsets are given **on the host**: the planner validates them (`batch + 1` entries each,
+/// starting at 0, non-decreasing, the totals within the buffers), and each launch uploads
+/// exactly these validated offsets to the GPU itself (a stream-ordered allocation and copy,
+/// freed in stream order), so a kernel never reads offsets that were not checked. Variable-length
+/// calls run on the mma.sync path, without split-KV.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Varlen {
+    /// `batch + 1` query row offsets: `0, len_0, len_0 + len_1, ..., total_q`.
+    pub cu_seqlens_q: Vec<i32>,
+    /// `batch + 1` key/value row offsets: `0, ..., total_k`.
+    pub cu_seqlens_k: Vec<i32>,
+}
+
+impl Varlen {
+    /// Total packed query rows (the last offset; 0 when there are none).
+    pub fn total_q(&self) -> usize {
+        self.cu_seqlens_q.last().map_or(0, |&x| x.max(0) as usize)
+    }
+    /// Total packed key/value rows.
+    pub fn total_k(&self) -> usize {
+        self.cu_seqlens_k.last().map_or(0, |&x| x.max(0) as usize)
+    }
+    /// Each sequence's (query rows, key rows), `min(len_q, len_k)` sequences.
+    pub fn lengths(&self) -> Vec<(usize, usize)> {
+        let d = |c: &[i32]| c.windows(2).map(|w| (w[1] as i64 - w[0] as i64).max(0) as usize).collect::<Vec<_>>();
+        d(&self.cu_seqlens_q).into_iter().zip(d(&self.cu_seqlens_k)).collect()
+    }
 }
 
 impl AttentionParams {
@@ -201,7 +254,28 @@ impl AttentionParams {
             o_strides: None,
             path: KernelPath::Auto,
             config: None,
+            varlen: None,
+            num_splits: None,
         }
+    }
+
+    /// A variable-length batch (see [`Varlen`]): `batch` is `cu_seqlens_q.len() - 1`,
+    /// `seqlen_q` / `seqlen_k` the longest sequences; plain multi-head attention, f16, not
+    /// causal, default scale, contiguous packed rows.
+    pub fn new_varlen(cu_seqlens_q: &[i32], cu_seqlens_k: &[i32], heads_q: usize, head_dim: usize) -> Self {
+        let v = Varlen { cu_seqlens_q: cu_seqlens_q.to_vec(), cu_seqlens_k: cu_seqlens_k.to_vec() };
+        let lens = v.lengths();
+        let max_q = lens.iter().map(|l| l.0).max().unwrap_or(0);
+        let max_k = lens.iter().map(|l| l.1).max().unwrap_or(0);
+        let mut p = AttentionParams::new(cu_seqlens_q.len().saturating_sub(1), max_q, max_k, heads_q, head_dim);
+        p.varlen = Some(v);
+        p
+    }
+
+    /// Sets the split-KV count (see [`AttentionParams::num_splits`]).
+    pub fn num_splits(mut self, num_splits: Option<usize>) -> Self {
+        self.num_splits = num_splits;
+        self
     }
 
     /// Sets the number of key/value heads (grouped-query attention).
@@ -255,14 +329,23 @@ impl AttentionParams {
 
     /// Floating-point operations of the call: `4 * batch * heads_q * seqlen_q * seqlen_k *
     /// head_dim`, halved under causal masking (FlashAttention's convention).
+    /// Variable-length calls count each sequence's own lengths.
     pub fn flops(&self) -> f64 {
-        let f = 4.0 * (self.batch * self.heads_q) as f64 * self.seqlen_q as f64 * self.seqlen_k as f64 * self.head_dim as f64;
+        let pairs = match &self.varlen {
+            Some(v) => v.lengths().iter().map(|&(q, k)| q as f64 * k as f64).sum::<f64>(),
+            None => self.batch as f64 * self.seqlen_q as f64 * self.seqlen_k as f64,
+        };
+        let f = 4.0 * self.heads_q as f64 * pairs * self.head_dim as f64;
         if self.causal { f / 2.0 } else { f }
     }
 
     /// Elements each tensor's buffer must hold at least, for contiguous layouts:
-    /// (q and out, k and v, lse).
+    /// (q and out, k and v, lse); for variable-length calls the packed totals.
     pub fn contiguous_lens(&self) -> (usize, usize, usize) {
+        if let Some(v) = &self.varlen {
+            let (tq, tk) = (v.total_q(), v.total_k());
+            return (tq * self.heads_q * self.head_dim, tk * self.heads_kv * self.head_dim, self.heads_q * tq);
+        }
         (
             self.batch * self.seqlen_q * self.heads_q * self.head_dim,
             self.batch * self.seqlen_k * self.heads_kv * self.head_dim,
@@ -271,9 +354,17 @@ impl AttentionParams {
     }
 
     /// Validates the shape and the buffers (given as device addresses and lengths in elements)
-    /// and returns what a launch needs. Pure host code: it never touches the GPU.
+    /// and returns what a launch needs. Pure host code: it never touches the GPU. Without a GPU
+    /// to size it for, it splits the key range only when [`AttentionParams::num_splits`] asks
+    /// to; [`Gpu::plan_forward`] also chooses automatically.
     pub fn plan(&self, bufs: &Buffers) -> Result<LaunchPlan> {
-        plan(self, bufs)
+        plan(self, bufs, None)
+    }
+
+    /// [`AttentionParams::plan`] for a GPU of `sm_count` SMs: with `num_splits: None`, a
+    /// decode-shaped call is split automatically ([`auto_num_splits`]).
+    pub fn plan_for_sms(&self, bufs: &Buffers, sm_count: u32) -> Result<LaunchPlan> {
+        plan(self, bufs, Some(sm_count))
     }
 }
 
@@ -328,6 +419,81 @@ pub struct LaunchPlan {
     /// [`KernelPath::Wgmma`], an alternative sm_90a GPUs run for [`KernelPath::Auto`] (see
     /// [`crate::hopper`]).
     pub wgmma: Option<crate::hopper::WgmmaPlan>,
+    /// Variable-length calls: the validated offsets (`cu_seqlens_q` then `cu_seqlens_k`, `batch
+    /// + 1` each) that [`Gpu::launch_forward`] uploads and points the kernel at.
+    pub varlen_offsets: Option<Vec<i32>>,
+    /// Split-KV calls: the combine launch and the workspace.
+    pub split: Option<SplitPlan>,
+}
+
+/// The split-KV part of a plan: [`LaunchPlan::kernel`] writes `num_splits` f32 partial
+/// outputs and log-sum-exps into a workspace that [`Gpu::launch_forward`] allocates per launch
+/// (stream-ordered `cuMemAllocAsync` from the device's default memory pool, freed with
+/// `cuMemFreeAsync` after the combine: no synchronisation, and the pool keeps the memory for
+/// the next call), then `combine_kernel` merges them into the output and log-sum-exp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitPlan {
+    /// CTAs per query block.
+    pub num_splits: u32,
+    /// Entry point of the combine kernel (`flash_fwd_combine_<dtype>_d<D>`).
+    pub combine_kernel: String,
+    /// CTAs of the combine launch (one warp per output row, 4 per CTA).
+    pub combine_grid: u32,
+    /// Threads per combine CTA.
+    pub combine_block: u32,
+    /// f32 elements of the partial outputs (`num_splits * batch * heads_q * seqlen_q * D`).
+    pub o_accum_len: usize,
+    /// f32 elements of the partial log-sum-exps (`num_splits * batch * heads_q * seqlen_q`).
+    pub lse_accum_len: usize,
+}
+
+/// The split-KV count [`Gpu::plan_forward`] picks when [`AttentionParams::num_splits`] is
+/// `None`, for a GPU with `sm_count` SMs: 1 (no split) unless the call is decode-shaped
+/// (`seqlen_q <= 16`, not variable-length, no configuration override, not forced onto the
+/// wgmma path) and its `batch * heads_q * m_blocks` CTAs (`m_blocks` of the split
+/// configuration) fill less than two CTAs per SM; then enough splits to give about four CTAs
+/// per SM, keeping at least two K/V tiles per split and at most 32 splits.
+pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
+    if p.varlen.is_some() || p.config.is_some() || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
+        return 1;
+    }
+    let Some(c) = split_config(p.head_dim) else { return 1 };
+    let ctas = p.batch.saturating_mul(p.heads_q).saturating_mul(p.seqlen_q.div_ceil(c.block_m));
+    let sms = sm_count.max(1) as usize;
+    if ctas == 0 || ctas >= 2 * sms {
+        return 1;
+    }
+    let tiles = p.seqlen_k.div_ceil(c.block_n);
+    (4 * sms).div_ceil(ctas).min(tiles / 2).clamp(1, MAX_SPLITS)
+}
+
+/// Most splits per query block (the combine kernel gives each a lane of one warp).
+pub const MAX_SPLITS: usize = 32;
+
+fn split_config(head_dim: usize) -> Option<TileConfig> {
+    config::HEAD_DIMS.iter().position(|&d| head_dim <= d).map(|i| config::SPLIT_CONFIGS[i])
+}
+
+fn varlen_config(head_dim: usize) -> Option<TileConfig> {
+    config::HEAD_DIMS.iter().position(|&d| head_dim <= d).map(|i| config::VARLEN_CONFIGS[i])
+}
+
+/// Entry-point name of a variable-length (`flash_fwd_varlen_...`) or split-KV
+/// (`flash_fwd_split_...`) kernel: `variant` is `"varlen"` or `"split"`.
+pub fn variant_kernel_name(variant: &str, dtype: DType, config: &TileConfig) -> String {
+    kernel_name(dtype, config).replacen("flash_fwd_", &format!("flash_fwd_{variant}_"), 1)
+}
+
+/// Names of every variable-length, split-KV and combine kernel (both dtypes), all in both
+/// PTX modules.
+pub fn variant_kernel_names() -> Vec<String> {
+    let mut v = Vec::new();
+    for dtype in [DType::F16, DType::Bf16] {
+        v.extend(config::VARLEN_CONFIGS.iter().map(|c| variant_kernel_name("varlen", dtype, c)));
+        v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("split", dtype, c)));
+        v.extend(config::HEAD_DIMS.iter().map(|d| format!("flash_fwd_combine_{}_d{d}", dtype.name())));
+    }
+    v
 }
 
 impl LaunchPlan {
@@ -424,7 +590,33 @@ fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
     })
 }
 
-fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
+/// Checks a variable-length call's offsets; returns (total_q, total_k).
+fn check_varlen(p: &AttentionParams, v: &Varlen) -> Result<(usize, usize)> {
+    if p.path == KernelPath::Wgmma {
+        return Err(shape_err("wgmma path", "variable-length calls run on the mma.sync path"));
+    }
+    if matches!(p.num_splits, Some(n) if n > 1) {
+        return Err(shape_err("num_splits", "split-KV is not supported with variable-length batches"));
+    }
+    for (what, cu, max) in [("cu_seqlens_q", &v.cu_seqlens_q, p.seqlen_q), ("cu_seqlens_k", &v.cu_seqlens_k, p.seqlen_k)] {
+        if cu.len() != p.batch + 1 {
+            return Err(shape_err(what, format!("has {} offsets, batch {} needs {}", cu.len(), p.batch, p.batch + 1)));
+        }
+        if cu[0] != 0 {
+            return Err(shape_err(what, format!("starts at {}, not 0", cu[0])));
+        }
+        if let Some(w) = cu.windows(2).find(|w| w[1] < w[0]) {
+            return Err(shape_err(what, format!("decreases ({} then {})", w[0], w[1])));
+        }
+        if let Some(w) = cu.windows(2).find(|w| (w[1] - w[0]) as usize > max) {
+            let name = if what == "cu_seqlens_q" { "seqlen_q (max_seqlen_q)" } else { "seqlen_k (max_seqlen_k)" };
+            return Err(shape_err(what, format!("a sequence of {} rows exceeds {name} = {max}", w[1] - w[0])));
+        }
+    }
+    Ok((v.total_q(), v.total_k()))
+}
+
+fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<LaunchPlan> {
     if p.head_dim == 0 || p.head_dim % 8 != 0 || p.head_dim > 256 {
         return Err(Error::UnsupportedHeadDim(p.head_dim));
     }
@@ -446,7 +638,41 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
     if !(scale > 0.0 && (scale * std::f32::consts::LOG2_E).is_finite()) {
         return Err(shape_err("softmax_scale", format!("{scale} is not positive and finite (times log2 e)")));
     }
+    let varlen = match &p.varlen {
+        Some(v) => Some(check_varlen(p, v)?),
+        None => None,
+    };
+    let num_splits = match p.num_splits {
+        Some(0) | None if sm_count.is_none() => 1,
+        None => auto_num_splits(p, sm_count.unwrap_or(1)),
+        Some(n) if n > MAX_SPLITS => return Err(shape_err("num_splits", format!("{n} exceeds {MAX_SPLITS}"))),
+        Some(n) => n.max(1),
+    };
+    // At least one K/V tile per split, and no split without tiles: `n` splits of
+    // `ceil(tiles / n)` tiles may need fewer CTAs than `n`.
+    let num_splits = match split_config(p.head_dim) {
+        Some(c) if num_splits > 1 && varlen.is_none() => {
+            let tiles = p.seqlen_k.div_ceil(c.block_n);
+            if tiles < 2 { 1 } else { tiles.div_ceil(tiles.div_ceil(num_splits.min(tiles))) }
+        }
+        _ => 1,
+    };
+    if num_splits > 1 && p.path == KernelPath::Wgmma {
+        return Err(shape_err("wgmma path", "split-KV runs on the mma.sync path"));
+    }
+    // The variant kernels come in one configuration per head dimension.
+    let variant = match (&varlen, num_splits > 1) {
+        (Some(_), _) => Some(("varlen", varlen_config(p.head_dim))),
+        (None, true) => Some(("split", split_config(p.head_dim))),
+        (None, false) => None,
+    };
+    if let Some((what, Some(c))) = variant
+        && matches!(p.config, Some(given) if given != c)
+    {
+        return Err(shape_err("config", format!("{what} calls take {c:?}")));
+    }
     let config = match p.config {
+        _ if variant.is_some() => variant.and_then(|v| v.1).ok_or(Error::UnsupportedHeadDim(p.head_dim))?,
         Some(c) => {
             if !config::CONFIGS.contains(&c) {
                 return Err(shape_err("config", format!("{c:?} is not an instantiated configuration")));
@@ -458,10 +684,19 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
         }
         None => config::default_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?,
     };
-    let kernel = kernel_name(p.dtype, &config);
+    let kernel = match variant {
+        Some((v, _)) => variant_kernel_name(v, p.dtype, &config),
+        None => kernel_name(p.dtype, &config),
+    };
     let m_blocks = p.seqlen_q.div_ceil(config.block_m);
+    // Split-KV: each split's share of the K/V tiles (the kernel clips the last one).
+    let split_tiles = p.seqlen_k.div_ceil(config.block_n).div_ceil(num_splits).max(1);
     // Checked: a wrapped product could pass for a small (or empty) grid.
-    let ctas = (p.batch as u64).checked_mul(p.heads_q as u64).and_then(|x| x.checked_mul(m_blocks as u64)).unwrap_or(u64::MAX);
+    let ctas = (p.batch as u64)
+        .checked_mul(p.heads_q as u64)
+        .and_then(|x| x.checked_mul(m_blocks as u64))
+        .and_then(|x| x.checked_mul(num_splits as u64))
+        .unwrap_or(u64::MAX);
     if ctas > i32::MAX as u64 {
         return Err(Error::LaunchLimit(format!("{ctas} CTAs exceed the grid limit of {}", i32::MAX)));
     }
@@ -477,29 +712,36 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
                 .and_then(|row| Some(Strides { batch: row.checked_mul(s as i64)?, row, head: d as i64 }))
                 .ok_or_else(|| Error::InvalidStrides { tensor, reason: "element offsets overflow 64 bits".into() }),
         };
-        let q_s = or_bshd("q", p.q_strides, p.seqlen_q, p.heads_q)?;
-        let k_s = or_bshd("k", p.k_strides, p.seqlen_k, p.heads_kv)?;
-        let v_s = or_bshd("v", p.v_strides, p.seqlen_k, p.heads_kv)?;
-        let o_s = or_bshd("out", p.o_strides, p.seqlen_q, p.heads_q)?;
+        // Variable-length: one packed "batch" of total rows, batch strides unused.
+        let (nb, rows_q, rows_k) = match varlen {
+            Some((tq, tk)) => (1, tq, tk),
+            None => (p.batch, p.seqlen_q, p.seqlen_k),
+        };
+        let packed = |st: Strides| if varlen.is_some() { Strides { batch: 0, ..st } } else { st };
+        let q_s = packed(or_bshd("q", p.q_strides, rows_q, p.heads_q)?);
+        let k_s = packed(or_bshd("k", p.k_strides, rows_k, p.heads_kv)?);
+        let v_s = packed(or_bshd("v", p.v_strides, rows_k, p.heads_kv)?);
+        let o_s = packed(or_bshd("out", p.o_strides, rows_q, p.heads_q)?);
         let q_end;
         let o_end;
-        (params.q_strides, q_end) = check_tensor("q", bufs.q, q_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
-        (params.o_strides, o_end) = check_tensor("out", bufs.o, o_s, [p.batch, p.seqlen_q, p.heads_q, d], 2)?;
-        if !no_self_overlap(o_s, [p.batch, p.seqlen_q, p.heads_q, d]) {
+        (params.q_strides, q_end) = check_tensor("q", bufs.q, q_s, [nb, rows_q, p.heads_q, d], 2)?;
+        (params.o_strides, o_end) = check_tensor("out", bufs.o, o_s, [nb, rows_q, p.heads_q, d], 2)?;
+        if !no_self_overlap(o_s, [nb, rows_q, p.heads_q, d]) {
             let reason = format!("{o_s:?} put distinct output elements at the same address");
             return Err(Error::InvalidStrides { tensor: "out", reason });
         }
         // Address ranges [start, end) of everything the kernel touches, written ones first.
         let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
         // With no keys, K and V are never read: any (even null) buffer will do.
-        if p.seqlen_k > 0 {
+        if rows_k > 0 {
             let (k_end, v_end);
-            (params.k_strides, k_end) = check_tensor("k", bufs.k, k_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
-            (params.v_strides, v_end) = check_tensor("v", bufs.v, v_s, [p.batch, p.seqlen_k, p.heads_kv, d], 2)?;
+            (params.k_strides, k_end) = check_tensor("k", bufs.k, k_s, [nb, rows_k, p.heads_kv, d], 2)?;
+            (params.v_strides, v_end) = check_tensor("v", bufs.v, v_s, [nb, rows_k, p.heads_kv, d], 2)?;
             spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
         }
         if let Some(lse) = bufs.lse {
-            let needed = (p.batch * p.heads_q * p.seqlen_q) as u64;
+            // `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length calls.
+            let needed = (nb * p.heads_q * rows_q) as u64;
             if (lse.len as u64) < needed {
                 return Err(Error::BufferTooSmall { tensor: "lse", needed, len: lse.len as u64 });
             }
@@ -537,9 +779,29 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
             scale_log2: scale * std::f32::consts::LOG2_E,
             causal: p.causal as u32,
             m_blocks: m_blocks as u32,
+            num_splits: num_splits as u32,
+            total_q: rows_q as u32,
+            split_tiles: split_tiles as u32,
             ..params
         };
     }
+    let split = if num_splits > 1 && !empty {
+        let rows = p.batch * p.heads_q * p.seqlen_q;
+        // The kernels index the workspace with 32-bit `split * rows + row`.
+        if (num_splits as u64) * (rows as u64) > u32::MAX as u64 {
+            return Err(Error::LaunchLimit(format!("{num_splits} splits of {rows} rows exceed the split workspace's index range")));
+        }
+        Some(SplitPlan {
+            num_splits: num_splits as u32,
+            combine_kernel: format!("flash_fwd_combine_{}_d{}", p.dtype.name(), config.head_dim),
+            combine_grid: rows.div_ceil(4) as u32,
+            combine_block: 128,
+            o_accum_len: num_splits * rows * config.head_dim,
+            lse_accum_len: num_splits * rows,
+        })
+    } else {
+        None
+    };
     let plan = LaunchPlan {
         kernel,
         config,
@@ -548,7 +810,13 @@ fn plan(p: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
         smem: config.smem_bytes() as u32,
         params,
         wgmma: None,
+        varlen_offsets: p.varlen.as_ref().filter(|_| !empty).map(|v| [&v.cu_seqlens_q[..], &v.cu_seqlens_k[..]].concat()),
+        split,
     };
+    if variant.is_some() {
+        // Variable-length and split-KV calls stay on the mma.sync path (Auto included).
+        return crate::hopper::finish_plan(&p.clone().path(KernelPath::MmaSync), plan);
+    }
     crate::hopper::finish_plan(p, plan)
 }
 
@@ -591,7 +859,7 @@ impl Gpu {
             o: r(out),
             lse: lse.map(|l| BufferRef { ptr: l.as_raw_ptr(), len: l.len() }),
         };
-        let plan = params.plan(&bufs)?;
+        let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked that every address the kernel forms lies in these buffers.
         unsafe { self.launch_forward(stream.as_inner() as *mut c_void, params.path, &plan) }
     }
@@ -638,7 +906,7 @@ impl Gpu {
     ///   primary context), and stays alive until the kernel has been queued (this call's
     ///   return).
     pub unsafe fn attention_forward_raw(&self, stream: *mut c_void, params: &AttentionParams, bufs: &Buffers) -> Result<()> {
-        let plan = params.plan(bufs)?;
+        let plan = self.plan_forward(params, bufs)?;
         if plan.is_empty() {
             return Ok(());
         }
@@ -653,6 +921,74 @@ impl Gpu {
         // SAFETY: the plan checked every address against the capacities, which the caller
         // vouches for, as for the stream and the buffers' lifetimes.
         unsafe { self.launch_forward(stream, params.path, &plan) }
+    }
+
+    /// [`AttentionParams::plan`] for this GPU: with [`AttentionParams::num_splits`] `None`,
+    /// decode-shaped calls are split across CTAs as [`auto_num_splits`] decides for this GPU's
+    /// SM count. Pure host code, like `plan`.
+    pub fn plan_forward(&self, params: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
+        params.plan_for_sms(bufs, self.sm_count())
+    }
+
+    /// Launches one kernel of this GPU's module with a by-value [`FwdParams`].
+    ///
+    /// # Safety
+    /// As for [`Gpu::launch_forward`]: `params` must be valid for `name`'s launch geometry.
+    unsafe fn launch_kernel(&self, stream: *mut c_void, name: &str, grid: u32, block: u32, smem: u32, params: &FwdParams) -> Result<()> {
+        let func = self.module().get_function(name)?;
+        use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuLaunchKernel};
+        let raw = func.to_raw();
+        let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: `raw` is a function of the loaded module.
+        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(raw, attr, smem as i32) })?;
+        let mut params = *params;
+        let mut args = [&mut params as *mut FwdParams as *mut c_void];
+        // SAFETY: one argument matching the kernel's single by-value `FwdParams` parameter.
+        let r = unsafe { cuLaunchKernel(raw, grid, 1, 1, block, 1, 1, smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut()) };
+        crate::error::check_driver("cuLaunchKernel", r)
+    }
+
+    /// Variable-length and split-KV launches: uploads the offsets and allocates the workspace
+    /// (stream-ordered, freed in stream order after the kernels), then launches the forward
+    /// kernel and, for split-KV, the combine.
+    ///
+    /// # Safety
+    /// As for [`Gpu::launch_forward`].
+    unsafe fn launch_variant(&self, stream: *mut c_void, plan: &LaunchPlan) -> Result<()> {
+        use cust::sys::{CUdeviceptr, cuMemAllocAsync, cuMemFreeAsync, cuMemcpyHtoDAsync_v2};
+        let offsets = plan.varlen_offsets.as_deref().unwrap_or(&[]);
+        let (o_len, lse_len) = plan.split.as_ref().map_or((0, 0), |s| (s.o_accum_len, s.lse_accum_len));
+        // One allocation: offsets first (a multiple of 4 bytes, padded to 16), then O, then lse.
+        let off_bytes = (offsets.len() * 4).next_multiple_of(16);
+        let bytes = off_bytes + (o_len + lse_len) * 4;
+        let mut base: CUdeviceptr = 0;
+        // SAFETY: a valid out-pointer; `stream` is valid per this function's contract.
+        crate::error::check_driver("cuMemAllocAsync", unsafe { cuMemAllocAsync(&mut base, bytes.max(16), stream as _) })?;
+        let mut params = plan.params;
+        let mut run = || -> Result<()> {
+            if !offsets.is_empty() {
+                // Pageable source: the driver stages it before returning, so `offsets` may go.
+                let r = unsafe { cuMemcpyHtoDAsync_v2(base, offsets.as_ptr() as *const c_void, offsets.len() * 4, stream as _) };
+                crate::error::check_driver("cuMemcpyHtoDAsync", r)?;
+                let half = (offsets.len() / 2 * 4) as u64;
+                (params.cu_seqlens_q, params.cu_seqlens_k) = (base, base + half);
+            }
+            if plan.split.is_some() {
+                params.o_accum = base + off_bytes as u64;
+                params.lse_accum = params.o_accum + (o_len * 4) as u64;
+            }
+            // SAFETY: the plan was validated; the offsets and workspace were just set up.
+            unsafe { self.launch_kernel(stream, &plan.kernel, plan.grid, plan.block, plan.smem, &params)? };
+            if let Some(s) = &plan.split {
+                // SAFETY: the combine reads the workspace the forward kernel wrote, in stream order.
+                unsafe { self.launch_kernel(stream, &s.combine_kernel, s.combine_grid, s.combine_block, 0, &params)? };
+            }
+            Ok(())
+        };
+        let result = run();
+        // SAFETY: `base` came from cuMemAllocAsync; freed after the kernels in stream order.
+        let freed = crate::error::check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(base, stream as _) });
+        result.and(freed)
     }
 
     /// Launches a validated plan on a raw `CUstream`: sets the kernel's dynamic shared memory
@@ -685,18 +1021,11 @@ impl Gpu {
                 self.max_shared_memory_per_block()
             )));
         }
-        let func = self.module().get_function(&plan.kernel)?;
-        use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuLaunchKernel};
-        let raw = func.to_raw();
-        let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        // SAFETY: `raw` is a function of the loaded module.
-        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(raw, attr, plan.smem as i32) })?;
-        let mut params = plan.params;
-        let mut args = [&mut params as *mut FwdParams as *mut c_void];
-        // SAFETY: one argument matching the kernel's single by-value `FwdParams` parameter.
-        let r = unsafe {
-            cuLaunchKernel(raw, plan.grid, 1, 1, plan.block, 1, 1, plan.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
-        };
-        crate::error::check_driver("cuLaunchKernel", r)
+        if plan.varlen_offsets.is_some() || plan.split.is_some() {
+            // SAFETY: as for this function.
+            return unsafe { self.launch_variant(stream, plan) };
+        }
+        // SAFETY: as for this function.
+        unsafe { self.launch_kernel(stream, &plan.kernel, plan.grid, plan.block, plan.smem, &plan.params) }
     }
 }

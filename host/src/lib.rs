@@ -177,6 +177,6 @@ pub mod ptx;
 pub mod reference;
 pub mod tensor_map;
 
-pub use attention::{AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, LaunchPlan, Strides};
+pub use attention::{AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, LaunchPlan, SplitPlan, Strides, Varlen};
 pub use device::{Arch, Gpu};
 pub use error::{Error, Result};

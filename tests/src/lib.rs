@@ -2,6 +2,7 @@
 use std::io::Write;
 
 pub mod attn;
+pub mod varlen;
 
 /// Opens GPU 0, or reports the test as skipped (with the reason) and returns `None` where no
 /// GPU or driver is present. Any other failure to open the GPU is a test failure.

@@ -61,6 +61,23 @@ pub const DEFAULTS: [TileConfig; 3] = [
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
 ];
 
+/// Configurations of the variable-length kernels (`flash_fwd_varlen_*`), one per padded head
+/// dimension (same order as [`HEAD_DIMS`]): the per-CTA sequence bounds cost registers, so
+/// these leave headroom below the 255-register limit.
+pub const VARLEN_CONFIGS: [TileConfig; 3] = [
+    TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 128, block_m: 128, block_n: 64, warps: 8, stages: 2 },
+    TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
+];
+
+/// Configurations of the split-KV kernels (`flash_fwd_split_*`), one per padded head
+/// dimension: split-KV serves short query blocks (decode), so head_dim 128 takes 64-row ones.
+pub const SPLIT_CONFIGS: [TileConfig; 3] = [
+    TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
+];
+
 /// The padded head dimensions, smallest first.
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 

@@ -62,3 +62,30 @@ pub unsafe fn store_lse<const MT: usize>(lse: &[[f32; 2]; MT], dst: *mut f32, fi
         }
     }
 }
+
+/// Split-KV: stores the warp's rows of the (normalised) f32 partial output straight from the
+/// fragments into `out` (`[seqlen_q, D]`, row-contiguous; `first_row` is the warp's first
+/// sequence row), skipping rows at or past `seqlen_q`.
+#[inline(always)]
+pub unsafe fn store_o_f32<const MT: usize, const ON: usize, const D: usize>(
+    o: &[[FragC; ON]; MT],
+    out: *mut f32,
+    first_row: u32,
+    seqlen_q: u32,
+    lane: usize,
+) {
+    for mt in 0..MT {
+        for h in 0..2 {
+            let row = first_row + (mt * 16 + lane / 4 + 8 * h) as u32;
+            if row < seqlen_q {
+                for j in 0..ON {
+                    let dst = unsafe { out.add(row as usize * D + j * 8 + 2 * (lane % 4)) };
+                    unsafe {
+                        *dst = o[mt][j][2 * h];
+                        *dst.add(1) = o[mt][j][2 * h + 1];
+                    }
+                }
+            }
+        }
+    }
+}

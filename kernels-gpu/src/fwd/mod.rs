@@ -56,6 +56,8 @@ unsafe fn flash_fwd<
     const SN: usize,
     const KP: usize,
     const ON: usize,
+    const VARLEN: bool,
+    const SPLIT: bool,
 >(
     p: &FwdParams,
 ) {
@@ -65,17 +67,33 @@ unsafe fn flash_fwd<
     let tid = thread_idx_x();
     let lane = (tid % 32) as usize;
     let warp_row0 = warp_id() as usize * MT * 16;
-    let tile = tile_for_block(p, block_idx_x());
+    // Split-KV: the split is the fastest-varying index, so a query block's splits run together.
+    let (block, split) = if SPLIT { scheduler::div_rem(block_idx_x(), p.num_splits) } else { (block_idx_x(), 0) };
+    let tile = tile_for_block(p, block);
     let m0 = tile.m_block * BM as u32;
+    // Per-CTA sequence extent: variable-length launches read their sequence's first rows and
+    // lengths (two loads per offsets array) and move the base pointers there once.
+    let (seqlen_q, seqlen_k, q_start, k_start) = if VARLEN {
+        let (cq, ck) = (p.cu_seqlens_q as *const i32, p.cu_seqlens_k as *const i32);
+        let bi = tile.batch as usize;
+        let (q0, q1, k0, k1) = unsafe { (*cq.add(bi), *cq.add(bi + 1), *ck.add(bi), *ck.add(bi + 1)) };
+        ((q1 - q0) as u32, (k1 - k0) as u32, q0 as i64, k0 as i64)
+    } else {
+        (p.seqlen_q, p.seqlen_k, 0, 0)
+    };
+    // Uniform across the CTA, before any barrier: blocks past a short sequence's end exit.
+    if VARLEN && m0 >= seqlen_q {
+        return;
+    }
     let (b, h, h_kv) = (tile.batch as i64, tile.head as i64, scheduler::div_rem(tile.head, p.group).0 as i64);
     let [qb, qr, qh] = p.q_strides;
     let [kb, kr, kh] = p.k_strides;
     let [vb, vr, vh] = p.v_strides;
     let [ob, or, oh] = p.o_strides;
-    let q = unsafe { (p.q as *const u16).offset((b * qb + h * qh) as isize) };
-    let k = unsafe { (p.k as *const u16).offset((b * kb + h_kv * kh) as isize) };
-    let v = unsafe { (p.v as *const u16).offset((b * vb + h_kv * vh) as isize) };
-    let o_ptr = unsafe { (p.o as *mut u16).offset((b * ob + h * oh) as isize) };
+    let q = unsafe { (p.q as *const u16).offset((b * qb + h * qh + q_start * qr) as isize) };
+    let k = unsafe { (p.k as *const u16).offset((b * kb + h_kv * kh + k_start * kr) as isize) };
+    let v = unsafe { (p.v as *const u16).offset((b * vb + h_kv * vh + k_start * vr) as isize) };
+    let o_ptr = unsafe { (p.o as *mut u16).offset((b * ob + h * oh + q_start * or) as isize) };
 
     let smem = dsmem_base();
     let q_tile = SmemTile::<BM, D> { base: smem };
@@ -83,24 +101,30 @@ unsafe fn flash_fwd<
     let v_tile = |s: usize| SmemTile::<BN, D> { base: smem + ((BM + (STAGES + s) * BN) * D * 2) as u32 };
 
     let mask = Mask {
-        seqlen_k: p.seqlen_k as i32,
-        causal_offset: (p.causal != 0).then_some(p.seqlen_k as i32 - p.seqlen_q as i32),
+        seqlen_k: seqlen_k as i32,
+        causal_offset: (p.causal != 0).then_some(seqlen_k as i32 - seqlen_q as i32),
     };
     // Keys past the last row's diagonal are never seen by this CTA.
     let keys = match mask.causal_offset {
         Some(off) => (m0 as i32 + BM as i32 + off).max(0).min(mask.seqlen_k),
         None => mask.seqlen_k,
     } as usize;
-    let n_tiles = keys.div_ceil(BN);
+    // Split-KV: this CTA's tiles are [t0, t0 + n_tiles) of the visible ones (possibly none).
+    let (t0, n_tiles) = if SPLIT {
+        let t0 = split * p.split_tiles;
+        (t0, (keys.div_ceil(BN) as u32).min(t0 + p.split_tiles).saturating_sub(t0) as usize)
+    } else {
+        (0, keys.div_ceil(BN))
+    };
 
-    let mut k_cursor = TileCursor::<BN, D, THREADS>::new(tid, k, kr, p.seqlen_k, 0, p.head_dim);
-    let mut v_cursor = TileCursor::<BN, D, THREADS>::new(tid, v, vr, p.seqlen_k, 0, p.head_dim);
+    let mut k_cursor = TileCursor::<BN, D, THREADS>::new(tid, k, kr, seqlen_k, t0 * BN as u32, p.head_dim);
+    let mut v_cursor = TileCursor::<BN, D, THREADS>::new(tid, v, vr, seqlen_k, t0 * BN as u32, p.head_dim);
     // Tiles are issued in order, each cursor stepping to the next; `t` only picks the stage.
     let mut load_kv = |t: usize| unsafe {
         k_cursor.issue(k_tile(t % STAGES), tid, p.k_strides[1]);
         v_cursor.issue(v_tile(t % STAGES), tid, p.v_strides[1]);
     };
-    unsafe { TileCursor::<BM, D, THREADS>::new(tid, q, qr, p.seqlen_q, m0, p.head_dim).issue(q_tile, tid, qr) };
+    unsafe { TileCursor::<BM, D, THREADS>::new(tid, q, qr, seqlen_q, m0, p.head_dim).issue(q_tile, tid, qr) };
     // Groups are committed even when empty, so "group t" always means tile t's copies.
     for t in 0..STAGES - 1 {
         if t < n_tiles {
@@ -124,7 +148,7 @@ unsafe fn flash_fwd<
 
         let ops = ops.kv_shifted(((t % STAGES) * BN * D * 2) as u32);
         let mut s = unsafe { gemm_qk::<T, MT, SN, D>(ops) };
-        let col0 = (t * BN) as i32;
+        let col0 = if SPLIT { ((t0 as usize + t) * BN) as i32 } else { (t * BN) as i32 };
         if mask.touches(m0 as i32, col0, BN as i32) {
             mask.apply(&mut s, row, col0 + 2 * (lane % 4) as i32);
         }
@@ -133,16 +157,31 @@ unsafe fn flash_fwd<
     }
     let lse = softmax.finish(&mut o, p.scale_log2);
 
+    if SPLIT {
+        let bh = (tile.batch * p.heads_q + tile.head) as usize;
+        // Normalised partial output (f32, straight from the fragments) and its log-sum-exp.
+        let part = (split as usize * (p.batch * p.heads_q) as usize + bh) * seqlen_q as usize;
+        unsafe {
+            epilogue::store_o_f32::<MT, ON, D>(&o, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, seqlen_q, lane);
+            store_lse(&lse, (p.lse_accum as *mut f32).add(part), m0 + warp_row0 as u32, seqlen_q, lane);
+        }
+        // Q's copies are complete before the CTA leaves (a CTA with no key never waited).
+        cp_async_wait_group::<0>();
+        return;
+    }
+
     // The epilogue stages O where Q was. Q's copies were issued by every thread, and a CTA
     // with no visible key never passed the loop's barrier: wait for all of them.
     cp_async_wait_group::<0>();
     bar_sync();
     unsafe {
-        store_o::<T, MT, ON, BM, D>(&o, q_tile, warp_row0, lane, o_ptr, or, m0, p.seqlen_q, p.head_dim);
+        store_o::<T, MT, ON, BM, D>(&o, q_tile, warp_row0, lane, o_ptr, or, m0, seqlen_q, p.head_dim);
         if p.lse != 0 {
+            // Variable-length: `[heads_q, total_q]`, this sequence's rows from `q_start` on.
             let bh = (tile.batch * p.heads_q + tile.head) as usize;
-            let dst = (p.lse as *mut f32).add(bh * p.seqlen_q as usize);
-            store_lse(&lse, dst, m0 + warp_row0 as u32, p.seqlen_q, lane);
+            let first = if VARLEN { tile.head as usize * p.total_q as usize + q_start as usize } else { bh * p.seqlen_q as usize };
+            let dst = (p.lse as *mut f32).add(first);
+            store_lse(&lse, dst, m0 + warp_row0 as u32, seqlen_q, lane);
         }
     }
 }
@@ -162,10 +201,123 @@ macro_rules! fwd_kernels {
             const C: TileConfig = CONFIGS[$cfg];
             unsafe {
                 flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
-                    { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 }>(&p)
+                    { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 }, false, false>(&p)
             }
         }
     };
+}
+
+/// Declares the variable-length (`flash_fwd_varlen_*`) or split-KV (`flash_fwd_split_*`)
+/// entries of one configuration of [`config::VARLEN_CONFIGS`] / [`config::SPLIT_CONFIGS`]:
+/// the same kernel body with the per-CTA sequence lookup or the key-range split compiled in
+/// (the plain entries compile both out).
+macro_rules! fwd_variant_kernels {
+    ($table:ident, $varlen:literal, $split:literal: $($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
+        fwd_variant_kernels!(@one $table, $varlen, $split, $f16, F16, $cfg);
+        fwd_variant_kernels!(@one $table, $varlen, $split, $bf16, Bf16, $cfg);
+    )*};
+    (@one $table:ident, $varlen:literal, $split:literal, $name:ident, $t:ty, $cfg:literal) => {
+        /// Variable-length or split-KV forward entry point (see [`FwdParams`]); launch with
+        /// the geometry of its [`TileConfig`].
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
+            const C: TileConfig = config::$table[$cfg];
+            unsafe {
+                flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
+                    { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 }, $varlen, $split>(&p)
+            }
+        }
+    };
+}
+
+fwd_variant_kernels! { VARLEN_CONFIGS, true, false:
+    0 => flash_fwd_varlen_f16_d64_128x64w4s2, flash_fwd_varlen_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_f16_d128_128x64w8s2, flash_fwd_varlen_bf16_d128_128x64w8s2;
+    2 => flash_fwd_varlen_f16_d256_128x64w8s2, flash_fwd_varlen_bf16_d256_128x64w8s2;
+}
+
+fwd_variant_kernels! { SPLIT_CONFIGS, false, true:
+    0 => flash_fwd_split_f16_d64_128x64w4s2, flash_fwd_split_bf16_d64_128x64w4s2;
+    1 => flash_fwd_split_f16_d128_64x64w4s2, flash_fwd_split_bf16_d128_64x64w4s2;
+    2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
+}
+
+/// Merges split-KV partials: one warp per (batch, head, query row), 4 warps per CTA, grid
+/// `ceil(batch * heads_q * seqlen_q / 4)`. Each split's partial output is already normalised,
+/// so the row is `sum_s exp(lse_s - lse) * O_s` with `lse = log sum_s exp(lse_s)`; rows no split
+/// saw a key for get 0 and `-inf`. Lane `c < head_dim / 8` owns columns `8c..8c+8`; at most 32
+/// splits (lane `s` holds split `s`'s weight).
+#[inline(always)]
+unsafe fn flash_fwd_combine<T: Element, const D: usize>(p: &FwdParams) {
+    use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32};
+    use crate::arch::shfl::{shfl_sync_bfly_f32, shfl_sync_idx_u32};
+    let lane = thread_idx_x() % 32;
+    let row = block_idx_x() * 4 + warp_id();
+    let rows = p.batch * p.heads_q * p.seqlen_q;
+    if row >= rows {
+        return;
+    }
+    let (bh, i) = scheduler::div_rem(row, p.seqlen_q);
+    let (b, h) = scheduler::div_rem(bh, p.heads_q);
+    let splits = p.num_splits;
+    let lse_acc = p.lse_accum as *const f32;
+    let l = if lane < splits { unsafe { *lse_acc.add((lane * rows + row) as usize) } } else { f32::NEG_INFINITY };
+    let mut m = l;
+    for x in [16, 8, 4, 2, 1] {
+        m = m.max(shfl_sync_bfly_f32(m, x));
+    }
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    let base = if m == f32::NEG_INFINITY { 0.0 } else { m };
+    let e = ex2_approx_f32((l - base) * LOG2E);
+    let mut sum = e;
+    for x in [16, 8, 4, 2, 1] {
+        sum += shfl_sync_bfly_f32(sum, x);
+    }
+    // Weight of this lane's split: exp(l - lse) = e / sum.
+    let w = if sum > 0.0 { e / sum } else { 0.0 };
+    let c = lane as usize;
+    let mut acc = [0.0f32; 8];
+    let o_acc = p.o_accum as *const f32;
+    for s in 0..splits {
+        let ws = f32::from_bits(shfl_sync_idx_u32(w.to_bits(), s));
+        if c * 8 < p.head_dim as usize && ws != 0.0 {
+            let src = unsafe { o_acc.add(((s * rows + row) as usize) * D + c * 8) };
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a += ws * unsafe { *src.add(j) };
+            }
+        }
+    }
+    if c * 8 < p.head_dim as usize {
+        let [ob, or, oh] = p.o_strides;
+        let off = b as i64 * ob + i as i64 * or + h as i64 * oh + (c * 8) as i64;
+        let v = [T::pack2(acc[0], acc[1]), T::pack2(acc[2], acc[3]), T::pack2(acc[4], acc[5]), T::pack2(acc[6], acc[7])];
+        unsafe { crate::arch::smem::st_global_v4((p.o as *mut u16).offset(off as isize) as *mut u32, v) };
+    }
+    if lane == 0 && p.lse != 0 {
+        let lse = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
+        unsafe { *(p.lse as *mut f32).add(row as usize) = lse };
+    }
+}
+
+macro_rules! combine_kernels {
+    ($($d:literal => $f16:ident, $bf16:ident;)*) => {$(
+        /// Split-KV combine (f16 output); see [`flash_fwd_combine`].
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $f16(p: FwdParams) {
+            unsafe { flash_fwd_combine::<F16, $d>(&p) }
+        }
+        /// Split-KV combine (bf16 output); see [`flash_fwd_combine`].
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $bf16(p: FwdParams) {
+            unsafe { flash_fwd_combine::<Bf16, $d>(&p) }
+        }
+    )*};
+}
+
+combine_kernels! {
+    64 => flash_fwd_combine_f16_d64, flash_fwd_combine_bf16_d64;
+    128 => flash_fwd_combine_f16_d128, flash_fwd_combine_bf16_d128;
+    256 => flash_fwd_combine_f16_d256, flash_fwd_combine_bf16_d256;
 }
 
 fwd_kernels! {

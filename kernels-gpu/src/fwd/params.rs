@@ -7,6 +7,15 @@
 ///
 /// Tensors are `[batch, seqlen, heads, head_dim]` with explicit strides in elements (the last
 /// dimension contiguous). `lse`, when non-null, is f32 `[batch, heads_q, seqlen_q]`, contiguous.
+///
+/// Variable-length launches (`flash_fwd_varlen_*`) read each sequence's first row and length
+/// from `cu_seqlens_q` / `cu_seqlens_k` (`batch + 1` i32 offsets into the packed rows; batch
+/// strides unused), `seqlen_q`/`seqlen_k` are then the maxima, and `lse` is f32
+/// `[heads_q, total_q]`. Split-KV launches (`flash_fwd_split_*`) run `num_splits` CTAs per
+/// query block, each over `split_tiles` K/V tiles, and write f32 partial outputs
+/// (`[num_splits, batch * heads_q, seqlen_q, D]`, `D` the kernel's padded head dimension) and
+/// their log-sum-exps (`[num_splits, batch * heads_q, seqlen_q]`) to `o_accum` / `lse_accum`,
+/// which `flash_fwd_combine_*` merges into `o` and `lse`. The plain kernels ignore these fields.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FwdParams {
@@ -46,6 +55,18 @@ pub struct FwdParams {
     pub causal: u32,
     /// Query-row blocks per (batch, head): the grid is `batch * heads_q * m_blocks` CTAs.
     pub m_blocks: u32,
-    /// Padding to a multiple of 8 bytes.
-    pub _pad: u32,
+    /// Split-KV: CTAs per query block (1 otherwise).
+    pub num_splits: u32,
+    /// Variable-length: device address of the `batch + 1` i32 query offsets (0 otherwise).
+    pub cu_seqlens_q: u64,
+    /// Variable-length: device address of the `batch + 1` i32 key offsets (0 otherwise).
+    pub cu_seqlens_k: u64,
+    /// Split-KV: device address of the f32 partial outputs (0 otherwise).
+    pub o_accum: u64,
+    /// Split-KV: device address of the f32 partial log-sum-exps (0 otherwise).
+    pub lse_accum: u64,
+    /// Variable-length: total packed query rows (the row count of `lse`'s `[heads_q, total_q]`).
+    pub total_q: u32,
+    /// Split-KV: K/V tiles (of the kernel's block_n rows) each split covers.
+    pub split_tiles: u32,
 }

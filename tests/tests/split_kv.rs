@@ -1,0 +1,113 @@
+//! Split-KV (decode) on the GPU against the CPU reference: forced splits 1..8 and automatic,
+//! causal and not, GQA, seqlen_q 1..16, seqlen_k up to 32k; plus the planner's split choice and
+//! the variant kernels' presence in the PTX (no GPU needed). GPU cases skip without a GPU.
+use flashrs::attention::{BufferRef, Buffers, auto_num_splits, variant_kernel_names};
+use flashrs::ptx::{PTX_SM80, PTX_SM90A};
+use flashrs::{AttentionParams, DType, KernelPath};
+use flashrs_tests::attn::check_many;
+use flashrs_tests::gpu_or_skip;
+
+fn decode(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams {
+    AttentionParams::new(b, sq, sk, hq, d).heads_kv(hkv)
+}
+
+fn print_cases(gpu: &flashrs::Gpu, cases: &[AttentionParams]) {
+    for p in cases {
+        let (nq, nk, nl) = p.contiguous_lens();
+        let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+        let plan = gpu.plan_forward(p, &bufs).expect("plan");
+        println!(
+            "case b{} sq{} sk{} hq{} hkv{} d{} causal={} {:?} num_splits={:?}: kernel {} grid {} splits {}",
+            p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.dtype, p.num_splits,
+            plan.kernel, plan.grid, plan.split.as_ref().map_or(1, |s| s.num_splits)
+        );
+    }
+}
+
+#[test]
+fn forced_splits_one_to_eight() {
+    let Some(gpu) = gpu_or_skip("forced_splits_one_to_eight") else { return };
+    let mut cases = Vec::new();
+    for splits in 1..=8 {
+        for causal in [false, true] {
+            for (sq, sk) in [(1, 1), (1, 65), (1, 1037), (3, 4096), (16, 2000), (16, 16)] {
+                let dtype = if splits % 2 == 0 { DType::F16 } else { DType::Bf16 };
+                cases.push(decode(2, sq, sk, 8, 2, 128).causal(causal).dtype(dtype).num_splits(Some(splits)));
+            }
+        }
+    }
+    print_cases(&gpu, &cases);
+    check_many(&gpu, &cases);
+}
+
+#[test]
+fn every_head_dim_and_long_caches() {
+    let Some(gpu) = gpu_or_skip("every_head_dim_and_long_caches") else { return };
+    let mut cases = Vec::new();
+    for d in [64, 96, 128, 256] {
+        for causal in [false, true] {
+            cases.push(decode(1, 5, 3000, 4, 1, d).causal(causal).num_splits(Some(7)));
+        }
+    }
+    for sk in [8192, 32768] {
+        for sq in [1, 16] {
+            cases.push(decode(1, sq, sk, 4, 2, 128).causal(sq > 1).num_splits(Some(8)));
+            cases.push(decode(1, sq, sk, 4, 2, 128).causal(sq > 1).dtype(DType::Bf16).num_splits(Some(32)));
+        }
+    }
+    print_cases(&gpu, &cases);
+    check_many(&gpu, &cases);
+}
+
+#[test]
+fn automatic_splits() {
+    let Some(gpu) = gpu_or_skip("automatic_splits") else { return };
+    let mut cases = Vec::new();
+    for (b, sq, sk) in [(1, 1, 1024), (1, 1, 8192), (2, 4, 20000), (1, 16, 32768), (4, 1, 700)] {
+        for causal in [false, true] {
+            cases.push(decode(b, sq, sk, 32, 8, 128).causal(causal));
+        }
+    }
+    print_cases(&gpu, &cases);
+    check_many(&gpu, &cases);
+}
+
+#[test]
+fn planner_chooses_and_bounds_splits() {
+    let p = decode(1, 1, 8192, 32, 8, 128);
+    // 32 CTAs on 132 SMs: split; the same call with a big batch fills the GPU: no split.
+    let n = auto_num_splits(&p, 132);
+    assert!((2..=32).contains(&n), "{n}");
+    assert_eq!(auto_num_splits(&decode(64, 1, 8192, 32, 8, 128), 132), 1);
+    assert_eq!(auto_num_splits(&decode(1, 128, 8192, 32, 8, 128), 132), 1, "prefill never splits");
+    assert_eq!(auto_num_splits(&p.clone().path(KernelPath::Wgmma), 132), 1);
+    let (nq, nk, nl) = p.contiguous_lens();
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+    // `plan` alone never splits; `plan_for_sms` does.
+    assert!(p.plan(&bufs).unwrap().split.is_none());
+    let plan = p.plan_for_sms(&bufs, 132).unwrap();
+    let s = plan.split.as_ref().expect("split plan");
+    assert!(plan.kernel.starts_with("flash_fwd_split_f16_d128_"), "{}", plan.kernel);
+    assert_eq!(plan.grid, 32 * s.num_splits);
+    assert_eq!(s.combine_kernel, "flash_fwd_combine_f16_d128");
+    assert_eq!(plan.params.num_splits, s.num_splits);
+    assert!(plan.params.split_tiles * s.num_splits * 64 >= 8192);
+    assert!(plan.wgmma.is_none());
+    // Forced: capped by the K/V tiles (65 keys = 2 tiles of 64), refused past 32 or on wgmma.
+    let short = decode(1, 1, 65, 32, 8, 128).num_splits(Some(8));
+    assert_eq!(short.plan(&bufs).unwrap().split.unwrap().num_splits, 2);
+    assert!(decode(1, 1, 64, 32, 8, 128).num_splits(Some(8)).plan(&bufs).unwrap().split.is_none());
+    assert!(p.clone().num_splits(Some(33)).plan(&bufs).is_err());
+    assert!(p.clone().num_splits(Some(4)).path(KernelPath::Wgmma).plan(&bufs).is_err());
+}
+
+#[test]
+fn variant_kernels_are_in_both_modules() {
+    let has = |ptx: &str, name: &str| ptx.lines().any(|l| l.trim_start().starts_with(".visible .entry") && l.contains(&format!("{name}(")));
+    for name in variant_kernel_names() {
+        assert!(has(PTX_SM80, &name), "{name} missing from the sm_80 module");
+        assert!(has(PTX_SM90A, &name), "{name} missing from the sm_90a module");
+    }
+}
