@@ -1,15 +1,17 @@
 //! Forward attention on Hopper (sm_90a), FlashAttention-3 style: TMA loads, wgmma, warp
 //! specialisation.
 //!
-//! A CTA of [`config::THREADS`] threads computes [`config::BLOCK_M`] query rows of one (batch,
-//! head). Warpgroup 0 is the producer: it gives registers away (`setmaxnreg.dec`) and one of
-//! its threads issues every TMA load ([`producer`]): the Q tile once, then K and V tiles into
-//! a `STAGES`-deep ring guarded by full/empty mbarriers ([`pipeline`], [`smem`]). Warpgroups
-//! 1.. are consumers ([`consumer`]): they claim the registers (`setmaxnreg.inc`), and each
-//! computes 64 rows with `wgmma` ([`gemm`]), masking ([`mask`]) and an online softmax in
-//! registers ([`softmax`]), then writes O and the log-sum-exp ([`epilogue`]).
-//! [`scheduler`] maps CTAs to work; [`config`] (shared with the host) lists the
-//! instantiations.
+//! A CTA of [`config::THREADS`] threads computes work tiles of [`config::BLOCK_M`] query rows
+//! of one (batch, head): one tile, or, launched persistent (one CTA per SM), every grid-size-th
+//! tile ([`scheduler`]). Warpgroup 0 is the producer: it gives registers away
+//! (`setmaxnreg.dec`) and one of its threads issues every TMA load ([`producer`]): per tile the
+//! Q tile, then K and V tiles into a `STAGES`-deep ring guarded by full/empty mbarriers
+//! ([`pipeline`], [`smem`]). Warpgroups 1 and 2 are consumers ([`consumer`]): they claim the
+//! registers (`setmaxnreg.inc`), and each computes 64 rows with `wgmma` ([`gemm`]), masking
+//! ([`mask`]) and an online softmax in registers ([`softmax`]), then writes O and the
+//! log-sum-exp ([`epilogue`]) and hands the Q tile back. [`config`] (shared with the host)
+//! lists the instantiations: a FlashAttention-3 schedule (softmax overlapping `P V`, the
+//! consumers taking turns at the tensor cores) and a serial twin per head dimension.
 //!
 //! Entry points take the three tensor maps first (see [`TensorMapParam`]) and the same
 //! [`FwdParams`] as the mma.sync kernels. Their `.entry` headers get `.maxntid` and
