@@ -152,6 +152,12 @@ pub struct BenchmarkArgs {
     /// Write the results as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Run the decode sweep instead of the standard one: batch 1,8,64 x KV cache
+    /// 1k,8k,32k,128k, 32 query / 8 key-value heads, head_dim 128, one query row, non-causal
+    /// (--batch, --seqlen-k, --seqlen (query rows), --heads, --heads-kv, --head-dim and
+    /// --causal on override). The table adds K+V read bandwidth (K+V GB/s).
+    #[arg(long)]
+    pub decode: bool,
     /// Plot TFLOPS against seqlen (.svg or .png).
     #[arg(long, value_name = "FILE", value_parser = plot_path)]
     pub plot: Option<PathBuf>,
@@ -170,14 +176,18 @@ impl BenchmarkArgs {
     /// The shapes asked for.
     pub fn spec(&self) -> SweepSpec {
         let head_dims = if self.head_dim.is_empty() { self.config_choice().default_head_dims() } else { self.head_dim.clone() };
+        // Decode rows are non-causal unless causal is asked for alone (one query row sees the
+        // whole cache either way).
+        let causal = if self.decode && self.causal == CausalArg::Both { vec![false] } else { self.causal.values() };
         SweepSpec {
+            decode: self.decode,
             head_dims,
             seqlens: self.seqlen.clone(),
             seqlen_k: self.seqlen_k,
             batch: self.batch,
             heads: self.heads,
             heads_kv: self.heads_kv,
-            causal: self.causal.values(),
+            causal,
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct Record {
     /// Gigabytes per second of the minimum traffic (Q, K, V read once, O written once) at the
     /// median time.
     pub gbps: Option<f64>,
+    /// Gigabytes per second of K and V read once (`2 * B * Sk * Hkv * D * 2` bytes) at the
+    /// median time: the decode bandwidth figure.
+    pub kv_gbps: Option<f64>,
     /// Largest absolute difference from the CPU reference, when verified.
     pub max_abs_err: Option<f64>,
     /// Query rows compared with the CPU reference, when verified.
@@ -80,6 +83,7 @@ impl Record {
             min_ms: None,
             tflops: None,
             gbps: None,
+            kv_gbps: None,
             max_abs_err: None,
             verified_rows: None,
             note: None,
@@ -93,6 +97,7 @@ impl Record {
         self.min_ms = Some(min_ms);
         self.tflops = Some(self.shape.flops() / seconds / 1e12);
         self.gbps = Some(self.shape.min_bytes() / seconds / 1e9);
+        self.kv_gbps = Some(self.shape.kv_bytes() / seconds / 1e9);
         self
     }
 

@@ -11,7 +11,7 @@ use super::torch::TorchInfo;
 pub const SCHEMA: u32 = 1;
 
 /// CSV columns: the fields of [`Record`], flattened, in this order.
-pub const CSV_COLUMNS: [&str; 19] = [
+pub const CSV_COLUMNS: [&str; 20] = [
     "implementation",
     "batch",
     "heads_q",
@@ -28,6 +28,7 @@ pub const CSV_COLUMNS: [&str; 19] = [
     "min_ms",
     "tflops",
     "gbps",
+    "kv_gbps",
     "max_abs_err",
     "verified_rows",
     "note",
@@ -85,15 +86,20 @@ impl Report {
         let others: Vec<Implementation> = self.summary.iter().map(|c| c.against).collect();
         let ours: Vec<&Record> = self.records.iter().filter(|r| r.implementation == Implementation::Flashrs).collect();
         let verified = ours.iter().any(|r| r.verified_rows.is_some());
+        // Decode tables (every row at most 16 query rows) compare K+V read bandwidth.
+        let decode = !ours.is_empty() && ours.iter().all(|r| r.shape.seqlen_q <= 16);
         let mut head: Vec<(String, Align)> =
             ["B", "Hq", "Hkv", "Sq", "Sk", "D", "causal"].iter().map(|h| (h.to_string(), Align::Right)).collect();
         head.extend([("path".to_string(), Align::Left), ("kernel".to_string(), Align::Left)]);
         head.extend(["median ms", "min ms", "TFLOPS", "GB/s"].iter().map(|h| (h.to_string(), Align::Right)));
+        if decode {
+            head.push(("K+V GB/s".into(), Align::Right));
+        }
         if verified {
             head.push(("max err".into(), Align::Right));
         }
         for o in &others {
-            head.push((format!("{} TFLOPS", o.name()), Align::Right));
+            head.push((format!("{} {}", o.name(), if decode { "K+V GB/s" } else { "TFLOPS" }), Align::Right));
             head.push(("ours/theirs".into(), Align::Right));
         }
         let rows: Vec<Vec<String>> = ours
@@ -104,12 +110,15 @@ impl Report {
                     [s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k, s.head_dim].iter().map(usize::to_string).collect();
                 row.extend([if s.causal { "on" } else { "off" }.to_string(), r.path.clone(), r.kernel.clone()]);
                 row.extend([num(r.median_ms, 3), num(r.min_ms, 3), num(r.tflops, 1), num(r.gbps, 0)]);
+                if decode {
+                    row.push(num(r.kv_gbps, 0));
+                }
                 if verified {
                     row.push(r.max_abs_err.map_or("-".into(), |e| format!("{e:.1e}")));
                 }
                 for &o in &others {
                     let theirs = compare::find(&self.records, o, s);
-                    row.push(num(theirs.and_then(|t| t.tflops), 1));
+                    row.push(if decode { num(theirs.and_then(|t| t.kv_gbps), 0) } else { num(theirs.and_then(|t| t.tflops), 1) });
                     row.push(theirs.and_then(|t| compare::speedup(r, t)).map_or("n/a".into(), |x| format!("{x:.2}x")));
                 }
                 row

@@ -59,7 +59,8 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
             bufs = Some(BenchBuffers::new(&params).map_err(row_err)?);
         }
         let bufs = bufs.as_ref().expect("allocated above");
-        let plan = params.plan(&bufs.refs(false)).map_err(row_err)?;
+        // Planned for this GPU: decode rows are split across CTAs as the library would.
+        let plan = gpu.plan_forward(&params, &bufs.refs(false)).map_err(row_err)?;
         let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &plan.kernel);
         record.config = Some(tag(&plan.config));
         if opts.verify {

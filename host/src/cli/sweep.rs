@@ -63,6 +63,11 @@ impl Shape {
         ((q_and_o + k_and_v) * ELEM_BYTES) as f64
     }
 
+    /// Bytes of K and V (read once): the traffic that bounds decode.
+    pub fn kv_bytes(&self) -> f64 {
+        (2 * self.batch * self.seqlen_k * self.heads_kv * self.head_dim * 2) as f64
+    }
+
     /// Compact description for messages and progress lines.
     pub fn label(&self) -> String {
         format!(
@@ -96,6 +101,47 @@ pub struct SweepSpec {
     pub heads_kv: Option<usize>,
     /// Causal settings to run, in order.
     pub causal: Vec<bool>,
+    /// The decode sweep instead of the standard one ([`DECODE_BATCHES`] x [`DECODE_CACHES`],
+    /// [`DECODE_HEADS`] query and [`DECODE_HEADS_KV`] key/value heads, head_dim 128, one query
+    /// row); `batch`, `seqlens` (query rows), `seqlen_k` (cache), `heads`, `heads_kv` and
+    /// `head_dims` override its axes.
+    pub decode: bool,
+}
+
+/// Batch sizes of the decode sweep.
+pub const DECODE_BATCHES: [usize; 3] = [1, 8, 64];
+/// KV-cache lengths of the decode sweep.
+pub const DECODE_CACHES: [usize; 4] = [1024, 8192, 32768, 131072];
+/// Query heads of the decode sweep.
+pub const DECODE_HEADS: usize = 32;
+/// Key/value heads of the decode sweep (GQA group of 4).
+pub const DECODE_HEADS_KV: usize = 8;
+
+impl SweepSpec {
+    /// The decode sweep's shapes, ordered by head_dim, query rows, batch, cache, causal (the
+    /// decode anchors' order).
+    fn decode_shapes(&self) -> Result<Vec<Shape>, String> {
+        let or = |given: &[usize], default: &[usize]| if given.is_empty() { default.to_vec() } else { given.to_vec() };
+        let batches = self.batch.map_or(DECODE_BATCHES.to_vec(), |b| vec![b]);
+        let caches = self.seqlen_k.map_or(DECODE_CACHES.to_vec(), |k| vec![k]);
+        let mut shapes = Vec::new();
+        for head_dim in or(&self.head_dims, &[128]) {
+            for seqlen_q in or(&self.seqlens, &[1]) {
+                for &batch in &batches {
+                    for &seqlen_k in &caches {
+                        for &causal in &self.causal {
+                            let heads_q = self.heads.unwrap_or(DECODE_HEADS);
+                            let heads_kv = self.heads_kv.unwrap_or(DECODE_HEADS_KV.min(heads_q));
+                            let shape = Shape { batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal };
+                            check(&shape)?;
+                            shapes.push(shape);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(shapes)
+    }
 }
 
 impl SweepSpec {
@@ -104,6 +150,9 @@ impl SweepSpec {
     /// Fails on values no kernel can take (zeros, heads not a multiple of key/value heads);
     /// everything else the library's planner checks.
     pub fn shapes(&self) -> Result<Vec<Shape>, String> {
+        if self.decode {
+            return self.decode_shapes();
+        }
         let or_default = |given: &[usize], default: &[usize]| if given.is_empty() { default.to_vec() } else { given.to_vec() };
         let head_dims = or_default(&self.head_dims, &HEAD_DIMS);
         let seqlens = or_default(&self.seqlens, &SEQLENS);
@@ -195,6 +244,19 @@ mod tests {
         assert_eq!(zero.shapes().unwrap_err(), "--batch must be at least 1");
         let ratio = SweepSpec { head_dims: vec![128], heads_kv: Some(3), causal: both(), ..Default::default() };
         assert!(ratio.shapes().unwrap_err().contains("multiple of key/value heads"));
+    }
+
+    #[test]
+    fn decode_sweep_is_the_decode_anchors() {
+        let s = SweepSpec { decode: true, causal: vec![false], ..Default::default() }.shapes().unwrap();
+        assert_eq!(s.len(), 3 * 4);
+        assert!(s.iter().all(|s| (s.heads_q, s.heads_kv, s.head_dim, s.seqlen_q, s.causal) == (32, 8, 128, 1, false)));
+        assert_eq!((s[0].batch, s[0].seqlen_k), (1, 1024));
+        assert_eq!((s[11].batch, s[11].seqlen_k), (64, 131072));
+        assert_eq!(s[0].kv_bytes(), (2 * 1024 * 8 * 128 * 2) as f64);
+        let one = SweepSpec { decode: true, batch: Some(8), seqlen_k: Some(4096), seqlens: vec![4], causal: vec![true], ..Default::default() };
+        let s = one.shapes().unwrap();
+        assert_eq!(s, vec![Shape { batch: 8, heads_q: 32, heads_kv: 8, seqlen_q: 4, seqlen_k: 4096, head_dim: 128, causal: true }]);
     }
 
     #[test]
