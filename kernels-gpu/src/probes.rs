@@ -7,6 +7,8 @@
 //! * [`mbarrier`]: a full/empty mbarrier handshake between two warps (sm_90a).
 //! * [`wgmma`]: `wgmma.mma_async` m64nNk16 on 128B-swizzled shared memory (sm_90a).
 //! * [`tma`]: a `cp.async.bulk.tensor.2d` tile load completing on an mbarrier (sm_90a).
+//! * [`wgmma_tb`]: `wgmma` with A from registers and an N-major (transposed) B, as the Hopper
+//!   kernel's `P V` (sm_90a; checked by `tests/tests/forward_wgmma.rs`).
 
 pub mod cp_async;
 #[cfg(target_feature = "sm_90a")]
@@ -16,6 +18,8 @@ pub mod mma;
 pub mod tma;
 #[cfg(target_feature = "sm_90a")]
 pub mod wgmma;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma_tb;
 
 /// `ld.shared.b32` (the arch layer has only the 16-byte form).
 #[inline(always)]

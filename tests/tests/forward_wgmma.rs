@@ -5,7 +5,8 @@
 //!
 //! Skips (saying so) where no GPU is present or the GPU is not sm_90a. Run on an H100 with
 //! `cargo test --release -p flashrs-tests --test forward_wgmma -- --test-threads=1 --nocapture`;
-//! `a0_smoke_one_tile` runs first in that order and is the one to read first if all fail.
+//! `a0_smoke_one_tile` runs first in that order and is the one to read first if all fail;
+//! `a1_probe_wgmma_n_major_b` checks the `P V` building block (transposed-B wgmma) alone.
 //! `serial_and_persistent_variants` runs the serial-schedule twins of the default kernels (if
 //! they pass where the defaults fail, the fault is in the pipelined schedule: ping-pong
 //! barriers, overlapped waits, not the TMA/wgmma layouts) and the persistent launches.
@@ -14,11 +15,77 @@ use flashrs::hopper::{config::CONFIGS, plan_with};
 use flashrs::{AttentionParams, DType, Error, KernelPath};
 use flashrs_tests::attn::{check, check_many, check_many_with};
 use flashrs_tests::{gpu_or_skip, hopper_or_skip};
+use cust::memory::{CopyDestination, DeviceBuffer};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 const DTYPES: [DType; 2] = [DType::F16, DType::Bf16];
 
 fn wgmma(p: AttentionParams) -> AttentionParams {
     p.path(KernelPath::Wgmma)
+}
+
+/// The `P V` building block alone (`probes/wgmma_tb.rs`): wgmma with A from registers and an
+/// N-major B (V's layout) in 128B-swizzled 64-column slabs, for each N the kernels use. If the
+/// attention tests fail and this passes, the transposed-B descriptor is not the culprit.
+#[test]
+fn a1_probe_wgmma_n_major_b() {
+    let Some(gpu) = hopper_or_skip("a1_probe_wgmma_n_major_b") else { return };
+    let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
+    let mut rng = StdRng::seed_from_u64(0x7b5);
+    let k = 64;
+    for n in [64usize, 128, 256] {
+        let func = gpu.module().get_function(&format!("probe_wgmma_tb_m64n{n}k16")).unwrap();
+        for mode in 0..2u32 {
+            let enc = |v: f32| -> (u16, f64) {
+                if mode == 1 {
+                    let h = half::bf16::from_f32(v);
+                    (h.to_bits(), h.to_f32() as f64)
+                } else {
+                    let h = half::f16::from_f32(v);
+                    (h.to_bits(), h.to_f32() as f64)
+                }
+            };
+            let mut value = || -> f32 { rng.random_range(0.25f32..1.0) * if rng.random::<bool>() { 1.0 } else { -1.0 } };
+            let (a_bits, a): (Vec<u16>, Vec<f64>) = (0..64 * k).map(|_| enc(value())).unzip();
+            let (b_bits, b): (Vec<u16>, Vec<f64>) = (0..k * n).map(|_| enc(value())).unzip();
+            let a_d = DeviceBuffer::from_slice(&a_bits).unwrap();
+            let b_d = DeviceBuffer::from_slice(&b_bits).unwrap();
+            let d_d = DeviceBuffer::from_slice(&vec![f32::NAN; 64 * n]).unwrap();
+            unsafe {
+                cust::launch!(func<<<1, 128, (1024 + n * 128) as u32, stream>>>(
+                    a_d.as_device_ptr(), b_d.as_device_ptr(), d_d.as_device_ptr(), mode
+                ))
+                .unwrap();
+            }
+            stream.synchronize().unwrap();
+            let mut d = vec![0f32; 64 * n];
+            d_d.copy_to(&mut d).unwrap();
+            let mut bad = Vec::new();
+            for i in 0..64 {
+                for j in 0..n {
+                    let (mut want, mut mag) = (0.0, 0.0);
+                    for kk in 0..k {
+                        let prod = a[i * k + kk] * b[kk * n + j];
+                        want += prod;
+                        mag += prod.abs();
+                    }
+                    let got = d[i * n + j] as f64;
+                    if !((got - want).abs() <= 1e-3 * mag + 1e-6) {
+                        bad.push(format!("({i}, {j}): got {got} want {want:.6}"));
+                    }
+                }
+            }
+            assert!(
+                bad.is_empty(),
+                "wgmma m64n{n}k16 N-major B ({}): {} of {} elements off:\n  {}",
+                if mode == 1 { "bf16" } else { "f16" },
+                bad.len(),
+                64 * n,
+                bad[..bad.len().min(8)].join("\n  ")
+            );
+        }
+    }
 }
 
 /// The smallest cases: one key tile, one query block; then one of each head dimension.

@@ -1,0 +1,100 @@
+//! One warpgroup computes `D = A * B` with `wgmma.mma_async.m64nNk16` in the form the Hopper
+//! attention kernel's `O += P V` uses: A from registers, B *N-major* (`imm-trans-b = 1`). A is
+//! 64x64 row-major (K contiguous) in global memory, loaded straight into the register fragment
+//! layout; B is 64xN row-major (N contiguous: V's `[keys, head_dim]`), staged into shared
+//! memory as `N / 64` slabs of 64 rows x 128 bytes with the 128-byte swizzle (what TMA writes
+//! for 64-column boxes). The descriptor of k-step `k` starts `2048 * k` bytes in (16 rows),
+//! with LBO = one slab (the next 64 columns) and SBO = 1024 (the next 8 rows). D is 64xN f32
+//! row-major, poisoned with NaN before the first step's `scale_d = false`.
+//!
+//! `mode`: 0 = f16, 1 = bf16. One CTA of 128 threads; dynamic shared memory 1024 (alignment
+//! slack) + N * 128 bytes.
+use super::{dsmem_base_1024, sw128_offset};
+use crate::arch::barrier::bar_sync;
+use crate::arch::fence::fence_proxy_async_shared_cta;
+use crate::arch::ids::thread_idx_x;
+use crate::arch::smem::st_shared_v4;
+use crate::arch::wgmma::*;
+use crate::arch::wgmma_mn::*;
+
+/// K of the probe (4 k-steps of 16).
+const K: u32 = 64;
+
+/// Copies the 64xN row-major B into `N / 64` swizzled slabs of 64 rows at `dst`.
+#[inline(always)]
+unsafe fn stage_slabs(dst: u32, b: *const [u32; 4], n: u32) {
+    let tid = thread_idx_x();
+    let chunks = n / 8;
+    for i in 0..K * chunks / 128 {
+        let idx = tid + 128 * i;
+        let (row, chunk) = (idx / chunks, idx % chunks);
+        let slab = dst + (chunk / 8) * K * 128;
+        unsafe { st_shared_v4(slab + sw128_offset(row, chunk % 8), b.add(idx as usize).read()) };
+    }
+}
+
+/// The A fragment of k-step `k` for this thread, from a 64x64 16-bit row-major A.
+#[inline(always)]
+unsafe fn frag_a(a: *const u32, k: u32) -> FragA {
+    let tid = thread_idx_x();
+    let (w, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
+    let r0 = 16 * w + g;
+    let pair = |row: u32, col: u32| unsafe { a.add((row * 32 + col / 2) as usize).read() };
+    let c0 = 16 * k + 2 * t;
+    [pair(r0, c0), pair(r0 + 8, c0), pair(r0, c0 + 8), pair(r0 + 8, c0 + 8)]
+}
+
+macro_rules! probe_wgmma_tb {
+    ($(#[$doc:meta])* $name:ident, $n:literal, $f16:ident, $bf16:ident) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(a: *const u32, b: *const [u32; 4], d: *mut f32, mode: u32) {
+            let sb = dsmem_base_1024();
+            unsafe { stage_slabs(sb, b, $n) };
+            fence_proxy_async_shared_cta();
+            bar_sync();
+            let mut frags = [[0u32; 4]; (K / 16) as usize];
+            for k in 0..(K / 16) as usize {
+                frags[k] = unsafe { frag_a(a, k as u32) };
+            }
+            let mut acc = [f32::NAN; $n / 2];
+            wgmma_fence_operands(&mut acc);
+            wgmma_fence();
+            for k in 0..(K / 16) as usize {
+                let desc = SmemDesc::new(sb + 2048 * k as u32, K * 128, 1024, Swizzle::B128);
+                unsafe {
+                    if mode == 0 {
+                        $f16(&mut acc, &frags[k], desc, k != 0)
+                    } else {
+                        $bf16(&mut acc, &frags[k], desc, k != 0)
+                    }
+                }
+            }
+            wgmma_commit_group();
+            wgmma_wait_group::<0>();
+            wgmma_fence_operands(&mut acc);
+            let tid = thread_idx_x();
+            let (w, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
+            for i in 0..$n / 8 {
+                for h in 0..2 {
+                    let row = 16 * w + g + 8 * h as u32;
+                    let p = unsafe { d.add((row * $n + 8 * i as u32 + 2 * t) as usize) };
+                    unsafe {
+                        p.write(acc[4 * i + 2 * h]);
+                        p.add(1).write(acc[4 * i + 2 * h + 1]);
+                    }
+                }
+            }
+        }
+    };
+}
+
+probe_wgmma_tb!(/// m64n64k16, B 64x64 (see the module docs).
+    probe_wgmma_tb_m64n64k16, 64,
+    wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_rs_tb);
+probe_wgmma_tb!(/// m64n128k16, B 64x128 (see the module docs).
+    probe_wgmma_tb_m64n128k16, 128,
+    wgmma_mma_async_m64n128k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb);
+probe_wgmma_tb!(/// m64n256k16, B 64x256 (see the module docs).
+    probe_wgmma_tb_m64n256k16, 256,
+    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb);
