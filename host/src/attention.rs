@@ -453,18 +453,31 @@ pub struct SplitPlan {
 /// wgmma path) and its `batch * heads_q * m_blocks` CTAs (`m_blocks` of the split
 /// configuration) fill less than two CTAs per SM; then enough splits to give about four CTAs
 /// per SM, keeping at least two K/V tiles per split and at most 32 splits.
+///
+/// CTAs are counted as the GPU plan launches them: with one query row and GQA, the query heads
+/// of a K/V group share one query block ([`packs_gqa`]).
 pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
     if p.varlen.is_some() || p.config.is_some() || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
         return 1;
     }
     let Some(c) = split_config(p.head_dim) else { return 1 };
-    let ctas = p.batch.saturating_mul(p.heads_q).saturating_mul(p.seqlen_q.div_ceil(c.block_m));
+    let (heads, rows) = if packs_gqa(p) { (p.heads_kv, p.heads_q / p.heads_kv) } else { (p.heads_q, p.seqlen_q) };
+    let ctas = p.batch.saturating_mul(heads).saturating_mul(rows.div_ceil(c.block_m));
     let sms = sm_count.max(1) as usize;
     if ctas == 0 || ctas >= 2 * sms {
         return 1;
     }
     let tiles = p.seqlen_k.div_ceil(c.block_n);
     (4 * sms).div_ceil(ctas).min(tiles / 2).clamp(1, MAX_SPLITS)
+}
+
+/// True when [`Gpu::plan_forward`] packs the query heads of each K/V group into the rows of
+/// one query block (as FlashAttention does for decode): one query row per sequence
+/// (`seqlen_q == 1`), GQA/MQA (`heads_q > heads_kv`), not variable-length, not forced onto the
+/// wgmma path. The packed plan runs on the mma.sync path; [`AttentionParams::plan`] never
+/// packs (its plan is the literal call).
+pub fn packs_gqa(p: &AttentionParams) -> bool {
+    p.seqlen_q == 1 && p.heads_kv > 0 && p.heads_q > p.heads_kv && p.varlen.is_none() && p.path != KernelPath::Wgmma
 }
 
 /// Most splits per query block (the combine kernel gives each a lane of one warp).
@@ -688,12 +701,19 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
         Some((v, _)) => variant_kernel_name(v, p.dtype, &config),
         None => kernel_name(p.dtype, &config),
     };
-    let m_blocks = p.seqlen_q.div_ceil(config.block_m);
+    // GQA decode packing (GPU plans only): one query row per sequence, so the `group` query
+    // heads that share a K/V head become the rows of one query block: a CTA reads its K/V once
+    // for all of them. The kernel sees `heads_kv` heads of `group` rows, the rows `head` strides
+    // apart; output and log-sum-exp land exactly where the unpacked call puts them.
+    let group = if p.heads_kv > 0 { p.heads_q / p.heads_kv } else { 1 };
+    let pack = sm_count.is_some() && packs_gqa(p);
+    let (k_heads, k_rows) = if pack { (p.heads_kv, group) } else { (p.heads_q, p.seqlen_q) };
+    let m_blocks = k_rows.div_ceil(config.block_m);
     // Split-KV: each split's share of the K/V tiles (the kernel clips the last one).
     let split_tiles = p.seqlen_k.div_ceil(config.block_n).div_ceil(num_splits).max(1);
     // Checked: a wrapped product could pass for a small (or empty) grid.
     let ctas = (p.batch as u64)
-        .checked_mul(p.heads_q as u64)
+        .checked_mul(k_heads as u64)
         .and_then(|x| x.checked_mul(m_blocks as u64))
         .and_then(|x| x.checked_mul(num_splits as u64))
         .unwrap_or(u64::MAX);
@@ -771,22 +791,31 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
             o: bufs.o.ptr,
             lse: bufs.lse.map_or(0, |l| l.ptr),
             batch: p.batch as u32,
-            heads_q: p.heads_q as u32,
-            group: (p.heads_q / p.heads_kv) as u32,
-            seqlen_q: p.seqlen_q as u32,
+            heads_q: k_heads as u32,
+            group: if pack { 1 } else { group as u32 },
+            seqlen_q: k_rows as u32,
             seqlen_k: p.seqlen_k as u32,
             head_dim: p.head_dim as u32,
             scale_log2: scale * std::f32::consts::LOG2_E,
-            causal: p.causal as u32,
+            // One query row sees every key under bottom-right causal masking too.
+            causal: (p.causal && !pack) as u32,
             m_blocks: m_blocks as u32,
             num_splits: num_splits as u32,
             total_q: rows_q as u32,
             split_tiles: split_tiles as u32,
             ..params
         };
+        if pack {
+            // Row r of packed head g is query head g * group + r (its only query row).
+            let g = group as i64;
+            let [qb, _, qh] = params.q_strides;
+            let [ob, _, oh] = params.o_strides;
+            params.q_strides = [qb, qh, qh * g];
+            params.o_strides = [ob, oh, oh * g];
+        }
     }
     let split = if num_splits > 1 && !empty {
-        let rows = p.batch * p.heads_q * p.seqlen_q;
+        let rows = p.batch * k_heads * k_rows;
         // The kernels index the workspace with 32-bit `split * rows + row`.
         if (num_splits as u64) * (rows as u64) > u32::MAX as u64 {
             return Err(Error::LaunchLimit(format!("{num_splits} splits of {rows} rows exceed the split workspace's index range")));
@@ -813,7 +842,7 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
         varlen_offsets: p.varlen.as_ref().filter(|_| !empty).map(|v| [&v.cu_seqlens_q[..], &v.cu_seqlens_k[..]].concat()),
         split,
     };
-    if variant.is_some() {
+    if variant.is_some() || pack {
         // Variable-length and split-KV calls stay on the mma.sync path (Auto included).
         return crate::hopper::finish_plan(&p.clone().path(KernelPath::MmaSync), plan);
     }

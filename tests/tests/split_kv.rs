@@ -74,6 +74,45 @@ fn automatic_splits() {
 }
 
 #[test]
+fn packed_gqa_decode_without_and_with_splits() {
+    let Some(gpu) = gpu_or_skip("packed_gqa_decode_without_and_with_splits") else { return };
+    let mut cases = Vec::new();
+    for (hq, hkv) in [(32, 8), (8, 1), (6, 2)] {
+        for splits in [Some(1), Some(3), None] {
+            for causal in [false, true] {
+                cases.push(decode(3, 1, 777, hq, hkv, 128).causal(causal).num_splits(splits));
+            }
+        }
+        cases.push(decode(2, 1, 300, hq, hkv, 64).layout_bhsd().dtype(DType::Bf16));
+        cases.push(decode(2, 1, 0, hq, hkv, 64));
+        cases.push(decode(64, 1, 1024, hq, hkv, 128).num_splits(Some(1)));
+    }
+    print_cases(&gpu, &cases);
+    check_many(&gpu, &cases);
+}
+
+#[test]
+fn planner_packs_gqa_decode() {
+    let p = decode(2, 1, 4096, 32, 8, 128).num_splits(Some(1));
+    let (nq, nk, nl) = p.contiguous_lens();
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+    assert!(flashrs::attention::packs_gqa(&p));
+    // `plan` is the literal call; the GPU plan packs 4 query heads per K/V head into the rows.
+    let literal = p.plan(&bufs).unwrap();
+    assert_eq!((literal.params.heads_q, literal.params.seqlen_q, literal.params.group), (32, 1, 4));
+    let packed = p.plan_for_sms(&bufs, 132).unwrap();
+    let f = packed.params;
+    assert_eq!((f.heads_q, f.seqlen_q, f.group, f.causal), (8, 4, 1, 0));
+    assert_eq!(f.q_strides, [32 * 128, 128, 4 * 128]);
+    assert_eq!(f.o_strides, [32 * 128, 128, 4 * 128]);
+    assert_eq!(packed.grid, 2 * 8);
+    assert!(packed.wgmma.is_none());
+    assert!(!flashrs::attention::packs_gqa(&decode(2, 2, 4096, 32, 8, 128)));
+    assert!(!flashrs::attention::packs_gqa(&decode(2, 1, 4096, 8, 8, 128)));
+}
+
+#[test]
 fn planner_chooses_and_bounds_splits() {
     let p = decode(1, 1, 8192, 32, 8, 128);
     // 32 CTAs on 132 SMs: split; the same call with a big batch fills the GPU: no split.
@@ -90,7 +129,8 @@ fn planner_chooses_and_bounds_splits() {
     let plan = p.plan_for_sms(&bufs, 132).unwrap();
     let s = plan.split.as_ref().expect("split plan");
     assert!(plan.kernel.starts_with("flash_fwd_split_f16_d128_"), "{}", plan.kernel);
-    assert_eq!(plan.grid, 32 * s.num_splits);
+    // Packed GQA decode: 8 K/V heads of 4 query rows each, times the splits.
+    assert_eq!(plan.grid, 8 * s.num_splits);
     assert_eq!(s.combine_kernel, "flash_fwd_combine_f16_d128");
     assert_eq!(plan.params.num_splits, s.num_splits);
     assert!(plan.params.split_tiles * s.num_splits * 64 >= 8192);
