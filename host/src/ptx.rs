@@ -57,7 +57,7 @@
 //! Variable-length (`flash_fwd_varlen_*`) and split-KV (`flash_fwd_split_*`, then
 //! `flash_fwd_combine_*`) launches take the same single [`FwdParams`], with device pointers that
 //! [`Gpu::launch_forward`] fills in per launch (`cu_seqlens_q`/`cu_seqlens_k` uploaded from the
-//! plan's validated [`LaunchPlan::varlen_offsets`]; `o_accum`/`lse_accum` in a stream-ordered
+//! plan's validated [`LaunchPlan::varlen_offsets`](crate::attention::LaunchPlan::varlen_offsets); `o_accum`/`lse_accum` in a stream-ordered
 //! workspace of [`SplitPlan`](crate::attention::SplitPlan)'s sizes). Launch such plans through
 //! [`Gpu::launch_forward`] rather than by hand.
 //!
