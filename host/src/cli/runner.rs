@@ -61,14 +61,17 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
         let bufs = bufs.as_ref().expect("allocated above");
         // Planned for this GPU: decode rows are split across CTAs as the library would.
         let plan = gpu.plan_forward(&params, &bufs.refs(false)).map_err(row_err)?;
-        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &plan.kernel);
-        record.config = Some(tag(&plan.config));
+        // Under `--path auto` the kernel that runs depends on the GPU (wgmma on sm_90a).
+        let kernel = plan.kernel_for(gpu.arch()).to_string();
+        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel);
+        // The tile configuration describes the mma.sync kernel only.
+        record.config = (kernel == plan.kernel).then(|| tag(&plan.config));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
             time_plan(gpu, &plan, opts.path, 0, 1).map_err(row_err)?;
             let [q, k, v] = bufs.inputs_f32(opts.dtype).map_err(row_err)?;
             let out = bufs.output_f32(opts.dtype).map_err(row_err)?;
-            let what = format!("{} ({})", shape.label(), plan.kernel);
+            let what = format!("{} ({kernel})", shape.label());
             let outcome = verify::check(&params, &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
                 .into_result(&what)
                 .map_err(CliError::Verify)?;
