@@ -480,6 +480,12 @@ pub fn packs_gqa(p: &AttentionParams) -> bool {
     p.seqlen_q == 1 && p.heads_kv > 0 && p.heads_q > p.heads_kv && p.varlen.is_none() && p.path != KernelPath::Wgmma
 }
 
+/// Rows per (batch, head) the GPU plan's kernel sees: `heads_q / heads_kv` when
+/// [`packs_gqa`], else `seqlen_q`.
+fn decode_rows(p: &AttentionParams) -> usize {
+    if packs_gqa(p) { p.heads_q / p.heads_kv } else { p.seqlen_q }
+}
+
 /// Most splits per query block (the combine kernel gives each a lane of one warp).
 pub const MAX_SPLITS: usize = 32;
 
@@ -694,6 +700,12 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
                 return Err(shape_err("config", format!("head_dim {} does not fit config for {}", p.head_dim, c.head_dim)));
             }
             c
+        }
+        // GPU plans of decode-shaped calls (at most 64 rows per query block: few query rows, or
+        // packed GQA heads) take the 64-row head_dim-128 tiles (half the wasted MMA rows of the
+        // 128-row default), as the split-KV kernels do.
+        None if sm_count.is_some() && decode_rows(p) <= 64 && config::padded_head_dim(p.head_dim) == Some(128) => {
+            split_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?
         }
         None => config::default_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?,
     };

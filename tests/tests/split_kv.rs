@@ -107,6 +107,9 @@ fn planner_packs_gqa_decode() {
     assert_eq!(f.q_strides, [32 * 128, 128, 4 * 128]);
     assert_eq!(f.o_strides, [32 * 128, 128, 4 * 128]);
     assert_eq!(packed.grid, 2 * 8);
+    // Decode rows take the 64-row tiles on head_dim 128.
+    assert_eq!(packed.kernel, "flash_fwd_f16_d128_64x64w4s2");
+    assert!(literal.kernel.starts_with("flash_fwd_f16_d128_128x32"), "{}", literal.kernel);
     assert!(packed.wgmma.is_none());
     assert!(!flashrs::attention::packs_gqa(&decode(2, 2, 4096, 32, 8, 128)));
     assert!(!flashrs::attention::packs_gqa(&decode(2, 1, 4096, 8, 8, 128)));
