@@ -1039,6 +1039,12 @@ impl Gpu {
     /// benchmark does) without validating again; unlike [`Gpu::attention_forward_raw`] it does
     /// not make the context current.
     ///
+    /// Variable-length and split-KV plans ([`LaunchPlan::varlen_offsets`], [`LaunchPlan::split`])
+    /// take one stream-ordered allocation per launch (`cuMemAllocAsync` on `stream`, freed with
+    /// `cuMemFreeAsync` after the kernels): the offsets are copied into it from the plan (the
+    /// validated host copy) and the split workspace lives there; split-KV plans then launch the
+    /// combine kernel on the same stream.
+    ///
     /// # Safety
     /// The plan's buffers must be live device allocations of this GPU's context, not freed or
     /// written by anything else until the stream reaches the kernel's end, and `stream` must
