@@ -717,7 +717,7 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
     // heads that share a K/V head become the rows of one query block: a CTA reads its K/V once
     // for all of them. The kernel sees `heads_kv` heads of `group` rows, the rows `head` strides
     // apart; output and log-sum-exp land exactly where the unpacked call puts them.
-    let group = if p.heads_kv > 0 { p.heads_q / p.heads_kv } else { 1 };
+    let group = p.heads_q.checked_div(p.heads_kv).unwrap_or(1);
     let pack = sm_count.is_some() && packs_gqa(p);
     let (k_heads, k_rows) = if pack { (p.heads_kv, group) } else { (p.heads_q, p.seqlen_q) };
     let m_blocks = k_rows.div_ceil(config.block_m);
@@ -975,7 +975,7 @@ impl Gpu {
     ///
     /// # Safety
     /// As for [`Gpu::launch_forward`]: `params` must be valid for `name`'s launch geometry.
-    unsafe fn launch_kernel(&self, stream: *mut c_void, name: &str, grid: u32, block: u32, smem: u32, params: &FwdParams) -> Result<()> {
+    unsafe fn launch_kernel(&self, stream: *mut c_void, name: &str, (grid, block, smem): (u32, u32, u32), params: &FwdParams) -> Result<()> {
         let func = self.module().get_function(name)?;
         use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuLaunchKernel};
         let raw = func.to_raw();
@@ -1019,10 +1019,10 @@ impl Gpu {
                 params.lse_accum = params.o_accum + (o_len * 4) as u64;
             }
             // SAFETY: the plan was validated; the offsets and workspace were just set up.
-            unsafe { self.launch_kernel(stream, &plan.kernel, plan.grid, plan.block, plan.smem, &params)? };
+            unsafe { self.launch_kernel(stream, &plan.kernel, (plan.grid, plan.block, plan.smem), &params)? };
             if let Some(s) = &plan.split {
                 // SAFETY: the combine reads the workspace the forward kernel wrote, in stream order.
-                unsafe { self.launch_kernel(stream, &s.combine_kernel, s.combine_grid, s.combine_block, 0, &params)? };
+                unsafe { self.launch_kernel(stream, &s.combine_kernel, (s.combine_grid, s.combine_block, 0), &params)? };
             }
             Ok(())
         };
@@ -1073,6 +1073,6 @@ impl Gpu {
             return unsafe { self.launch_variant(stream, plan) };
         }
         // SAFETY: as for this function.
-        unsafe { self.launch_kernel(stream, &plan.kernel, plan.grid, plan.block, plan.smem, &plan.params) }
+        unsafe { self.launch_kernel(stream, &plan.kernel, (plan.grid, plan.block, plan.smem), &plan.params) }
     }
 }
