@@ -21,3 +21,17 @@ pub fn shfl_sync_idx_u32(v: u32, src: u32) -> u32 {
     }
     r
 }
+
+/// Max over the 4 lanes of a quad (lanes `4g .. 4g+4`): where MMA fragments keep one row.
+#[inline(always)]
+pub fn quad_max_f32(v: f32) -> f32 {
+    let v = v.max(shfl_sync_bfly_f32(v, 1));
+    v.max(shfl_sync_bfly_f32(v, 2))
+}
+
+/// Sum over the 4 lanes of a quad.
+#[inline(always)]
+pub fn quad_sum_f32(v: f32) -> f32 {
+    let v = v + shfl_sync_bfly_f32(v, 1);
+    v + shfl_sync_bfly_f32(v, 2)
+}

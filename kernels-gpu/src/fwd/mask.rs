@@ -1,4 +1,5 @@
-//! Key-length and causal masking of score fragments.
+//! Key-length and causal masking of score fragments (the `mma.sync` layout; the wgmma
+//! layout's [`Mask::apply_wgmma`] is in `hopper::mask`).
 use crate::arch::mma::FragC;
 
 /// Which keys each query row may see.
@@ -20,17 +21,22 @@ impl Mask {
         last >= self.seqlen_k || matches!(self.causal_offset, Some(off) if last > row0 + off)
     }
 
+    /// Columns row `r` may see are those below this.
+    #[inline(always)]
+    pub fn row_limit(&self, r: i32) -> i32 {
+        match self.causal_offset {
+            Some(off) => self.seqlen_k.min(r + off + 1),
+            None => self.seqlen_k,
+        }
+    }
+
     /// Sets masked scores to `-inf`. `row` is the lane's first row (tile 0, `lane/4`), `col`
     /// its first column (`col0 + 2*(lane%4)`).
     #[inline(always)]
     pub fn apply<const MT: usize, const SN: usize>(&self, s: &mut [[FragC; SN]; MT], row: i32, col: i32) {
         for mt in 0..MT {
             for h in 0..2 {
-                let r = row + (mt * 16 + 8 * h) as i32;
-                let limit = match self.causal_offset {
-                    Some(off) => self.seqlen_k.min(r + off + 1),
-                    None => self.seqlen_k,
-                };
+                let limit = self.row_limit(row + (mt * 16 + 8 * h) as i32);
                 for j in 0..SN {
                     for e in 0..2 {
                         if col + (j * 8 + e) as i32 >= limit {

@@ -5,7 +5,7 @@
 //! lanes of a quad, so row reductions take two butterfly shuffles.
 use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32, rcp_approx_f32};
 use crate::arch::mma::FragC;
-use crate::arch::shfl::shfl_sync_bfly_f32;
+use crate::arch::shfl::{quad_max_f32 as quad_max, quad_sum_f32 as quad_sum};
 
 /// Running max and (lane-partial) sum of `2 * MT` rows.
 pub struct Softmax<const MT: usize> {
@@ -15,17 +15,7 @@ pub struct Softmax<const MT: usize> {
     pub sum: [[f32; 2]; MT],
 }
 
-#[inline(always)]
-fn quad_max(v: f32) -> f32 {
-    let v = v.max(shfl_sync_bfly_f32(v, 1));
-    v.max(shfl_sync_bfly_f32(v, 2))
-}
 
-#[inline(always)]
-fn quad_sum(v: f32) -> f32 {
-    let v = v + shfl_sync_bfly_f32(v, 1);
-    v + shfl_sync_bfly_f32(v, 2)
-}
 
 impl<const MT: usize> Softmax<MT> {
     /// No rows seen yet.

@@ -114,7 +114,7 @@ impl<const D: usize, const BN: usize, const STAGES: usize> Rows<D, BN, STAGES> {
     fn mask<const SN: usize>(&self, s: &mut [f32; SN], t: u32) {
         let col0 = self.col0(t);
         if self.mask.touches(self.wg_row0, col0, BN as i32) {
-            self.mask.apply(s, self.row, col0 + self.col);
+            self.mask.apply_wgmma(s, self.row, col0 + self.col);
         }
     }
 }

@@ -1,16 +1,8 @@
 //! Which (batch, head, query block) a CTA computes, and the key tiles that block needs.
-use core::num::NonZeroU32;
-
 use super::config::BLOCK_M;
 use crate::arch::ids::block_idx_x;
 use crate::fwd::params::FwdParams;
-
-/// `a / b` and `a % b` without the divide-by-zero panic path; the host guarantees `b > 0`.
-#[inline(always)]
-pub fn div_rem(a: u32, b: u32) -> (u32, u32) {
-    let b = unsafe { NonZeroU32::new_unchecked(b) };
-    (a / b, a % b)
-}
+use crate::fwd::scheduler::div_rem;
 
 /// The work of one CTA.
 #[derive(Clone, Copy)]

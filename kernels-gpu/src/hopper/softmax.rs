@@ -5,19 +5,9 @@
 //! with `ex2`, the softmax scale folded into one FMA: `p = 2^(s * scale_log2 - max * scale_log2)`.
 use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32, rcp_approx_f32};
 use crate::arch::fma::fma_rn_f32;
-use crate::arch::shfl::shfl_sync_bfly_f32;
+use crate::arch::shfl::{quad_max_f32 as quad_max, quad_sum_f32 as quad_sum};
 
-#[inline(always)]
-fn quad_max(v: f32) -> f32 {
-    let v = v.max(shfl_sync_bfly_f32(v, 1));
-    v.max(shfl_sync_bfly_f32(v, 2))
-}
 
-#[inline(always)]
-fn quad_sum(v: f32) -> f32 {
-    let v = v + shfl_sync_bfly_f32(v, 1);
-    v + shfl_sync_bfly_f32(v, 2)
-}
 
 /// Running max and (lane-partial) sum of the thread's two rows.
 pub struct OnlineSoftmax {
