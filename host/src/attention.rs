@@ -107,6 +107,17 @@ impl Strides {
         let (s, h, d) = (seqlen as i64, heads as i64, head_dim as i64);
         Strides { batch: h * s * d, row: d, head: s * d }
     }
+
+    /// Elements a buffer needs to hold a tensor of `dims` (`[batch, seqlen, heads, head_dim]`)
+    /// laid out with these strides: the highest offset plus one, 0 for an empty tensor.
+    /// Unchecked arithmetic: for shapes [`AttentionParams::plan`] accepts.
+    pub fn extent(&self, dims: [usize; 4]) -> usize {
+        if dims.contains(&0) {
+            return 0;
+        }
+        let reach = (dims[0] - 1) as i64 * self.batch + (dims[1] - 1) as i64 * self.row + (dims[2] - 1) as i64 * self.head;
+        reach as usize + dims[3]
+    }
 }
 
 /// Which kernel implementation runs.
@@ -320,6 +331,19 @@ impl AttentionParams {
     pub fn config(mut self, config: TileConfig) -> Self {
         self.config = Some(config);
         self
+    }
+
+    /// Strides of Q, K, V and the output: the given ones, or the contiguous `[batch, seqlen,
+    /// heads, head_dim]` defaults. Unchecked arithmetic: for shapes [`AttentionParams::plan`]
+    /// accepts (the planner resolves them with overflow checks).
+    pub fn tensor_strides(&self) -> [Strides; 4] {
+        let d = self.head_dim;
+        [
+            self.q_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_q, self.heads_q, d)),
+            self.k_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_k, self.heads_kv, d)),
+            self.v_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_k, self.heads_kv, d)),
+            self.o_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_q, self.heads_q, d)),
+        ]
     }
 
     /// The scale actually applied.

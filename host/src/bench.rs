@@ -51,13 +51,6 @@ pub struct BenchBuffers {
     lse: DeviceBuffer<f32>,
 }
 
-fn extent(dims: [usize; 4], s: Strides) -> usize {
-    if dims.iter().any(|&n| n == 0) {
-        return 1;
-    }
-    ((dims[0] - 1) as i64 * s.batch + (dims[1] - 1) as i64 * s.row + (dims[2] - 1) as i64 * s.head) as usize + dims[3]
-}
-
 fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
     let mut rng = rand::rng();
     // Random data, never zeros: zeros run faster than real data on tensor cores.
@@ -78,10 +71,9 @@ impl BenchBuffers {
         let d = p.head_dim;
         let dq = [p.batch, p.seqlen_q, p.heads_q, d];
         let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
-        let qs = p.q_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
-        let ks = p.k_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
-        let vs = p.v_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
-        let os = p.o_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+        let [qs, ks, vs, os] = p.tensor_strides();
+        // One element at least: a zero-length allocation has no address to plan with.
+        let extent = |dims, s: Strides| s.extent(dims).max(1);
         Ok(BenchBuffers {
             q: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dq, qs)))?,
             k: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, ks)))?,

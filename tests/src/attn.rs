@@ -77,14 +77,6 @@ pub fn gather<T: Copy>(src: &[T], dims: [usize; 4], strides: Strides) -> Vec<T> 
     out
 }
 
-/// Buffer length a strided tensor needs.
-pub fn extent(dims: [usize; 4], s: Strides) -> usize {
-    if dims.iter().any(|&n| n == 0) {
-        return 0;
-    }
-    ((dims[0] - 1) as i64 * s.batch + (dims[1] - 1) as i64 * s.row + (dims[2] - 1) as i64 * s.head) as usize + dims[3]
-}
-
 fn random_tensor<T: Element>(rng: &mut StdRng, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32(StandardNormal.sample(rng))).collect()
 }
@@ -106,20 +98,17 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
     let d = p.head_dim;
     let dq = [p.batch, p.seqlen_q, p.heads_q, d];
     let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
-    let qs = p.q_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
-    let ks = p.k_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
-    let vs = p.v_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_k, p.heads_kv, d));
-    let os = p.o_strides.unwrap_or_else(|| Strides::bshd(p.seqlen_q, p.heads_q, d));
+    let [qs, ks, vs, os] = p.tensor_strides();
     let scale = |v: Vec<T>| v.into_iter().map(|x| T::from_f32(x.to_f32() * input_scale)).collect::<Vec<T>>();
     let q = scale(random_tensor::<T>(&mut rng, dq.iter().product()));
     let k = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
     let v = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
 
-    let upload = |x: &[T], dims, s| DeviceBuffer::from_slice(&scatter(x, dims, s, extent(dims, s).max(1))).unwrap();
+    let upload = |x: &[T], dims, s| DeviceBuffer::from_slice(&scatter(x, dims, s, s.extent(dims).max(1))).unwrap();
     let (q_d, k_d, v_d) = (upload(&q, dq, qs), upload(&k, dk, ks), upload(&v, dk, vs));
     // Poison: NaN everywhere, so an element the kernel fails to write cannot pass.
     let nan = T::from_f32(f32::NAN);
-    let mut o_d = DeviceBuffer::from_slice(&vec![nan; extent(dq, os).max(1)]).unwrap();
+    let mut o_d = DeviceBuffer::from_slice(&vec![nan; os.extent(dq).max(1)]).unwrap();
     let n_lse = p.batch * p.heads_q * p.seqlen_q;
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
 

@@ -2,30 +2,15 @@
 //! Inputs are random and never zero; outputs are poisoned before every launch, so an element
 //! the kernel fails to write shows up. Hopper probes skip (saying so) on other GPUs, and every
 //! test skips where no GPU is present.
-use std::io::Write;
 
 use cust::launch;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::tensor_map::{Swizzle, TensorDataType, TensorMap};
-use flashrs::{Arch, Gpu};
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::{gpu_or_skip, hopper_or_skip};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// `gpu_or_skip`, also skipping GPUs that do not run the sm_90a module.
-fn hopper_or_skip(test: &str) -> Option<Gpu> {
-    let gpu = gpu_or_skip(test)?;
-    if gpu.arch() != Arch::Sm90a {
-        let (major, minor) = gpu.compute_capability();
-        let msg = format!("SKIPPED {test}: needs an sm_90a GPU (H100/H200), this one is sm_{major}{minor}");
-        let _ = writeln!(std::io::stderr(), "{msg}");
-        let _ = writeln!(std::io::stdout(), "{msg}");
-        return None;
-    }
-    Some(gpu)
-}
 
 fn stream() -> Stream {
     Stream::new(StreamFlags::NON_BLOCKING, None).expect("creating a stream")
