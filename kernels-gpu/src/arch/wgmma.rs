@@ -156,13 +156,22 @@ macro_rules! wgmma_regs {
     ($first:literal $($rest:literal)*) => { concat!("{", $first, "}" $(, ", {", $rest, "}")*) };
 }
 
+// Per shape: both operands from shared memory (`ss`), A from registers with a K-major B
+// (`rs`), and A from registers with an N-major B (`rs_tb`, `imm-trans-b = 1`: see
+// [`crate::arch::wgmma_mn`] for its layout), each for f16 and bf16.
 macro_rules! wgmma_shape {
     ($shape:literal, $acc:ty, [$($i:literal)+],
-     $ss_f16:ident, $ss_bf16:ident, $rs_f16:ident, $rs_bf16:ident) => {
+     $ss_f16:ident, $ss_bf16:ident, $rs_f16:ident, $rs_bf16:ident, $tb_f16:ident, $tb_bf16:ident) => {
         wgmma_shape!(@ss $shape, "f16", $acc, [$($i)+], $ss_f16);
         wgmma_shape!(@ss $shape, "bf16", $acc, [$($i)+], $ss_bf16);
-        wgmma_shape!(@rs $shape, "f16", $acc, [$($i)+], $rs_f16);
-        wgmma_shape!(@rs $shape, "bf16", $acc, [$($i)+], $rs_bf16);
+        wgmma_shape!(@rs $shape, "f16", $acc, [$($i)+], $rs_f16, "0",
+            "B from shared memory (K-major descriptor): `d = a * b^T + (scale_d ? d : 0)`.");
+        wgmma_shape!(@rs $shape, "bf16", $acc, [$($i)+], $rs_bf16, "0",
+            "B from shared memory (K-major descriptor): `d = a * b^T + (scale_d ? d : 0)`.");
+        wgmma_shape!(@rs $shape, "f16", $acc, [$($i)+], $tb_f16, "1",
+            "B N-major (`imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
+        wgmma_shape!(@rs $shape, "bf16", $acc, [$($i)+], $tb_bf16, "1",
+            "B N-major (`imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
     };
     (@ss $shape:literal, $ty:literal, $acc:ty, [$($i:literal)+], $name:ident) => {
         #[doc = concat!("`wgmma.mma_async.sync.aligned.", $shape, ".f32.", $ty, ".", $ty,
@@ -180,17 +189,16 @@ macro_rules! wgmma_shape {
             }
         }
     };
-    (@rs $shape:literal, $ty:literal, $acc:ty, [$($i:literal)+], $name:ident) => {
+    (@rs $shape:literal, $ty:literal, $acc:ty, [$($i:literal)+], $name:ident, $tb:literal, $what:literal) => {
         #[doc = concat!("`wgmma.mma_async.sync.aligned.", $shape, ".f32.", $ty, ".", $ty,
-            "`, A from registers ([`FragA`]), B from shared memory (K-major descriptor): ",
-            "`d = a * b^T + (scale_d ? d : 0)`.")]
+            "`, A from registers ([`FragA`]), ", $what)]
         #[inline(always)]
         pub unsafe fn $name(d: &mut $acc, a: &FragA, b: SmemDesc, scale_d: bool) {
             unsafe {
                 core::arch::asm!(
                     concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.",
                         $shape, ".f32.", $ty, ".", $ty, " {{", wgmma_regs!($($i)+),
-                        "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, 0; }}"),
+                        "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, ", $tb, "; }}"),
                     $(inout(reg32) d[$i],)+
                     a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
                     b = in(reg64) b.0, sd = in(reg32) scale_d as u32,
@@ -203,13 +211,15 @@ macro_rules! wgmma_shape {
 wgmma_shape!("m64n64k16", AccN64,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
     wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n64k16_f32_bf16,
-    wgmma_mma_async_m64n64k16_f32_f16_rs, wgmma_mma_async_m64n64k16_f32_bf16_rs);
+    wgmma_mma_async_m64n64k16_f32_f16_rs, wgmma_mma_async_m64n64k16_f32_bf16_rs,
+    wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_rs_tb);
 
 wgmma_shape!("m64n128k16", AccN128,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
      32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
     wgmma_mma_async_m64n128k16_f32_f16, wgmma_mma_async_m64n128k16_f32_bf16,
-    wgmma_mma_async_m64n128k16_f32_f16_rs, wgmma_mma_async_m64n128k16_f32_bf16_rs);
+    wgmma_mma_async_m64n128k16_f32_f16_rs, wgmma_mma_async_m64n128k16_f32_bf16_rs,
+    wgmma_mma_async_m64n128k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb);
 
 wgmma_shape!("m64n256k16", AccN256,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
@@ -217,4 +227,5 @@ wgmma_shape!("m64n256k16", AccN256,
      64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
      96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127],
     wgmma_mma_async_m64n256k16_f32_f16, wgmma_mma_async_m64n256k16_f32_bf16,
-    wgmma_mma_async_m64n256k16_f32_f16_rs, wgmma_mma_async_m64n256k16_f32_bf16_rs);
+    wgmma_mma_async_m64n256k16_f32_f16_rs, wgmma_mma_async_m64n256k16_f32_bf16_rs,
+    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb);

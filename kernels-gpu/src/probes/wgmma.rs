@@ -27,7 +27,7 @@ unsafe fn stage_sw128(dst: u32, src: *const [u32; 4], rows: u32) {
 
 /// The A fragment of k-step `k` for this thread, from a 64x64 16-bit row-major A.
 #[inline(always)]
-unsafe fn load_frag_a(a: *const u32, k: u32) -> FragA {
+pub(super) unsafe fn load_frag_a(a: *const u32, k: u32) -> FragA {
     let tid = thread_idx_x();
     let (w, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
     let r0 = 16 * w + g;

@@ -9,6 +9,7 @@
 //!
 //! `mode`: 0 = f16, 1 = bf16. One CTA of 128 threads; dynamic shared memory 1024 (alignment
 //! slack) + N * 128 bytes.
+use super::wgmma::load_frag_a;
 use super::{dsmem_base_1024, sw128_offset};
 use crate::arch::barrier::bar_sync;
 use crate::arch::fence::fence_proxy_async_shared_cta;
@@ -33,17 +34,6 @@ unsafe fn stage_slabs(dst: u32, b: *const [u32; 4], n: u32) {
     }
 }
 
-/// The A fragment of k-step `k` for this thread, from a 64x64 16-bit row-major A.
-#[inline(always)]
-unsafe fn frag_a(a: *const u32, k: u32) -> FragA {
-    let tid = thread_idx_x();
-    let (w, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
-    let r0 = 16 * w + g;
-    let pair = |row: u32, col: u32| unsafe { a.add((row * 32 + col / 2) as usize).read() };
-    let c0 = 16 * k + 2 * t;
-    [pair(r0, c0), pair(r0 + 8, c0), pair(r0, c0 + 8), pair(r0 + 8, c0 + 8)]
-}
-
 macro_rules! probe_wgmma_tb {
     ($(#[$doc:meta])* $name:ident, $n:literal, $f16:ident, $bf16:ident) => {
         $(#[$doc])*
@@ -55,7 +45,7 @@ macro_rules! probe_wgmma_tb {
             bar_sync();
             let mut frags = [[0u32; 4]; (K / 16) as usize];
             for k in 0..(K / 16) as usize {
-                frags[k] = unsafe { frag_a(a, k as u32) };
+                frags[k] = unsafe { load_frag_a(a, k as u32) };
             }
             let mut acc = [f32::NAN; $n / 2];
             wgmma_fence_operands(&mut acc);
