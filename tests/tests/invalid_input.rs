@@ -15,8 +15,9 @@ use cust::memory::{CopyDestination, DeviceBuffer, DeviceMemory, DevicePointer, D
 use cust::stream::{Stream, StreamFlags};
 use flashrs::attention::config::CONFIGS;
 use flashrs::attention::{BufferRef, Buffers, Strides, TileConfig};
-use flashrs::{AttentionParams, DType, Element, Error, Gpu, KernelPath};
+use flashrs::{AttentionParams, DType, Element, Gpu, KernelPath};
 use flashrs_tests::attn::check_many;
+use flashrs_tests::expect::{Want, result_matches};
 use flashrs_tests::gpu_or_skip;
 
 const TENSORS: [&str; 5] = ["q", "k", "v", "out", "lse"];
@@ -35,34 +36,6 @@ enum Place {
 }
 
 /// The error a case must give (`Ok` cases: [`Want::Ok`]).
-#[derive(Clone, Debug)]
-enum Want {
-    Ok,
-    TooSmall(&'static str, u64, u64),
-    Misaligned(&'static str),
-    Strides(&'static str),
-    Buffer(&'static str),
-    Shape(&'static str),
-    HeadDim(usize),
-    Gqa(usize, usize),
-    Launch,
-}
-
-fn matches(r: &flashrs::Result<()>, want: &Want) -> bool {
-    match (r, want) {
-        (Ok(()), Want::Ok) => true,
-        (Err(Error::BufferTooSmall { tensor, needed, len }), Want::TooSmall(t, n, l)) => tensor == t && needed == n && len == l,
-        (Err(Error::Misaligned { tensor, .. }), Want::Misaligned(t)) => tensor == t,
-        (Err(Error::InvalidStrides { tensor, .. }), Want::Strides(t)) => tensor == t,
-        (Err(Error::InvalidBuffer { tensor, .. }), Want::Buffer(t)) => tensor == t,
-        (Err(Error::InvalidShape { what, .. }), Want::Shape(w)) => what == w,
-        (Err(Error::UnsupportedHeadDim(d)), Want::HeadDim(w)) => d == w,
-        (Err(Error::GqaRatio { heads_q, heads_kv }), Want::Gqa(q, kv)) => heads_q == q && heads_kv == kv,
-        (Err(Error::LaunchLimit(_)), Want::Launch) => true,
-        _ => false,
-    }
-}
-
 /// One call: parameters, buffers (lengths in elements, places) and the expected result.
 #[derive(Clone, Debug)]
 struct Case {
@@ -315,7 +288,7 @@ fn invalid_inputs_give_typed_errors_and_touch_nothing() {
             }
         });
         let want = if matches!(c.want, Want::Shape("dtype")) { Want::Ok } else { c.want.clone() };
-        assert!(matches(&r, &want), "{} (planner): got {r:?}, want {want:?}\n{c:?}", c.name);
+        assert!(result_matches(&r, &want), "{} (planner): got {r:?}, want {want:?}\n{c:?}", c.name);
     }
     println!("invalid input (planner): {} cases give their exact typed result", cases.len());
 
@@ -326,7 +299,7 @@ fn invalid_inputs_give_typed_errors_and_touch_nothing() {
             DType::F16 => gpu_run::<half::f16>(&gpu, &stream, c),
             DType::Bf16 => gpu_run::<half::bf16>(&gpu, &stream, c),
         };
-        assert!(matches(&r, &c.want), "{} (GPU): got {r:?}, want {:?}", c.name, c.want);
+        assert!(result_matches(&r, &c.want), "{} (GPU): got {r:?}, want {:?}", c.name, c.want);
         if c.name == "valid control" {
             assert!(changed.contains(&"out") && changed.contains(&"lse"), "control call left out/lse unchanged: {changed:?}");
             assert!(!changed.iter().any(|t| ["q", "k", "v"].contains(t)), "control call wrote its inputs: {changed:?}");

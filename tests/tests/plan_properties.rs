@@ -21,6 +21,7 @@ use flashrs::attention::config::CONFIGS;
 use flashrs::attention::{BufferRef, Buffers, FwdParams, LaunchPlan, Strides, TileConfig, kernel_name};
 use flashrs::hopper;
 use flashrs::{AttentionParams, DType, Error, KernelPath};
+use flashrs_tests::expect::{Want, error_matches};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -323,34 +324,6 @@ fn valid_case(rng: &mut StdRng) -> Case {
     Case { p, b: Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse } }
 }
 
-/// What a fault must produce: the variant, its tensor or dimension, and (for BufferTooSmall)
-/// the numbers.
-#[derive(Clone, Debug, PartialEq)]
-enum Want {
-    TooSmall(&'static str, u64, u64),
-    Misaligned(&'static str),
-    Strides(&'static str),
-    Buffer(&'static str),
-    Shape(&'static str),
-    HeadDim(usize),
-    Gqa(usize, usize),
-    Launch,
-}
-
-fn matches(e: &Error, want: &Want) -> bool {
-    match (e, want) {
-        (Error::BufferTooSmall { tensor, needed, len }, Want::TooSmall(t, n, l)) => tensor == t && needed == n && len == l,
-        (Error::Misaligned { tensor, .. }, Want::Misaligned(t)) => tensor == t,
-        (Error::InvalidStrides { tensor, .. }, Want::Strides(t)) => tensor == t,
-        (Error::InvalidBuffer { tensor, .. }, Want::Buffer(t)) => tensor == t,
-        (Error::InvalidShape { what, .. }, Want::Shape(w)) => what == w,
-        (Error::UnsupportedHeadDim(d), Want::HeadDim(w)) => d == w,
-        (Error::GqaRatio { heads_q, heads_kv }, Want::Gqa(q, kv)) => heads_q == q && heads_kv == kv,
-        (Error::LaunchLimit(_), Want::Launch) => true,
-        _ => false,
-    }
-}
-
 fn buf_mut(b: &mut Buffers, i: usize) -> &mut BufferRef {
     match i {
         0 => &mut b.q,
@@ -630,7 +603,7 @@ fn plan_accepts_only_what_the_kernel_can_address() {
         };
         match c.p.plan(&c.b) {
             Ok(plan) => panic!("case {i}: {what} accepted: {c:?}\n{plan:?}"),
-            Err(e) => assert!(matches(&e, &want), "case {i}: {what}: got `{e}` ({e:?}), want {want:?}\n{c:?}"),
+            Err(e) => assert!(error_matches(&e, &want), "case {i}: {what}: got `{e}` ({e:?}), want {want:?}\n{c:?}"),
         }
         *stats.entry(what).or_default() += 1;
         faults += 1;
