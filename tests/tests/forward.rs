@@ -1,10 +1,19 @@
-//! Forward attention on the GPU against the CPU f64 reference, over dtype x head_dim x causal
-//! x GQA ratio x ragged lengths x layouts. Skips (saying so) where no GPU is present.
+//! Forward attention on the GPU against the CPU f64 reference, on every kernel path, over
+//! dtype x head_dim x causal x GQA ratio x ragged lengths x layouts. Skips (saying so) where no
+//! GPU is present.
 use flashrs::attention::config::CONFIGS;
 use flashrs::attention::Strides;
-use flashrs::{AttentionParams, DType};
-use flashrs_tests::attn::check;
+use flashrs::{AttentionParams, Arch, DType, Gpu, KernelPath};
 use flashrs_tests::gpu_or_skip;
+
+/// Checks `p` on the mma.sync path and, where the GPU picks another one for it (wgmma on
+/// sm_90a), on that path too: every semantic holds on every path.
+fn check(gpu: &Gpu, p: &AttentionParams) {
+    flashrs_tests::attn::check(gpu, &p.clone().path(KernelPath::MmaSync));
+    if gpu.arch() == Arch::Sm90a && p.config.is_none() {
+        flashrs_tests::attn::check(gpu, p);
+    }
+}
 
 const DTYPES: [DType; 2] = [DType::F16, DType::Bf16];
 
