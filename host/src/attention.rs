@@ -452,9 +452,9 @@ pub struct LaunchPlan {
 
 /// The split-KV part of a plan: [`LaunchPlan::kernel`] writes `num_splits` f32 partial
 /// outputs and log-sum-exps into a workspace that [`Gpu::launch_forward`] allocates per launch
-/// (stream-ordered `cuMemAllocAsync` from the device's default memory pool, freed with
-/// `cuMemFreeAsync` after the combine: no synchronisation, and the pool keeps the memory for
-/// the next call), then `combine_kernel` merges them into the output and log-sum-exp.
+/// (stream-ordered, from the library's own memory pool, freed with `cuMemFreeAsync` after the
+/// combine: no synchronisation, and the pool keeps the memory mapped for the next call), then
+/// `combine_kernel` merges them into the output and log-sum-exp.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitPlan {
     /// CTAs per query block.
@@ -1020,7 +1020,7 @@ impl Gpu {
     /// # Safety
     /// As for [`Gpu::launch_forward`].
     unsafe fn launch_variant(&self, stream: *mut c_void, plan: &LaunchPlan) -> Result<()> {
-        use cust::sys::{CUdeviceptr, cuMemAllocAsync, cuMemFreeAsync, cuMemcpyHtoDAsync_v2};
+        use cust::sys::{CUdeviceptr, cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemcpyHtoDAsync_v2};
         let offsets = plan.varlen_offsets.as_deref().unwrap_or(&[]);
         let (o_len, lse_len) = plan.split.as_ref().map_or((0, 0), |s| (s.o_accum_len, s.lse_accum_len));
         // One allocation: offsets first (a multiple of 4 bytes, padded to 16), then O, then lse.
@@ -1028,7 +1028,13 @@ impl Gpu {
         let bytes = off_bytes + (o_len + lse_len) * 4;
         let mut base: CUdeviceptr = 0;
         // SAFETY: a valid out-pointer; `stream` is valid per this function's contract.
-        crate::error::check_driver("cuMemAllocAsync", unsafe { cuMemAllocAsync(&mut base, bytes.max(16), stream as _) })?;
+        let r = unsafe {
+            match self.workspace_pool() {
+                Some(pool) => cuMemAllocFromPoolAsync(&mut base, bytes.max(16), pool, stream as _),
+                None => cuMemAllocAsync(&mut base, bytes.max(16), stream as _),
+            }
+        };
+        crate::error::check_driver("cuMemAllocAsync", r)?;
         let mut params = plan.params;
         let mut run = || -> Result<()> {
             if !offsets.is_empty() {
@@ -1051,7 +1057,7 @@ impl Gpu {
             Ok(())
         };
         let result = run();
-        // SAFETY: `base` came from cuMemAllocAsync; freed after the kernels in stream order.
+        // SAFETY: `base` came from a stream-ordered allocation; freed after the kernels in order.
         let freed = crate::error::check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(base, stream as _) });
         result.and(freed)
     }
@@ -1064,7 +1070,7 @@ impl Gpu {
     /// not make the context current.
     ///
     /// Variable-length and split-KV plans ([`LaunchPlan::varlen_offsets`], [`LaunchPlan::split`])
-    /// take one stream-ordered allocation per launch (`cuMemAllocAsync` on `stream`, freed with
+    /// take one stream-ordered allocation per launch (from the library's pool on `stream`, freed with
     /// `cuMemFreeAsync` after the kernels): the offsets are copied into it from the plan (the
     /// validated host copy) and the split workspace lives there; split-KV plans then launch the
     /// combine kernel on the same stream.

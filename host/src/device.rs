@@ -34,6 +34,7 @@ pub struct Gpu {
     cc: (i32, i32),
     sm_count: u32,
     max_smem_optin: u32,
+    workspace_pool: Option<WorkspacePool>,
     _context: Context,
 }
 
@@ -67,7 +68,14 @@ impl Gpu {
             Arch::Sm90a => ptx::PTX_SM90A,
         };
         let module = Module::from_ptx(src, &[])?;
-        Ok(Gpu { module, device, arch, cc: (major, minor), sm_count, max_smem_optin, _context: context })
+        let workspace_pool = WorkspacePool::new(ordinal as i32);
+        Ok(Gpu { module, device, arch, cc: (major, minor), sm_count, max_smem_optin, workspace_pool, _context: context })
+    }
+
+    /// The pool per-launch workspaces (split-KV partials, variable-length offsets) come from,
+    /// if this GPU supports memory pools; `None` means the device's default pool.
+    pub(crate) fn workspace_pool(&self) -> Option<cust::sys::CUmemoryPool> {
+        self.workspace_pool.as_ref().map(|p| p.0)
     }
 
     /// Makes this GPU's context current on the calling thread.
@@ -122,3 +130,49 @@ fn smem_optin(device: Device) -> Result<u32> {
     crate::error::check_driver("cuDeviceGetAttribute", r)?;
     Ok(v as u32)
 }
+
+/// The library's own stream-ordered memory pool for per-launch workspaces.
+///
+/// The device's default pool has a release threshold of 0: memory freed by one launch goes back
+/// to the OS at the next synchronisation and the next launch maps it again, which costs more
+/// than a decode kernel. This pool keeps what it has mapped (threshold: unlimited) without
+/// changing the default pool other code in the process relies on.
+pub(crate) struct WorkspacePool(cust::sys::CUmemoryPool);
+
+impl WorkspacePool {
+    /// A pool on device `ordinal`, or `None` where the driver has no memory pools.
+    fn new(ordinal: i32) -> Option<Self> {
+        use cust::sys::*;
+        let props = CUmemPoolProps {
+            allocType: CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+            handleTypes: CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            location: CUmemLocation { type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal },
+            win32SecurityAttributes: std::ptr::null_mut(),
+            reserved: [0; 64],
+        };
+        let mut pool: CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: valid properties and out-pointer.
+        if unsafe { cuMemPoolCreate(&mut pool, &props) } != CUresult::CUDA_SUCCESS {
+            return None;
+        }
+        let pool = WorkspacePool(pool);
+        let mut keep_all = u64::MAX;
+        let attr = CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+        // SAFETY: the attribute takes a u64, passed by pointer.
+        let r = unsafe { cuMemPoolSetAttribute(pool.0, attr, &mut keep_all as *mut u64 as *mut std::ffi::c_void) };
+        (r == CUresult::CUDA_SUCCESS).then_some(pool)
+    }
+}
+
+impl Drop for WorkspacePool {
+    fn drop(&mut self) {
+        // SAFETY: the pool came from cuMemPoolCreate; with allocations still pending the driver
+        // releases it once they are freed.
+        unsafe { cust::sys::cuMemPoolDestroy(self.0) };
+    }
+}
+
+// SAFETY: a pool handle is a driver object usable from any thread of its context.
+unsafe impl Send for WorkspacePool {}
+// SAFETY: as above; the library only passes the handle to the driver.
+unsafe impl Sync for WorkspacePool {}
