@@ -201,6 +201,35 @@ pub struct AttentionParams {
     /// splits. `Some(n)` with `n > 1` forces `n` splits (fewer when there are fewer K/V tiles),
     /// on the mma.sync path; not with [`AttentionParams::varlen`].
     pub num_splits: Option<usize>,
+    /// Paged K/V cache (as `flash_attn_with_kvcache` with a block table); see [`PagedKv`].
+    pub paged: Option<PagedKv>,
+}
+
+/// The shape of a paged K/V cache, as serving engines keep it (vLLM, FlashAttention-2's
+/// `flash_attn_with_kvcache(block_table=...)`): K and V each `[num_pages, page_size, heads_kv,
+/// head_dim]`, and sequence `b`'s key row `r` in page `block_table[b][r / page_size]` at row `r %
+/// page_size`. Q and the output stay `[batch, seqlen_q, heads_q, head_dim]`.
+///
+/// In a paged call [`AttentionParams::seqlen_k`] is the longest sequence's key count (at most
+/// `pages_per_seq * page_size`), the K/V strides' `batch` fields are the strides between pages
+/// (`None`: contiguous pages), and the device buffers come in [`PagedBuffers`]: the i32 block
+/// table `[batch, pages_per_seq]` and, optionally, each sequence's own key count (`seqused_k`,
+/// FlashAttention's `cache_seqlens`; without it every sequence has `seqlen_k` keys). Causal
+/// masking aligns to each sequence's own bottom-right corner.
+///
+/// Table entries and key counts live on the GPU, so the planner cannot read them; the kernel
+/// clamps them instead (page indices to `0..num_pages`, counts to `0..=seqlen_k`), so no
+/// content can make it read outside the caches or the table: a wrong entry gives wrong
+/// numbers, never a fault. Paged calls run on the mma.sync path, split-KV included (chosen as
+/// for unpaged decode), and not with [`AttentionParams::varlen`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedKv {
+    /// Rows (tokens) per page: a power of two, at least 16.
+    pub page_size: usize,
+    /// Pages in each of the K and V caches.
+    pub num_pages: usize,
+    /// Entries per block-table row: the most pages one sequence may hold.
+    pub pages_per_seq: usize,
 }
 
 /// The sequence offsets of a variable-length batch, as `flash_attn_varlen_func` takes them:
@@ -267,6 +296,7 @@ impl AttentionParams {
             config: None,
             varlen: None,
             num_splits: None,
+            paged: None,
         }
     }
 
@@ -286,6 +316,13 @@ impl AttentionParams {
     /// Sets the split-KV count (see [`AttentionParams::num_splits`]).
     pub fn num_splits(mut self, num_splits: Option<usize>) -> Self {
         self.num_splits = num_splits;
+        self
+    }
+
+    /// Reads K and V from a paged cache (see [`PagedKv`]); `seqlen_k` stays the longest
+    /// sequence's key count.
+    pub fn paged(mut self, paged: PagedKv) -> Self {
+        self.paged = Some(paged);
         self
     }
 
@@ -340,10 +377,15 @@ impl AttentionParams {
         let d = self.head_dim;
         [
             self.q_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_q, self.heads_q, d)),
-            self.k_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_k, self.heads_kv, d)),
-            self.v_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_k, self.heads_kv, d)),
+            self.k_strides.unwrap_or_else(|| Strides::bshd(self.kv_rows(), self.heads_kv, d)),
+            self.v_strides.unwrap_or_else(|| Strides::bshd(self.kv_rows(), self.heads_kv, d)),
             self.o_strides.unwrap_or_else(|| Strides::bshd(self.seqlen_q, self.heads_q, d)),
         ]
+    }
+
+    /// Rows of one K/V "batch" entry: a page of a paged cache, else `seqlen_k`.
+    fn kv_rows(&self) -> usize {
+        self.paged.map_or(self.seqlen_k, |pg| pg.page_size)
     }
 
     /// The scale actually applied.
@@ -364,8 +406,13 @@ impl AttentionParams {
     }
 
     /// Elements each tensor's buffer must hold at least, for contiguous layouts:
-    /// (q and out, k and v, lse); for variable-length calls the packed totals.
+    /// (q and out, k and v, lse); for variable-length calls the packed totals, for paged calls
+    /// whole caches.
     pub fn contiguous_lens(&self) -> (usize, usize, usize) {
+        if let Some(pg) = &self.paged {
+            let q = self.batch * self.seqlen_q * self.heads_q * self.head_dim;
+            return (q, pg.num_pages * pg.page_size * self.heads_kv * self.head_dim, self.batch * self.heads_q * self.seqlen_q);
+        }
         if let Some(v) = &self.varlen {
             let (tq, tk) = (v.total_q(), v.total_k());
             return (tq * self.heads_q * self.head_dim, tk * self.heads_kv * self.head_dim, self.heads_q * tq);
@@ -422,6 +469,31 @@ pub struct Buffers {
     pub o: BufferRef,
     /// Log-sum-exp output (f32 `[batch, heads_q, seqlen_q]`), if wanted.
     pub lse: Option<BufferRef>,
+    /// Paged calls ([`AttentionParams::paged`]): the block table and key counts.
+    pub paged: Option<PagedBuffers>,
+}
+
+/// The device buffers of a paged call (see [`PagedKv`]), capacities in i32 elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedBuffers {
+    /// i32 `[batch, pages_per_seq]`: sequence `b`'s `i`-th page.
+    pub block_table: BufferRef,
+    /// i32 `[batch]`: each sequence's key count (clamped to `seqlen_k`); `None` gives every
+    /// sequence `seqlen_k` keys.
+    pub seqused_k: Option<BufferRef>,
+}
+
+/// The K/V side of a paged call on cust slices ([`Gpu::attention_forward_paged`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PagedCache<'a, T: DeviceCopy> {
+    /// K cache, `[num_pages, page_size, heads_kv, head_dim]` (strides from the params).
+    pub k: &'a DeviceSlice<T>,
+    /// V cache, laid out like K.
+    pub v: &'a DeviceSlice<T>,
+    /// i32 `[batch, pages_per_seq]` block table.
+    pub block_table: &'a DeviceSlice<i32>,
+    /// i32 `[batch]` key counts, or `None` for `seqlen_k` keys in every sequence.
+    pub seqused_k: Option<&'a DeviceSlice<i32>>,
 }
 
 /// A validated launch: kernel, geometry and parameters.
@@ -521,19 +593,21 @@ fn varlen_config(head_dim: usize) -> Option<TileConfig> {
     config::HEAD_DIMS.iter().position(|&d| head_dim <= d).map(|i| config::VARLEN_CONFIGS[i])
 }
 
-/// Entry-point name of a variable-length (`flash_fwd_varlen_...`) or split-KV
-/// (`flash_fwd_split_...`) kernel: `variant` is `"varlen"` or `"split"`.
+/// Entry-point name of a variable-length (`flash_fwd_varlen_...`), split-KV
+/// (`flash_fwd_split_...`) or paged (`flash_fwd_paged_...`) kernel: `variant` is `"varlen"`,
+/// `"split"` or `"paged"`.
 pub fn variant_kernel_name(variant: &str, dtype: DType, config: &TileConfig) -> String {
     kernel_name(dtype, config).replacen("flash_fwd_", &format!("flash_fwd_{variant}_"), 1)
 }
 
-/// Names of every variable-length, split-KV and combine kernel (both dtypes), all in both
+/// Names of every variable-length, split-KV, paged and combine kernel (both dtypes), all in both
 /// PTX modules.
 pub fn variant_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dtype in [DType::F16, DType::Bf16] {
         v.extend(config::VARLEN_CONFIGS.iter().map(|c| variant_kernel_name("varlen", dtype, c)));
         v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("split", dtype, c)));
+        v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("paged", dtype, c)));
         v.extend(config::HEAD_DIMS.iter().map(|d| format!("flash_fwd_combine_{}_d{d}", dtype.name())));
     }
     v
@@ -659,6 +733,48 @@ fn check_varlen(p: &AttentionParams, v: &Varlen) -> Result<(usize, usize)> {
     Ok((v.total_q(), v.total_k()))
 }
 
+/// Checks a paged call's shape (not its buffers, which need the non-empty plan).
+fn check_paged_shape(p: &AttentionParams, pg: &PagedKv, bufs: &Buffers) -> Result<()> {
+    if p.varlen.is_some() {
+        return Err(shape_err("paged", "paged K/V caches are not supported with variable-length batches"));
+    }
+    if p.path == KernelPath::Wgmma {
+        return Err(shape_err("wgmma path", "paged calls run on the mma.sync path"));
+    }
+    if !pg.page_size.is_power_of_two() || pg.page_size < 16 || pg.page_size > 1 << 20 {
+        return Err(shape_err("page_size", format!("{} is not a power of two from 16 to 2^20", pg.page_size)));
+    }
+    if pg.num_pages == 0 || pg.num_pages > i32::MAX as usize {
+        return Err(shape_err("num_pages", format!("{} is not between 1 and {}", pg.num_pages, i32::MAX)));
+    }
+    if pg.pages_per_seq == 0 || pg.pages_per_seq > i32::MAX as usize {
+        return Err(shape_err("pages_per_seq", format!("{} is not between 1 and {}", pg.pages_per_seq, i32::MAX)));
+    }
+    if p.seqlen_k > pg.pages_per_seq.saturating_mul(pg.page_size) {
+        let reason = format!("{} keys do not fit {} pages of {} rows", p.seqlen_k, pg.pages_per_seq, pg.page_size);
+        return Err(shape_err("seqlen_k", reason));
+    }
+    if bufs.paged.is_none() {
+        return Err(Error::InvalidBuffer { tensor: "block_table", reason: "a paged call needs Buffers::paged".into() });
+    }
+    Ok(())
+}
+
+/// Checks an i32 buffer of `needed` elements the kernel reads; returns its byte span.
+fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<(&'static str, u64, u64)> {
+    if buf.ptr == 0 {
+        return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
+    }
+    if buf.ptr % 4 != 0 {
+        return Err(Error::Misaligned { tensor, reason: format!("base address {:#x} is not 4-byte aligned", buf.ptr) });
+    }
+    if buf.len < needed {
+        return Err(Error::BufferTooSmall { tensor, needed: needed as u64, len: buf.len as u64 });
+    }
+    let end = buf.ptr.checked_add(needed as u64 * 4).ok_or_else(|| Error::InvalidBuffer { tensor, reason: "addresses overflow 64 bits".into() })?;
+    Ok((tensor, buf.ptr, end))
+}
+
 fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<LaunchPlan> {
     if p.head_dim == 0 || p.head_dim % 8 != 0 || p.head_dim > 256 {
         return Err(Error::UnsupportedHeadDim(p.head_dim));
@@ -685,6 +801,11 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
         Some(v) => Some(check_varlen(p, v)?),
         None => None,
     };
+    match (&p.paged, &bufs.paged) {
+        (Some(pg), _) => check_paged_shape(p, pg, bufs)?,
+        (None, Some(_)) => return Err(Error::InvalidBuffer { tensor: "block_table", reason: "given for a call that is not paged".into() }),
+        (None, None) => {}
+    }
     let num_splits = match p.num_splits {
         Some(0) | None if sm_count.is_none() => 1,
         None => auto_num_splits(p, sm_count.unwrap_or(1)),
@@ -706,6 +827,7 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
     // The variant kernels come in one configuration per head dimension.
     let variant = match (&varlen, num_splits > 1) {
         (Some(_), _) => Some(("varlen", varlen_config(p.head_dim))),
+        _ if p.paged.is_some() => Some(("paged", split_config(p.head_dim))),
         (None, true) => Some(("split", split_config(p.head_dim))),
         (None, false) => None,
     };
@@ -775,8 +897,10 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
         };
         let packed = |st: Strides| if varlen.is_some() { Strides { batch: 0, ..st } } else { st };
         let q_s = packed(or_bshd("q", p.q_strides, rows_q, p.heads_q)?);
-        let k_s = packed(or_bshd("k", p.k_strides, rows_k, p.heads_kv)?);
-        let v_s = packed(or_bshd("v", p.v_strides, rows_k, p.heads_kv)?);
+        // Paged caches: `[num_pages, page_size, heads_kv, D]`, pages in the batch dimension.
+        let (kv_batch, kv_rows) = p.paged.map_or((nb, rows_k), |pg| (pg.num_pages, pg.page_size));
+        let k_s = packed(or_bshd("k", p.k_strides, kv_rows, p.heads_kv)?);
+        let v_s = packed(or_bshd("v", p.v_strides, kv_rows, p.heads_kv)?);
         let o_s = packed(or_bshd("out", p.o_strides, rows_q, p.heads_q)?);
         let q_end;
         let o_end;
@@ -791,9 +915,22 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
         // With no keys, K and V are never read: any (even null) buffer will do.
         if rows_k > 0 {
             let (k_end, v_end);
-            (params.k_strides, k_end) = check_tensor("k", bufs.k, k_s, [nb, rows_k, p.heads_kv, d], 2)?;
-            (params.v_strides, v_end) = check_tensor("v", bufs.v, v_s, [nb, rows_k, p.heads_kv, d], 2)?;
+            (params.k_strides, k_end) = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
+            (params.v_strides, v_end) = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
             spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
+        }
+        if let (Some(pg), Some(pb)) = (p.paged, bufs.paged) {
+            // The kernel reads every table row it is launched for (up to `pages_per_seq`
+            // entries) and a count per sequence.
+            spans.push(check_i32("block_table", pb.block_table, p.batch * pg.pages_per_seq)?);
+            if let Some(used) = pb.seqused_k {
+                spans.push(check_i32("seqused_k", used, p.batch)?);
+            }
+            params.block_table = pb.block_table.ptr;
+            params.seqused_k = pb.seqused_k.map_or(0, |u| u.ptr);
+            params.table_stride = pg.pages_per_seq as u32;
+            params.page_shift = pg.page_size.trailing_zeros();
+            params.last_page = (pg.num_pages - 1) as u32;
         }
         if let Some(lse) = bufs.lse {
             // `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length calls.
@@ -913,6 +1050,43 @@ impl Gpu {
         out: &mut DeviceSlice<T>,
         lse: Option<&mut DeviceSlice<f32>>,
     ) -> Result<()> {
+        if params.paged.is_some() {
+            return Err(shape_err("paged", "paged calls go through attention_forward_paged"));
+        }
+        self.forward_slices(stream, params, [q, k, v], out, lse, None)
+    }
+
+    /// [`Gpu::attention_forward`] for a paged call ([`AttentionParams::paged`]): K and V are
+    /// the `[num_pages, page_size, heads_kv, head_dim]` caches of `cache`, read through its
+    /// block table (see [`PagedKv`] for the layout and for what the kernel does with
+    /// out-of-range table entries and key counts).
+    pub fn attention_forward_paged<T: Element>(
+        &self,
+        stream: &Stream,
+        params: &AttentionParams,
+        q: &DeviceSlice<T>,
+        cache: PagedCache<'_, T>,
+        out: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+    ) -> Result<()> {
+        if params.paged.is_none() {
+            return Err(shape_err("paged", "attention_forward_paged needs AttentionParams::paged"));
+        }
+        let i = |s: &DeviceSlice<i32>| BufferRef { ptr: s.as_raw_ptr(), len: s.len() };
+        let paged = PagedBuffers { block_table: i(cache.block_table), seqused_k: cache.seqused_k.map(i) };
+        self.forward_slices(stream, params, [q, cache.k, cache.v], out, lse, Some(paged))
+    }
+
+    /// Plans and launches a call on cust slices (the safe entries).
+    fn forward_slices<T: Element>(
+        &self,
+        stream: &Stream,
+        params: &AttentionParams,
+        [q, k, v]: [&DeviceSlice<T>; 3],
+        out: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        paged: Option<PagedBuffers>,
+    ) -> Result<()> {
         if params.dtype != T::DTYPE {
             return Err(shape_err("dtype", format!("params say {:?}, buffers hold {:?}", params.dtype, T::DTYPE)));
         }
@@ -923,6 +1097,7 @@ impl Gpu {
             v: r(v),
             o: r(out),
             lse: lse.map(|l| BufferRef { ptr: l.as_raw_ptr(), len: l.len() }),
+            paged,
         };
         let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked that every address the kernel forms lies in these buffers.

@@ -99,6 +99,7 @@ impl BenchBuffers {
             v: r(&self.v),
             o: r(&self.o),
             lse: with_lse.then(|| BufferRef { ptr: self.lse.as_device_ptr().as_raw(), len: self.lse.len() }),
+            paged: None,
         }
     }
 

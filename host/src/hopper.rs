@@ -327,7 +327,7 @@ mod tests {
     /// Disjoint stand-in buffers of 2^30 elements (planning never touches them).
     fn bufs() -> Buffers {
         let b = |i: u64| BufferRef { ptr: (1 + i) << 32, len: 1 << 30 };
-        Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None }
+        Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None }
     }
 
     #[test]

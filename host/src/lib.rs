@@ -128,6 +128,7 @@
 //!         v: BufferRef { ptr: v, len: n_kv },
 //!         o: BufferRef { ptr: o, len: n_q },
 //!         lse: None,
+//!         paged: None,
 //!     };
 //!     // SAFETY: the caller passes live allocations of at least these sizes, in device 0's
 //!     // primary context, untouched by other work until `stream` has run the kernel.
@@ -177,6 +178,8 @@ pub mod ptx;
 pub mod reference;
 pub mod tensor_map;
 
-pub use attention::{AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, LaunchPlan, SplitPlan, Strides, Varlen};
+pub use attention::{
+    AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, LaunchPlan, PagedBuffers, PagedCache, PagedKv, SplitPlan, Strides, Varlen,
+};
 pub use device::{Arch, Gpu};
 pub use error::{Error, Result};

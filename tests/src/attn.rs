@@ -123,6 +123,7 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
                 v: r(v_d.as_device_ptr().as_raw(), v_d.len()),
                 o: r(o_d.as_device_ptr().as_raw(), o_d.len()),
                 lse: Some(r(lse_d.as_device_ptr().as_raw(), lse_d.len())),
+                paged: None,
             };
             launch(&stream, &bufs).expect("launch failed")
         }

@@ -3,6 +3,7 @@ use std::io::Write;
 
 pub mod attn;
 pub mod expect;
+pub mod paged;
 pub mod varlen;
 
 /// Opens GPU 0, or reports the test as skipped (with the reason) and returns `None` where no

@@ -237,7 +237,7 @@ fn path_selection() {
     let Some(gpu) = gpu_or_skip("path_selection") else { return };
     let p = AttentionParams::new(1, 256, 256, 2, 128);
     let b = |i: u64| BufferRef { ptr: (1 + i) << 32, len: 1 << 24 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None };
+    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None };
     let auto = p.plan(&bufs).unwrap();
     let forced = wgmma(p.clone()).plan(&bufs).unwrap();
     assert!(forced.kernel.starts_with("flash_fwd_sm90_f16_d128_"), "{}", forced.kernel);

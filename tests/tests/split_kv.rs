@@ -15,7 +15,7 @@ fn print_cases(gpu: &flashrs::Gpu, cases: &[AttentionParams]) {
     for p in cases {
         let (nq, nk, nl) = p.contiguous_lens();
         let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
         let plan = gpu.plan_forward(p, &bufs).expect("plan");
         println!(
             "case b{} sq{} sk{} hq{} hkv{} d{} causal={} {:?} num_splits={:?}: kernel {} grid {} splits {}",
@@ -96,7 +96,7 @@ fn planner_packs_gqa_decode() {
     let p = decode(2, 1, 4096, 32, 8, 128).num_splits(Some(1));
     let (nq, nk, nl) = p.contiguous_lens();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
     assert!(flashrs::attention::packs_gqa(&p));
     // `plan` is the literal call; the GPU plan packs 4 query heads per K/V head into the rows.
     let literal = p.plan(&bufs).unwrap();
@@ -126,7 +126,7 @@ fn planner_chooses_and_bounds_splits() {
     assert_eq!(auto_num_splits(&p.clone().path(KernelPath::Wgmma), 132), 1);
     let (nq, nk, nl) = p.contiguous_lens();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
     // `plan` alone never splits; `plan_for_sms` does.
     assert!(p.plan(&bufs).unwrap().split.is_none());
     let plan = p.plan_for_sms(&bufs, 132).unwrap();

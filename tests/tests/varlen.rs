@@ -48,7 +48,7 @@ fn random_ragged_batches() {
 
 fn bufs(q: usize, k: usize, lse: usize) -> Buffers {
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)) }
+    Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)), paged: None }
 }
 
 #[test]

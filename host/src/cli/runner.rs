@@ -35,7 +35,7 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // Aligned, disjoint (the planner refuses outputs that overlap inputs), and large enough for
     // any shape: 2^40 elements apart.
     let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
-    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None };
+    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged: None };
     for (shape, configs) in rows {
         for &config in configs {
             shape.params(opts.dtype, opts.path, config).plan(&bufs).map_err(|source| CliError::Row { row: shape.label(), source })?;

@@ -5,6 +5,7 @@ use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::arch::mma::{FragA, FragC};
 use crate::dtype::Element;
 use crate::layout::{LaneAddr, SmemTile};
+use super::params::FwdParams;
 
 /// One thread's cursor for copying consecutive `ROWS x D` tiles of a `[seqlen, D]` matrix from
 /// global memory into swizzled shared tiles with cp.async.
@@ -65,6 +66,80 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCursor<ROWS, D
         }
         self.src = self.src.wrapping_offset((ROWS as i64 * row_stride) as isize);
         self.rows_left = self.rows_left.saturating_sub(ROWS as i32);
+    }
+}
+
+/// One thread's cursor for copying consecutive `ROWS x D` K and V tiles of one sequence out of
+/// paged caches (`[num_pages, page_size, heads_kv, D]`, see [`FwdParams`]) with cp.async.
+///
+/// Rows are found through the block table, so a tile may span pages of any (power-of-two)
+/// size: each thread looks up the page of every row it copies. K and V share a page per row,
+/// so one lookup feeds both copies. Strides, the page shift and the clamp come from the kernel
+/// parameters at each use; the cursor holds the three base pointers and the next row.
+#[derive(Clone, Copy)]
+pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> {
+    /// This sequence's block-table row.
+    table: *const i32,
+    /// This thread's chunk of (its head's) row 0 of page 0, in K and in V.
+    k: *const u16,
+    v: *const u16,
+    /// The sequence row this thread copies first in the next tile.
+    row: u32,
+    /// Rows at or past this are zero-filled: the sequence's key count, or 0 for a chunk past
+    /// head_dim.
+    limit: u32,
+}
+
+impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, D, THREADS> {
+    const CHUNKS: usize = D / 8;
+    const ROWS_PER_PASS: usize = THREADS / Self::CHUNKS;
+
+    /// Thread `tid`'s cursor at row `row0` of sequence `batch` (`seqlen` keys), head `h_kv`.
+    #[inline(always)]
+    pub fn new(tid: u32, p: &FwdParams, batch: u32, h_kv: u32, seqlen: u32, row0: u32) -> Self {
+        const { assert!(THREADS % (D / 8) == 0 && (THREADS / (D / 8)) % 8 == 0 && ROWS % (THREADS / (D / 8)) == 0) };
+        let (row, chunk) = (tid / Self::CHUNKS as u32, tid % Self::CHUNKS as u32);
+        let at = |base: u64, head_stride: i64| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + (chunk * 8) as i64) as isize);
+        PagedCursor {
+            table: (p.block_table as *const i32).wrapping_add(batch as usize * p.table_stride as usize),
+            k: at(p.k, p.k_strides[2]),
+            v: at(p.v, p.v_strides[2]),
+            row: row0 + row,
+            limit: if chunk * 8 < p.head_dim { seqlen } else { 0 },
+        }
+    }
+
+    /// Issues the copies of the next K and V tiles into `k_dst` / `v_dst` and moves on. Rows
+    /// past the sequence's end and chunks past head_dim are zero-filled, and their pages are
+    /// not looked up (the table row may end there).
+    #[inline(always)]
+    pub unsafe fn issue(&mut self, k_dst: SmemTile<ROWS, D>, v_dst: SmemTile<ROWS, D>, tid: u32, p: &FwdParams) {
+        let (row, chunk) = ((tid / Self::CHUNKS as u32) as usize, (tid % Self::CHUNKS as u32) as usize);
+        let (k_dst, v_dst) = (k_dst.lane_addr(row, chunk), v_dst.lane_addr(row, chunk));
+        let passes = ROWS / Self::ROWS_PER_PASS;
+        // Every lookup first: the loads are independent, so all are in flight before the first
+        // copy needs its page (a copy is an opaque asm statement no load may cross).
+        let mut page = [0u32; ROWS];
+        for (pass, pg) in page.iter_mut().enumerate().take(passes) {
+            let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
+            if r < self.limit {
+                // A negative entry wraps to a huge index, which the clamp catches too.
+                *pg = (unsafe { *self.table.add((r >> p.page_shift) as usize) } as u32).min(p.last_page);
+            }
+        }
+        let in_page = (1u32 << p.page_shift) - 1;
+        for (pass, &pg) in page.iter().enumerate().take(passes) {
+            let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
+            let valid = r < self.limit;
+            let off = |[page_stride, row_stride, _]: [i64; 3]| pg as i64 * page_stride + (r & in_page) as i64 * row_stride;
+            // An invalid copy reads nothing, but its address must still be a mapped one.
+            let (k, v) = if valid { (self.k.wrapping_offset(off(p.k_strides) as isize), self.v.wrapping_offset(off(p.v_strides) as isize)) } else { (self.k, self.v) };
+            unsafe {
+                cp_async_cg_16(k_dst.at_row(pass * Self::ROWS_PER_PASS), k as *const u8, valid);
+                cp_async_cg_16(v_dst.at_row(pass * Self::ROWS_PER_PASS), v as *const u8, valid);
+            }
+        }
+        self.row += ROWS as u32;
     }
 }
 

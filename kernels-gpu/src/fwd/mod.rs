@@ -24,7 +24,7 @@ use crate::dtype::{Bf16, Element, F16};
 use crate::layout::SmemTile;
 use config::{CONFIGS, TileConfig};
 use epilogue::{store_lse, store_o};
-use mainloop::{TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
+use mainloop::{PagedCursor, TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
 use mask::Mask;
 use params::FwdParams;
 use scheduler::tile_for_block;
@@ -44,9 +44,10 @@ fn wait_for_stage<const STAGES: usize>() {
 /// K/V rows per stage `BN`, `THREADS` per CTA, `MT` row tiles per warp, `STAGES`, and the
 /// derived fragment counts `SN = BN/8` (score tiles), `KP = BN/16` (P's k-steps) and `ON = D/8`
 /// (output tiles), which stable Rust cannot compute in array types; `VARLEN` compiles in the
-/// per-CTA sequence lookup and `SPLIT` the key-range split with its f32 partial epilogue.
-/// With both off every addition they make folds away: the plain kernels assemble to the same
-/// registers as a body without them.
+/// per-CTA sequence lookup, `SPLIT` the key-range split with its f32 partial epilogue (taken
+/// when `num_splits > 1`), and `PAGED` the block-table K/V addressing with per-sequence key
+/// counts. With all off every addition they make folds away: the plain kernels assemble to the
+/// same registers as a body without them.
 #[inline(always)]
 unsafe fn flash_fwd<
     T: Element,
@@ -61,6 +62,7 @@ unsafe fn flash_fwd<
     const ON: usize,
     const VARLEN: bool,
     const SPLIT: bool,
+    const PAGED: bool,
 >(
     p: &FwdParams,
 ) {
@@ -81,6 +83,10 @@ unsafe fn flash_fwd<
         let bi = tile.batch as usize;
         let (q0, q1, k0, k1) = unsafe { (*cq.add(bi), *cq.add(bi + 1), *ck.add(bi), *ck.add(bi + 1)) };
         ((q1 - q0) as u32, (k1 - k0) as u32, q0 as i64, k0 as i64)
+    } else if PAGED && p.seqused_k != 0 {
+        // Clamped: no count can reach past the block table's row (the host checked seqlen_k).
+        let used = unsafe { *(p.seqused_k as *const i32).add(tile.batch as usize) };
+        (p.seqlen_q, (used.max(0) as u32).min(p.seqlen_k), 0, 0)
     } else {
         (p.seqlen_q, p.seqlen_k, 0, 0)
     };
@@ -94,8 +100,15 @@ unsafe fn flash_fwd<
     let [vb, vr, vh] = p.v_strides;
     let [ob, or, oh] = p.o_strides;
     let q = unsafe { (p.q as *const u16).offset((b * qb + h * qh + q_start * qr) as isize) };
-    let k = unsafe { (p.k as *const u16).offset((b * kb + h_kv * kh + k_start * kr) as isize) };
-    let v = unsafe { (p.v as *const u16).offset((b * vb + h_kv * vh + k_start * vr) as isize) };
+    // Paged caches are addressed per row through the block table ([`PagedCursor`]).
+    let (k, v) = if PAGED {
+        (p.k as *const u16, p.v as *const u16)
+    } else {
+        unsafe {
+            let k = (p.k as *const u16).offset((b * kb + h_kv * kh + k_start * kr) as isize);
+            (k, (p.v as *const u16).offset((b * vb + h_kv * vh + k_start * vr) as isize))
+        }
+    };
     let o_ptr = unsafe { (p.o as *mut u16).offset((b * ob + h * oh + q_start * or) as isize) };
 
     let smem = dsmem_base();
@@ -122,10 +135,15 @@ unsafe fn flash_fwd<
 
     let mut k_cursor = TileCursor::<BN, D, THREADS>::new(tid, k, kr, seqlen_k, t0 * BN as u32, p.head_dim);
     let mut v_cursor = TileCursor::<BN, D, THREADS>::new(tid, v, vr, seqlen_k, t0 * BN as u32, p.head_dim);
+    let mut paged = PagedCursor::<BN, D, THREADS>::new(tid, p, tile.batch, h_kv as u32, seqlen_k, t0 * BN as u32);
     // Tiles are issued in order, each cursor stepping to the next; `t` only picks the stage.
     let mut load_kv = |t: usize| unsafe {
-        k_cursor.issue(k_tile(t % STAGES), tid, p.k_strides[1]);
-        v_cursor.issue(v_tile(t % STAGES), tid, p.v_strides[1]);
+        if PAGED {
+            paged.issue(k_tile(t % STAGES), v_tile(t % STAGES), tid, p);
+        } else {
+            k_cursor.issue(k_tile(t % STAGES), tid, p.k_strides[1]);
+            v_cursor.issue(v_tile(t % STAGES), tid, p.v_strides[1]);
+        }
     };
     unsafe { TileCursor::<BM, D, THREADS>::new(tid, q, qr, seqlen_q, m0, p.head_dim).issue(q_tile, tid, qr) };
     // Groups are committed even when empty, so "group t" always means tile t's copies.
@@ -160,7 +178,7 @@ unsafe fn flash_fwd<
     }
     let lse = softmax.finish(&mut o, p.scale_log2);
 
-    if SPLIT {
+    if SPLIT && p.num_splits > 1 {
         let bh = (tile.batch * p.heads_q + tile.head) as usize;
         // Normalised partial output (f32, straight from the fragments) and its log-sum-exp.
         let part = (split as usize * (p.batch * p.heads_q) as usize + bh) * seqlen_q as usize;
@@ -205,45 +223,52 @@ macro_rules! fwd_kernels {
             unsafe {
                 flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
                     { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 },
-                    false, false>(&p)
+                    false, false, false>(&p)
             }
         }
     };
 }
 
-/// Declares the variable-length (`flash_fwd_varlen_*`) or split-KV (`flash_fwd_split_*`)
-/// entries of one configuration of [`config::VARLEN_CONFIGS`] / [`config::SPLIT_CONFIGS`]:
-/// the same kernel body with the per-CTA sequence lookup or the key-range split compiled in
-/// (the plain entries compile both out).
+/// Declares the variable-length (`flash_fwd_varlen_*`), split-KV (`flash_fwd_split_*`) or
+/// paged (`flash_fwd_paged_*`) entries of one configuration of [`config::VARLEN_CONFIGS`] /
+/// [`config::SPLIT_CONFIGS`]: the same kernel body with the per-CTA sequence lookup, the
+/// key-range split, or the split and the block-table addressing compiled in (the plain entries
+/// compile all out).
 macro_rules! fwd_variant_kernels {
-    ($table:ident, $varlen:literal, $split:literal: $($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
-        fwd_variant_kernels!(@one $table, $varlen, $split, $f16, F16, $cfg);
-        fwd_variant_kernels!(@one $table, $varlen, $split, $bf16, Bf16, $cfg);
+    ($table:ident, $varlen:literal, $split:literal, $paged:literal: $($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
+        fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $f16, F16, $cfg);
+        fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $bf16, Bf16, $cfg);
     )*};
-    (@one $table:ident, $varlen:literal, $split:literal, $name:ident, $t:ty, $cfg:literal) => {
-        /// Variable-length or split-KV forward entry point (see [`FwdParams`]); launch with
-        /// the geometry of its [`TileConfig`].
+    (@one $table:ident, $varlen:literal, $split:literal, $paged:literal, $name:ident, $t:ty, $cfg:literal) => {
+        /// Variable-length, split-KV or paged forward entry point (see [`FwdParams`]); launch
+        /// with the geometry of its [`TileConfig`].
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
             const C: TileConfig = config::$table[$cfg];
             unsafe {
                 flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
-                    { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 }, $varlen, $split>(&p)
+                    { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 }, $varlen, $split, $paged>(&p)
             }
         }
     };
 }
 
-fwd_variant_kernels! { VARLEN_CONFIGS, true, false:
+fwd_variant_kernels! { VARLEN_CONFIGS, true, false, false:
     0 => flash_fwd_varlen_f16_d64_128x64w4s2, flash_fwd_varlen_bf16_d64_128x64w4s2;
     1 => flash_fwd_varlen_f16_d128_128x64w8s2, flash_fwd_varlen_bf16_d128_128x64w8s2;
     2 => flash_fwd_varlen_f16_d256_128x64w8s2, flash_fwd_varlen_bf16_d256_128x64w8s2;
 }
 
-fwd_variant_kernels! { SPLIT_CONFIGS, false, true:
+fwd_variant_kernels! { SPLIT_CONFIGS, false, true, false:
     0 => flash_fwd_split_f16_d64_128x64w4s2, flash_fwd_split_bf16_d64_128x64w4s2;
     1 => flash_fwd_split_f16_d128_64x64w4s2, flash_fwd_split_bf16_d128_64x64w4s2;
     2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
+}
+
+fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
+    0 => flash_fwd_paged_f16_d64_128x64w4s2, flash_fwd_paged_bf16_d64_128x64w4s2;
+    1 => flash_fwd_paged_f16_d128_64x64w4s2, flash_fwd_paged_bf16_d128_64x64w4s2;
+    2 => flash_fwd_paged_f16_d256_128x64w8s2, flash_fwd_paged_bf16_d256_128x64w8s2;
 }
 
 /// Merges split-KV partials: one warp per (batch, head, query row), 4 warps per CTA, grid

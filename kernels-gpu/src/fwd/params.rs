@@ -15,7 +15,11 @@
 /// query block, each over `split_tiles` K/V tiles, and write f32 partial outputs
 /// (`[num_splits, batch * heads_q, seqlen_q, D]`, `D` the kernel's padded head dimension) and
 /// their log-sum-exps (`[num_splits, batch * heads_q, seqlen_q]`) to `o_accum` / `lse_accum`,
-/// which `flash_fwd_combine_*` merges into `o` and `lse`. The plain kernels ignore these fields.
+/// which `flash_fwd_combine_*` merges into `o` and `lse`. Paged launches (`flash_fwd_paged_*`,
+/// split-capable: with `num_splits == 1` they write `o` and `lse` directly) read K and V from
+/// `[num_pages, page_size, heads_kv, D]` caches (the batch strides are the page strides) through
+/// the i32 block table `[batch, table_stride]`, and take each sequence's key count from
+/// `seqused_k` when it is non-null. The plain kernels ignore these fields.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FwdParams {
@@ -69,4 +73,16 @@ pub struct FwdParams {
     pub total_q: u32,
     /// Split-KV: K/V tiles (of the kernel's block_n rows) each split covers.
     pub split_tiles: u32,
+    /// Paged: device address of the i32 block table `[batch, table_stride]` (0 otherwise).
+    pub block_table: u64,
+    /// Paged: device address of the i32 per-sequence key counts (`[batch]`), or 0 when every
+    /// sequence has `seqlen_k` keys.
+    pub seqused_k: u64,
+    /// Paged: entries per block-table row.
+    pub table_stride: u32,
+    /// Paged: log2 of the rows per page.
+    pub page_shift: u32,
+    /// Paged: the last valid page index (`num_pages - 1`); table entries are clamped to it, so
+    /// no table content can send a read outside the caches.
+    pub last_page: u32,
 }

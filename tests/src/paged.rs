@@ -1,0 +1,174 @@
+//! Paged K/V caches on the GPU against the CPU reference run on the unpaged equivalent: each
+//! sequence's first `used` key rows, contiguous, alone.
+use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::stream::{Stream, StreamFlags};
+use flashrs::reference::{RefInputs, reference_row};
+use flashrs::{AttentionParams, DType, Element, Gpu, PagedCache, PagedKv};
+use rand::rngs::StdRng;
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+
+use crate::attn::{CaseErrors, LSE_TOLERANCE, half_ulp, out_tolerance};
+
+/// One paged case.
+#[derive(Clone, Debug)]
+pub struct PagedCase {
+    /// The call: [`AttentionParams::paged`] set, `seqlen_k` the longest sequence.
+    pub p: AttentionParams,
+    /// Each sequence's key count, passed as `seqused_k`; `None` passes none (every sequence
+    /// then has `seqlen_k` keys).
+    pub used: Option<Vec<usize>>,
+}
+
+impl PagedCase {
+    /// `batch` sequences of `used[b]` keys (or `seqlen_k` each), `page_size`-row pages, a table
+    /// row of exactly the pages the longest sequence needs plus `extra_entries`, and three
+    /// spare pages no sequence uses (filled with NaN, like every row past a sequence's end).
+    pub fn new(p: AttentionParams, page_size: usize, used: Option<Vec<usize>>, extra_entries: usize) -> Self {
+        let pages_per_seq = p.seqlen_k.div_ceil(page_size).max(1) + extra_entries;
+        let needed: usize = (0..p.batch).map(|b| used.as_ref().map_or(p.seqlen_k, |u| u[b]).div_ceil(page_size)).sum();
+        let num_pages = needed + 3;
+        PagedCase { p: p.paged(PagedKv { page_size, num_pages, pages_per_seq }), used }
+    }
+
+    fn used(&self, b: usize) -> usize {
+        self.used.as_ref().map_or(self.p.seqlen_k, |u| u[b])
+    }
+}
+
+/// How the block table is filled beyond the pages a case needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableFill {
+    /// Entries past a sequence's pages hold wild values (negative, past `num_pages`): the
+    /// kernel must never look them up.
+    WildTail,
+    /// Every entry, used or not, is wild: the kernel must clamp and stay inside the caches
+    /// (the numbers are then meaningless; only completion and finiteness are checked).
+    AllWild,
+}
+
+/// Runs a paged case; returns its errors against the reference (with [`TableFill::AllWild`],
+/// `out` is 0 when every output is finite and NaN otherwise, the other fields 0).
+pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseErrors {
+    let seed: u64 = rand::rng().random();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let p = &c.p;
+    let pg = p.paged.expect("paged case");
+    let (b, sq, sk, hq, hkv, d) = (p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim);
+    let mut normal = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
+    let q = normal(b * sq * hq * d);
+    // The unpaged equivalent: contiguous [b, sk, hkv, d].
+    let k = normal(b * sk * hkv * d);
+    let v = normal(b * sk * hkv * d);
+
+    // Pages in random order; a page's unused rows and the spare pages hold NaN.
+    let mut order: Vec<usize> = (0..pg.num_pages).collect();
+    order.shuffle(&mut rng);
+    let wild = |rng: &mut StdRng| *[-1, i32::MIN, pg.num_pages as i32, i32::MAX, -(pg.num_pages as i32)].choose(rng).unwrap();
+    let mut table = vec![0i32; b * pg.pages_per_seq];
+    let row_elems = hkv * d;
+    let page_elems = pg.page_size * row_elems;
+    let nan = T::from_f32(f32::NAN);
+    let (mut kc, mut vc) = (vec![nan; pg.num_pages * page_elems], vec![nan; pg.num_pages * page_elems]);
+    let mut next = order.into_iter();
+    for bi in 0..b {
+        let used = c.used(bi);
+        for (i, e) in table[bi * pg.pages_per_seq..(bi + 1) * pg.pages_per_seq].iter_mut().enumerate() {
+            if i * pg.page_size < used && fill == TableFill::WildTail {
+                let page = next.next().expect("enough pages");
+                *e = page as i32;
+                let rows = (used - i * pg.page_size).min(pg.page_size);
+                let src = (bi * sk + i * pg.page_size) * row_elems;
+                kc[page * page_elems..][..rows * row_elems].copy_from_slice(&k[src..][..rows * row_elems]);
+                vc[page * page_elems..][..rows * row_elems].copy_from_slice(&v[src..][..rows * row_elems]);
+            } else {
+                *e = wild(&mut rng);
+            }
+        }
+    }
+    if fill == TableFill::AllWild {
+        // Finite caches: only the clamping is under test, not where NaN could come from.
+        kc.iter_mut().chain(vc.iter_mut()).for_each(|x| *x = T::from_f32(0.5));
+    }
+
+    let up = |x: &[T]| DeviceBuffer::from_slice(x).unwrap();
+    let (q_d, k_d, v_d, t_d) = (up(&q), up(&kc), up(&vc), DeviceBuffer::from_slice(&table).unwrap());
+    // Counts as given: in-range ones, or (AllWild) some past seqlen_k that must be clamped.
+    let counts: Vec<i32> = (0..b).map(|bi| if fill == TableFill::AllWild && bi % 2 == 1 { i32::MAX } else { c.used(bi) as i32 }).collect();
+    let u_d = DeviceBuffer::from_slice(&counts).unwrap();
+    let mut o_d = DeviceBuffer::from_slice(&vec![nan; (b * sq * hq * d).max(1)]).unwrap();
+    let n_lse = b * hq * sq;
+    let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    let cache = PagedCache { k: &k_d, v: &v_d, block_table: &t_d, seqused_k: c.used.as_ref().map(|_| &*u_d) };
+    gpu.attention_forward_paged(&stream, p, &q_d, cache, &mut o_d, Some(&mut lse_d)).expect("launch failed");
+    stream.synchronize().expect("kernel failed");
+    let mut out = vec![T::default(); o_d.len()];
+    o_d.copy_to(&mut out[..]).unwrap();
+    let mut lse = vec![0f32; lse_d.len()];
+    lse_d.copy_to(&mut lse[..]).unwrap();
+
+    let mut e = CaseErrors { out: 0.0, lse: 0.0, lse_inf_mismatch: 0, seed };
+    if fill == TableFill::AllWild {
+        e.out = if out[..b * sq * hq * d].iter().all(|x| x.to_f32().is_finite()) { 0.0 } else { f64::NAN };
+        return e;
+    }
+    let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+    for bi in 0..b {
+        let used = c.used(bi);
+        // Sequence `bi` alone, unpaged, with its own key count.
+        let one = AttentionParams { batch: 1, seqlen_k: used, paged: None, varlen: None, num_splits: None, ..p.clone() };
+        let qs = f(&q[bi * sq * hq * d..][..sq * hq * d]);
+        let ks = f(&k[bi * sk * row_elems..][..used * row_elems]);
+        let vs = f(&v[bi * sk * row_elems..][..used * row_elems]);
+        let x = RefInputs { q: &qs, k: &ks, v: &vs };
+        for h in 0..hq {
+            for i in 0..sq {
+                let r = reference_row(&one, &x, 0, h, i);
+                let o = &out[((bi * sq + i) * hq + h) * d..][..d];
+                for (g, want) in o.iter().zip(&r.out) {
+                    let g = g.to_f32() as f64;
+                    let err = if g.is_nan() { f64::NAN } else { ((g - want).abs() - half_ulp(p.dtype, *want)).max(0.0) };
+                    e.out = if err.is_nan() || e.out.is_nan() { f64::NAN } else { e.out.max(err) };
+                }
+                let g = lse[(bi * hq + h) * sq + i];
+                if r.lse == f64::NEG_INFINITY || g == f32::NEG_INFINITY {
+                    e.lse_inf_mismatch += (r.lse != g as f64) as usize;
+                } else {
+                    let err = (g as f64 - r.lse).abs();
+                    e.lse = if err.is_nan() || e.lse.is_nan() { f64::NAN } else { e.lse.max(err) };
+                }
+            }
+        }
+    }
+    e
+}
+
+/// Runs every case, printing one line each, and panics at the end listing those out of
+/// tolerance.
+pub fn check_paged(gpu: &Gpu, cases: &[PagedCase]) {
+    let mut failures = Vec::new();
+    for c in cases {
+        let e = match c.p.dtype {
+            DType::F16 => run_paged::<half::f16>(gpu, c, TableFill::WildTail),
+            DType::Bf16 => run_paged::<half::bf16>(gpu, c, TableFill::WildTail),
+        };
+        let p = &c.p;
+        let pg = p.paged.unwrap();
+        let tol = out_tolerance(p.dtype);
+        let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
+        let line = format!(
+            "{} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} page {} splits {:?} used {:?}: out err {:.2e} (tol {tol:.0e}), \
+             lse err {:.2e}, -inf mismatches {} (seed {})",
+            if ok { "ok  " } else { "FAIL" },
+            p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, pg.page_size, p.num_splits,
+            c.used, e.out, e.lse, e.lse_inf_mismatch, e.seed
+        );
+        println!("{line}");
+        if !ok {
+            failures.push(line);
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
