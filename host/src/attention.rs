@@ -189,8 +189,9 @@ pub struct AttentionParams {
     /// Kernel path.
     pub path: KernelPath,
     /// Tile configuration override (for tuning); `None` picks the default for `head_dim`.
-    /// Variable-length and split-KV calls take their own configurations
-    /// ([`config::VARLEN_CONFIGS`], [`config::SPLIT_CONFIGS`]) and refuse any other.
+    /// Variable-length calls take their own configuration ([`config::VARLEN_CONFIGS`]) and
+    /// refuse any other; split-KV and paged calls take one of [`config::SPLIT_CONFIGS`] (a
+    /// forced one from that list, else the first for the head dimension) and refuse others.
     pub config: Option<TileConfig>,
     /// Variable-length batch (as `flash_attn_varlen_func`); see [`Varlen`].
     pub varlen: Option<Varlen>,
@@ -230,6 +231,15 @@ pub struct PagedKv {
     pub num_pages: usize,
     /// Entries per block-table row: the most pages one sequence may hold.
     pub pages_per_seq: usize,
+}
+
+impl PagedKv {
+    /// Caches sized for `batch` sequences of up to `seqlen_k` keys each: `ceil(seqlen_k /
+    /// page_size)` pages per sequence (at least one), `batch` times that many pages.
+    pub fn for_batch(batch: usize, seqlen_k: usize, page_size: usize) -> Self {
+        let pages_per_seq = seqlen_k.div_ceil(page_size.max(1)).max(1);
+        PagedKv { page_size, num_pages: batch * pages_per_seq, pages_per_seq }
+    }
 }
 
 /// The sequence offsets of a variable-length batch, as `flash_attn_varlen_func` takes them:
@@ -553,10 +563,11 @@ pub struct SplitPlan {
 /// CTAs are counted as the GPU plan launches them: with one query row and GQA, the query heads
 /// of a K/V group share one query block ([`packs_gqa`]).
 pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
-    if p.varlen.is_some() || p.config.is_some() || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
+    let plain_config = p.config.is_some_and(|c| !config::SPLIT_CONFIGS.contains(&c));
+    if p.varlen.is_some() || plain_config || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
         return 1;
     }
-    let Some(c) = split_config(p.head_dim) else { return 1 };
+    let Some(c) = split_config_for(p) else { return 1 };
     let (heads, rows) = if packs_gqa(p) { (p.heads_kv, p.heads_q / p.heads_kv) } else { (p.heads_q, p.seqlen_q) };
     let ctas = p.batch.saturating_mul(heads).saturating_mul(rows.div_ceil(c.block_m));
     let sms = sm_count.max(1) as usize;
@@ -585,8 +596,21 @@ fn decode_rows(p: &AttentionParams) -> usize {
 /// Most splits per query block (the combine kernel gives each a lane of one warp).
 pub const MAX_SPLITS: usize = 32;
 
+/// The default split-KV (and paged) configuration for `head_dim`: the first of
+/// [`config::SPLIT_CONFIGS`] for its padded head dimension.
 fn split_config(head_dim: usize) -> Option<TileConfig> {
-    config::HEAD_DIMS.iter().position(|&d| head_dim <= d).map(|i| config::SPLIT_CONFIGS[i])
+    let padded = config::padded_head_dim(head_dim)?;
+    config::SPLIT_CONFIGS.iter().find(|c| c.head_dim == padded).copied()
+}
+
+/// The split-KV (and paged) configuration of a call: the forced one when it is one of
+/// [`config::SPLIT_CONFIGS`] for the call's padded head dimension, else the default.
+fn split_config_for(p: &AttentionParams) -> Option<TileConfig> {
+    let padded = config::padded_head_dim(p.head_dim)?;
+    match p.config {
+        Some(c) if c.head_dim == padded && config::SPLIT_CONFIGS.contains(&c) => Some(c),
+        _ => split_config(p.head_dim),
+    }
 }
 
 fn varlen_config(head_dim: usize) -> Option<TileConfig> {
@@ -814,7 +838,8 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
     };
     // At least one K/V tile per split, and no split without tiles: `n` splits of
     // `ceil(tiles / n)` tiles may need fewer CTAs than `n`.
-    let num_splits = match split_config(p.head_dim) {
+    let split_cfg = split_config_for(p);
+    let num_splits = match split_cfg {
         Some(c) if num_splits > 1 && varlen.is_none() => {
             let tiles = p.seqlen_k.div_ceil(c.block_n);
             if tiles < 2 { 1 } else { tiles.div_ceil(tiles.div_ceil(num_splits.min(tiles))) }
@@ -827,8 +852,8 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
     // The variant kernels come in one configuration per head dimension.
     let variant = match (&varlen, num_splits > 1) {
         (Some(_), _) => Some(("varlen", varlen_config(p.head_dim))),
-        _ if p.paged.is_some() => Some(("paged", split_config(p.head_dim))),
-        (None, true) => Some(("split", split_config(p.head_dim))),
+        _ if p.paged.is_some() => Some(("paged", split_cfg)),
+        (None, true) => Some(("split", split_cfg)),
         (None, false) => None,
     };
     if let Some((what, Some(c))) = variant

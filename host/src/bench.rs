@@ -6,7 +6,7 @@ use cust::prelude::Stream;
 use cust::stream::StreamFlags;
 use rand::Rng;
 
-use crate::attention::{AttentionParams, BufferRef, Buffers, DType, LaunchPlan, Strides};
+use crate::attention::{AttentionParams, BufferRef, Buffers, DType, LaunchPlan, PagedBuffers, PagedKv, Strides};
 use crate::device::Gpu;
 use crate::error::Result;
 
@@ -42,13 +42,16 @@ impl Timing {
     }
 }
 
-/// Device buffers holding random normal inputs for a shape (contiguous or as `params`' strides).
+/// Device buffers holding random normal inputs for a shape (contiguous or as `params`'
+/// strides; for a paged call, whole caches and a block table of shuffled pages).
 pub struct BenchBuffers {
     q: DeviceBuffer<u16>,
     k: DeviceBuffer<u16>,
     v: DeviceBuffer<u16>,
     o: DeviceBuffer<u16>,
     lse: DeviceBuffer<f32>,
+    /// Paged calls: the block table, on the device and (to gather K and V back) on the host.
+    table: Option<(DeviceBuffer<i32>, Vec<i32>, PagedKv)>,
 }
 
 /// Random normal values drawn afresh for each buffer; beyond this many they repeat. Drawing
@@ -81,12 +84,25 @@ impl BenchBuffers {
         let [qs, ks, vs, os] = p.tensor_strides();
         // One element at least: a zero-length allocation has no address to plan with.
         let extent = |dims, s: Strides| s.extent(dims).max(1);
+        // A paged cache holds whole pages: `[num_pages, page_size, heads_kv, d]`.
+        let dk = p.paged.map_or(dk, |pg| [pg.num_pages, pg.page_size, p.heads_kv, d]);
+        let table = match p.paged {
+            Some(pg) => {
+                // Every sequence's pages scattered over the cache, as a long-running server's are.
+                let mut pages: Vec<i32> = (0..pg.num_pages as i32).collect();
+                rand::seq::SliceRandom::shuffle(&mut pages[..], &mut rand::rng());
+                pages.resize(p.batch * pg.pages_per_seq, 0);
+                Some((DeviceBuffer::from_slice(&pages)?, pages, pg))
+            }
+            None => None,
+        };
         Ok(BenchBuffers {
             q: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dq, qs)))?,
             k: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, ks)))?,
             v: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, vs)))?,
             o: DeviceBuffer::from_slice(&vec![0u16; extent(dq, os)])?,
             lse: DeviceBuffer::from_slice(&vec![0f32; (p.batch * p.heads_q * p.seqlen_q).max(1)])?,
+            table,
         })
     }
 
@@ -99,7 +115,7 @@ impl BenchBuffers {
             v: r(&self.v),
             o: r(&self.o),
             lse: with_lse.then(|| BufferRef { ptr: self.lse.as_device_ptr().as_raw(), len: self.lse.len() }),
-            paged: None,
+            paged: self.table.as_ref().map(|(t, ..)| PagedBuffers { block_table: BufferRef { ptr: t.as_device_ptr().as_raw(), len: t.len() }, seqused_k: None }),
         }
     }
 
@@ -115,8 +131,10 @@ impl BenchBuffers {
             .collect())
     }
 
-    /// Copies the inputs back as f32, contiguous in their buffers' own layout.
-    pub fn inputs_f32(&self, dtype: DType) -> Result<[Vec<f32>; 3]> {
+    /// Copies the inputs back as f32, contiguous in their buffers' own layout; a paged cache
+    /// is gathered through its block table into contiguous `[batch, seqlen_k, heads_kv, d]`
+    /// (`p`'s shape).
+    pub fn inputs_f32(&self, dtype: DType, p: &AttentionParams) -> Result<[Vec<f32>; 3]> {
         let conv = |b: &DeviceBuffer<u16>| -> Result<Vec<f32>> {
             Ok(b.as_host_vec()?
                 .into_iter()
@@ -126,7 +144,20 @@ impl BenchBuffers {
                 })
                 .collect())
         };
-        Ok([conv(&self.q)?, conv(&self.k)?, conv(&self.v)?])
+        let [q, k, v] = [conv(&self.q)?, conv(&self.k)?, conv(&self.v)?];
+        let Some((_, table, pg)) = &self.table else { return Ok([q, k, v]) };
+        let row = p.heads_kv * p.head_dim;
+        let gather = |cache: &[f32]| -> Vec<f32> {
+            let mut out = Vec::with_capacity(p.batch * p.seqlen_k * row);
+            for b in 0..p.batch {
+                for r in 0..p.seqlen_k {
+                    let page = table[b * pg.pages_per_seq + r / pg.page_size] as usize;
+                    out.extend_from_slice(&cache[(page * pg.page_size + r % pg.page_size) * row..][..row]);
+                }
+            }
+            out
+        };
+        Ok([q, gather(&k), gather(&v)])
     }
 }
 

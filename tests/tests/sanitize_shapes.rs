@@ -1,7 +1,8 @@
 //! A small set of launches for compute-sanitizer (`scripts/sanitize.sh` runs this binary under
 //! memcheck, racecheck and synccheck): every tile configuration forced with `.config(c)`, for
 //! both dtypes, on ragged, causal, GQA and padded-head_dim shapes, plus edge shapes (no keys,
-//! rows without keys, single rows, a strided layout, decode; on the default path, which is
+//! rows without keys, single rows, a strided layout, decode, paged caches with wild table
+//! entries; on the default path, which is
 //! the wgmma kernel on sm_90a GPUs, and on mma.sync). Buffers are sized exactly
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
@@ -10,6 +11,7 @@ use flashrs::attention::config::CONFIGS;
 use flashrs::{AttentionParams, DType, KernelPath};
 use flashrs_tests::attn::check_many;
 use flashrs_tests::gpu_or_skip;
+use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
 
 #[test]
 fn sanitize_every_config() {
@@ -43,4 +45,19 @@ fn sanitize_edge_shapes() {
     let cases: Vec<AttentionParams> =
         [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |p| p.clone().path(path))).collect();
     check_many(&gpu, &cases);
+}
+
+#[test]
+fn sanitize_paged() {
+    let Some(gpu) = gpu_or_skip("sanitize_paged") else { return };
+    let call = |sq, splits| AttentionParams::new(3, sq, 300, 8, 128).heads_kv(2).causal(sq > 1).num_splits(splits);
+    let cases = [
+        PagedCase::new(call(1, None), 16, Some(vec![300, 0, 17]), 1),
+        PagedCase::new(call(5, Some(3)), 64, Some(vec![1, 299, 64]), 0),
+        PagedCase::new(call(1, Some(1)).dtype(DType::Bf16), 256, None, 0),
+    ];
+    check_paged(&gpu, &cases);
+    // Wild table entries and counts: the kernel must stay inside the caches.
+    let e = run_paged::<half::f16>(&gpu, &PagedCase::new(call(4, Some(2)), 16, Some(vec![300, 5, 0]), 1), TableFill::AllWild);
+    assert_eq!(e.out, 0.0, "non-finite output with a wild table (seed {})", e.seed);
 }

@@ -158,6 +158,15 @@ pub struct BenchmarkArgs {
     /// --causal on override). The table adds K+V read bandwidth (K+V GB/s).
     #[arg(long)]
     pub decode: bool,
+    /// Force this many split-KV CTAs per query block (1 to 32) [default: the library's choice
+    /// for this GPU].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32).map(|n| n as usize))]
+    pub num_splits: Option<usize>,
+    /// Read K and V from a paged cache with pages of this many rows (a power of two, 16 or
+    /// more), every sequence's pages shuffled over the cache; torch (which has no paged
+    /// attention) still runs the contiguous tensors.
+    #[arg(long, value_name = "ROWS")]
+    pub page_size: Option<usize>,
     /// Plot TFLOPS against seqlen (.svg or .png).
     #[arg(long, value_name = "FILE", value_parser = plot_path)]
     pub plot: Option<PathBuf>,

@@ -21,6 +21,8 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         warmup: args.warmup as usize,
         iters: args.iters as usize,
         verify: args.verify,
+        num_splits: args.num_splits,
+        page_size: args.page_size,
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();

@@ -1,9 +1,9 @@
 //! Our rows on the GPU: buffers, optional verification against the CPU reference, timing.
 
-use flashrs::attention::{BufferRef, Buffers, TileConfig};
+use flashrs::attention::{BufferRef, Buffers, PagedBuffers, TileConfig};
 use flashrs::bench::{BenchBuffers, time_plan};
 use flashrs::reference::RefInputs;
-use flashrs::{DType, Gpu, KernelPath};
+use flashrs::{AttentionParams, DType, Gpu, KernelPath, PagedKv};
 
 use super::CliError;
 use super::configs::tag;
@@ -27,6 +27,21 @@ pub struct Options {
     pub iters: usize,
     /// Check outputs against the CPU reference first.
     pub verify: bool,
+    /// Split-KV count to force (`None`: the library's choice).
+    pub num_splits: Option<usize>,
+    /// Read K and V from a paged cache of pages this many rows long (`None`: contiguous).
+    pub page_size: Option<usize>,
+}
+
+impl Options {
+    /// Our parameters for `shape` with `config` under these options.
+    pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> AttentionParams {
+        let p = shape.params(self.dtype, self.path, config).num_splits(self.num_splits);
+        match self.page_size {
+            Some(page) => p.paged(PagedKv::for_batch(shape.batch, shape.seqlen_k, page)),
+            None => p,
+        }
+    }
 }
 
 /// Plans every row against stand-in buffers (planning never touches the GPU), so that a shape
@@ -35,10 +50,11 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // Aligned, disjoint (the planner refuses outputs that overlap inputs), and large enough for
     // any shape: 2^40 elements apart.
     let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
-    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged: None };
+    let paged = opts.page_size.map(|_| PagedBuffers { block_table: stand_in(5), seqused_k: None });
+    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged };
     for (shape, configs) in rows {
         for &config in configs {
-            shape.params(opts.dtype, opts.path, config).plan(&bufs).map_err(|source| CliError::Row { row: shape.label(), source })?;
+            opts.params(shape, config).plan(&bufs).map_err(|source| CliError::Row { row: shape.label(), source })?;
         }
     }
     Ok(())
@@ -51,7 +67,7 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
     let mut records = Vec::new();
     let mut bufs: Option<BenchBuffers> = None;
     for &config in configs {
-        let params = shape.params(opts.dtype, opts.path, config);
+        let params = opts.params(shape, config);
         // Configurations share the inputs, except when verifying: then each gets a fresh
         // (zeroed) output, so that elements a kernel fails to write cannot keep the values an
         // earlier kernel left there.
@@ -66,10 +82,13 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
         let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel);
         // The tile configuration describes the mma.sync kernel only.
         record.config = (kernel == plan.kernel).then(|| tag(&plan.config));
+        let splits = plan.split.as_ref().map(|s| format!("{} splits", s.num_splits));
+        let pages = opts.page_size.map(|n| format!("pages of {n} rows"));
+        record.note = [pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
             time_plan(gpu, &plan, opts.path, 0, 1).map_err(row_err)?;
-            let [q, k, v] = bufs.inputs_f32(opts.dtype).map_err(row_err)?;
+            let [q, k, v] = bufs.inputs_f32(opts.dtype, &params).map_err(row_err)?;
             let out = bufs.output_f32(opts.dtype).map_err(row_err)?;
             let what = format!("{} ({kernel})", shape.label());
             let outcome = verify::check(&params, &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
@@ -91,7 +110,7 @@ mod tests {
     use crate::cli::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None }
     }
 
     #[test]

@@ -41,7 +41,7 @@ impl TileConfig {
 /// limit: head_dim 128 fits them only with 32-row K/V tiles (64-row ones spill).
 /// A CTA's threads must cover whole 8-row swizzle groups per copy pass: `threads >=
 /// 8 * head_dim / 8`, so head_dim 256 needs 8 warps.
-pub const CONFIGS: [TileConfig; 9] = [
+pub const CONFIGS: [TileConfig; 10] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 128, warps: 8, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 3 },
@@ -51,6 +51,7 @@ pub const CONFIGS: [TileConfig; 9] = [
     TileConfig { head_dim: 128, block_m: 128, block_n: 32, warps: 4, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 32, warps: 8, stages: 2 },
+    TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 3 },
 ];
 
 /// The default configuration for each padded head dimension (64, 128, 256): the fastest
@@ -70,12 +71,16 @@ pub const VARLEN_CONFIGS: [TileConfig; 3] = [
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
 ];
 
-/// Configurations of the split-KV kernels (`flash_fwd_split_*`), one per padded head
-/// dimension: split-KV serves short query blocks (decode), so head_dim 128 takes 64-row ones.
-pub const SPLIT_CONFIGS: [TileConfig; 3] = [
+/// Configurations of the split-KV and paged kernels (`flash_fwd_split_*`, `flash_fwd_paged_*`):
+/// the first for each padded head dimension is its default, later ones can be forced (for
+/// tuning). They serve short query blocks (decode), so head_dim 128 takes 64-row ones; the
+/// three-stage one keeps two K/V tiles in flight while a tile is computed, and two CTAs of it
+/// still fit an SM's shared memory.
+pub const SPLIT_CONFIGS: [TileConfig; 4] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
+    TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 3 },
 ];
 
 /// The padded head dimensions, smallest first.

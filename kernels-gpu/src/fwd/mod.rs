@@ -263,12 +263,14 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, false:
     0 => flash_fwd_split_f16_d64_128x64w4s2, flash_fwd_split_bf16_d64_128x64w4s2;
     1 => flash_fwd_split_f16_d128_64x64w4s2, flash_fwd_split_bf16_d128_64x64w4s2;
     2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
+    3 => flash_fwd_split_f16_d128_64x64w4s3, flash_fwd_split_bf16_d128_64x64w4s3;
 }
 
 fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
     0 => flash_fwd_paged_f16_d64_128x64w4s2, flash_fwd_paged_bf16_d64_128x64w4s2;
     1 => flash_fwd_paged_f16_d128_64x64w4s2, flash_fwd_paged_bf16_d128_64x64w4s2;
     2 => flash_fwd_paged_f16_d256_128x64w8s2, flash_fwd_paged_bf16_d256_128x64w8s2;
+    3 => flash_fwd_paged_f16_d128_64x64w4s3, flash_fwd_paged_bf16_d128_64x64w4s3;
 }
 
 /// Merges split-KV partials: one warp per (batch, head, query row), 4 warps per CTA, grid
@@ -359,4 +361,5 @@ fwd_kernels! {
     6 => flash_fwd_f16_d128_128x32w4s2, flash_fwd_bf16_d128_128x32w4s2;
     7 => flash_fwd_f16_d256_128x64w8s2, flash_fwd_bf16_d256_128x64w8s2;
     8 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
+    9 => flash_fwd_f16_d128_64x64w4s3, flash_fwd_bf16_d128_64x64w4s3;
 }
