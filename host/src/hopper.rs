@@ -18,8 +18,8 @@
 //! ([`cuTensorMapEncodeTiled`](crate::tensor_map), host-only work) from the plan's
 //! [`FwdParams`]: each tensor as a 4-D view `[head_dim, seqlen, heads, batch]` (innermost
 //! first) with its strides, read in boxes of 64 columns (128 bytes, the 128-byte swizzle's
-//! width) by [`HopperConfig::block_m`] (Q) or `block_n` (K, V) rows (TMA boxes reach at most
-//! 256 rows). Rows past the sequence and columns past `head_dim` arrive as
+//! width) by [`HopperConfig::block_m`] (Q: 128 or 192) or `block_n` (K, V) rows (TMA boxes
+//! reach at most 256 rows). Rows past the sequence and columns past `head_dim` arrive as
 //! zeros, which is how ragged lengths and padded head dimensions (any multiple of 8 up to 256,
 //! computed as 64, 128 or 256) are handled. GQA/MQA index K and V by `head / group` in the map
 //! coordinates, without copies.
@@ -345,6 +345,13 @@ mod tests {
             assert!(c.block_m() <= 256 && c.block_n <= 256, "{c:?}");
         }
         assert_eq!(kernel_name(DType::Bf16, &config::CONFIGS[1]), "flash_fwd_sm90_bf16_d128_128x128s2");
+        // head_dim 64: three consumer warpgroups by default, two kept beside it.
+        assert_eq!(kernel_name(DType::F16, &config::default_config(64).unwrap()), "flash_fwd_sm90_f16_d64_192x128s3");
+        let two = HopperConfig { consumers: 2, ..config::default_config(64).unwrap() };
+        assert!(config::CONFIGS.contains(&two));
+        assert_eq!(kernel_name(DType::F16, &two), "flash_fwd_sm90_f16_d64_128x128s3");
+        assert_eq!((two.producer_regs(), two.consumer_regs()), (40, 232));
+        assert_eq!((config::CONFIGS[0].producer_regs(), config::CONFIGS[0].consumer_regs()), (32, 160));
         // Persistent configurations share their twin's kernel.
         assert_eq!(kernel_names().len(), 2 * config::CONFIGS.iter().filter(|c| !c.persistent).count());
         for c in config::CONFIGS.iter().filter(|c| c.persistent) {
@@ -377,8 +384,10 @@ mod tests {
             let w = plan.wgmma.as_ref().unwrap();
             assert_eq!(plan.kernel, w.kernel);
             assert!(plan.kernel.starts_with(&format!("flash_fwd_sm90_f16_d{}_", d.next_multiple_of(64).max(64).min(256))), "{}", plan.kernel);
-            assert_eq!((plan.grid, plan.block), (2 * 4 * 3, 384));
-            assert_eq!(plan.params.m_blocks, 3);
+            // 300 query rows: 2 blocks of 192 (head_dim 64, three consumer warpgroups) or 3 of 128.
+            let (block_m, m_blocks, threads) = if d <= 64 { (192, 2, 512) } else { (128, 3, 384) };
+            assert_eq!((plan.grid, plan.block), (2 * 4 * m_blocks, threads));
+            assert_eq!((plan.config.block_m, plan.params.m_blocks), (block_m, m_blocks));
             assert_eq!(plan.kernel_for(Arch::Sm80), plan.kernel);
         }
     }
@@ -438,6 +447,25 @@ mod tests {
         }
         let odd = HopperConfig { head_dim: 128, block_n: 96, stages: 2, consumers: 2, pipelined: true, persistent: false };
         assert!(plan_with(&p, &bufs(), odd).is_err());
+    }
+
+    #[test]
+    fn head_dim_64_plans_either_consumer_count() {
+        let p = AttentionParams::new(2, 1000, 1000, 3, 64);
+        for c in config::CONFIGS.iter().filter(|c| c.head_dim == 64 && c.pipelined && !c.persistent) {
+            let plan = plan_with(&p, &bufs(), *c).unwrap();
+            let w = plan.wgmma.as_ref().unwrap();
+            let (m_blocks, threads) = match c.consumers {
+                2 => (8, 384),
+                3 => (6, 512),
+                n => panic!("{n} consumer warpgroups"),
+            };
+            assert_eq!((w.params.m_blocks, w.grid, w.block), (m_blocks, 2 * 3 * m_blocks, threads), "{c:?}");
+            assert_eq!(w.smem as usize, c.smem_bytes());
+            assert_eq!(plan.config.warps, threads as usize / 32);
+        }
+        // The default is the three-warpgroup kernel.
+        assert_eq!(p.path(KernelPath::Wgmma).plan(&bufs()).unwrap().kernel, "flash_fwd_sm90_f16_d64_192x128s3");
     }
 
     #[test]

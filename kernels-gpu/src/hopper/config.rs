@@ -69,19 +69,23 @@ impl HopperConfig {
     }
 }
 
-/// Every configuration: a pipelined default per padded head dimension, its serial twin
-/// (kernels 0..6 are instantiated, each for f16 and bf16), and persistent launches of the
-/// pipelined kernels.
-pub const CONFIGS: [HopperConfig; 9] = [
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: false },
+/// Every configuration: the pipelined kernels (the default per padded head dimension, then
+/// head_dim 64 with two consumer warpgroups, its default before the three-warpgroup one, kept
+/// to compare), their serial twins (kernels 0..8 are instantiated, each for f16 and bf16), and
+/// persistent launches of the pipelined kernels.
+pub const CONFIGS: [HopperConfig; 12] = [
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true, persistent: false },
     HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true, persistent: false },
     HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: false, persistent: false },
     HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: false, persistent: false },
     HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: true },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true, persistent: true },
     HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true, persistent: true },
     HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true, persistent: true },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: true },
 ];
 
 /// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256).

@@ -11,7 +11,8 @@
 //! ([`gemm`]), masking ([`mask`]) and an online softmax in registers ([`softmax`]), then writes
 //! O and the log-sum-exp ([`epilogue`]) and hands the Q tile back. [`config`] (shared with the
 //! host) lists the instantiations: a FlashAttention-3 schedule (softmax overlapping `P V`, the
-//! consumers taking turns at the tensor cores) and a serial twin per head dimension.
+//! consumers taking turns at the tensor cores) and a serial twin per head dimension; head_dim
+//! 64 with two and with three consumer warpgroups.
 //!
 //! Entry points take the three tensor maps first (see [`TensorMapParam`]) and the same
 //! [`FwdParams`] as the mma.sync kernels. Their `.entry` headers get `.maxntid` and
@@ -147,10 +148,12 @@ macro_rules! sm90_kernels {
 }
 
 sm90_kernels! {
-    0 => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
+    0 => flash_fwd_sm90_f16_d64_192x128s3, flash_fwd_sm90_bf16_d64_192x128s3;
     1 => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
     2 => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
-    3 => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
-    4 => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
-    5 => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
+    3 => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
+    4 => flash_fwd_sm90_f16_d64_192x128s3_serial, flash_fwd_sm90_bf16_d64_192x128s3_serial;
+    5 => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
+    6 => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
+    7 => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
 }
