@@ -18,10 +18,11 @@
 //! ([`cuTensorMapEncodeTiled`](crate::tensor_map), host-only work) from the plan's
 //! [`FwdParams`]: each tensor as a 4-D view `[head_dim, seqlen, heads, batch]` (innermost
 //! first) with its strides, read in boxes of 64 columns (128 bytes, the 128-byte swizzle's
-//! width) by `BLOCK_M` (Q) or `block_n` (K, V) rows. Rows past the sequence and columns past
-//! `head_dim` arrive as zeros, which is how ragged lengths and padded head dimensions (any
-//! multiple of 8 up to 256, computed as 64, 128 or 256) are handled. GQA/MQA index K and V by
-//! `head / group` in the map coordinates, without copies.
+//! width) by [`HopperConfig::block_m`] (Q: 128 or 192) or `block_n` (K, V) rows (TMA boxes
+//! reach at most 256 rows). Rows past the sequence and columns past `head_dim` arrive as
+//! zeros, which is how ragged lengths and padded head dimensions (any multiple of 8 up to 256,
+//! computed as 64, 128 or 256) are handled. GQA/MQA index K and V by `head / group` in the map
+//! coordinates, without copies.
 use std::ffi::c_void;
 
 use crate::attention::{AttentionParams, DType, FwdParams, KernelPath, LaunchPlan, TileConfig};
@@ -71,8 +72,8 @@ pub fn tile_config(c: &HopperConfig) -> TileConfig {
 }
 
 /// The Hopper launch of a validated call: kernel, geometry, and the parameters (the same
-/// [`FwdParams`] as the mma.sync kernels, with `m_blocks` for [`config::BLOCK_M`]). Free of
-/// GPU state; the tensor maps are encoded at launch.
+/// [`FwdParams`] as the mma.sync kernels, with `m_blocks` for the configuration's
+/// [`HopperConfig::block_m`]). Free of GPU state; the tensor maps are encoded at launch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WgmmaPlan {
     /// Kernel entry point.
@@ -81,7 +82,7 @@ pub struct WgmmaPlan {
     pub config: HopperConfig,
     /// Element type (the tensor maps' data type).
     pub dtype: DType,
-    /// Work tiles (query blocks of `BLOCK_M` rows over every batch and head); 0 when there is
+    /// Work tiles (query blocks of `block_m` rows over every batch and head); 0 when there is
     /// nothing to compute. The grid has as many CTAs, or for a persistent configuration at
     /// most one per SM ([`WgmmaPlan::grid_for`]).
     pub grid: u32,
@@ -151,7 +152,7 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfi
         if let Some(why) = unsupported(p, &params) {
             return Err(why);
         }
-        let m_blocks = p.seqlen_q.div_ceil(config::BLOCK_M);
+        let m_blocks = p.seqlen_q.div_ceil(config.block_m());
         let ctas = p.batch as u64 * p.heads_q as u64 * m_blocks as u64;
         if ctas > i32::MAX as u64 {
             return Err(format!("{ctas} CTAs exceed the grid limit of {}", i32::MAX));
@@ -272,7 +273,7 @@ fn encode_maps(w: &WgmmaPlan) -> Result<[TensorMap; 3]> {
     let p = &w.params;
     let d = p.head_dim as usize;
     let (batch, hq, hkv) = (p.batch as usize, p.heads_q as usize, (p.heads_q / p.group) as usize);
-    let q = encode_map(w.dtype, p.q, p.q_strides, [batch, p.seqlen_q as usize, hq], d, config::BLOCK_M as u32)?;
+    let q = encode_map(w.dtype, p.q, p.q_strides, [batch, p.seqlen_q as usize, hq], d, w.config.block_m() as u32)?;
     if p.seqlen_k == 0 {
         return Ok([q, q, q]);
     }
@@ -331,12 +332,26 @@ mod tests {
     }
 
     #[test]
-    fn every_config_fits_shared_memory_and_names_its_kernel() {
+    fn every_config_fits_shared_memory_registers_and_tma_and_names_its_kernel() {
         for c in config::CONFIGS {
             assert!(c.smem_bytes() <= 227 * 1024, "{c:?}");
             assert_eq!(c.head_dim % 64, 0);
+            // The register split: the producer's and every consumer's budget fill at most the
+            // 64K register file, in setmaxnreg's steps of 8, and the consumers gain registers.
+            let (p, r) = (c.producer_regs(), c.consumer_regs());
+            assert!(128 * p as usize + 128 * c.consumers * r as usize <= 65536, "{c:?}");
+            assert!(p % 8 == 0 && r % 8 == 0 && p >= 24 && r <= 256 && r as usize > 65536 / c.threads(), "{c:?}");
+            // TMA boxes reach at most 256 rows.
+            assert!(c.block_m() <= 256 && c.block_n <= 256, "{c:?}");
         }
         assert_eq!(kernel_name(DType::Bf16, &config::CONFIGS[1]), "flash_fwd_sm90_bf16_d128_128x128s2");
+        // head_dim 64: three consumer warpgroups by default, two kept beside it.
+        assert_eq!(kernel_name(DType::F16, &config::default_config(64).unwrap()), "flash_fwd_sm90_f16_d64_192x128s3");
+        let two = HopperConfig { consumers: 2, ..config::default_config(64).unwrap() };
+        assert!(config::CONFIGS.contains(&two));
+        assert_eq!(kernel_name(DType::F16, &two), "flash_fwd_sm90_f16_d64_128x128s3");
+        assert_eq!((two.producer_regs(), two.consumer_regs()), (40, 232));
+        assert_eq!((config::CONFIGS[0].producer_regs(), config::CONFIGS[0].consumer_regs()), (32, 160));
         // Persistent configurations share their twin's kernel.
         assert_eq!(kernel_names().len(), 2 * config::CONFIGS.iter().filter(|c| !c.persistent).count());
         for c in config::CONFIGS.iter().filter(|c| c.persistent) {
@@ -349,12 +364,14 @@ mod tests {
     #[test]
     fn every_hopper_kernel_is_in_the_sm90a_module_with_its_entry_directives() {
         let (sm90, sm80) = (crate::ptx::entry_names(crate::ptx::PTX_SM90A), crate::ptx::entry_names(crate::ptx::PTX_SM80));
-        for name in kernel_names() {
+        let kernels = config::CONFIGS.iter().filter(|c| !c.persistent);
+        for (name, c) in [DType::F16, DType::Bf16].into_iter().flat_map(|t| kernels.clone().map(move |c| (kernel_name(t, c), c))) {
             assert!(sm90.contains(&name.as_str()), "{name} missing from the sm_90a module");
             assert!(!sm80.contains(&name.as_str()), "{name} must not be in the sm_80 module");
-            // setmaxnreg only works with a register budget known at entry (xtask adds it).
+            // setmaxnreg only works with a register budget known at entry (xtask adds it): the
+            // configuration's own block size.
             let header = crate::ptx::PTX_SM90A.split(&format!(".entry {name}(")).nth(1).and_then(|r| r.split('{').next()).unwrap();
-            assert!(header.contains(&format!(".maxntid {}, 1, 1", config::THREADS)), "{name}: {header}");
+            assert!(header.contains(&format!(".maxntid {}, 1, 1", c.threads())), "{name}: {header}");
         }
     }
 
@@ -367,8 +384,10 @@ mod tests {
             let w = plan.wgmma.as_ref().unwrap();
             assert_eq!(plan.kernel, w.kernel);
             assert!(plan.kernel.starts_with(&format!("flash_fwd_sm90_f16_d{}_", d.next_multiple_of(64).max(64).min(256))), "{}", plan.kernel);
-            assert_eq!((plan.grid, plan.block), (2 * 4 * 3, 384));
-            assert_eq!(plan.params.m_blocks, 3);
+            // 300 query rows: 2 blocks of 192 (head_dim 64, three consumer warpgroups) or 3 of 128.
+            let (block_m, m_blocks, threads) = if d <= 64 { (192, 2, 512) } else { (128, 3, 384) };
+            assert_eq!((plan.grid, plan.block), (2 * 4 * m_blocks, threads));
+            assert_eq!((plan.config.block_m, plan.params.m_blocks), (block_m, m_blocks));
             assert_eq!(plan.kernel_for(Arch::Sm80), plan.kernel);
         }
     }
@@ -426,8 +445,27 @@ mod tests {
                 assert!(matches!(r, Err(Error::InvalidShape { what: "wgmma path", .. })));
             }
         }
-        let odd = HopperConfig { head_dim: 128, block_n: 96, stages: 2, pipelined: true, persistent: false };
+        let odd = HopperConfig { head_dim: 128, block_n: 96, stages: 2, consumers: 2, pipelined: true, persistent: false };
         assert!(plan_with(&p, &bufs(), odd).is_err());
+    }
+
+    #[test]
+    fn head_dim_64_plans_either_consumer_count() {
+        let p = AttentionParams::new(2, 1000, 1000, 3, 64);
+        for c in config::CONFIGS.iter().filter(|c| c.head_dim == 64 && c.pipelined && !c.persistent) {
+            let plan = plan_with(&p, &bufs(), *c).unwrap();
+            let w = plan.wgmma.as_ref().unwrap();
+            let (m_blocks, threads) = match c.consumers {
+                2 => (8, 384),
+                3 => (6, 512),
+                n => panic!("{n} consumer warpgroups"),
+            };
+            assert_eq!((w.params.m_blocks, w.grid, w.block), (m_blocks, 2 * 3 * m_blocks, threads), "{c:?}");
+            assert_eq!(w.smem as usize, c.smem_bytes());
+            assert_eq!(plan.config.warps, threads as usize / 32);
+        }
+        // The default is the three-warpgroup kernel.
+        assert_eq!(p.path(KernelPath::Wgmma).plan(&bufs()).unwrap().kernel, "flash_fwd_sm90_f16_d64_192x128s3");
     }
 
     #[test]

@@ -441,6 +441,11 @@ mod tests {
         let t = f16_matrix().swizzle(Swizzle::B128);
         t.validate().unwrap();
         assert_eq!(t.box_bytes(), 64 * 64 * 2);
+        // The largest Hopper Q box: 192 rows (three consumer warpgroups) of a BSHD tensor.
+        let q = TensorMap::tiled(TensorDataType::F16, 0x7000_0000, &[64, 1000, 4, 2], &[512, 128, 512_000], &[64, 192, 1, 1])
+            .swizzle(Swizzle::B128);
+        q.validate().unwrap();
+        assert_eq!(q.box_bytes(), 192 * 128);
     }
 
     #[test]

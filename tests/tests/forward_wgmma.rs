@@ -7,11 +7,14 @@
 //! `cargo test --release -p flashrs-tests --test forward_wgmma -- --test-threads=1 --nocapture`;
 //! `a0_smoke_one_tile` runs first in that order and is the one to read first if all fail;
 //! `a1_probe_wgmma_n_major_b` checks the `P V` building block (transposed-B wgmma) alone.
-//! `serial_and_persistent_variants` runs the serial-schedule twins of the default kernels (if
-//! they pass where the defaults fail, the fault is in the pipelined schedule: ping-pong
-//! barriers, overlapped waits, not the TMA/wgmma layouts) and the persistent launches.
+//! The other tests run the default configuration per head dimension (for head_dim 64 the one
+//! with three consumer warpgroups); `non_default_configs` runs every other one: the
+//! serial-schedule twins (if they pass where the pipelined kernels fail, the fault is in the
+//! pipelined schedule: ping-pong barriers, overlapped waits, not the TMA/wgmma layouts), the
+//! head_dim-64 kernel with two consumer warpgroups, and the persistent launches.
 use flashrs::attention::{BufferRef, Buffers, Strides};
-use flashrs::hopper::{config::CONFIGS, plan_with};
+use flashrs::hopper::config::{CONFIGS, default_config};
+use flashrs::hopper::plan_with;
 use flashrs::{AttentionParams, DType, Error, KernelPath};
 use flashrs_tests::attn::{check, check_many, check_many_with};
 use flashrs_tests::{gpu_or_skip, hopper_or_skip};
@@ -113,15 +116,19 @@ fn every_head_dim_dtype_causal_and_gqa() {
     check_many(&gpu, &cases);
 }
 
+/// Partial query and key tiles, for 128-row blocks (head_dim 128) and 192-row ones (head_dim
+/// 64: three consumer warpgroups, the last ones' rows often all past `seqlen_q`).
 #[test]
 fn ragged_lengths() {
     let Some(gpu) = hopper_or_skip("ragged_lengths") else { return };
     let lens = [(1, 1), (17, 17), (1, 1037), (1037, 1), (127, 1037), (1037, 127), (1037, 1037), (17, 128), (128, 17)];
     let mut cases = Vec::new();
     for dtype in DTYPES {
-        for (sq, sk) in lens {
-            for causal in [false, true] {
-                cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, 128).causal(causal).dtype(dtype)));
+        for d in [64, 128] {
+            for (sq, sk) in lens {
+                for causal in [false, true] {
+                    cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, d).causal(causal).dtype(dtype)));
+                }
             }
         }
     }
@@ -203,14 +210,16 @@ fn long_sequences_and_decode() {
 }
 
 /// The configurations besides the defaults, through `hopper::plan_with`: the serial-schedule
-/// twins (each GEMM waited for at once, no ping-pong) and the persistent launches (one CTA
-/// per SM walking several work tiles: ring and barrier phases carried across tiles, the next
-/// tile's K/V loads overlapping the epilogue), on shapes that exercise masking, ragged tiles,
-/// ring wrap-around, GQA, and (persistent) more tiles than SMs with some tiles seeing no key.
+/// twins (each GEMM waited for at once, no ping-pong), head_dim 64 with two consumer
+/// warpgroups (the default has three), and the persistent launches (one CTA per SM walking
+/// several work tiles: ring and barrier phases carried across tiles, the next tile's K/V
+/// loads overlapping the epilogue), on shapes that exercise masking, ragged tiles, ring
+/// wrap-around, GQA, consumer warpgroups whose rows all lie past `seqlen_q`, and (persistent)
+/// more tiles than SMs with some tiles seeing no key.
 #[test]
-fn serial_and_persistent_variants() {
-    let Some(gpu) = hopper_or_skip("serial_and_persistent_variants") else { return };
-    for config in CONFIGS.iter().filter(|c| !c.pipelined || c.persistent) {
+fn non_default_configs() {
+    let Some(gpu) = hopper_or_skip("non_default_configs") else { return };
+    for config in CONFIGS.iter().filter(|c| default_config(c.head_dim) != Some(**c)) {
         let d = config.head_dim;
         let mut cases = Vec::new();
         for dtype in DTYPES {
@@ -218,7 +227,7 @@ fn serial_and_persistent_variants() {
                 for (sq, sk) in [(1, 1), (127, 300), (300, 127), (1037, 1500)] {
                     cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, d).causal(causal).dtype(dtype)));
                 }
-                // 4 * 16 * 8 = 512 work tiles: several per CTA when persistent.
+                // 4 * 16 * 8 = 512 work tiles (384 of 192 rows): several per CTA when persistent.
                 cases.push(wgmma(AttentionParams::new(4, 1000, 700, 16, d).heads_kv(4).causal(causal).dtype(dtype)));
             }
         }

@@ -3,21 +3,6 @@
 //! Compiled into both the device crate and the host library (through `#[path]`), like
 //! `fwd/config.rs`, so launch geometry and kernel names come from one table.
 
-/// Consumer warpgroups per CTA; each owns 64 query rows (one m64 wgmma row block).
-pub const CONSUMER_WARPGROUPS: usize = 2;
-/// Query rows per CTA.
-pub const BLOCK_M: usize = 64 * CONSUMER_WARPGROUPS;
-/// Threads per CTA: one producer warpgroup (TMA) and the consumer warpgroups (wgmma).
-pub const THREADS: usize = 128 * (1 + CONSUMER_WARPGROUPS);
-/// Registers per thread the producer warpgroup keeps after `setmaxnreg.dec`.
-pub const PRODUCER_REGS: u32 = 40;
-/// Registers per thread each consumer warpgroup claims with `setmaxnreg.inc`:
-/// `128 * PRODUCER_REGS + 128 * CONSUMER_WARPGROUPS * CONSUMER_REGS` must fit in the 64K
-/// register file (the CTA starts with 65536 / THREADS = 168 per thread, rounded to 8).
-pub const CONSUMER_REGS: u32 = 232;
-
-const _: () = assert!(128 * PRODUCER_REGS as usize + 128 * CONSUMER_WARPGROUPS * CONSUMER_REGS as usize <= 65536);
-
 /// Tile shape of one Hopper forward kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HopperConfig {
@@ -28,8 +13,13 @@ pub struct HopperConfig {
     pub block_n: usize,
     /// K/V shared-memory stages in the TMA ring.
     pub stages: usize,
+    /// Consumer warpgroups per CTA (2 or 3), each owning 64 query rows (one m64 wgmma row
+    /// block). Three hide more of the softmax behind the tensor cores (two issue GEMMs while
+    /// one exponentiates), which pays where the exponentials weigh most against the GEMMs
+    /// (head_dim 64), at the price of fewer registers per consumer ([`Self::consumer_regs`]).
+    pub consumers: usize,
     /// The FlashAttention-3 consumer schedule (softmax of tile `t` overlapping `P V` of tile
-    /// `t - 1`, the two consumer warpgroups taking turns at the tensor cores); `false` is the
+    /// `t - 1`, the consumer warpgroups taking turns at the tensor cores); `false` is the
     /// serial schedule (each GEMM waited for at once), kept as a reference and for debugging.
     pub pipelined: bool,
     /// Launch one CTA per SM, each walking work tiles (barriers set up once, the next tile's
@@ -39,13 +29,26 @@ pub struct HopperConfig {
 }
 
 impl HopperConfig {
-    /// Query rows per CTA.
+    /// Query rows per CTA: 64 per consumer warpgroup.
     pub const fn block_m(&self) -> usize {
-        BLOCK_M
+        64 * self.consumers
     }
-    /// Threads per CTA.
+    /// Threads per CTA: one producer warpgroup (TMA) and the consumer warpgroups (wgmma).
     pub const fn threads(&self) -> usize {
-        THREADS
+        128 * (1 + self.consumers)
+    }
+    /// Registers per thread the producer warpgroup keeps after `setmaxnreg.dec` (its one
+    /// TMA-issuing thread needs few): 32 with three consumer warpgroups, so that they get 160
+    /// each (FlashAttention-3's split); 40 with two, whose 232 each are already plenty.
+    pub const fn producer_regs(&self) -> u32 {
+        if self.consumers == 2 { 40 } else { 32 }
+    }
+    /// Registers per thread each consumer warpgroup claims with `setmaxnreg.inc`: what the
+    /// producer leaves of the 64K register file, shared evenly and rounded down to the
+    /// multiple of 8 that `setmaxnreg` takes. (The CTA starts with 65536 / threads per thread,
+    /// rounded down to 8: 168 for 384 threads, 128 for 512.)
+    pub const fn consumer_regs(&self) -> u32 {
+        ((65536 / 128 - self.producer_regs() as usize) / self.consumers) as u32 & !7
     }
     /// Bytes of one 64-column slab of a `rows`-row tile (128-byte rows).
     pub const fn slab_bytes(rows: usize) -> usize {
@@ -53,7 +56,7 @@ impl HopperConfig {
     }
     /// Bytes of the Q tile (reused for O in the epilogue).
     pub const fn q_bytes(&self) -> usize {
-        BLOCK_M * self.head_dim * 2
+        self.block_m() * self.head_dim * 2
     }
     /// Bytes of one K (or V) stage.
     pub const fn kv_bytes(&self) -> usize {
@@ -66,19 +69,23 @@ impl HopperConfig {
     }
 }
 
-/// Every configuration: a pipelined default per padded head dimension, its serial twin
-/// (kernels 0..6 are instantiated, each for f16 and bf16), and persistent launches of the
-/// pipelined kernels.
-pub const CONFIGS: [HopperConfig; 9] = [
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, pipelined: true, persistent: true },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, pipelined: true, persistent: true },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, pipelined: true, persistent: true },
+/// Every configuration: the pipelined kernels (the default per padded head dimension, then
+/// head_dim 64 with two consumer warpgroups, its default before the three-warpgroup one, kept
+/// to compare), their serial twins (kernels 0..8 are instantiated, each for f16 and bf16), and
+/// persistent launches of the pipelined kernels.
+pub const CONFIGS: [HopperConfig; 12] = [
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: false, persistent: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true, persistent: true },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true, persistent: true },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true, persistent: true },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: true },
 ];
 
 /// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256).

@@ -6,9 +6,8 @@
 //!   bits; wait for V, `O += P V`, wait, release V. Simple, and the reference for the other.
 //! * [`mainloop_pipelined`] (FlashAttention-3): the softmax of tile `t` runs while the tensor
 //!   cores compute `P V` of tile `t - 1` (`S(t)` and `P V(t-1)` are issued back to back, then
-//!   waited for one after the other), and the two consumer warpgroups take turns issuing their
-//!   GEMMs ([`Pingpong`]), so that one's softmax overlaps the other's GEMMs.
-use super::config::BLOCK_M;
+//!   waited for one after the other), and the consumer warpgroups take turns issuing their
+//!   GEMMs ([`Pingpong`]), so that one's softmax overlaps the others' GEMMs.
 use super::epilogue::{store_lse, store_o};
 use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
 use super::mask::Mask;
@@ -35,47 +34,55 @@ fn pin<const N: usize>(v: &mut [f32; N]) {
     crate::arch::wgmma::wgmma_fence_operands(v);
 }
 
-/// First named barrier of the ping-pong (ids 1 and 2 are the epilogue's per-warpgroup ones).
-const PINGPONG_BARRIER: u32 = 3;
-
-/// Turn-taking of the two consumer warpgroups for issuing GEMMs: named barrier `3 + wg` is
-/// "warpgroup `wg` may issue"; a warpgroup waits on its own (`bar.sync`, 256 threads: its
-/// 128 plus the other's 128 arrivals) and, once its GEMMs are issued, hands the turn over
-/// (`bar.arrive` on the other's). Warpgroup 1 starts by handing the first turn to 0, and 0
-/// takes one extra turn at the end so that no arrival is left pending. Every warpgroup takes
-/// the same number of turns (one per GEMM issue), so the turns stay in lockstep.
+/// Turn-taking of the `n` consumer warpgroups for issuing GEMMs, round-robin (0, 1, .., n-1,
+/// 0, ..). Named barrier `1 + n + wg` (after the epilogue's ids `1 ..= n`, see
+/// [`super::epilogue::wg_barrier`]) is "warpgroup `wg` may issue": a warpgroup waits on its
+/// own (`bar.sync`, 256 threads: its 128 plus the previous warpgroup's 128 arrivals) and, once
+/// its GEMMs are issued, hands the turn to the next (`bar.arrive` on that one's). The last
+/// warpgroup starts by handing the first turn to 0, and 0 takes one extra turn at the end so
+/// that no arrival is left pending. Every warpgroup takes the same number of turns (one per
+/// GEMM issue, and all see the same key tiles), so the turns stay in lockstep; and as only
+/// one turn is ever in flight, a barrier never holds arrivals for two of its phases at once.
 #[derive(Clone, Copy)]
 pub struct Pingpong {
     wg: u32,
+    n: u32,
     enabled: bool,
 }
 
 impl Pingpong {
-    /// Warpgroup `wg` (0 or 1) of the pair; warpgroup 1 gives 0 the first turn. Does nothing
-    /// when not `enabled` (the serial schedule).
+    /// Warpgroup `wg` of `n` (at most 7: the named barriers run out past that); the last one
+    /// gives 0 the first turn. Does nothing when not `enabled` (the serial schedule).
     #[inline(always)]
-    pub fn new(wg: u32, enabled: bool) -> Self {
-        if enabled && wg == 1 {
-            bar_arrive_named(PINGPONG_BARRIER, 256);
+    pub fn new(wg: u32, n: u32, enabled: bool) -> Self {
+        let turns = Pingpong { wg, n, enabled };
+        if enabled && wg == n - 1 {
+            bar_arrive_named(turns.barrier(0), 256);
         }
-        Pingpong { wg, enabled }
+        turns
+    }
+    /// Named barrier of warpgroup `wg`'s turn.
+    #[inline(always)]
+    fn barrier(self, wg: u32) -> u32 {
+        1 + self.n + wg
     }
     /// Waits for this warpgroup's turn.
     #[inline(always)]
     pub fn wait_turn(self) {
         if self.enabled {
-            bar_sync_named(PINGPONG_BARRIER + self.wg, 256);
+            bar_sync_named(self.barrier(self.wg), 256);
         }
     }
-    /// Gives the turn to the other warpgroup.
+    /// Gives the turn to the next warpgroup.
     #[inline(always)]
     pub fn pass_turn(self) {
         if self.enabled {
-            bar_arrive_named(PINGPONG_BARRIER + (self.wg ^ 1), 256);
+            let next = if self.wg + 1 == self.n { 0 } else { self.wg + 1 };
+            bar_arrive_named(self.barrier(next), 256);
         }
     }
-    /// Consumes the last turn warpgroup 1 handed over (call once, after the last GEMM issue
-    /// of the CTA's last work tile).
+    /// Consumes the last turn the last warpgroup handed over (call once, after the last GEMM
+    /// issue of the CTA's last work tile).
     #[inline(always)]
     pub fn finish(self) {
         if self.wg == 0 {
@@ -86,8 +93,8 @@ impl Pingpong {
 
 /// What both main loops need: the operands' shared-memory addresses and the masking.
 #[derive(Clone, Copy)]
-struct Rows<const D: usize, const BN: usize, const STAGES: usize> {
-    smem: Smem<D, BN, STAGES>,
+struct Rows<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> {
+    smem: Smem<D, BM, BN, STAGES>,
     /// This warpgroup's first Q row in slab 0.
     q: u32,
     mask: Mask,
@@ -102,7 +109,7 @@ struct Rows<const D: usize, const BN: usize, const STAGES: usize> {
     n_tiles: u32,
 }
 
-impl<const D: usize, const BN: usize, const STAGES: usize> Rows<D, BN, STAGES> {
+impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<D, BM, BN, STAGES> {
     /// First key of iteration `t` (tiles are walked from the last).
     #[inline(always)]
     fn col0(&self, t: u32) -> i32 {
@@ -121,8 +128,17 @@ impl<const D: usize, const BN: usize, const STAGES: usize> Rows<D, BN, STAGES> {
 
 /// The serial schedule (see the module docs).
 #[inline(always)]
-unsafe fn mainloop_serial<T: WgElement, const D: usize, const BN: usize, const STAGES: usize, const SN: usize, const ON: usize, const KP: usize>(
-    r: &Rows<D, BN, STAGES>,
+unsafe fn mainloop_serial<
+    T: WgElement,
+    const D: usize,
+    const BM: usize,
+    const BN: usize,
+    const STAGES: usize,
+    const SN: usize,
+    const ON: usize,
+    const KP: usize,
+>(
+    r: &Rows<D, BM, BN, STAGES>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     start: PipeState<STAGES>,
@@ -133,7 +149,7 @@ unsafe fn mainloop_serial<T: WgElement, const D: usize, const BN: usize, const S
         let mut s = [0.0f32; SN];
         unsafe {
             wait_full(r.smem.k_full(stage), pipe.phase);
-            gemm_qk::<T, D, BLOCK_M, BN, SN>(&mut s, r.q, r.smem.k(stage));
+            gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, r.smem.k(stage));
             wait::<0, SN>(&mut s);
             release(r.smem.k_empty(stage), r.lane);
         }
@@ -164,8 +180,17 @@ unsafe fn mainloop_serial<T: WgElement, const D: usize, const BN: usize, const S
 /// (a loop, so a block boundary) keeps it below the softmax. (On the last tile there is no
 /// next K, and there the softmax waits for `P V` first.)
 #[inline(always)]
-unsafe fn mainloop_pipelined<T: WgElement, const D: usize, const BN: usize, const STAGES: usize, const SN: usize, const ON: usize, const KP: usize>(
-    r: &Rows<D, BN, STAGES>,
+unsafe fn mainloop_pipelined<
+    T: WgElement,
+    const D: usize,
+    const BM: usize,
+    const BN: usize,
+    const STAGES: usize,
+    const SN: usize,
+    const ON: usize,
+    const KP: usize,
+>(
+    r: &Rows<D, BM, BN, STAGES>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     turns: Pingpong,
@@ -183,7 +208,7 @@ unsafe fn mainloop_pipelined<T: WgElement, const D: usize, const BN: usize, cons
     unsafe {
         wait_full(smem.k_full(pk.stage), pk.phase);
         turns.wait_turn();
-        gemm_qk::<T, D, BLOCK_M, BN, SN>(&mut s, r.q, smem.k(pk.stage));
+        gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
         turns.pass_turn();
         wait::<0, SN>(&mut s);
         release(smem.k_empty(pk.stage), lane);
@@ -199,7 +224,7 @@ unsafe fn mainloop_pipelined<T: WgElement, const D: usize, const BN: usize, cons
     for t in 1..n {
         unsafe {
             turns.wait_turn();
-            gemm_qk::<T, D, BLOCK_M, BN, SN>(&mut s, r.q, smem.k(pk.stage));
+            gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
             wait_full(smem.v_full(pv.stage), pv.phase);
             gemm_pv::<T, D, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
             turns.pass_turn();
@@ -236,12 +261,13 @@ unsafe fn mainloop_pipelined<T: WgElement, const D: usize, const BN: usize, cons
     pv
 }
 
-/// Runs consumer warpgroup `wg` (0-based among consumers) over the CTA's work tiles; `tid` is
-/// the thread's index in the warpgroup.
+/// Runs consumer warpgroup `wg` (0-based among the `BM / 64` consumers) over the CTA's work
+/// tiles; `tid` is the thread's index in the warpgroup.
 #[inline(always)]
 pub unsafe fn run<
     T: WgElement,
     const D: usize,
+    const BM: usize,
     const BN: usize,
     const STAGES: usize,
     const SN: usize,
@@ -250,22 +276,24 @@ pub unsafe fn run<
     const PIPELINED: bool,
 >(
     p: &FwdParams,
-    smem: Smem<D, BN, STAGES>,
+    smem: Smem<D, BM, BN, STAGES>,
     wg: u32,
     tid: u32,
 ) {
+    // Named barriers: 0 (the CTA), the epilogue's and the ping-pong's per warpgroup.
+    const { assert!(BM % 64 == 0 && 1 + 2 * (BM / 64) <= 16) };
     let lane = tid % 32;
     let mask = Mask {
         seqlen_k: p.seqlen_k as i32,
         causal_offset: (p.causal != 0).then_some(p.seqlen_k as i32 - p.seqlen_q as i32),
     };
-    let turns = Pingpong::new(wg, PIPELINED);
+    let turns = Pingpong::new(wg, (BM / 64) as u32, PIPELINED);
     let mut pipe = PipeState::<STAGES>::new();
     for (i, tile) in CtaTiles::new(p).enumerate() {
-        let work = work_for_tile::<BN>(p, tile);
+        let work = work_for_tile::<BM, BN>(p, tile);
         let wg_row0 = work.m0 + 64 * wg;
         let row = wg_row0 + 16 * (tid / 32) + lane / 4;
-        let rows = Rows::<D, BN, STAGES> {
+        let rows = Rows::<D, BM, BN, STAGES> {
             smem,
             q: smem.q() + 64 * wg * 128,
             mask,
@@ -281,9 +309,9 @@ pub unsafe fn run<
         // Always waited for, even without key tiles: the epilogue overwrites the Q tile.
         unsafe { wait_full(smem.q_full(), i as u32 & 1) };
         pipe = if PIPELINED {
-            unsafe { mainloop_pipelined::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
+            unsafe { mainloop_pipelined::<T, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
         } else {
-            unsafe { mainloop_serial::<T, D, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
+            unsafe { mainloop_serial::<T, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
         };
         let lse = softmax.finish(&mut o, p.scale_log2);
 
@@ -292,13 +320,13 @@ pub unsafe fn run<
         // registers through it and spill.
         let (tid, wg) = (opaque(tid), opaque(wg));
         let lane = tid % 32;
-        let work = work_for_tile::<BN>(p, opaque(tile));
+        let work = work_for_tile::<BM, BN>(p, opaque(tile));
         let row = work.m0 + 64 * wg + 16 * (tid / 32) + lane / 4;
         let (b, h) = (work.batch as i64, work.head as i64);
         let [ob, or, oh] = p.o_strides;
         let out = (p.o as *mut u16).wrapping_offset((b * ob + h * oh) as isize);
         unsafe {
-            store_o::<T, D, ON>(&o, smem.q(), wg, tid, out, or, work.m0, p.seqlen_q, p.head_dim);
+            store_o::<T, D, BM, ON>(&o, smem.q(), wg, tid, out, or, work.m0, p.seqlen_q, p.head_dim);
             if p.lse != 0 {
                 let bh = (work.batch * p.heads_q + work.head) as usize;
                 let dst = (p.lse as *mut f32).add(bh * p.seqlen_q as usize);

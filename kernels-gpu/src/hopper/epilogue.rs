@@ -5,12 +5,12 @@
 //! `Q K^T` completed) turns that into 16-byte, row-contiguous global stores. The staging uses
 //! the Q tile's 128-byte swizzle, so both the fragment writes and the row reads are free of
 //! bank conflicts.
-use super::config::BLOCK_M;
 use crate::arch::barrier::bar_sync_named;
 use crate::arch::smem::{ld_shared_v4, st_global_v4, st_shared_b32};
 use crate::dtype::Element;
 
-/// Named barrier of consumer warpgroup `wg` (0 is `bar.sync 0`, the whole CTA).
+/// Named barrier of consumer warpgroup `wg`: ids 1 ..= consumers (0 is `bar.sync 0`, the
+/// whole CTA; the consumers' ping-pong turns take the ids after these).
 #[inline(always)]
 pub fn wg_barrier(wg: u32) {
     bar_sync_named(1 + wg, 128);
@@ -18,10 +18,10 @@ pub fn wg_barrier(wg: u32) {
 
 /// Stores the warpgroup's 64 rows of O (first sequence row `m0 + 64 * wg`) into the matrix
 /// whose sequence row 0 is at `out` (`row_stride` elements between rows), skipping rows at or
-/// past `seqlen_q` and 8-column chunks at or past `head_dim`. `tid` is the thread's index in
-/// the warpgroup (0..128).
+/// past `seqlen_q` and 8-column chunks at or past `head_dim`. `q_tile` is the CTA's Q tile
+/// (`BM` rows per slab); `tid` is the thread's index in the warpgroup (0..128).
 #[inline(always)]
-pub unsafe fn store_o<T: Element, const D: usize, const ON: usize>(
+pub unsafe fn store_o<T: Element, const D: usize, const BM: usize, const ON: usize>(
     o: &[f32; ON],
     q_tile: u32,
     wg: u32,
@@ -35,7 +35,7 @@ pub unsafe fn store_o<T: Element, const D: usize, const ON: usize>(
     const { assert!(ON == D / 2 && D % 64 == 0) };
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let slab = |s: usize| q_tile + (s * BLOCK_M * 128) as u32;
+    let slab = |s: usize| q_tile + (s * BM * 128) as u32;
     // Row within the tile: 64wg + 16warp + g (+ 8h); its swizzle phase (row % 8) is g.
     let row = 64 * wg + 16 * warp + g;
     for i in 0..D / 8 {

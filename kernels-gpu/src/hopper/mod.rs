@@ -1,22 +1,23 @@
 //! Forward attention on Hopper (sm_90a), FlashAttention-3 style: TMA loads, wgmma, warp
 //! specialisation.
 //!
-//! A CTA of [`config::THREADS`] threads computes work tiles of [`config::BLOCK_M`] query rows
-//! of one (batch, head): one tile, or, launched persistent (one CTA per SM), every grid-size-th
+//! A CTA computes work tiles of `64 * consumers` query rows of one (batch, head) (see
+//! [`HopperConfig`]): one tile, or, launched persistent (one CTA per SM), every grid-size-th
 //! tile ([`scheduler`]). Warpgroup 0 is the producer: it gives registers away
 //! (`setmaxnreg.dec`) and one of its threads issues every TMA load ([`producer`]): per tile the
 //! Q tile, then K and V tiles into a `STAGES`-deep ring guarded by full/empty mbarriers
-//! ([`pipeline`], [`smem`]). Warpgroups 1 and 2 are consumers ([`consumer`]): they claim the
-//! registers (`setmaxnreg.inc`), and each computes 64 rows with `wgmma` ([`gemm`]), masking
-//! ([`mask`]) and an online softmax in registers ([`softmax`]), then writes O and the
-//! log-sum-exp ([`epilogue`]) and hands the Q tile back. [`config`] (shared with the host)
-//! lists the instantiations: a FlashAttention-3 schedule (softmax overlapping `P V`, the
-//! consumers taking turns at the tensor cores) and a serial twin per head dimension.
+//! ([`pipeline`], [`smem`]). The other two or three warpgroups are consumers ([`consumer`]):
+//! they claim the registers (`setmaxnreg.inc`), and each computes 64 rows with `wgmma`
+//! ([`gemm`]), masking ([`mask`]) and an online softmax in registers ([`softmax`]), then writes
+//! O and the log-sum-exp ([`epilogue`]) and hands the Q tile back. [`config`] (shared with the
+//! host) lists the instantiations: a FlashAttention-3 schedule (softmax overlapping `P V`, the
+//! consumers taking turns at the tensor cores) and a serial twin per head dimension; head_dim
+//! 64 with two and with three consumer warpgroups.
 //!
 //! Entry points take the three tensor maps first (see [`TensorMapParam`]) and the same
 //! [`FwdParams`] as the mma.sync kernels. Their `.entry` headers get `.maxntid` and
 //! `.minnctapersm` from the build (see [`entry_directives`]), without which ptxas would ignore
-//! `setmaxnreg` and could allocate more registers than 3 warpgroups may hold.
+//! `setmaxnreg` and could allocate more registers than all the warpgroups may hold.
 pub mod config;
 pub mod consumer;
 pub mod epilogue;
@@ -36,9 +37,9 @@ use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
 use crate::dtype::{Bf16, F16};
 use crate::fwd::params::FwdParams;
-use config::{CONFIGS, CONSUMER_REGS, HopperConfig, PRODUCER_REGS, THREADS};
+use config::{CONFIGS, HopperConfig};
 use gemm::WgElement;
-use pipeline::EMPTY_ARRIVALS;
+use pipeline::empty_arrivals;
 use producer::Maps;
 use smem::{Smem, dsmem_base_1024};
 
@@ -47,33 +48,40 @@ use smem::{Smem, dsmem_base_1024};
 /// (65536 / THREADS per thread) that `setmaxnreg` then redistributes. rustc has no way to emit
 /// these directives itself.
 #[inline(always)]
-fn entry_directives() {
+fn entry_directives<const THREADS: usize>() {
     unsafe {
         core::arch::asm!("// flashrs-entry-directives: .maxntid {n}, 1, 1 .minnctapersm 1", n = const THREADS,
             options(nomem, nostack, preserves_flags))
     }
 }
 
-/// The kernel body. Const generics: element type, padded head dim `D`, keys per stage `BN`,
-/// `STAGES`, the derived register counts `SN = BN/2` (scores), `ON = D/2` (output) and
-/// `KP = BN/16` (P's k-steps), which stable Rust cannot compute in array types, and the
-/// consumer schedule (see [`consumer`]).
+/// The kernel body. Const generics: element type, padded head dim `D`, query rows per CTA `BM`
+/// (64 per consumer warpgroup), keys per stage `BN`, `STAGES`, the derived register counts
+/// `SN = BN/2` (scores), `ON = D/2` (output) and `KP = BN/16` (P's k-steps), which stable Rust
+/// cannot compute in array types, the warpgroups' register budgets after `setmaxnreg`
+/// (producer `PREGS`, each consumer `CREGS`), and the consumer schedule (see [`consumer`]).
 #[inline(always)]
 unsafe fn flash_fwd_sm90<
     T: WgElement,
     const D: usize,
+    const BM: usize,
     const BN: usize,
     const STAGES: usize,
     const SN: usize,
     const ON: usize,
     const KP: usize,
+    const PREGS: u32,
+    const CREGS: u32,
     const PIPELINED: bool,
 >(
     maps: Maps,
     p: &FwdParams,
 ) {
-    const { assert!(SN == BN / 2 && ON == D / 2 && KP == BN / 16 && D % 64 == 0 && BN % 16 == 0 && STAGES >= 1) };
-    let smem = Smem::<D, BN, STAGES>::new(dsmem_base_1024());
+    const {
+        assert!(SN == BN / 2 && ON == D / 2 && KP == BN / 16 && D % 64 == 0 && BN % 16 == 0 && STAGES >= 1);
+        assert!(BM % 64 == 0 && 128 * PREGS as usize + 2 * BM * CREGS as usize <= 65536);
+    };
+    let smem = Smem::<D, BM, BN, STAGES>::new(dsmem_base_1024());
     let tid = thread_idx_x();
     // TMA faults on a misaligned map; the host's TensorMapParam layout guarantees alignment,
     // so this only trips if that assumption breaks (a launch error, not wrong numbers).
@@ -81,14 +89,15 @@ unsafe fn flash_fwd_sm90<
         unsafe { core::arch::nvptx::trap() };
     }
     if tid == 0 {
+        let empty = empty_arrivals(BM / 64);
         unsafe {
             mbarrier_init(smem.q_full(), 1);
-            mbarrier_init(smem.q_empty(), EMPTY_ARRIVALS);
+            mbarrier_init(smem.q_empty(), empty);
             for s in 0..STAGES as u32 {
                 mbarrier_init(smem.k_full(s), 1);
                 mbarrier_init(smem.v_full(s), 1);
-                mbarrier_init(smem.k_empty(s), EMPTY_ARRIVALS);
-                mbarrier_init(smem.v_empty(s), EMPTY_ARRIVALS);
+                mbarrier_init(smem.k_empty(s), empty);
+                mbarrier_init(smem.v_empty(s), empty);
             }
         }
         // The TMA unit signals the barriers through the async proxy: publish the inits to it.
@@ -98,13 +107,13 @@ unsafe fn flash_fwd_sm90<
     bar_sync();
     let warpgroup = warp_id() / 4;
     if warpgroup == 0 {
-        setmaxnreg_dec::<PRODUCER_REGS>();
+        setmaxnreg_dec::<PREGS>();
         if tid == 0 {
             unsafe { producer::run(maps, smem, p) };
         }
     } else {
-        setmaxnreg_inc::<CONSUMER_REGS>();
-        unsafe { consumer::run::<T, D, BN, STAGES, SN, ON, KP, PIPELINED>(p, smem, warpgroup - 1, tid % 128) };
+        setmaxnreg_inc::<CREGS>();
+        unsafe { consumer::run::<T, D, BM, BN, STAGES, SN, ON, KP, PIPELINED>(p, smem, warpgroup - 1, tid % 128) };
     }
 }
 
@@ -124,25 +133,27 @@ macro_rules! sm90_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, p: FwdParams) {
             const C: HopperConfig = CONFIGS[$cfg];
-            entry_directives();
+            entry_directives::<{ C.threads() }>();
             let maps = Maps {
                 q: crate::param_tensor_map!($name, 0),
                 k: crate::param_tensor_map!($name, 1),
                 v: crate::param_tensor_map!($name, 2),
             };
             unsafe {
-                flash_fwd_sm90::<$t, { C.head_dim }, { C.block_n }, { C.stages }, { C.block_n / 2 }, { C.head_dim / 2 },
-                    { C.block_n / 16 }, { C.pipelined }>(maps, &p)
+                flash_fwd_sm90::<$t, { C.head_dim }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
+                    { C.head_dim / 2 }, { C.block_n / 16 }, { C.producer_regs() }, { C.consumer_regs() }, { C.pipelined }>(maps, &p)
             }
         }
     };
 }
 
 sm90_kernels! {
-    0 => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
+    0 => flash_fwd_sm90_f16_d64_192x128s3, flash_fwd_sm90_bf16_d64_192x128s3;
     1 => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
     2 => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
-    3 => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
-    4 => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
-    5 => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
+    3 => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
+    4 => flash_fwd_sm90_f16_d64_192x128s3_serial, flash_fwd_sm90_bf16_d64_192x128s3_serial;
+    5 => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
+    6 => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
+    7 => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
 }

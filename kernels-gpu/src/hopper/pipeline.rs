@@ -8,8 +8,12 @@
 //! barrier passes at once (the stage starts empty).
 use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_wait_parity};
 
-/// Arrivals that release a stage: one per consumer warp.
-pub const EMPTY_ARRIVALS: u32 = 4 * super::config::CONSUMER_WARPGROUPS as u32;
+/// Arrivals that release a stage (or the Q tile) with `consumers` consumer warpgroups: one per
+/// consumer warp.
+#[inline(always)]
+pub const fn empty_arrivals(consumers: usize) -> u32 {
+    4 * consumers as u32
+}
 
 /// Position in the ring.
 #[derive(Clone, Copy)]

@@ -6,7 +6,6 @@
 //! phase), K one tile ahead of V. The ring position carries over from one work tile to the
 //! next. Each tile is `D / 64` boxes of 64 columns x rows; rows past the sequence
 //! (and columns past head_dim) arrive as zeros and still count their full bytes.
-use super::config::BLOCK_M;
 use super::pipeline::{PipeState, wait_empty};
 use super::scheduler::{CtaTiles, Work, work_for_tile};
 use super::smem::Smem;
@@ -18,7 +17,7 @@ use crate::arch::tma::{TensorMap, cp_async_bulk_tensor_4d_g2s, prefetch_tensorma
 /// of 64 columns x rows, 128-byte swizzle).
 #[derive(Clone, Copy)]
 pub struct Maps {
-    /// Q, boxes of `BLOCK_M` rows.
+    /// Q, boxes of `BM` rows (the CTA's query rows).
     pub q: *const TensorMap,
     /// K, boxes of `BN` rows.
     pub k: *const TensorMap,
@@ -40,9 +39,9 @@ unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map: *const Ten
 /// ahead of V, in the consumers' order (tile `t` from the last starts at key
 /// `(n_tiles - 1 - t) * BN`); K(0) is left to the caller. Returns the position after them.
 #[inline(always)]
-unsafe fn load_kv<const D: usize, const BN: usize, const STAGES: usize>(
+unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
     maps: Maps,
-    smem: Smem<D, BN, STAGES>,
+    smem: Smem<D, BM, BN, STAGES>,
     work: Work,
     start: PipeState<STAGES>,
 ) -> PipeState<STAGES> {
@@ -67,9 +66,9 @@ unsafe fn load_kv<const D: usize, const BN: usize, const STAGES: usize>(
 
 /// Loads K tile `row / BN` at ring position `pipe`.
 #[inline(always)]
-unsafe fn load_k<const D: usize, const BN: usize, const STAGES: usize>(
+unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
     maps: Maps,
-    smem: Smem<D, BN, STAGES>,
+    smem: Smem<D, BM, BN, STAGES>,
     work: Work,
     pipe: PipeState<STAGES>,
     row: u32,
@@ -85,7 +84,11 @@ unsafe fn load_k<const D: usize, const BN: usize, const STAGES: usize>(
 /// (it may land while the consumers still finish the previous tile), then, once the consumers
 /// released the Q tile (their epilogue staged O there), Q, then the remaining K/V tiles.
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BN: usize, const STAGES: usize>(maps: Maps, smem: Smem<D, BN, STAGES>, p: &FwdParams) {
+pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
+    maps: Maps,
+    smem: Smem<D, BM, BN, STAGES>,
+    p: &FwdParams,
+) {
     unsafe {
         prefetch_tensormap(maps.q);
         prefetch_tensormap(maps.k);
@@ -93,7 +96,7 @@ pub unsafe fn run<const D: usize, const BN: usize, const STAGES: usize>(maps: Ma
     }
     let mut pipe = PipeState::<STAGES>::new();
     for (i, tile) in CtaTiles::new(p).enumerate() {
-        let work = work_for_tile::<BN>(p, tile);
+        let work = work_for_tile::<BM, BN>(p, tile);
         if work.n_tiles > 0 {
             unsafe { load_k(maps, smem, work, pipe, (work.n_tiles - 1) * BN as u32) };
         }
@@ -101,8 +104,8 @@ pub unsafe fn run<const D: usize, const BN: usize, const STAGES: usize>(maps: Ma
             if i > 0 {
                 mbarrier_wait_parity(smem.q_empty(), (i as u32 - 1) & 1);
             }
-            mbarrier_arrive_expect_tx(smem.q_full(), (BLOCK_M * D * 2) as u32);
-            load_tile::<D, BLOCK_M>(smem.q(), maps.q, work.m0, work.head, work.batch, smem.q_full());
+            mbarrier_arrive_expect_tx(smem.q_full(), (BM * D * 2) as u32);
+            load_tile::<D, BM>(smem.q(), maps.q, work.m0, work.head, work.batch, smem.q_full());
         }
         if work.n_tiles > 0 {
             pipe = unsafe { load_kv(maps, smem, work, pipe) };

@@ -1,5 +1,4 @@
 //! Which (batch, head, query block) a CTA computes, and the key tiles that block needs.
-use super::config::BLOCK_M;
 use crate::arch::ids::block_idx_x;
 use crate::fwd::params::FwdParams;
 use crate::fwd::scheduler::div_rem;
@@ -13,7 +12,7 @@ pub struct Work {
     pub head: u32,
     /// Key/value head (`head / group`).
     pub head_kv: u32,
-    /// First query row (`m_block * BLOCK_M`).
+    /// First query row (`m_block * BM`).
     pub m0: u32,
     /// Key tiles of `BN` rows the block sees: tiles `0..n_tiles`, walked from the last down.
     pub n_tiles: u32,
@@ -56,18 +55,19 @@ impl Iterator for CtaTiles {
     }
 }
 
-/// The work of tile `tile`: query blocks fastest and in reverse (the heaviest causal blocks
-/// first, the lightest left for the tail of the launch); CTAs running together share one or
-/// two heads, so K/V tiles are read from HBM about once and then hit in L2.
+/// The work of tile `tile` (query blocks of `BM` rows, key tiles of `BN`): query blocks fastest
+/// and in reverse (the heaviest causal blocks first, the lightest left for the tail of the
+/// launch); CTAs running together share one or two heads, so K/V tiles are read from HBM about
+/// once and then hit in L2.
 #[inline(always)]
-pub fn work_for_tile<const BN: usize>(p: &FwdParams, tile: u32) -> Work {
+pub fn work_for_tile<const BM: usize, const BN: usize>(p: &FwdParams, tile: u32) -> Work {
     let (bh, m) = div_rem(tile, p.m_blocks);
     let (batch, head) = div_rem(bh, p.heads_q);
-    let m0 = (p.m_blocks - 1 - m) * BLOCK_M as u32;
+    let m0 = (p.m_blocks - 1 - m) * BM as u32;
     let head_kv = div_rem(head, p.group).0;
     // Keys at or past the last real row's diagonal are never seen by this block.
     let keys = if p.causal != 0 {
-        let last_row = (m0 + BLOCK_M as u32).min(p.seqlen_q) as i64;
+        let last_row = (m0 + BM as u32).min(p.seqlen_q) as i64;
         (last_row + p.seqlen_k as i64 - p.seqlen_q as i64).clamp(0, p.seqlen_k as i64) as u32
     } else {
         p.seqlen_k

@@ -5,17 +5,16 @@
 //! `SWIZZLE_128B` writes, and the K-major (Q, K) or MN-major (V) layout the wgmma descriptors
 //! read. Tiles start on 1024-byte boundaries (the swizzle's period), so descriptors need no
 //! base offset.
-use super::config::BLOCK_M;
 
-/// The CTA's dynamic shared memory, for head dimension `D`, `BN` keys per stage and `STAGES`
-/// stages. Layout: Q (`BLOCK_M x D`), K stages, V stages, then the barriers.
+/// The CTA's dynamic shared memory, for head dimension `D`, `BM` query rows, `BN` keys per
+/// stage and `STAGES` stages. Layout: Q (`BM x D`), K stages, V stages, then the barriers.
 #[derive(Clone, Copy)]
-pub struct Smem<const D: usize, const BN: usize, const STAGES: usize> {
+pub struct Smem<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> {
     base: u32,
 }
 
-impl<const D: usize, const BN: usize, const STAGES: usize> Smem<D, BN, STAGES> {
-    const Q_BYTES: u32 = (BLOCK_M * D * 2) as u32;
+impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem<D, BM, BN, STAGES> {
+    const Q_BYTES: u32 = (BM * D * 2) as u32;
     const KV_BYTES: u32 = (BN * D * 2) as u32;
     const BARS: u32 = Self::Q_BYTES + 2 * STAGES as u32 * Self::KV_BYTES;
 
@@ -25,7 +24,7 @@ impl<const D: usize, const BN: usize, const STAGES: usize> Smem<D, BN, STAGES> {
         Smem { base }
     }
 
-    /// The Q tile: `D / 64` slabs of `BLOCK_M` rows.
+    /// The Q tile: `D / 64` slabs of `BM` rows.
     #[inline(always)]
     pub fn q(self) -> u32 {
         self.base
