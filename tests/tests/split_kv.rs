@@ -124,6 +124,12 @@ fn planner_chooses_and_bounds_splits() {
     assert_eq!(auto_num_splits(&decode(64, 1, 8192, 32, 8, 128), 132), 1);
     assert_eq!(auto_num_splits(&decode(1, 128, 8192, 32, 8, 128), 132), 1, "prefill never splits");
     assert_eq!(auto_num_splits(&p.clone().path(KernelPath::Wgmma), 132), 1);
+    // Whole waves of the 264 CTA slots (132 SMs x 2): batch 8 x 8 packed K/V heads = 64 CTAs
+    // take 4 splits (256 CTAs, one wave), not 9 (576 CTAs, a third wave 18% full); batch 1 (8
+    // CTAs) takes 32 at 8k keys, and at most half its tiles at 1k (16 tiles: 8).
+    assert_eq!(auto_num_splits(&decode(8, 1, 32768, 32, 8, 128), 132), 4);
+    assert_eq!(auto_num_splits(&decode(1, 1, 8192, 32, 8, 128), 132), 31);
+    assert_eq!(auto_num_splits(&decode(1, 1, 1024, 32, 8, 128), 132), 8);
     let (nq, nk, nl) = p.contiguous_lens();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
     let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };

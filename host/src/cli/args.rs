@@ -90,6 +90,16 @@ impl CausalArg {
     }
 }
 
+/// Memory layout of our Q, K, V and output tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    /// `[batch, seqlen, heads, head_dim]` (FlashAttention's): a sequence's heads interleaved.
+    Bshd,
+    /// `[batch, heads, seqlen, head_dim]` (PyTorch SDPA's, the one the torch rows use): each
+    /// head's rows contiguous.
+    Bhsd,
+}
+
 /// Other implementations to time on the same shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CompareArg {
@@ -167,6 +177,9 @@ pub struct BenchmarkArgs {
     /// attention) still runs the contiguous tensors.
     #[arg(long, value_name = "ROWS")]
     pub page_size: Option<usize>,
+    /// Layout of our tensors (torch always runs `bhsd`).
+    #[arg(long, value_enum, default_value_t = LayoutArg::Bshd, conflicts_with = "page_size")]
+    pub layout: LayoutArg,
     /// Plot TFLOPS against seqlen (.svg or .png).
     #[arg(long, value_name = "FILE", value_parser = plot_path)]
     pub plot: Option<PathBuf>,

@@ -5,7 +5,7 @@ use flashrs::Gpu;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::CliError;
-use super::args::{BenchmarkArgs, CompareArg};
+use super::args::{BenchmarkArgs, CompareArg, LayoutArg};
 use super::plot;
 use super::record::Record;
 use super::report::Report;
@@ -23,6 +23,7 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         verify: args.verify,
         num_splits: args.num_splits,
         page_size: args.page_size,
+        bhsd: args.layout == LayoutArg::Bhsd,
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();

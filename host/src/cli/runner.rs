@@ -31,12 +31,15 @@ pub struct Options {
     pub num_splits: Option<usize>,
     /// Read K and V from a paged cache of pages this many rows long (`None`: contiguous).
     pub page_size: Option<usize>,
+    /// `[batch, heads, seqlen, head_dim]` tensors instead of `[batch, seqlen, heads, head_dim]`.
+    pub bhsd: bool,
 }
 
 impl Options {
     /// Our parameters for `shape` with `config` under these options.
     pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> AttentionParams {
         let p = shape.params(self.dtype, self.path, config).num_splits(self.num_splits);
+        let p = if self.bhsd { p.layout_bhsd() } else { p };
         match self.page_size {
             Some(page) => p.paged(PagedKv::for_batch(shape.batch, shape.seqlen_k, page)),
             None => p,
@@ -110,7 +113,7 @@ mod tests {
     use crate::cli::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false }
     }
 
     #[test]

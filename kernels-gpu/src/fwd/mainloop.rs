@@ -74,8 +74,10 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCursor<ROWS, D
 ///
 /// Rows are found through the block table, so a tile may span pages of any (power-of-two)
 /// size: each thread looks up the page of every row it copies. K and V share a page per row,
-/// so one lookup feeds both copies. Strides, the page shift and the clamp come from the kernel
-/// parameters at each use; the cursor holds the three base pointers and the next row.
+/// so one lookup feeds both copies. The lookups run one tile ahead: a tile's copies use pages
+/// loaded when the previous tile was issued, so the table loads' latency hides behind a tile
+/// of compute instead of delaying the copies. Strides, the page shift and the clamp come from
+/// the kernel parameters at each use.
 #[derive(Clone, Copy)]
 pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> {
     /// This sequence's block-table row.
@@ -88,47 +90,61 @@ pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> 
     /// Rows at or past this are zero-filled: the sequence's key count, or 0 for a chunk past
     /// head_dim.
     limit: u32,
+    /// The pages of the next tile's rows, one per copy pass.
+    pages: [u32; MAX_PASSES],
 }
+
+/// Most copy passes per tile a [`PagedCursor`] supports (64-row tiles of 8-row passes).
+const MAX_PASSES: usize = 8;
 
 impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, D, THREADS> {
     const CHUNKS: usize = D / 8;
     const ROWS_PER_PASS: usize = THREADS / Self::CHUNKS;
+    const PASSES: usize = ROWS / Self::ROWS_PER_PASS;
 
     /// Thread `tid`'s cursor at row `row0` of sequence `batch` (`seqlen` keys), head `h_kv`.
     #[inline(always)]
     pub fn new(tid: u32, p: &FwdParams, batch: u32, h_kv: u32, seqlen: u32, row0: u32) -> Self {
         const { assert!(THREADS % (D / 8) == 0 && (THREADS / (D / 8)) % 8 == 0 && ROWS % (THREADS / (D / 8)) == 0) };
+        const { assert!(ROWS / (THREADS / (D / 8)) <= MAX_PASSES) };
         let (row, chunk) = (tid / Self::CHUNKS as u32, tid % Self::CHUNKS as u32);
         let at = |base: u64, head_stride: i64| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + (chunk * 8) as i64) as isize);
-        PagedCursor {
+        let mut cursor = PagedCursor {
             table: (p.block_table as *const i32).wrapping_add(batch as usize * p.table_stride as usize),
             k: at(p.k, p.k_strides[2]),
             v: at(p.v, p.v_strides[2]),
             row: row0 + row,
             limit: if chunk * 8 < p.head_dim { seqlen } else { 0 },
-        }
+            pages: [0; MAX_PASSES],
+        };
+        cursor.pages = cursor.lookup(p);
+        cursor
     }
 
-    /// Issues the copies of the next K and V tiles into `k_dst` / `v_dst` and moves on. Rows
-    /// past the sequence's end and chunks past head_dim are zero-filled, and their pages are
-    /// not looked up (the table row may end there).
+    /// The pages of the rows this thread copies in the tile starting at `self.row`. Rows past
+    /// the sequence's end are not looked up (the table row may end there); a negative entry
+    /// wraps to a huge index, which the clamp to the last page catches like any other.
+    #[inline(always)]
+    fn lookup(&self, p: &FwdParams) -> [u32; MAX_PASSES] {
+        let mut pages = [0u32; MAX_PASSES];
+        for (pass, pg) in pages.iter_mut().enumerate().take(Self::PASSES) {
+            let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
+            if r < self.limit {
+                *pg = (unsafe { *self.table.add((r >> p.page_shift) as usize) } as u32).min(p.last_page);
+            }
+        }
+        pages
+    }
+
+    /// Issues the copies of the next K and V tiles into `k_dst` / `v_dst`, moves on, and looks
+    /// up the pages of the tile after. Rows past the sequence's end and chunks past head_dim
+    /// are zero-filled.
     #[inline(always)]
     pub unsafe fn issue(&mut self, k_dst: SmemTile<ROWS, D>, v_dst: SmemTile<ROWS, D>, tid: u32, p: &FwdParams) {
         let (row, chunk) = ((tid / Self::CHUNKS as u32) as usize, (tid % Self::CHUNKS as u32) as usize);
         let (k_dst, v_dst) = (k_dst.lane_addr(row, chunk), v_dst.lane_addr(row, chunk));
-        let passes = ROWS / Self::ROWS_PER_PASS;
-        // Every lookup first: the loads are independent, so all are in flight before the first
-        // copy needs its page (a copy is an opaque asm statement no load may cross).
-        let mut page = [0u32; ROWS];
-        for (pass, pg) in page.iter_mut().enumerate().take(passes) {
-            let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
-            if r < self.limit {
-                // A negative entry wraps to a huge index, which the clamp catches too.
-                *pg = (unsafe { *self.table.add((r >> p.page_shift) as usize) } as u32).min(p.last_page);
-            }
-        }
         let in_page = (1u32 << p.page_shift) - 1;
-        for (pass, &pg) in page.iter().enumerate().take(passes) {
+        for (pass, &pg) in self.pages.iter().enumerate().take(Self::PASSES) {
             let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
             let valid = r < self.limit;
             let off = |[page_stride, row_stride, _]: [i64; 3]| pg as i64 * page_stride + (r & in_page) as i64 * row_stride;
@@ -140,6 +156,7 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, 
             }
         }
         self.row += ROWS as u32;
+        self.pages = self.lookup(p);
     }
 }
 
