@@ -559,7 +559,7 @@ pub struct SplitPlan {
 /// [`config::SPLIT_CONFIGS`], not forced onto the wgmma path) and its `batch * heads_q *
 /// m_blocks` CTAs (`m_blocks` of the split configuration) leave some of the GPU's CTA slots
 /// (SMs times the split kernel's CTAs per SM) empty. Then it picks the split count whose CTAs
-/// fill whole waves of slots best (the fewest splits within 5% of the best fill), keeping at
+/// fill whole waves of slots best (the fewest splits within 0.5% of the best fill), keeping at
 /// least two K/V tiles per split and at most 32 splits: a partly filled last wave costs as much
 /// time as a full one (measured on the H200 at batch 8, 8 KV heads, 8k-128k keys: 4 splits,
 /// one wave of 256 CTAs, 3.6-4.6 TB/s; 9 splits, 2.2 waves, 2.9-3.9 TB/s).
@@ -585,7 +585,7 @@ pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
         n as f64 / (n.div_ceil(slots) * slots) as f64
     };
     let best = (1..=most).map(fill).fold(0.0, f64::max);
-    (1..=most).find(|&s| fill(s) >= 0.95 * best).unwrap_or(most)
+    (1..=most).find(|&s| fill(s) >= 0.995 * best).unwrap_or(most)
 }
 
 /// CTAs of configuration `c` one SM holds: shared memory allows `228 KB / (smem + 1 KB)`, and

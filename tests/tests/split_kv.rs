@@ -128,7 +128,7 @@ fn planner_chooses_and_bounds_splits() {
     // take 4 splits (256 CTAs, one wave), not 9 (576 CTAs, a third wave 18% full); batch 1 (8
     // CTAs) takes 32 at 8k keys, and at most half its tiles at 1k (16 tiles: 8).
     assert_eq!(auto_num_splits(&decode(8, 1, 32768, 32, 8, 128), 132), 4);
-    assert_eq!(auto_num_splits(&decode(1, 1, 8192, 32, 8, 128), 132), 31);
+    assert_eq!(auto_num_splits(&decode(1, 1, 8192, 32, 8, 128), 132), 32);
     assert_eq!(auto_num_splits(&decode(1, 1, 1024, 32, 8, 128), 132), 8);
     let (nq, nk, nl) = p.contiguous_lens();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
