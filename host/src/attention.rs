@@ -571,7 +571,7 @@ pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
     if p.varlen.is_some() || plain_config || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
         return 1;
     }
-    let Some(c) = split_config_for(p) else { return 1 };
+    let Some(c) = split_config_for(p, decode_rows(p)) else { return 1 };
     let (heads, rows) = if packs_gqa(p) { (p.heads_kv, p.heads_q / p.heads_kv) } else { (p.heads_q, p.seqlen_q) };
     let ctas = p.batch.saturating_mul(heads).saturating_mul(rows.div_ceil(c.block_m));
     let slots = sm_count.max(1) as usize * resident_ctas(&c);
@@ -615,20 +615,27 @@ fn decode_rows(p: &AttentionParams) -> usize {
 /// Most splits per query block (the combine kernel gives each a lane of one warp).
 pub const MAX_SPLITS: usize = 32;
 
-/// The default split-KV (and paged) configuration for `head_dim`: the first of
-/// [`config::SPLIT_CONFIGS`] for its padded head dimension.
-fn split_config(head_dim: usize) -> Option<TileConfig> {
+/// The default split-KV (and paged) configuration for `head_dim` and query blocks of `rows`
+/// rows: of [`config::SPLIT_CONFIGS`] for the padded head dimension, the smallest block that
+/// holds every row (fewest padding rows in the MMAs), else the largest; the first listed among
+/// equals.
+fn split_config(head_dim: usize, rows: usize) -> Option<TileConfig> {
     let padded = config::padded_head_dim(head_dim)?;
-    config::SPLIT_CONFIGS.iter().find(|c| c.head_dim == padded).copied()
+    let mut fits: Vec<&TileConfig> = config::SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded).collect();
+    let largest = fits.iter().map(|c| c.block_m).max()?;
+    // Stable: equal blocks keep their listed order.
+    fits.sort_by_key(|c| if c.block_m >= rows { c.block_m } else { usize::MAX - (largest - c.block_m) });
+    fits.first().map(|&&c| c)
 }
 
-/// The split-KV (and paged) configuration of a call: the forced one when it is one of
-/// [`config::SPLIT_CONFIGS`] for the call's padded head dimension, else the default.
-fn split_config_for(p: &AttentionParams) -> Option<TileConfig> {
+/// The split-KV (and paged) configuration of a call with `rows` rows per query block: the
+/// forced one when it is one of [`config::SPLIT_CONFIGS`] for the call's padded head dimension,
+/// else the default.
+fn split_config_for(p: &AttentionParams, rows: usize) -> Option<TileConfig> {
     let padded = config::padded_head_dim(p.head_dim)?;
     match p.config {
         Some(c) if c.head_dim == padded && config::SPLIT_CONFIGS.contains(&c) => Some(c),
-        _ => split_config(p.head_dim),
+        _ => split_config(p.head_dim, rows),
     }
 }
 
@@ -857,7 +864,9 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
     };
     // At least one K/V tile per split, and no split without tiles: `n` splits of
     // `ceil(tiles / n)` tiles may need fewer CTAs than `n`.
-    let split_cfg = split_config_for(p);
+    // Rows per query block: GPU plans pack a GQA group's heads into the rows of one block.
+    let block_rows = if sm_count.is_some() { decode_rows(p) } else { p.seqlen_q };
+    let split_cfg = split_config_for(p, block_rows);
     let num_splits = match split_cfg {
         Some(c) if num_splits > 1 && varlen.is_none() => {
             let tiles = p.seqlen_k.div_ceil(c.block_n);
@@ -892,10 +901,10 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
             c
         }
         // GPU plans of decode-shaped calls (at most 64 rows per query block: few query rows, or
-        // packed GQA heads) take the 64-row head_dim-128 tiles (half the wasted MMA rows of the
-        // 128-row default), as the split-KV kernels do.
-        None if sm_count.is_some() && decode_rows(p) <= 64 && config::padded_head_dim(p.head_dim) == Some(128) => {
-            split_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?
+        // packed GQA heads) take the head_dim-128 decode tiles of the split-KV kernels (16 or 64
+        // rows, instead of the 128-row default's mostly padding rows).
+        None if sm_count.is_some() && block_rows <= 64 && config::padded_head_dim(p.head_dim) == Some(128) => {
+            split_config(p.head_dim, block_rows).ok_or(Error::UnsupportedHeadDim(p.head_dim))?
         }
         None => config::default_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?,
     };

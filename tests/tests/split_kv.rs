@@ -107,8 +107,12 @@ fn planner_packs_gqa_decode() {
     assert_eq!(f.q_strides, [32 * 128, 128, 4 * 128]);
     assert_eq!(f.o_strides, [32 * 128, 128, 4 * 128]);
     assert_eq!(packed.grid, 2 * 8);
-    // Decode rows take the 64-row tiles on head_dim 128.
-    assert_eq!(packed.kernel, "flash_fwd_f16_d128_64x64w4s2");
+    // Four packed rows take the 16-row decode tiles on head_dim 128; 32 rows the 64-row ones.
+    assert_eq!(packed.kernel, "flash_fwd_f16_d128_16x64w4s2");
+    let wide = decode(2, 32, 4096, 32, 8, 128).num_splits(Some(1));
+    let (nq, nk, nl) = wide.contiguous_lens();
+    let wide_bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
+    assert_eq!(wide.plan_for_sms(&wide_bufs, 132).unwrap().kernel, "flash_fwd_f16_d128_64x64w4s2");
     assert!(literal.kernel.starts_with("flash_fwd_f16_d128_128x32"), "{}", literal.kernel);
     assert!(packed.wgmma.is_none());
     assert!(!flashrs::attention::packs_gqa(&decode(2, 2, 4096, 32, 8, 128)));

@@ -14,7 +14,9 @@ pub struct TileConfig {
     pub block_m: usize,
     /// Key/value rows per pipeline stage.
     pub block_n: usize,
-    /// Warps per CTA; each owns `block_m / warps` query rows.
+    /// Warps per CTA. Each owns `block_m / warps` query rows; with fewer than 16 rows per warp
+    /// (decode tiles), groups of [`TileConfig::warps_n`] warps share 16 rows and split every
+    /// K/V tile's keys between them.
     pub warps: usize,
     /// K/V shared-memory stages (loads of tile j+stages-1 overlap compute on tile j).
     pub stages: usize,
@@ -25,9 +27,14 @@ impl TileConfig {
     pub const fn threads(&self) -> usize {
         self.warps * 32
     }
+    /// Warps that share a 16-row MMA tile, each taking `block_n / warps_n` keys of every K/V
+    /// tile (1 unless `block_m < 16 * warps`).
+    pub const fn warps_n(&self) -> usize {
+        if self.block_m >= 16 * self.warps { 1 } else { self.warps / (self.block_m / 16) }
+    }
     /// 16-row MMA tiles each warp owns.
     pub const fn m_tiles(&self) -> usize {
-        self.block_m / self.warps / 16
+        self.block_m * self.warps_n() / self.warps / 16
     }
     /// Dynamic shared memory in bytes: the Q tile (reused for O), then K and V stages.
     pub const fn smem_bytes(&self) -> usize {
@@ -41,7 +48,7 @@ impl TileConfig {
 /// limit: head_dim 128 fits them only with 32-row K/V tiles (64-row ones spill).
 /// A CTA's threads must cover whole 8-row swizzle groups per copy pass: `threads >=
 /// 8 * head_dim / 8`, so head_dim 256 needs 8 warps.
-pub const CONFIGS: [TileConfig; 10] = [
+pub const CONFIGS: [TileConfig; 11] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 128, warps: 8, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 3 },
@@ -52,6 +59,7 @@ pub const CONFIGS: [TileConfig; 10] = [
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 32, warps: 8, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 3 },
+    TileConfig { head_dim: 128, block_m: 16, block_n: 64, warps: 4, stages: 2 },
 ];
 
 /// The default configuration for each padded head dimension (64, 128, 256): the fastest
@@ -76,11 +84,12 @@ pub const VARLEN_CONFIGS: [TileConfig; 3] = [
 /// tuning). They serve short query blocks (decode), so head_dim 128 takes 64-row ones; the
 /// three-stage one keeps two K/V tiles in flight while a tile is computed, and two CTAs of it
 /// still fit an SM's shared memory.
-pub const SPLIT_CONFIGS: [TileConfig; 4] = [
+pub const SPLIT_CONFIGS: [TileConfig; 5] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 3 },
+    TileConfig { head_dim: 128, block_m: 16, block_n: 64, warps: 4, stages: 2 },
 ];
 
 /// The padded head dimensions, smallest first.

@@ -173,13 +173,21 @@ pub struct WarpOperands<const D: usize> {
 }
 
 impl<const D: usize> WarpOperands<D> {
-    /// Lane addresses for a warp whose rows start at `q_row0` in the Q tile.
+    /// Lane addresses for a warp whose rows start at `q_row0` in the Q tile and whose keys
+    /// start at `key0` (a multiple of 16) in each K/V tile.
     #[inline(always)]
-    pub fn new<const BM: usize, const BN: usize>(q: SmemTile<BM, D>, k: SmemTile<BN, D>, v: SmemTile<BN, D>, q_row0: usize, lane: usize) -> Self {
+    pub fn new<const BM: usize, const BN: usize>(
+        q: SmemTile<BM, D>,
+        k: SmemTile<BN, D>,
+        v: SmemTile<BN, D>,
+        q_row0: usize,
+        key0: usize,
+        lane: usize,
+    ) -> Self {
         WarpOperands {
             q: q.lane_addr(q_row0 + lane % 16, lane / 16),
-            k: k.lane_addr(lane % 8 + 8 * (lane / 16), (lane / 8) % 2),
-            v: v.lane_addr(lane % 8 + 8 * ((lane / 8) % 2), lane / 16),
+            k: k.lane_addr(key0 + lane % 8 + 8 * (lane / 16), (lane / 8) % 2),
+            v: v.lane_addr(key0 + lane % 8 + 8 * ((lane / 8) % 2), lane / 16),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Forward attention, FlashAttention-2 style, on `mma.sync` (sm_80 and newer).
 //!
 //! A CTA owns `block_m` query rows of one (batch, head), split across warps (16 rows per MMA
-//! tile, `m_tiles` tiles per warp). K/V tiles of `block_n` rows stream through a `stages`-deep
+//! tile, `m_tiles` tiles per warp; 16-row decode tiles split each K/V tile's keys across the
+//! warps instead, see [`warp_merge`]). K/V tiles of `block_n` rows stream through a `stages`-deep
 //! cp.async ring in shared memory; each warp computes its scores in registers, folds them
 //! into an online softmax, and accumulates O in f32, normalising once at the end.
 //!
@@ -15,6 +16,7 @@ pub mod mask;
 pub mod params;
 pub mod scheduler;
 pub mod softmax;
+pub mod warp_merge;
 
 use crate::arch::barrier::bar_sync;
 use crate::arch::cp_async::{cp_async_commit_group, cp_async_wait_group};
@@ -41,9 +43,10 @@ fn wait_for_stage<const STAGES: usize>() {
 }
 
 /// The forward kernel body. Const generics: element type, padded head dim `D`, CTA rows `BM`,
-/// K/V rows per stage `BN`, `THREADS` per CTA, `MT` row tiles per warp, `STAGES`, and the
-/// derived fragment counts `SN = BN/8` (score tiles), `KP = BN/16` (P's k-steps) and `ON = D/8`
-/// (output tiles), which stable Rust cannot compute in array types; `VARLEN` compiles in the
+/// K/V rows per stage `BN`, `THREADS` per CTA, `MT` row tiles per warp, `STAGES`, `WN` warps
+/// sharing rows (each taking `BN / WN` keys of a tile), and the derived fragment counts `SN =
+/// BN/WN/8` (score tiles), `KP = BN/WN/16` (P's k-steps) and `ON = D/8` (output tiles), which
+/// stable Rust cannot compute in array types; `VARLEN` compiles in the
 /// per-CTA sequence lookup, `SPLIT` the key-range split with its f32 partial epilogue (taken
 /// when `num_splits > 1`), and `PAGED` the block-table K/V addressing with per-sequence key
 /// counts. With all off every addition they make folds away: the plain kernels assemble to the
@@ -57,6 +60,7 @@ unsafe fn flash_fwd<
     const THREADS: usize,
     const MT: usize,
     const STAGES: usize,
+    const WN: usize,
     const SN: usize,
     const KP: usize,
     const ON: usize,
@@ -67,11 +71,16 @@ unsafe fn flash_fwd<
     p: &FwdParams,
 ) {
     const {
-        assert!(BM == THREADS / 32 * MT * 16 && SN == BN / 8 && KP == BN / 16 && ON == D / 8 && STAGES >= 2 && STAGES <= 4);
+        assert!(BM == THREADS / 32 / WN * MT * 16 && SN == BN / WN / 8 && KP == BN / WN / 16 && ON == D / 8);
+        assert!(STAGES >= 2 && STAGES <= 4 && (WN == 1 || MT == 1));
+        assert!(WN == 1 || warp_merge::scratch_bytes(WN, MT, ON) <= 2 * STAGES * BN * D * 2);
     }
     let tid = thread_idx_x();
     let lane = (tid % 32) as usize;
-    let warp_row0 = warp_id() as usize * MT * 16;
+    // Warp (wm, wn): rows of row group wm, keys wn * BN / WN.. of every tile.
+    let (wm, wn) = (warp_id() as usize / WN, warp_id() as usize % WN);
+    let warp_row0 = wm * MT * 16;
+    let warp_key0 = wn * (BN / WN);
     // Split-KV: the split is the fastest-varying index, so a query block's splits run together.
     let (block, split) = if SPLIT { scheduler::div_rem(block_idx_x(), p.num_splits) } else { (block_idx_x(), 0) };
     let tile = tile_for_block(p, block);
@@ -157,7 +166,7 @@ unsafe fn flash_fwd<
     let mut o = [[[0.0f32; 4]; ON]; MT];
     let mut softmax = Softmax::<MT>::new();
     let row = (m0 as usize + warp_row0 + lane / 4) as i32;
-    let ops = WarpOperands::new(q_tile, k_tile(0), v_tile(0), warp_row0, lane);
+    let ops = WarpOperands::new(q_tile, k_tile(0), v_tile(0), warp_row0, warp_key0, lane);
     for t in 0..n_tiles {
         wait_for_stage::<STAGES>();
         // Everyone's tile t landed, and everyone finished tile t-1, whose stage is refilled next.
@@ -169,22 +178,31 @@ unsafe fn flash_fwd<
 
         let ops = ops.kv_shifted(((t % STAGES) * BN * D * 2) as u32);
         let mut s = unsafe { gemm_qk::<T, MT, SN, D>(ops) };
-        let col0 = if SPLIT { ((t0 as usize + t) * BN) as i32 } else { (t * BN) as i32 };
-        if mask.touches(m0 as i32, col0, BN as i32) {
+        let col0 = if SPLIT { ((t0 as usize + t) * BN + warp_key0) as i32 } else { (t * BN + warp_key0) as i32 };
+        if mask.touches(m0 as i32, col0, (BN / WN) as i32) {
             mask.apply(&mut s, row, col0 + 2 * (lane % 4) as i32);
         }
         softmax.update(&mut s, &mut o, p.scale_log2);
         unsafe { gemm_pv::<T, MT, KP, ON, D>(&pack_p::<T, MT, SN, KP>(&s), ops, &mut o) };
     }
-    let lse = softmax.finish(&mut o, p.scale_log2);
+    let mut lse = softmax.finish(&mut o, p.scale_log2);
+    if WN > 1 {
+        // Nothing may still land in the K/V stages the merge overlays (Q's copies included).
+        cp_async_wait_group::<0>();
+        unsafe { warp_merge::merge_warps::<MT, ON, WN>(&mut o, &mut lse, k_tile(0).base, wn, lane) };
+    }
+    // Only the first warp of a key-splitting group holds the merged result.
+    let stores = wn == 0;
 
     if SPLIT && p.num_splits > 1 {
         let bh = (tile.batch * p.heads_q + tile.head) as usize;
         // Normalised partial output (f32, straight from the fragments) and its log-sum-exp.
         let part = (split as usize * (p.batch * p.heads_q) as usize + bh) * seqlen_q as usize;
-        unsafe {
-            epilogue::store_o_f32::<MT, ON, D>(&o, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, seqlen_q, lane);
-            store_lse(&lse, (p.lse_accum as *mut f32).add(part), m0 + warp_row0 as u32, seqlen_q, lane);
+        if stores {
+            unsafe {
+                epilogue::store_o_f32::<MT, ON, D>(&o, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, seqlen_q, lane);
+                store_lse(&lse, (p.lse_accum as *mut f32).add(part), m0 + warp_row0 as u32, seqlen_q, lane);
+            }
         }
         // Q's copies are complete before the CTA leaves (a CTA with no key never waited).
         cp_async_wait_group::<0>();
@@ -195,6 +213,9 @@ unsafe fn flash_fwd<
     // with no visible key never passed the loop's barrier: wait for all of them.
     cp_async_wait_group::<0>();
     bar_sync();
+    if !stores {
+        return;
+    }
     unsafe {
         store_o::<T, MT, ON, BM, D>(&o, q_tile, warp_row0, lane, o_ptr, or, m0, seqlen_q, p.head_dim);
         if p.lse != 0 {
@@ -222,8 +243,8 @@ macro_rules! fwd_kernels {
             const C: TileConfig = CONFIGS[$cfg];
             unsafe {
                 flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
-                    { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 },
-                    false, false, false>(&p)
+                    { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
+                    { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, false, false, false>(&p)
             }
         }
     };
@@ -247,7 +268,8 @@ macro_rules! fwd_variant_kernels {
             const C: TileConfig = config::$table[$cfg];
             unsafe {
                 flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
-                    { C.m_tiles() }, { C.stages }, { C.block_n / 8 }, { C.block_n / 16 }, { C.head_dim / 8 }, $varlen, $split, $paged>(&p)
+                    { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
+                    { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, $varlen, $split, $paged>(&p)
             }
         }
     };
@@ -264,6 +286,7 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, false:
     1 => flash_fwd_split_f16_d128_64x64w4s2, flash_fwd_split_bf16_d128_64x64w4s2;
     2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
     3 => flash_fwd_split_f16_d128_64x64w4s3, flash_fwd_split_bf16_d128_64x64w4s3;
+    4 => flash_fwd_split_f16_d128_16x64w4s2, flash_fwd_split_bf16_d128_16x64w4s2;
 }
 
 fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
@@ -271,6 +294,7 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
     1 => flash_fwd_paged_f16_d128_64x64w4s2, flash_fwd_paged_bf16_d128_64x64w4s2;
     2 => flash_fwd_paged_f16_d256_128x64w8s2, flash_fwd_paged_bf16_d256_128x64w8s2;
     3 => flash_fwd_paged_f16_d128_64x64w4s3, flash_fwd_paged_bf16_d128_64x64w4s3;
+    4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
 }
 
 /// Merges split-KV partials: one warp per (batch, head, query row), 4 warps per CTA, grid
@@ -362,4 +386,5 @@ fwd_kernels! {
     7 => flash_fwd_f16_d256_128x64w8s2, flash_fwd_bf16_d256_128x64w8s2;
     8 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
     9 => flash_fwd_f16_d128_64x64w4s3, flash_fwd_bf16_d128_64x64w4s3;
+    10 => flash_fwd_f16_d128_16x64w4s2, flash_fwd_bf16_d128_16x64w4s2;
 }

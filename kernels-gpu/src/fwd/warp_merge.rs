@@ -1,0 +1,79 @@
+//! Merging the partial results of warps that split a tile's keys.
+//!
+//! Decode blocks have at most 16 query rows: one 16-row MMA tile. Giving each warp the same rows
+//! and a quarter of every K/V tile's keys (instead of 16 rows each, three quarters of them
+//! padding) cuts the CTA's MMA work and the length of its compute phase by the number of warps.
+//! Each warp keeps its own online softmax over its keys, so after the main loop the warps hold
+//! normalised partial outputs and log-sum-exps of the same rows, which merge like split-KV
+//! partials: `lse = log sum_w exp(lse_w)`, `O = sum_w exp(lse_w - lse) O_w`.
+use crate::arch::barrier::bar_sync;
+use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32};
+use crate::arch::mma::FragC;
+use crate::arch::smem::{ld_shared_v4, st_shared_v4};
+
+/// Bytes of shared memory [`merge_warps`] needs for `WN` warps of `MT x ON` fragments.
+pub const fn scratch_bytes(wn: usize, mt: usize, on: usize) -> usize {
+    wn * 32 * 16 * (mt * on + mt)
+}
+
+/// Merges the `WN` key-splitting warps' results into warp `wn == 0`'s `o` and `lse` (the other
+/// warps' are left as they were and must not be stored). Every thread of the CTA calls it (it
+/// synchronises the CTA twice); `scratch` is shared memory of [`scratch_bytes`] that no copy
+/// is still filling and no warp still reads.
+#[inline(always)]
+pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
+    o: &mut [[FragC; ON]; MT],
+    lse: &mut [[f32; 2]; MT],
+    scratch: u32,
+    wn: usize,
+    lane: usize,
+) {
+    // Warp w's fragment f at ((w * frags + f) * 32 + lane) * 16: each access is 32 consecutive
+    // 16-byte vectors, free of bank conflicts.
+    let frags = MT * ON + MT;
+    let at = |w: usize, f: usize| scratch + (((w * frags + f) * 32 + lane) * 16) as u32;
+    // Everyone is done with the K/V tiles the scratch overlays.
+    bar_sync();
+    if wn != 0 {
+        for mt in 0..MT {
+            for j in 0..ON {
+                unsafe { st_shared_v4(at(wn, mt * ON + j), o[mt][j].map(f32::to_bits)) };
+            }
+            let l = [lse[mt][0].to_bits(), lse[mt][1].to_bits(), 0, 0];
+            unsafe { st_shared_v4(at(wn, MT * ON + mt), l) };
+        }
+    }
+    bar_sync();
+    if wn != 0 {
+        return;
+    }
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    for mt in 0..MT {
+        // Each warp's weight for the lane's two rows: exp(lse_w - lse).
+        let mut weight = [[0.0f32; WN]; 2];
+        for h in 0..2 {
+            let mut part = [lse[mt][h]; WN];
+            for (w, p) in part.iter_mut().enumerate().skip(1) {
+                *p = f32::from_bits(unsafe { ld_shared_v4(at(w, MT * ON + mt)) }[h]);
+            }
+            let m = part.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            // Rows no warp saw a key for keep O = 0 and lse = -inf.
+            let base = if m == f32::NEG_INFINITY { 0.0 } else { m };
+            let e = part.map(|l| ex2_approx_f32((l - base) * LOG2E));
+            let sum: f32 = e.iter().sum();
+            let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+            weight[h] = e.map(|x| x * inv);
+            lse[mt][h] = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
+        }
+        for j in 0..ON {
+            let mut acc = [0, 1, 2, 3].map(|e| o[mt][j][e] * weight[e / 2][0]);
+            for w in 1..WN {
+                let v = unsafe { ld_shared_v4(at(w, mt * ON + j)) };
+                for (e, a) in acc.iter_mut().enumerate() {
+                    *a += f32::from_bits(v[e]) * weight[e / 2][w];
+                }
+            }
+            o[mt][j] = acc;
+        }
+    }
+}
