@@ -445,7 +445,7 @@ impl AttentionParams {
     /// [`AttentionParams::plan`] for a GPU of `sm_count` SMs: with `num_splits: None`, a
     /// decode-shaped call is split automatically ([`auto_num_splits`]).
     pub fn plan_for_sms(&self, bufs: &Buffers, sm_count: u32) -> Result<LaunchPlan> {
-        plan(self, bufs, Some(sm_count))
+        plan(self, bufs, Some(&|c: &TileConfig| sm_count.max(1) as usize * resident_ctas(c)))
     }
 }
 
@@ -557,16 +557,27 @@ pub struct SplitPlan {
 /// `None`, for a GPU with `sm_count` SMs: 1 (no split) unless the call is decode-shaped
 /// (`seqlen_q <= 16`, not variable-length, no configuration override outside
 /// [`config::SPLIT_CONFIGS`], not forced onto the wgmma path) and its `batch * heads_q *
-/// m_blocks` CTAs (`m_blocks` of the split configuration) leave some of the GPU's CTA slots
-/// (SMs times the split kernel's CTAs per SM) empty. Then it picks the split count whose CTAs
-/// fill whole waves of slots best (the fewest splits within 0.5% of the best fill), keeping at
-/// least two K/V tiles per split and at most 32 splits: a partly filled last wave costs as much
-/// time as a full one (measured on the H200 at batch 8, 8 KV heads, 8k-128k keys: 4 splits,
-/// one wave of 256 CTAs, 3.6-4.6 TB/s; 9 splits, 2.2 waves, 2.9-3.9 TB/s).
+/// m_blocks` CTAs (`m_blocks` of the split configuration) fill fewer than four waves of the
+/// GPU's CTA slots (SMs times the split kernel's CTAs per SM). Then it picks the fewest splits
+/// whose CTAs fill their waves to 95% (else the fewest within 0.5% of the best fill), keeping
+/// at least two K/V tiles per split and at most 32 splits: a partly filled last wave costs as
+/// much time as a full one (measured on the H200 at batch 8, 8 KV heads, 8k-128k keys: 4
+/// splits, one wave of 256 CTAs, 3.6-4.6 TB/s; 9 splits, 2.2 waves, 2.9-3.9 TB/s).
+/// [`Gpu::plan_forward`] counts the slots with the driver's occupancy calculator; this
+/// function, without a GPU, estimates them from shared memory and threads.
 ///
 /// CTAs are counted as the GPU plan launches them: with one query row and GQA, the query heads
 /// of a K/V group share one query block ([`packs_gqa`]).
 pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
+    auto_splits(p, &|c: &TileConfig| sm_count.max(1) as usize * resident_ctas(c))
+}
+
+/// What a GPU plan knows of its GPU: the CTA slots (SMs times CTAs per SM) of the split-KV
+/// kernel of a configuration.
+type Slots<'a> = &'a dyn Fn(&TileConfig) -> usize;
+
+/// [`auto_num_splits`] with the GPU's CTA slots per configuration.
+fn auto_splits(p: &AttentionParams, slots_for: Slots) -> usize {
     let plain_config = p.config.is_some_and(|c| !config::SPLIT_CONFIGS.contains(&c));
     if p.varlen.is_some() || plain_config || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
         return 1;
@@ -574,22 +585,27 @@ pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
     let Some(c) = split_config_for(p, decode_rows(p)) else { return 1 };
     let (heads, rows) = if packs_gqa(p) { (p.heads_kv, p.heads_q / p.heads_kv) } else { (p.heads_q, p.seqlen_q) };
     let ctas = p.batch.saturating_mul(heads).saturating_mul(rows.div_ceil(c.block_m));
-    let slots = sm_count.max(1) as usize * resident_ctas(&c);
-    if ctas == 0 || ctas >= slots {
+    let slots = slots_for(&c).max(1);
+    if ctas == 0 || ctas >= 4 * slots {
         return 1;
     }
     let most = (p.seqlen_k.div_ceil(c.block_n) / 2).clamp(1, MAX_SPLITS);
-    // Fill of the last wave, in [0, 1]: waves / ceil(waves).
+    // How full the launch's waves are, in [0, 1]: waves / ceil(waves).
     let fill = |s: usize| {
         let n = ctas * s;
         n as f64 / (n.div_ceil(slots) * slots) as f64
     };
+    if let Some(s) = (1..=most).find(|&s| fill(s) >= 0.95) {
+        return s;
+    }
     let best = (1..=most).map(fill).fold(0.0, f64::max);
     (1..=most).find(|&s| fill(s) >= 0.995 * best).unwrap_or(most)
 }
 
-/// CTAs of configuration `c` one SM holds: shared memory allows `228 KB / (smem + 1 KB)`, and
-/// registers (the kernels use more than 128 per thread) at most 65536 / (threads * 256).
+/// CTAs of configuration `c` one SM holds, estimated without the GPU (its occupancy calculator
+/// knows the registers; see [`Gpu::resident_ctas`]): shared memory allows `228 KB / (smem + 1
+/// KB)`, and registers (most kernels use more than 128 per thread) at most 65536 / (threads *
+/// 256).
 fn resident_ctas(c: &TileConfig) -> usize {
     const SMEM_PER_SM: usize = 228 * 1024;
     let by_smem = SMEM_PER_SM / (c.smem_bytes() + 1024);
@@ -825,7 +841,9 @@ fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<(&'s
     Ok((tensor, buf.ptr, end))
 }
 
-fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<LaunchPlan> {
+/// Plans `p`; `gpu` (GPU plans only) gives the CTA slots of the split-KV kernels.
+fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<LaunchPlan> {
+    let gpu_plan = gpu.is_some();
     if p.head_dim == 0 || p.head_dim % 8 != 0 || p.head_dim > 256 {
         return Err(Error::UnsupportedHeadDim(p.head_dim));
     }
@@ -857,15 +875,15 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
         (None, None) => {}
     }
     let num_splits = match p.num_splits {
-        Some(0) | None if sm_count.is_none() => 1,
-        None => auto_num_splits(p, sm_count.unwrap_or(1)),
+        Some(0) | None if !gpu_plan => 1,
+        None => gpu.map_or(1, |slots| auto_splits(p, slots)),
         Some(n) if n > MAX_SPLITS => return Err(shape_err("num_splits", format!("{n} exceeds {MAX_SPLITS}"))),
         Some(n) => n.max(1),
     };
     // At least one K/V tile per split, and no split without tiles: `n` splits of
     // `ceil(tiles / n)` tiles may need fewer CTAs than `n`.
     // Rows per query block: GPU plans pack a GQA group's heads into the rows of one block.
-    let block_rows = if sm_count.is_some() { decode_rows(p) } else { p.seqlen_q };
+    let block_rows = if gpu_plan { decode_rows(p) } else { p.seqlen_q };
     let split_cfg = split_config_for(p, block_rows);
     let num_splits = match split_cfg {
         Some(c) if num_splits > 1 && varlen.is_none() => {
@@ -900,10 +918,13 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
             }
             c
         }
-        // GPU plans of decode-shaped calls (at most 64 rows per query block: few query rows, or
-        // packed GQA heads) take the head_dim-128 decode tiles of the split-KV kernels (16 or 64
-        // rows, instead of the 128-row default's mostly padding rows).
-        None if sm_count.is_some() && block_rows <= 64 && config::padded_head_dim(p.head_dim) == Some(128) => {
+        // GPU plans of decode-shaped calls (few query rows, or packed GQA heads) take the
+        // split-KV kernels' decode tiles where one is smaller than the default's (16 or 64 rows
+        // instead of mostly padding rows).
+        None if gpu_plan && split_config(p.head_dim, block_rows).is_some_and(|c| {
+            block_rows <= c.block_m && config::default_config(p.head_dim).is_some_and(|d| c.block_m < d.block_m)
+        }) =>
+        {
             split_config(p.head_dim, block_rows).ok_or(Error::UnsupportedHeadDim(p.head_dim))?
         }
         None => config::default_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?,
@@ -917,7 +938,7 @@ fn plan(p: &AttentionParams, bufs: &Buffers, sm_count: Option<u32>) -> Result<La
     // for all of them. The kernel sees `heads_kv` heads of `group` rows, the rows `head` strides
     // apart; output and log-sum-exp land exactly where the unpacked call puts them.
     let group = p.heads_q.checked_div(p.heads_kv).unwrap_or(1);
-    let pack = sm_count.is_some() && packs_gqa(p);
+    let pack = gpu_plan && packs_gqa(p);
     let (k_heads, k_rows) = if pack { (p.heads_kv, group) } else { (p.heads_q, p.seqlen_q) };
     let m_blocks = k_rows.div_ceil(config.block_m);
     // Split-KV: each split's share of the K/V tiles (the kernel clips the last one).
@@ -1220,7 +1241,13 @@ impl Gpu {
     /// decode-shaped calls are split across CTAs as [`auto_num_splits`] decides for this GPU's
     /// SM count. Pure host code, like `plan`.
     pub fn plan_forward(&self, params: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
-        params.plan_for_sms(bufs, self.sm_count())
+        let variant = if params.paged.is_some() { "paged" } else { "split" };
+        let slots = |c: &TileConfig| {
+            let name = variant_kernel_name(variant, params.dtype, c);
+            let per_sm = self.resident_ctas(&name, c.threads() as u32, c.smem_bytes() as u32).map_or(resident_ctas(c), |n| n as usize);
+            self.sm_count() as usize * per_sm.max(1)
+        };
+        plan(params, bufs, Some(&slots))
     }
 
     /// Launches one kernel of this GPU's module with a by-value [`FwdParams`].

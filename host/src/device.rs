@@ -3,6 +3,9 @@ use cust::context::{Context, CurrentContext};
 use cust::device::{Device, DeviceAttribute};
 use cust::module::Module;
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use crate::error::{Error, Result};
 use crate::ptx;
 
@@ -35,6 +38,8 @@ pub struct Gpu {
     sm_count: u32,
     max_smem_optin: u32,
     workspace_pool: Option<WorkspacePool>,
+    /// CTAs per SM of kernels asked about so far ([`Gpu::resident_ctas`]).
+    occupancy: Mutex<HashMap<String, u32>>,
     _context: Context,
 }
 
@@ -69,7 +74,8 @@ impl Gpu {
         };
         let module = Module::from_ptx(src, &[])?;
         let workspace_pool = WorkspacePool::new(ordinal as i32);
-        Ok(Gpu { module, device, arch, cc: (major, minor), sm_count, max_smem_optin, workspace_pool, _context: context })
+        let occupancy = Mutex::new(HashMap::new());
+        Ok(Gpu { module, device, arch, cc: (major, minor), sm_count, max_smem_optin, workspace_pool, occupancy, _context: context })
     }
 
     /// The pool per-launch workspaces (split-KV partials, variable-length offsets) come from,
@@ -107,6 +113,30 @@ impl Gpu {
     /// Number of streaming multiprocessors.
     pub fn sm_count(&self) -> u32 {
         self.sm_count
+    }
+
+    /// CTAs of kernel `name` that one SM holds at once with `threads` threads and `smem` bytes
+    /// of dynamic shared memory each, from the driver's occupancy calculator (registers,
+    /// shared memory, threads); cached per kernel, so a plan asks the driver once.
+    pub fn resident_ctas(&self, name: &str, threads: u32, smem: u32) -> Result<u32> {
+        let key = format!("{name}/{threads}/{smem}");
+        if let Some(&n) = self.occupancy.lock().map_err(|_| Error::LaunchLimit("occupancy cache poisoned".into()))?.get(&key) {
+            return Ok(n);
+        }
+        use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor};
+        let func = self.module.get_function(name)?.to_raw();
+        let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: `func` is a function of this GPU's loaded module.
+        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(func, attr, smem as i32) })?;
+        let mut n = 0i32;
+        // SAFETY: a valid out-pointer and function.
+        let r = unsafe { cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, func, threads as i32, smem as usize) };
+        crate::error::check_driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", r)?;
+        let n = n.max(0) as u32;
+        if let Ok(mut cache) = self.occupancy.lock() {
+            cache.insert(key, n);
+        }
+        Ok(n)
     }
 
     /// Largest dynamic shared memory a block may opt in to, in bytes.

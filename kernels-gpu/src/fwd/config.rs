@@ -48,7 +48,7 @@ impl TileConfig {
 /// limit: head_dim 128 fits them only with 32-row K/V tiles (64-row ones spill).
 /// A CTA's threads must cover whole 8-row swizzle groups per copy pass: `threads >=
 /// 8 * head_dim / 8`, so head_dim 256 needs 8 warps.
-pub const CONFIGS: [TileConfig; 11] = [
+pub const CONFIGS: [TileConfig; 12] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 128, warps: 8, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 3 },
@@ -60,6 +60,7 @@ pub const CONFIGS: [TileConfig; 11] = [
     TileConfig { head_dim: 256, block_m: 128, block_n: 32, warps: 8, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 3 },
     TileConfig { head_dim: 128, block_m: 16, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 64, block_m: 16, block_n: 64, warps: 4, stages: 2 },
 ];
 
 /// The default configuration for each padded head dimension (64, 128, 256): the fastest
@@ -84,12 +85,13 @@ pub const VARLEN_CONFIGS: [TileConfig; 3] = [
 /// tuning). They serve short query blocks (decode), so head_dim 128 takes 64-row ones; the
 /// three-stage one keeps two K/V tiles in flight while a tile is computed, and two CTAs of it
 /// still fit an SM's shared memory.
-pub const SPLIT_CONFIGS: [TileConfig; 5] = [
+pub const SPLIT_CONFIGS: [TileConfig; 6] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 3 },
     TileConfig { head_dim: 128, block_m: 16, block_n: 64, warps: 4, stages: 2 },
+    TileConfig { head_dim: 64, block_m: 16, block_n: 64, warps: 4, stages: 2 },
 ];
 
 /// The padded head dimensions, smallest first.

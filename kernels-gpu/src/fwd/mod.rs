@@ -287,6 +287,7 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, false:
     2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
     3 => flash_fwd_split_f16_d128_64x64w4s3, flash_fwd_split_bf16_d128_64x64w4s3;
     4 => flash_fwd_split_f16_d128_16x64w4s2, flash_fwd_split_bf16_d128_16x64w4s2;
+    5 => flash_fwd_split_f16_d64_16x64w4s2, flash_fwd_split_bf16_d64_16x64w4s2;
 }
 
 fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
@@ -295,6 +296,7 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
     2 => flash_fwd_paged_f16_d256_128x64w8s2, flash_fwd_paged_bf16_d256_128x64w8s2;
     3 => flash_fwd_paged_f16_d128_64x64w4s3, flash_fwd_paged_bf16_d128_64x64w4s3;
     4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
+    5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
 }
 
 /// Merges split-KV partials: one warp per (batch, head, query row), 4 warps per CTA, grid
@@ -387,4 +389,5 @@ fwd_kernels! {
     8 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
     9 => flash_fwd_f16_d128_64x64w4s3, flash_fwd_bf16_d128_64x64w4s3;
     10 => flash_fwd_f16_d128_16x64w4s2, flash_fwd_bf16_d128_16x64w4s2;
+    11 => flash_fwd_f16_d64_16x64w4s2, flash_fwd_bf16_d64_16x64w4s2;
 }
