@@ -191,8 +191,10 @@ unsafe fn flash_fwd<
         cp_async_wait_group::<0>();
         unsafe { warp_merge::merge_warps::<MT, ON, WN>(&mut o, &mut lse, k_tile(0).base, wn, lane) };
     }
-    // Only the first warp of a key-splitting group holds the merged result.
-    let stores = wn == 0;
+    // Only the first warp of a key-splitting group holds the merged result. Opaque, so that LLVM
+    // cannot thread this test into the merge's identical one across the barriers in between
+    // (duplicating a barrier into warp-dependent branches, see `warp_merge`).
+    let stores = crate::layout::opaque_i64(wn as i64) == 0;
 
     if SPLIT && p.num_splits > 1 {
         let bh = (tile.batch * p.heads_q + tile.head) as usize;

@@ -19,7 +19,10 @@ pub const fn scratch_bytes(wn: usize, mt: usize, on: usize) -> usize {
 /// Merges the `WN` key-splitting warps' results into warp `wn == 0`'s `o` and `lse` (the other
 /// warps' are left as they were and must not be stored). Every thread of the CTA calls it (it
 /// synchronises the CTA twice); `scratch` is shared memory of [`scratch_bytes`] that no copy
-/// is still filling and no warp still reads.
+/// is still filling and no warp still reads. Every warp writes its partials (warp 0's unused)
+/// so that no warp-dependent branch precedes a barrier: with one, LLVM may duplicate the
+/// barrier into both arms, and compute-sanitizer's synccheck counts warps waiting at different
+/// `bar.sync` instructions as divergent.
 #[inline(always)]
 pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
     o: &mut [[FragC; ON]; MT],
@@ -34,14 +37,12 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
     let at = |w: usize, f: usize| scratch + (((w * frags + f) * 32 + lane) * 16) as u32;
     // Everyone is done with the K/V tiles the scratch overlays.
     bar_sync();
-    if wn != 0 {
-        for mt in 0..MT {
-            for j in 0..ON {
-                unsafe { st_shared_v4(at(wn, mt * ON + j), o[mt][j].map(f32::to_bits)) };
-            }
-            let l = [lse[mt][0].to_bits(), lse[mt][1].to_bits(), 0, 0];
-            unsafe { st_shared_v4(at(wn, MT * ON + mt), l) };
+    for mt in 0..MT {
+        for j in 0..ON {
+            unsafe { st_shared_v4(at(wn, mt * ON + j), o[mt][j].map(f32::to_bits)) };
         }
+        let l = [lse[mt][0].to_bits(), lse[mt][1].to_bits(), 0, 0];
+        unsafe { st_shared_v4(at(wn, MT * ON + mt), l) };
     }
     bar_sync();
     if wn != 0 {
