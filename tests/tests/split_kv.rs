@@ -108,7 +108,7 @@ fn planner_packs_gqa_decode() {
     assert_eq!(f.o_strides, [32 * 128, 128, 4 * 128]);
     assert_eq!(packed.grid, 2 * 8);
     // Four packed rows take the 16-row decode tiles on head_dim 128; 32 rows the 64-row ones.
-    assert_eq!(packed.kernel, "flash_fwd_f16_d128_16x64w4s2");
+    assert_eq!(packed.kernel, "flash_fwd_f16_d128_16x128w4s2");
     let wide = decode(2, 32, 4096, 32, 8, 128).num_splits(Some(1));
     let (nq, nk, nl) = wide.contiguous_lens();
     let wide_bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
@@ -128,12 +128,13 @@ fn planner_chooses_and_bounds_splits() {
     assert_eq!(auto_num_splits(&decode(64, 1, 8192, 32, 8, 128), 132), 1);
     assert_eq!(auto_num_splits(&decode(1, 128, 8192, 32, 8, 128), 132), 1, "prefill never splits");
     assert_eq!(auto_num_splits(&p.clone().path(KernelPath::Wgmma), 132), 1);
-    // Whole waves of the 264 CTA slots (132 SMs x 2): batch 8 x 8 packed K/V heads = 64 CTAs
-    // take 4 splits (256 CTAs, one wave), not 9 (576 CTAs, a third wave 18% full); batch 1 (8
-    // CTAs) takes 32 at 8k keys, and at most half its tiles at 1k (16 tiles: 8).
-    assert_eq!(auto_num_splits(&decode(8, 1, 32768, 32, 8, 128), 132), 4);
-    assert_eq!(auto_num_splits(&decode(1, 1, 8192, 32, 8, 128), 132), 32);
-    assert_eq!(auto_num_splits(&decode(1, 1, 1024, 32, 8, 128), 132), 8);
+    // Whole waves of the 132 CTA slots of the 16x128 decode tiles (one CTA per SM, 132 KB of
+    // shared memory): batch 8 x 8 packed K/V heads = 64 CTAs take 2 splits (128 CTAs, one
+    // wave), not 3 (192 CTAs, a second wave 45% full); batch 1 (8 CTAs) takes 16 at 8k keys,
+    // and at most half its tiles at 1k (8 tiles of 128: 4).
+    assert_eq!(auto_num_splits(&decode(8, 1, 32768, 32, 8, 128), 132), 2);
+    assert_eq!(auto_num_splits(&decode(1, 1, 8192, 32, 8, 128), 132), 16);
+    assert_eq!(auto_num_splits(&decode(1, 1, 1024, 32, 8, 128), 132), 4);
     let (nq, nk, nl) = p.contiguous_lens();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
     let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
@@ -146,12 +147,13 @@ fn planner_chooses_and_bounds_splits() {
     assert_eq!(plan.grid, 8 * s.num_splits);
     assert_eq!(s.combine_kernel, "flash_fwd_combine_f16_d128");
     assert_eq!(plan.params.num_splits, s.num_splits);
-    assert!(plan.params.split_tiles * s.num_splits * 64 >= 8192);
+    assert!(plan.params.split_tiles * s.num_splits * plan.config.block_n as u32 >= 8192);
     assert!(plan.wgmma.is_none());
-    // Forced: capped by the K/V tiles (65 keys = 2 tiles of 64), refused past 32 or on wgmma.
-    let short = decode(1, 1, 65, 32, 8, 128).num_splits(Some(8));
+    // Forced: capped by the K/V tiles (129 keys = 2 tiles of 128 for one query row's 16-row
+    // decode tiles), refused past 32 or on wgmma.
+    let short = decode(1, 1, 129, 32, 8, 128).num_splits(Some(8));
     assert_eq!(short.plan(&bufs).unwrap().split.unwrap().num_splits, 2);
-    assert!(decode(1, 1, 64, 32, 8, 128).num_splits(Some(8)).plan(&bufs).unwrap().split.is_none());
+    assert!(decode(1, 1, 128, 32, 8, 128).num_splits(Some(8)).plan(&bufs).unwrap().split.is_none());
     assert!(p.clone().num_splits(Some(33)).plan(&bufs).is_err());
     assert!(p.clone().num_splits(Some(4)).path(KernelPath::Wgmma).plan(&bufs).is_err());
 }

@@ -94,8 +94,8 @@ pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> 
     pages: [u32; MAX_PASSES],
 }
 
-/// Most copy passes per tile a [`PagedCursor`] supports (64-row tiles of 8-row passes).
-const MAX_PASSES: usize = 8;
+/// Most copy passes per tile a [`PagedCursor`] supports (128-row tiles of 8-row passes).
+const MAX_PASSES: usize = 16;
 
 impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, D, THREADS> {
     const CHUNKS: usize = D / 8;

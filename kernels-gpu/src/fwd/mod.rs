@@ -287,7 +287,7 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, false:
     0 => flash_fwd_split_f16_d64_128x64w4s2, flash_fwd_split_bf16_d64_128x64w4s2;
     1 => flash_fwd_split_f16_d128_64x64w4s2, flash_fwd_split_bf16_d128_64x64w4s2;
     2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
-    3 => flash_fwd_split_f16_d128_64x64w4s3, flash_fwd_split_bf16_d128_64x64w4s3;
+    3 => flash_fwd_split_f16_d128_16x128w4s2, flash_fwd_split_bf16_d128_16x128w4s2;
     4 => flash_fwd_split_f16_d128_16x64w4s2, flash_fwd_split_bf16_d128_16x64w4s2;
     5 => flash_fwd_split_f16_d64_16x64w4s2, flash_fwd_split_bf16_d64_16x64w4s2;
 }
@@ -296,7 +296,7 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
     0 => flash_fwd_paged_f16_d64_128x64w4s2, flash_fwd_paged_bf16_d64_128x64w4s2;
     1 => flash_fwd_paged_f16_d128_64x64w4s2, flash_fwd_paged_bf16_d128_64x64w4s2;
     2 => flash_fwd_paged_f16_d256_128x64w8s2, flash_fwd_paged_bf16_d256_128x64w8s2;
-    3 => flash_fwd_paged_f16_d128_64x64w4s3, flash_fwd_paged_bf16_d128_64x64w4s3;
+    3 => flash_fwd_paged_f16_d128_16x128w4s2, flash_fwd_paged_bf16_d128_16x128w4s2;
     4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
     5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
 }
@@ -389,7 +389,7 @@ fwd_kernels! {
     6 => flash_fwd_f16_d128_128x32w4s2, flash_fwd_bf16_d128_128x32w4s2;
     7 => flash_fwd_f16_d256_128x64w8s2, flash_fwd_bf16_d256_128x64w8s2;
     8 => flash_fwd_f16_d256_128x32w8s2, flash_fwd_bf16_d256_128x32w8s2;
-    9 => flash_fwd_f16_d128_64x64w4s3, flash_fwd_bf16_d128_64x64w4s3;
+    9 => flash_fwd_f16_d128_16x128w4s2, flash_fwd_bf16_d128_16x128w4s2;
     10 => flash_fwd_f16_d128_16x64w4s2, flash_fwd_bf16_d128_16x64w4s2;
     11 => flash_fwd_f16_d64_16x64w4s2, flash_fwd_bf16_d64_16x64w4s2;
 }
