@@ -445,7 +445,7 @@ impl AttentionParams {
     /// [`AttentionParams::plan`] for a GPU of `sm_count` SMs: with `num_splits: None`, a
     /// decode-shaped call is split automatically ([`auto_num_splits`]).
     pub fn plan_for_sms(&self, bufs: &Buffers, sm_count: u32) -> Result<LaunchPlan> {
-        plan(self, bufs, Some(&|c: &TileConfig| sm_count.max(1) as usize * resident_ctas(c)))
+        plan(self, bufs, Some(&estimated_slots(sm_count)))
     }
 }
 
@@ -569,7 +569,12 @@ pub struct SplitPlan {
 /// CTAs are counted as the GPU plan launches them: with one query row and GQA, the query heads
 /// of a K/V group share one query block ([`packs_gqa`]).
 pub fn auto_num_splits(p: &AttentionParams, sm_count: u32) -> usize {
-    auto_splits(p, &|c: &TileConfig| sm_count.max(1) as usize * resident_ctas(c))
+    auto_splits(p, &estimated_slots(sm_count))
+}
+
+/// CTA slots of `sm_count` SMs estimated without the GPU ([`resident_ctas`]).
+fn estimated_slots(sm_count: u32) -> impl Fn(&TileConfig) -> usize {
+    move |c| sm_count.max(1) as usize * resident_ctas(c)
 }
 
 /// What a GPU plan knows of its GPU: the CTA slots (SMs times CTAs per SM) of the split-KV
@@ -918,16 +923,16 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
             }
             c
         }
-        // GPU plans of decode-shaped calls (few query rows, or packed GQA heads) take the
-        // split-KV kernels' decode tiles where one is smaller than the default's (16 or 64 rows
-        // instead of mostly padding rows).
-        None if gpu_plan && split_config(p.head_dim, block_rows).is_some_and(|c| {
-            block_rows <= c.block_m && config::default_config(p.head_dim).is_some_and(|d| c.block_m < d.block_m)
-        }) =>
-        {
-            split_config(p.head_dim, block_rows).ok_or(Error::UnsupportedHeadDim(p.head_dim))?
+        None => {
+            let default = config::default_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+            // GPU plans of decode-shaped calls (few query rows, or packed GQA heads) take the
+            // split-KV kernels' decode tiles where one is smaller than the default's (16 or 64
+            // rows instead of mostly padding rows).
+            match split_config(p.head_dim, block_rows) {
+                Some(c) if gpu_plan && block_rows <= c.block_m && c.block_m < default.block_m => c,
+                _ => default,
+            }
         }
-        None => config::default_config(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?,
     };
     let kernel = match variant {
         Some((v, _)) => variant_kernel_name(v, p.dtype, &config),
