@@ -27,14 +27,16 @@ pub struct TileCursor<const ROWS: usize, const D: usize, const THREADS: usize> {
 impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCursor<ROWS, D, THREADS> {
     const CHUNKS: usize = D / 8;
     const ROWS_PER_PASS: usize = THREADS / Self::CHUNKS;
+    /// A pass must cover whole 8-row swizzle groups so that a thread's `row % 8` (and with it
+    /// its swizzled chunk) is the same in every pass.
+    const WHOLE_SWIZZLE_GROUPS: () =
+        assert!(THREADS % (D / 8) == 0 && (THREADS / (D / 8)) % 8 == 0 && ROWS % (THREADS / (D / 8)) == 0);
 
     /// Thread `tid`'s cursor at row `row0` of the matrix at `base` (`row_stride` elements
     /// between its `seqlen` rows, `head_dim` valid columns).
     #[inline(always)]
     pub fn new(tid: u32, base: *const u16, row_stride: i64, seqlen: u32, row0: u32, head_dim: u32) -> Self {
-        // A pass must cover whole 8-row swizzle groups so that a thread's `row % 8` (and with it
-        // its swizzled chunk) is the same in every pass.
-        const { assert!(THREADS % (D / 8) == 0 && (THREADS / (D / 8)) % 8 == 0 && ROWS % (THREADS / (D / 8)) == 0) };
+        let () = Self::WHOLE_SWIZZLE_GROUPS;
         let (row, chunk) = Self::lane(tid);
         let first = (row0 + row) as i64 * row_stride + (chunk * 8) as i64;
         let rows_left = if chunk * 8 < head_dim { seqlen as i32 - (row0 + row) as i32 } else { i32::MIN };
@@ -98,16 +100,16 @@ pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> 
 const MAX_PASSES: usize = 16;
 
 impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, D, THREADS> {
-    const CHUNKS: usize = D / 8;
-    const ROWS_PER_PASS: usize = THREADS / Self::CHUNKS;
+    /// The threads' rows and chunks are [`TileCursor`]'s.
+    const ROWS_PER_PASS: usize = TileCursor::<ROWS, D, THREADS>::ROWS_PER_PASS;
     const PASSES: usize = ROWS / Self::ROWS_PER_PASS;
 
     /// Thread `tid`'s cursor at row `row0` of sequence `batch` (`seqlen` keys), head `h_kv`.
     #[inline(always)]
     pub fn new(tid: u32, p: &FwdParams, batch: u32, h_kv: u32, seqlen: u32, row0: u32) -> Self {
-        const { assert!(THREADS % (D / 8) == 0 && (THREADS / (D / 8)) % 8 == 0 && ROWS % (THREADS / (D / 8)) == 0) };
+        let () = TileCursor::<ROWS, D, THREADS>::WHOLE_SWIZZLE_GROUPS;
         const { assert!(ROWS / (THREADS / (D / 8)) <= MAX_PASSES) };
-        let (row, chunk) = (tid / Self::CHUNKS as u32, tid % Self::CHUNKS as u32);
+        let (row, chunk) = TileCursor::<ROWS, D, THREADS>::lane(tid);
         let at = |base: u64, head_stride: i64| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + (chunk * 8) as i64) as isize);
         let mut cursor = PagedCursor {
             table: (p.block_table as *const i32).wrapping_add(batch as usize * p.table_stride as usize),
@@ -141,8 +143,8 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, 
     /// are zero-filled.
     #[inline(always)]
     pub unsafe fn issue(&mut self, k_dst: SmemTile<ROWS, D>, v_dst: SmemTile<ROWS, D>, tid: u32, p: &FwdParams) {
-        let (row, chunk) = ((tid / Self::CHUNKS as u32) as usize, (tid % Self::CHUNKS as u32) as usize);
-        let (k_dst, v_dst) = (k_dst.lane_addr(row, chunk), v_dst.lane_addr(row, chunk));
+        let (row, chunk) = TileCursor::<ROWS, D, THREADS>::lane(tid);
+        let (k_dst, v_dst) = (k_dst.lane_addr(row as usize, chunk as usize), v_dst.lane_addr(row as usize, chunk as usize));
         let in_page = (1u32 << p.page_shift) - 1;
         for (pass, &pg) in self.pages.iter().enumerate().take(Self::PASSES) {
             let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
