@@ -24,6 +24,32 @@ pub struct CaseErrors {
     pub seed: u64,
 }
 
+impl CaseErrors {
+    /// No error yet, for inputs drawn from `seed`.
+    pub fn new(seed: u64) -> Self {
+        CaseErrors { out: 0.0, lse: 0.0, lse_inf_mismatch: 0, seed }
+    }
+
+    /// Folds one output element (`got` from the GPU, `want` from the reference) into
+    /// [`CaseErrors::out`]. NaN on either side makes it NaN for good (`f64::max` would
+    /// silently drop it).
+    pub fn add_out(&mut self, dtype: DType, got: f64, want: f64) {
+        let err = if got.is_nan() || want.is_nan() { f64::NAN } else { ((got - want).abs() - half_ulp(dtype, want)).max(0.0) };
+        self.out = if err.is_nan() || self.out.is_nan() { f64::NAN } else { self.out.max(err) };
+    }
+
+    /// Folds one row's log-sum-exp into [`CaseErrors::lse`], or, where either side is `-inf`,
+    /// into [`CaseErrors::lse_inf_mismatch`].
+    pub fn add_lse(&mut self, got: f32, want: f64) {
+        if want == f64::NEG_INFINITY || got == f32::NEG_INFINITY {
+            self.lse_inf_mismatch += (want != got as f64) as usize;
+        } else {
+            let err = (got as f64 - want).abs();
+            self.lse = if err.is_nan() || self.lse.is_nan() { f64::NAN } else { self.lse.max(err) };
+        }
+    }
+}
+
 /// Tolerance on the output for a dtype (the bar: 2e-3 f16, 1.5e-2 bf16).
 pub fn out_tolerance(dtype: DType) -> f64 {
     match dtype {
@@ -138,20 +164,12 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));
     let (r_out, r_lse) = reference_forward(p, &RefInputs { q: &qf, k: &kf, v: &vf });
-    let mut e = CaseErrors { out: 0.0, lse: 0.0, lse_inf_mismatch: 0, seed };
-    for (g, r) in out.iter().zip(&r_out) {
-        let g = g.to_f32() as f64;
-        // NaN on either side fails (`f64::max` below would silently drop it).
-        let err = if g.is_nan() || r.is_nan() { f64::NAN } else { ((g - r).abs() - half_ulp(p.dtype, *r)).max(0.0) };
-        e.out = if err.is_nan() { f64::NAN } else if e.out.is_nan() { e.out } else { e.out.max(err) };
+    let mut e = CaseErrors::new(seed);
+    for (g, &r) in out.iter().zip(&r_out) {
+        e.add_out(p.dtype, g.to_f32() as f64, r);
     }
     for (&g, &r) in lse_h[..n_lse].iter().zip(&r_lse) {
-        if r == f64::NEG_INFINITY || g == f32::NEG_INFINITY {
-            e.lse_inf_mismatch += (r != g as f64) as usize;
-        } else {
-            let err = (g as f64 - r).abs();
-            e.lse = if err.is_nan() || e.lse.is_nan() { f64::NAN } else { e.lse.max(err) };
-        }
+        e.add_lse(g, r);
     }
     e
 }

@@ -9,7 +9,7 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::attn::{CaseErrors, LSE_TOLERANCE, half_ulp, out_tolerance};
+use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 
 /// One paged case.
 #[derive(Clone, Debug)]
@@ -109,7 +109,7 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
     let mut lse = vec![0f32; lse_d.len()];
     lse_d.copy_to(&mut lse[..]).unwrap();
 
-    let mut e = CaseErrors { out: 0.0, lse: 0.0, lse_inf_mismatch: 0, seed };
+    let mut e = CaseErrors::new(seed);
     if fill == TableFill::AllWild {
         e.out = if out[..b * sq * hq * d].iter().all(|x| x.to_f32().is_finite()) { 0.0 } else { f64::NAN };
         return e;
@@ -127,18 +127,10 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
             for i in 0..sq {
                 let r = reference_row(&one, &x, 0, h, i);
                 let o = &out[((bi * sq + i) * hq + h) * d..][..d];
-                for (g, want) in o.iter().zip(&r.out) {
-                    let g = g.to_f32() as f64;
-                    let err = if g.is_nan() { f64::NAN } else { ((g - want).abs() - half_ulp(p.dtype, *want)).max(0.0) };
-                    e.out = if err.is_nan() || e.out.is_nan() { f64::NAN } else { e.out.max(err) };
+                for (g, &want) in o.iter().zip(&r.out) {
+                    e.add_out(p.dtype, g.to_f32() as f64, want);
                 }
-                let g = lse[(bi * hq + h) * sq + i];
-                if r.lse == f64::NEG_INFINITY || g == f32::NEG_INFINITY {
-                    e.lse_inf_mismatch += (r.lse != g as f64) as usize;
-                } else {
-                    let err = (g as f64 - r.lse).abs();
-                    e.lse = if err.is_nan() || e.lse.is_nan() { f64::NAN } else { e.lse.max(err) };
-                }
+                e.add_lse(lse[(bi * hq + h) * sq + i], r.lse);
             }
         }
     }
