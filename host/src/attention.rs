@@ -528,25 +528,22 @@ pub struct LaunchPlan {
     /// Variable-length calls: the validated offsets (`cu_seqlens_q` then `cu_seqlens_k`, `batch
     /// + 1` each) that [`Gpu::launch_forward`] uploads and points the kernel at.
     pub varlen_offsets: Option<Vec<i32>>,
-    /// Split-KV calls: the combine launch and the workspace.
+    /// Split-KV calls: the workspace.
     pub split: Option<SplitPlan>,
 }
 
 /// The split-KV part of a plan: [`LaunchPlan::kernel`] writes `num_splits` f32 partial
 /// outputs and log-sum-exps into a workspace that [`Gpu::launch_forward`] allocates per launch
 /// (stream-ordered, from the library's own memory pool, freed with `cuMemFreeAsync` after the
-/// combine: no synchronisation, and the pool keeps the memory mapped for the next call), then
-/// `combine_kernel` merges them into the output and log-sum-exp.
+/// kernel: no synchronisation, and the pool keeps the memory mapped for the next call), and the
+/// last split of each query block to finish merges them into the output and log-sum-exp,
+/// counting arrivals in the workspace's zeroed counters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitPlan {
     /// CTAs per query block.
     pub num_splits: u32,
-    /// Entry point of the combine kernel (`flash_fwd_combine_<dtype>_d<D>`).
-    pub combine_kernel: String,
-    /// CTAs of the combine launch (one warp per output row, 4 per CTA).
-    pub combine_grid: u32,
-    /// Threads per combine CTA.
-    pub combine_block: u32,
+    /// u32 arrival counters: one per query block (`grid / num_splits`).
+    pub counters_len: usize,
     /// f32 elements of the partial outputs (`num_splits * batch * heads_q * seqlen_q * D`).
     pub o_accum_len: usize,
     /// f32 elements of the partial log-sum-exps (`num_splits * batch * heads_q * seqlen_q`).
@@ -633,7 +630,7 @@ fn decode_rows(p: &AttentionParams) -> usize {
     if packs_gqa(p) { p.heads_q / p.heads_kv } else { p.seqlen_q }
 }
 
-/// Most splits per query block (the combine kernel gives each a lane of one warp).
+/// Most splits per query block (the merge gives each a lane of one warp).
 pub const MAX_SPLITS: usize = 32;
 
 /// The default split-KV (and paged) configuration for `head_dim` and query blocks of `rows`
@@ -671,15 +668,14 @@ pub fn variant_kernel_name(variant: &str, dtype: DType, config: &TileConfig) -> 
     kernel_name(dtype, config).replacen("flash_fwd_", &format!("flash_fwd_{variant}_"), 1)
 }
 
-/// Names of every variable-length, split-KV, paged and combine kernel (both dtypes), all in both
-/// PTX modules.
+/// Names of every variable-length, split-KV and paged kernel (both dtypes), all in both PTX
+/// modules.
 pub fn variant_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dtype in [DType::F16, DType::Bf16] {
         v.extend(config::VARLEN_CONFIGS.iter().map(|c| variant_kernel_name("varlen", dtype, c)));
         v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("split", dtype, c)));
         v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("paged", dtype, c)));
-        v.extend(config::HEAD_DIMS.iter().map(|d| format!("flash_fwd_combine_{}_d{d}", dtype.name())));
     }
     v
 }
@@ -1074,9 +1070,7 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
         }
         Some(SplitPlan {
             num_splits: num_splits as u32,
-            combine_kernel: format!("flash_fwd_combine_{}_d{}", p.dtype.name(), config.head_dim),
-            combine_grid: rows.div_ceil(4) as u32,
-            combine_block: 128,
+            counters_len: (ctas / num_splits as u64) as usize,
             o_accum_len: num_splits * rows * config.head_dim,
             lse_accum_len: num_splits * rows,
         })
@@ -1260,32 +1254,50 @@ impl Gpu {
     /// # Safety
     /// As for [`Gpu::launch_forward`]: `params` must be valid for `name`'s launch geometry.
     unsafe fn launch_kernel(&self, stream: *mut c_void, name: &str, (grid, block, smem): (u32, u32, u32), params: &FwdParams) -> Result<()> {
-        let func = self.module().get_function(name)?;
-        use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuLaunchKernel};
-        let raw = func.to_raw();
-        let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        // SAFETY: `raw` is a function of the loaded module.
-        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(raw, attr, smem as i32) })?;
+        let raw = self.kernel_function(name, smem)?;
         let mut params = *params;
         let mut args = [&mut params as *mut FwdParams as *mut c_void];
         // SAFETY: one argument matching the kernel's single by-value `FwdParams` parameter.
-        let r = unsafe { cuLaunchKernel(raw, grid, 1, 1, block, 1, 1, smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut()) };
+        let r = unsafe { cust::sys::cuLaunchKernel(raw, grid, 1, 1, block, 1, 1, smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut()) };
         crate::error::check_driver("cuLaunchKernel", r)
     }
 
-    /// Variable-length and split-KV launches: uploads the offsets and allocates the workspace
-    /// (stream-ordered, freed in stream order after the kernels), then launches the forward
-    /// kernel and, for split-KV, the combine.
+    /// Variable-length and split-KV launches: split-KV calls take their stream's kept workspace
+    /// where it can have one ([`crate::workspace`]); otherwise this allocates a workspace
+    /// (stream-ordered, freed in stream order after the kernel) and uploads the offsets or zeroes
+    /// the split counters in it. Then it launches the forward kernel.
     ///
     /// # Safety
     /// As for [`Gpu::launch_forward`].
     unsafe fn launch_variant(&self, stream: *mut c_void, plan: &LaunchPlan) -> Result<()> {
-        use cust::sys::{CUdeviceptr, cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemcpyHtoDAsync_v2};
+        use cust::sys::{CUdeviceptr, cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemcpyHtoDAsync_v2, cuMemsetD32Async};
+        let geometry = (plan.grid, plan.block, plan.smem);
+        // Split partials: O, then lse, from `partials`; counters from `counters`.
+        let split_at = |params: &mut FwdParams, s: &SplitPlan, counters: CUdeviceptr, partials: CUdeviceptr| {
+            params.split_counters = counters;
+            params.o_accum = partials;
+            params.lse_accum = partials + (s.o_accum_len * 4) as u64;
+        };
+        if let (Some(s), None) = (&plan.split, &plan.varlen_offsets) {
+            let partial_bytes = (s.o_accum_len + s.lse_accum_len) * 4;
+            let launch = |counters, partials| {
+                let mut params = plan.params;
+                split_at(&mut params, s, counters, partials);
+                // SAFETY: the plan was validated; the workspace is this stream's.
+                unsafe { self.launch_kernel(stream, &plan.kernel, geometry, &params) }
+            };
+            // SAFETY: as for this function; `launch` enqueues on `stream` only.
+            let kept = unsafe { self.workspaces.with(stream, self.workspace_pool(), s.counters_len, partial_bytes, launch) };
+            if let Some(launched) = kept {
+                return launched;
+            }
+        }
         let offsets = plan.varlen_offsets.as_deref().unwrap_or(&[]);
-        let (o_len, lse_len) = plan.split.as_ref().map_or((0, 0), |s| (s.o_accum_len, s.lse_accum_len));
-        // One allocation: offsets first (a multiple of 4 bytes, padded to 16), then O, then lse.
+        let (counters, o_len, lse_len) = plan.split.as_ref().map_or((0, 0, 0), |s| (s.counters_len, s.o_accum_len, s.lse_accum_len));
+        // One allocation: offsets (4-byte items padded to 16 bytes), then the split counters,
+        // then O, then lse.
         let off_bytes = (offsets.len() * 4).next_multiple_of(16);
-        let bytes = off_bytes + (o_len + lse_len) * 4;
+        let bytes = off_bytes + crate::workspace::counter_bytes(counters) + (o_len + lse_len) * 4;
         let mut base: CUdeviceptr = 0;
         // SAFETY: a valid out-pointer; `stream` is valid per this function's contract.
         let r = unsafe {
@@ -1304,20 +1316,17 @@ impl Gpu {
                 let half = (offsets.len() / 2 * 4) as u64;
                 (params.cu_seqlens_q, params.cu_seqlens_k) = (base, base + half);
             }
-            if plan.split.is_some() {
-                params.o_accum = base + off_bytes as u64;
-                params.lse_accum = params.o_accum + (o_len * 4) as u64;
+            if let Some(s) = &plan.split {
+                let at = base + off_bytes as u64;
+                // SAFETY: the counters lie in the allocation just made, ordered on `stream`.
+                crate::error::check_driver("cuMemsetD32Async", unsafe { cuMemsetD32Async(at, 0, counters, stream as _) })?;
+                split_at(&mut params, s, at, at + crate::workspace::counter_bytes(counters) as u64);
             }
             // SAFETY: the plan was validated; the offsets and workspace were just set up.
-            unsafe { self.launch_kernel(stream, &plan.kernel, (plan.grid, plan.block, plan.smem), &params)? };
-            if let Some(s) = &plan.split {
-                // SAFETY: the combine reads the workspace the forward kernel wrote, in stream order.
-                unsafe { self.launch_kernel(stream, &s.combine_kernel, (s.combine_grid, s.combine_block, 0), &params)? };
-            }
-            Ok(())
+            unsafe { self.launch_kernel(stream, &plan.kernel, geometry, &params) }
         };
         let result = run();
-        // SAFETY: `base` came from a stream-ordered allocation; freed after the kernels in order.
+        // SAFETY: `base` came from a stream-ordered allocation; freed after the kernel in order.
         let freed = crate::error::check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(base, stream as _) });
         result.and(freed)
     }
@@ -1329,11 +1338,12 @@ impl Gpu {
     /// benchmark does) without validating again; unlike [`Gpu::attention_forward_raw`] it does
     /// not make the context current.
     ///
-    /// Variable-length and split-KV plans ([`LaunchPlan::varlen_offsets`], [`LaunchPlan::split`])
-    /// take one stream-ordered allocation per launch (from the library's pool on `stream`, freed with
-    /// `cuMemFreeAsync` after the kernels): the offsets are copied into it from the plan (the
-    /// validated host copy) and the split workspace lives there; split-KV plans then launch the
-    /// combine kernel on the same stream.
+    /// Split-KV plans ([`LaunchPlan::split`]) use a workspace the GPU keeps for `stream`
+    /// ([`crate::workspace`]: counters the kernel leaves at zero, room for the partials), or,
+    /// where a stream keeps none, one stream-ordered allocation per launch like
+    /// variable-length plans ([`LaunchPlan::varlen_offsets`]): from the library's pool on
+    /// `stream`, freed with `cuMemFreeAsync` after the kernel, holding the offsets copied from
+    /// the plan (the validated host copy) or the zeroed split counters and the partials.
     ///
     /// # Safety
     /// The plan's buffers must be live device allocations of this GPU's context, not freed or

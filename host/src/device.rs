@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 use crate::ptx;
+use crate::workspace::StreamWorkspaces;
 
 /// Which PTX module a GPU runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +41,11 @@ pub struct Gpu {
     workspace_pool: Option<WorkspacePool>,
     /// CTAs per SM of kernels asked about so far ([`Gpu::resident_ctas`]).
     occupancy: Mutex<HashMap<String, u32>>,
+    /// Kernels looked up so far ([`Gpu::kernel_function`]): the handle (as an address, which
+    /// keeps `Gpu` `Send` and `Sync`) and the dynamic shared memory it has been opted in to.
+    functions: Mutex<HashMap<String, (usize, u32)>>,
+    /// Split-KV workspaces kept per stream.
+    pub(crate) workspaces: StreamWorkspaces,
     _context: Context,
 }
 
@@ -74,8 +80,20 @@ impl Gpu {
         };
         let module = Module::from_ptx(src, &[])?;
         let workspace_pool = WorkspacePool::new(ordinal as i32);
-        let occupancy = Mutex::new(HashMap::new());
-        Ok(Gpu { module, device, arch, cc: (major, minor), sm_count, max_smem_optin, workspace_pool, occupancy, _context: context })
+        let (occupancy, functions) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
+        Ok(Gpu {
+            module,
+            device,
+            arch,
+            cc: (major, minor),
+            sm_count,
+            max_smem_optin,
+            workspace_pool,
+            occupancy,
+            functions,
+            workspaces: StreamWorkspaces::new(),
+            _context: context,
+        })
     }
 
     /// The pool per-launch workspaces (split-KV partials, variable-length offsets) come from,
@@ -123,20 +141,35 @@ impl Gpu {
         if let Some(&n) = self.occupancy.lock().map_err(|_| Error::LaunchLimit("occupancy cache poisoned".into()))?.get(&key) {
             return Ok(n);
         }
-        use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor};
-        let func = self.module.get_function(name)?.to_raw();
-        let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        // SAFETY: `func` is a function of this GPU's loaded module.
-        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(func, attr, smem as i32) })?;
+        let func = self.kernel_function(name, smem)?;
         let mut n = 0i32;
         // SAFETY: a valid out-pointer and function.
-        let r = unsafe { cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, func, threads as i32, smem as usize) };
+        let r = unsafe { cust::sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, func, threads as i32, smem as usize) };
         crate::error::check_driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", r)?;
         let n = n.max(0) as u32;
         if let Ok(mut cache) = self.occupancy.lock() {
             cache.insert(key, n);
         }
         Ok(n)
+    }
+
+    /// Kernel `name` of this GPU's module, opted in to at least `smem` bytes of dynamic shared
+    /// memory. Cached: a decode call is a few microseconds of GPU time, and looking the kernel
+    /// up by name and setting its attribute on every launch cost a noticeable part of that.
+    pub(crate) fn kernel_function(&self, name: &str, smem: u32) -> Result<cust::sys::CUfunction> {
+        let poisoned = |_| Error::LaunchLimit("kernel cache poisoned".into());
+        let mut cache = self.functions.lock().map_err(poisoned)?;
+        let (func, opted) = match cache.get(name) {
+            Some(&(f, opted)) if smem <= opted => return Ok(f as cust::sys::CUfunction),
+            Some(&(f, opted)) => (f as cust::sys::CUfunction, opted),
+            None => (self.module.get_function(name)?.to_raw(), 0),
+        };
+        use cust::sys::{CUfunction_attribute, cuFuncSetAttribute};
+        let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: `func` is a function of this GPU's loaded module.
+        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(func, attr, smem as i32) })?;
+        cache.insert(name.to_owned(), (func as usize, smem.max(opted)));
+        Ok(func)
     }
 
     /// Largest dynamic shared memory a block may opt in to, in bytes.
@@ -147,6 +180,20 @@ impl Gpu {
     /// The device's name.
     pub fn name(&self) -> Result<String> {
         Ok(self.device.name()?)
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // The kept split workspaces go before the pool they came from; launches still queued
+        // may use them, so wait for the context first.
+        if self.make_current().is_ok() {
+            // SAFETY: this GPU's context is current; after the synchronisation nothing uses them.
+            unsafe {
+                cust::sys::cuCtxSynchronize();
+                self.workspaces.release();
+            }
+        }
     }
 }
 

@@ -298,12 +298,7 @@ pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Re
         )));
     }
     let [q, k, v] = encode_maps(w)?;
-    let func = gpu.module().get_function(&w.kernel)?;
-    use cust::sys::{CUfunction_attribute, cuFuncSetAttribute, cuLaunchKernel};
-    let raw = func.to_raw();
-    let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-    // SAFETY: `raw` is a function of the loaded module.
-    crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(raw, attr, w.smem as i32) })?;
+    let raw = gpu.kernel_function(&w.kernel, w.smem)?;
     let (mut q, mut k, mut v): (TensorMapParam, TensorMapParam, TensorMapParam) = (q.param(), k.param(), v.param());
     let mut params = w.params;
     let mut args = [
@@ -315,7 +310,7 @@ pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Re
     // SAFETY: four arguments matching the kernel's parameters (three by-value 192-byte
     // TensorMapParams, then FwdParams); the caller vouches for the buffers and the stream.
     let r = unsafe {
-        cuLaunchKernel(raw, w.grid_for(gpu.sm_count()), 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
+        cust::sys::cuLaunchKernel(raw, w.grid_for(gpu.sm_count()), 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
     };
     crate::error::check_driver("cuLaunchKernel", r)
 }

@@ -182,6 +182,7 @@ pub mod hopper;
 pub mod ptx;
 pub mod reference;
 pub mod tensor_map;
+pub mod workspace;
 
 pub use attention::{
     AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, LaunchPlan, PagedBuffers, PagedCache, PagedKv, SplitPlan, Strides, Varlen,

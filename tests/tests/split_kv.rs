@@ -4,7 +4,7 @@
 use flashrs::attention::{BufferRef, Buffers, auto_num_splits, variant_kernel_names};
 use flashrs::ptx::{PTX_SM80, PTX_SM90A};
 use flashrs::{AttentionParams, DType, KernelPath};
-use flashrs_tests::attn::check_many;
+use flashrs_tests::attn::{check_many, check_many_with};
 use flashrs_tests::gpu_or_skip;
 
 fn decode(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams {
@@ -91,6 +91,32 @@ fn packed_gqa_decode_without_and_with_splits() {
     check_many(&gpu, &cases);
 }
 
+/// Split calls of growing and shrinking sizes on one stream, each launched three times back to
+/// back: the stream's kept workspace is reused (the kernel must leave its counters at zero, or
+/// no split of the next launch would find itself last and the output would keep its NaN poison)
+/// and regrown while launches that use the old one are still queued.
+#[test]
+fn one_stream_reuses_its_workspace() {
+    let Some(gpu) = gpu_or_skip("one_stream_reuses_its_workspace") else { return };
+    let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
+    let cases = [
+        decode(1, 1, 1024, 32, 8, 128).num_splits(Some(4)),
+        decode(4, 1, 8192, 32, 8, 128).num_splits(Some(16)),
+        decode(1, 1, 1024, 32, 8, 128).num_splits(Some(2)),
+        decode(8, 1, 3000, 32, 8, 64).num_splits(Some(9)).dtype(DType::Bf16),
+        decode(2, 16, 4000, 8, 2, 256).causal(true).num_splits(Some(5)),
+        decode(1, 1, 32768, 32, 8, 128),
+    ];
+    let launch = |p: &AttentionParams, _: &cust::stream::Stream, bufs: &Buffers| -> flashrs::Result<()> {
+        for _ in 0..3 {
+            // SAFETY: the case's live buffers, on a stream of this context.
+            unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut std::ffi::c_void, p, bufs)? };
+        }
+        Ok(stream.synchronize()?)
+    };
+    check_many_with(&gpu, &cases, Some(&launch));
+}
+
 #[test]
 fn planner_packs_gqa_decode() {
     let p = decode(2, 1, 4096, 32, 8, 128).num_splits(Some(1));
@@ -145,7 +171,7 @@ fn planner_chooses_and_bounds_splits() {
     assert!(plan.kernel.starts_with("flash_fwd_split_f16_d128_"), "{}", plan.kernel);
     // Packed GQA decode: 8 K/V heads of 4 query rows each, times the splits.
     assert_eq!(plan.grid, 8 * s.num_splits);
-    assert_eq!(s.combine_kernel, "flash_fwd_combine_f16_d128");
+    assert_eq!(s.counters_len, 8, "one arrival counter per query block");
     assert_eq!(plan.params.num_splits, s.num_splits);
     assert!(plan.params.split_tiles * s.num_splits * plan.config.block_n as u32 >= 8192);
     assert!(plan.wgmma.is_none());

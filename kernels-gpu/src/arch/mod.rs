@@ -1,5 +1,6 @@
 //! PTX instruction wrappers, one file per family. Each wrapper is `#[inline(always)]` and named
 //! after the instruction it emits; operand shapes are in the types.
+pub mod atom;
 pub mod barrier;
 pub mod cp_async;
 pub mod cvt;

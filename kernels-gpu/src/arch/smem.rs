@@ -1,4 +1,4 @@
-//! Dynamic shared memory and 16-byte shared-memory accesses.
+//! Dynamic shared memory, and 16-byte shared- and global-memory accesses.
 
 // One extern array for the whole CTA; kernels carve it up by byte offsets.
 core::arch::global_asm!(".extern .shared .align 1024 .b8 dsmem[];");
@@ -21,6 +21,14 @@ pub unsafe fn ld_shared_v4(addr: u32) -> [u32; 4] {
             p = in(reg32) addr, options(readonly, nostack))
     }
     [a, b, c, d]
+}
+
+/// `ld.shared.b32`
+#[inline(always)]
+pub unsafe fn ld_shared_b32(addr: u32) -> u32 {
+    let v: u32;
+    unsafe { core::arch::asm!("ld.shared.b32 {v}, [{p}];", v = out(reg32) v, p = in(reg32) addr, options(readonly, nostack)) }
+    v
 }
 
 /// `st.shared.b32`
@@ -47,4 +55,36 @@ pub unsafe fn st_global_v4(ptr: *mut u32, v: [u32; 4]) {
             p = in(reg64) ptr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3],
             options(nostack))
     }
+}
+
+/// `ld.global.cg.f32`: one float, cached in L2 only (never a stale L1 line of data other CTAs
+/// of the same launch wrote).
+#[inline(always)]
+pub unsafe fn ld_global_cg_f32(ptr: *const f32) -> f32 {
+    let v: f32;
+    unsafe { core::arch::asm!("ld.global.cg.f32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) ptr, options(readonly, nostack)) }
+    v
+}
+
+/// `ld.global.cg.v2.f32`: two floats from an 8-byte aligned address, cached in L2 only.
+#[inline(always)]
+pub unsafe fn ld_global_cg_v2_f32(ptr: *const f32) -> [f32; 2] {
+    let (a, b): (f32, f32);
+    unsafe {
+        core::arch::asm!("ld.global.cg.v2.f32 {{{a}, {b}}}, [{p}];",
+            a = out(reg32) a, b = out(reg32) b, p = in(reg64) ptr, options(readonly, nostack))
+    }
+    [a, b]
+}
+
+/// `ld.global.cg.v4.f32`: four floats from a 16-byte aligned address, cached in L2 only.
+#[inline(always)]
+pub unsafe fn ld_global_cg_v4_f32(ptr: *const f32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    unsafe {
+        core::arch::asm!("ld.global.cg.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+            a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            p = in(reg64) ptr, options(readonly, nostack))
+    }
+    [a, b, c, d]
 }

@@ -7,8 +7,8 @@
 //! into an online softmax, and accumulates O in f32, normalising once at the end.
 //!
 //! Split as in FlashAttention-3: [`scheduler`] (which tile a CTA computes), [`mainloop`]
-//! (copies and GEMMs), [`mask`], [`softmax`], [`epilogue`]; [`config`] and [`params`] are
-//! shared with the host.
+//! (copies and GEMMs), [`mask`], [`softmax`], [`epilogue`], [`split_merge`] (split-KV's
+//! reduction); [`config`] and [`params`] are shared with the host.
 pub mod config;
 pub mod epilogue;
 pub mod mainloop;
@@ -16,6 +16,7 @@ pub mod mask;
 pub mod params;
 pub mod scheduler;
 pub mod softmax;
+pub mod split_merge;
 pub mod warp_merge;
 
 use crate::arch::barrier::bar_sync;
@@ -47,8 +48,8 @@ fn wait_for_stage<const STAGES: usize>() {
 /// sharing rows (each taking `BN / WN` keys of a tile), and the derived fragment counts `SN =
 /// BN/WN/8` (score tiles), `KP = BN/WN/16` (P's k-steps) and `ON = D/8` (output tiles), which
 /// stable Rust cannot compute in array types; `VARLEN` compiles in the
-/// per-CTA sequence lookup, `SPLIT` the key-range split with its f32 partial epilogue (taken
-/// when `num_splits > 1`), and `PAGED` the block-table K/V addressing with per-sequence key
+/// per-CTA sequence lookup, `SPLIT` the key-range split with its f32 partial epilogue and
+/// the last split's merge (taken when `num_splits > 1`), and `PAGED` the block-table K/V addressing with per-sequence key
 /// counts. With all off every addition they make folds away: the plain kernels assemble to the
 /// same registers as a body without them.
 #[inline(always)]
@@ -197,17 +198,28 @@ unsafe fn flash_fwd<
     let stores = crate::layout::opaque_i64(wn as i64) == 0;
 
     if SPLIT && p.num_splits > 1 {
-        let bh = (tile.batch * p.heads_q + tile.head) as usize;
+        let bh = tile.batch * p.heads_q + tile.head;
         // Normalised partial output (f32, straight from the fragments) and its log-sum-exp.
-        let part = (split as usize * (p.batch * p.heads_q) as usize + bh) * seqlen_q as usize;
-        if stores {
-            unsafe {
-                epilogue::store_o_f32::<MT, ON, D>(&o, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, seqlen_q, lane);
-                store_lse(&lse, (p.lse_accum as *mut f32).add(part), m0 + warp_row0 as u32, seqlen_q, lane);
-            }
+        // Warps that hold no merged result store no row (a row limit, not a branch: a barrier
+        // follows).
+        let part = (split as usize * (p.batch * p.heads_q) as usize + bh as usize) * seqlen_q as usize;
+        let limit = if stores { seqlen_q } else { 0 };
+        unsafe {
+            epilogue::store_o_f32::<MT, ON, D>(&o, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, limit, lane);
+            store_lse(&lse, (p.lse_accum as *mut f32).add(part), m0 + warp_row0 as u32, limit, lane);
         }
-        // Q's copies are complete before the CTA leaves (a CTA with no key never waited).
+        // Q's copies are complete before Q's tile holds the arrival flag (a CTA with no key
+        // never waited).
         cp_async_wait_group::<0>();
+        let counter = unsafe { (p.split_counters as *mut u32).add(block as usize) };
+        if unsafe { split_merge::arrive_last(p, counter, tid, smem) } {
+            if tid == 0 {
+                // Every split has counted in: back to zero for the next launch.
+                unsafe { *counter = 0 };
+            }
+            let end = (m0 + BM as u32).min(seqlen_q);
+            unsafe { split_merge::merge_rows::<T, D>(p, bh, m0, end, tid, (THREADS / 32) as u32) };
+        }
         return;
     }
 
@@ -299,84 +311,6 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
     3 => flash_fwd_paged_f16_d128_16x128w4s2, flash_fwd_paged_bf16_d128_16x128w4s2;
     4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
     5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
-}
-
-/// Merges split-KV partials: one warp per (batch, head, query row), 4 warps per CTA, grid
-/// `ceil(batch * heads_q * seqlen_q / 4)`. Each split's partial output is already normalised,
-/// so the row is `sum_s exp(lse_s - lse) * O_s` with `lse = log sum_s exp(lse_s)`; rows no split
-/// saw a key for get 0 and `-inf`. Lane `c < head_dim / 8` owns columns `8c..8c+8`; at most 32
-/// splits (lane `s` holds split `s`'s weight).
-#[inline(always)]
-unsafe fn flash_fwd_combine<T: Element, const D: usize>(p: &FwdParams) {
-    use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32};
-    use crate::arch::shfl::{shfl_sync_bfly_f32, shfl_sync_idx_u32};
-    let lane = thread_idx_x() % 32;
-    let row = block_idx_x() * 4 + warp_id();
-    let rows = p.batch * p.heads_q * p.seqlen_q;
-    if row >= rows {
-        return;
-    }
-    let (bh, i) = scheduler::div_rem(row, p.seqlen_q);
-    let (b, h) = scheduler::div_rem(bh, p.heads_q);
-    let splits = p.num_splits;
-    let lse_acc = p.lse_accum as *const f32;
-    let l = if lane < splits { unsafe { *lse_acc.add((lane * rows + row) as usize) } } else { f32::NEG_INFINITY };
-    let mut m = l;
-    for x in [16, 8, 4, 2, 1] {
-        m = m.max(shfl_sync_bfly_f32(m, x));
-    }
-    const LOG2E: f32 = core::f32::consts::LOG2_E;
-    let base = if m == f32::NEG_INFINITY { 0.0 } else { m };
-    let e = ex2_approx_f32((l - base) * LOG2E);
-    let mut sum = e;
-    for x in [16, 8, 4, 2, 1] {
-        sum += shfl_sync_bfly_f32(sum, x);
-    }
-    // Weight of this lane's split: exp(l - lse) = e / sum.
-    let w = if sum > 0.0 { e / sum } else { 0.0 };
-    let c = lane as usize;
-    let mut acc = [0.0f32; 8];
-    let o_acc = p.o_accum as *const f32;
-    for s in 0..splits {
-        let ws = f32::from_bits(shfl_sync_idx_u32(w.to_bits(), s));
-        if c * 8 < p.head_dim as usize && ws != 0.0 {
-            let src = unsafe { o_acc.add(((s * rows + row) as usize) * D + c * 8) };
-            for (j, a) in acc.iter_mut().enumerate() {
-                *a += ws * unsafe { *src.add(j) };
-            }
-        }
-    }
-    if c * 8 < p.head_dim as usize {
-        let [ob, or, oh] = p.o_strides;
-        let off = b as i64 * ob + i as i64 * or + h as i64 * oh + (c * 8) as i64;
-        let v = [T::pack2(acc[0], acc[1]), T::pack2(acc[2], acc[3]), T::pack2(acc[4], acc[5]), T::pack2(acc[6], acc[7])];
-        unsafe { crate::arch::smem::st_global_v4((p.o as *mut u16).offset(off as isize) as *mut u32, v) };
-    }
-    if lane == 0 && p.lse != 0 {
-        let lse = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
-        unsafe { *(p.lse as *mut f32).add(row as usize) = lse };
-    }
-}
-
-macro_rules! combine_kernels {
-    ($($d:literal => $f16:ident, $bf16:ident;)*) => {$(
-        /// Split-KV combine (f16 output); see [`flash_fwd_combine`].
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $f16(p: FwdParams) {
-            unsafe { flash_fwd_combine::<F16, $d>(&p) }
-        }
-        /// Split-KV combine (bf16 output); see [`flash_fwd_combine`].
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $bf16(p: FwdParams) {
-            unsafe { flash_fwd_combine::<Bf16, $d>(&p) }
-        }
-    )*};
-}
-
-combine_kernels! {
-    64 => flash_fwd_combine_f16_d64, flash_fwd_combine_bf16_d64;
-    128 => flash_fwd_combine_f16_d128, flash_fwd_combine_bf16_d128;
-    256 => flash_fwd_combine_f16_d256, flash_fwd_combine_bf16_d256;
 }
 
 fwd_kernels! {

@@ -14,8 +14,9 @@
 /// `[heads_q, total_q]`. Split-KV launches (`flash_fwd_split_*`) run `num_splits` CTAs per
 /// query block, each over `split_tiles` K/V tiles, and write f32 partial outputs
 /// (`[num_splits, batch * heads_q, seqlen_q, D]`, `D` the kernel's padded head dimension) and
-/// their log-sum-exps (`[num_splits, batch * heads_q, seqlen_q]`) to `o_accum` / `lse_accum`,
-/// which `flash_fwd_combine_*` merges into `o` and `lse`. Paged launches (`flash_fwd_paged_*`,
+/// their log-sum-exps (`[num_splits, batch * heads_q, seqlen_q]`) to `o_accum` / `lse_accum`;
+/// the last split of each query block to finish (counted at `split_counters`) merges them into
+/// `o` and `lse`. Paged launches (`flash_fwd_paged_*`,
 /// split-capable: with `num_splits == 1` they write `o` and `lse` directly) read K and V from
 /// `[num_pages, page_size, heads_kv, D]` caches (the batch strides are the page strides) through
 /// the i32 block table `[batch, table_stride]`, and take each sequence's key count from
@@ -69,6 +70,9 @@ pub struct FwdParams {
     pub o_accum: u64,
     /// Split-KV: device address of the f32 partial log-sum-exps (0 otherwise).
     pub lse_accum: u64,
+    /// Split-KV: device address of one u32 arrival counter per query block (the grid's CTAs
+    /// over `num_splits`), zero at launch (0 otherwise).
+    pub split_counters: u64,
     /// Variable-length: total packed query rows (the row count of `lse`'s `[heads_q, total_q]`).
     pub total_q: u32,
     /// Split-KV: K/V tiles (of the kernel's block_n rows) each split covers.

@@ -1,0 +1,20 @@
+//! Global atomics.
+
+/// `@leader atom.acq_rel.gpu.global.add.u32` then `@leader st.shared.b32`: where `leader`
+/// holds, adds 1 to the counter at `ctr` and stores the value it had to the shared address
+/// `dst`; elsewhere does nothing. Acquire-release at GPU scope: what the CTA wrote before a
+/// barrier that precedes this is published with the count, and what other CTAs published with
+/// their counts is seen after a barrier that follows it (the barrier pattern of CUTLASS's
+/// semaphores). Predicated instead of branched so that no thread-dependent branch comes before
+/// that barrier (LLVM may duplicate a barrier into both arms of one).
+#[inline(always)]
+pub unsafe fn atom_acq_rel_gpu_add1_u32_to_shared(leader: bool, ctr: *mut u32, dst: u32) {
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; .reg .b32 old;",
+            "setp.ne.u32 p, {l}, 0;",
+            "@p atom.acq_rel.gpu.global.add.u32 old, [{c}], 1;",
+            "@p st.shared.b32 [{d}], old; }}",
+            l = in(reg32) leader as u32, c = in(reg64) ctr, d = in(reg32) dst, options(nostack))
+    }
+}
