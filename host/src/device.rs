@@ -30,6 +30,9 @@ pub enum Arch {
 /// directly on their memory and streams, through [`Gpu::attention_forward_raw`], and
 /// dropping the `Gpu` does not destroy a context that others still hold.
 /// [`Gpu::raw_context`] gives the handle, to compare with another crate's.
+///
+/// Dropping a `Gpu` waits for the work queued in its context (`cuCtxSynchronize`), then frees
+/// the split-KV workspaces it kept per stream ([`crate::workspace`]).
 pub struct Gpu {
     // Field order matters: modules must unload before the context is destroyed.
     module: Module,
