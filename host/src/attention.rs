@@ -533,11 +533,11 @@ pub struct LaunchPlan {
 }
 
 /// The split-KV part of a plan: [`LaunchPlan::kernel`] writes `num_splits` f32 partial
-/// outputs and log-sum-exps into a workspace that [`Gpu::launch_forward`] allocates per launch
-/// (stream-ordered, from the library's own memory pool, freed with `cuMemFreeAsync` after the
-/// kernel: no synchronisation, and the pool keeps the memory mapped for the next call), and the
-/// last split of each query block to finish merges them into the output and log-sum-exp,
-/// counting arrivals in the workspace's zeroed counters.
+/// outputs and log-sum-exps into a workspace, and the last split of each query block to finish
+/// merges them into the output and log-sum-exp, counting arrivals in the workspace's zeroed
+/// counters. [`Gpu::launch_forward`] takes the workspace its stream keeps
+/// ([`crate::workspace`]), or where it keeps none allocates one per launch (stream-ordered,
+/// from the library's own memory pool, freed with `cuMemFreeAsync` after the kernel).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitPlan {
     /// CTAs per query block.
@@ -630,8 +630,7 @@ fn decode_rows(p: &AttentionParams) -> usize {
     if packs_gqa(p) { p.heads_q / p.heads_kv } else { p.seqlen_q }
 }
 
-/// Most splits per query block (the merge gives each a lane of one warp).
-pub const MAX_SPLITS: usize = 32;
+pub use config::MAX_SPLITS;
 
 /// The default split-KV (and paged) configuration for `head_dim` and query blocks of `rows`
 /// rows: of [`config::SPLIT_CONFIGS`] for the padded head dimension, the smallest block that
@@ -1270,7 +1269,7 @@ impl Gpu {
     /// # Safety
     /// As for [`Gpu::launch_forward`].
     unsafe fn launch_variant(&self, stream: *mut c_void, plan: &LaunchPlan) -> Result<()> {
-        use cust::sys::{CUdeviceptr, cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemcpyHtoDAsync_v2, cuMemsetD32Async};
+        use cust::sys::{CUdeviceptr, cuMemFreeAsync, cuMemcpyHtoDAsync_v2, cuMemsetD32Async};
         let geometry = (plan.grid, plan.block, plan.smem);
         // Split partials: O, then lse, from `partials`; counters from `counters`.
         let split_at = |params: &mut FwdParams, s: &SplitPlan, counters: CUdeviceptr, partials: CUdeviceptr| {
@@ -1298,15 +1297,8 @@ impl Gpu {
         // then O, then lse.
         let off_bytes = (offsets.len() * 4).next_multiple_of(16);
         let bytes = off_bytes + crate::workspace::counter_bytes(counters) + (o_len + lse_len) * 4;
-        let mut base: CUdeviceptr = 0;
-        // SAFETY: a valid out-pointer; `stream` is valid per this function's contract.
-        let r = unsafe {
-            match self.workspace_pool() {
-                Some(pool) => cuMemAllocFromPoolAsync(&mut base, bytes.max(16), pool, stream as _),
-                None => cuMemAllocAsync(&mut base, bytes.max(16), stream as _),
-            }
-        };
-        crate::error::check_driver("cuMemAllocAsync", r)?;
+        // SAFETY: `stream` is valid per this function's contract.
+        let base = unsafe { crate::workspace::alloc_async(stream, self.workspace_pool(), bytes.max(16))? };
         let mut params = plan.params;
         let mut run = || -> Result<()> {
             if !offsets.is_empty() {

@@ -124,23 +124,36 @@ unsafe fn capturing(stream: *mut c_void) -> bool {
     r != CUresult::CUDA_SUCCESS || status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
 }
 
+/// A stream-ordered allocation of `bytes` on `stream`, from `pool` (else the device's default
+/// pool): the per-call workspaces and the kept ones.
+///
+/// # Safety
+/// `stream` is a valid stream of the current context and `pool` (if any) a pool of its device.
+pub(crate) unsafe fn alloc_async(stream: *mut c_void, pool: Option<CUmemoryPool>, bytes: usize) -> Result<CUdeviceptr> {
+    use cust::sys::{cuMemAllocAsync, cuMemAllocFromPoolAsync};
+    let mut ptr: CUdeviceptr = 0;
+    // SAFETY: a valid out-pointer; `stream` and `pool` valid per the caller.
+    let r = unsafe {
+        match pool {
+            Some(pool) => cuMemAllocFromPoolAsync(&mut ptr, bytes, pool, stream as CUstream),
+            None => cuMemAllocAsync(&mut ptr, bytes, stream as CUstream),
+        }
+    };
+    check_driver("cuMemAllocAsync", r)?;
+    Ok(ptr)
+}
+
 /// Allocates `w` on `stream` with zeroed counters, freeing `old` (if any) after the launches
 /// already queued there.
 unsafe fn allocate(stream: *mut c_void, pool: Option<CUmemoryPool>, mut w: Workspace, old: Option<Workspace>) -> Result<Workspace> {
-    use cust::sys::{cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemsetD32Async};
+    use cust::sys::{cuMemFreeAsync, cuMemsetD32Async};
     let s = stream as CUstream;
     if let Some(old) = old {
         // SAFETY: stream-ordered free of a workspace only this stream used.
         check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(old.ptr, s) })?;
     }
-    // SAFETY: valid out-pointer; `stream` valid per the caller.
-    let r = unsafe {
-        match pool {
-            Some(pool) => cuMemAllocFromPoolAsync(&mut w.ptr, counter_bytes(w.counters) + w.partials, pool, s),
-            None => cuMemAllocAsync(&mut w.ptr, counter_bytes(w.counters) + w.partials, s),
-        }
-    };
-    check_driver("cuMemAllocAsync", r)?;
+    // SAFETY: `stream` and `pool` valid per the caller.
+    w.ptr = unsafe { alloc_async(stream, pool, counter_bytes(w.counters) + w.partials)? };
     // SAFETY: the counters lie at the front of the allocation just made, ordered on `stream`.
     let r = unsafe { cuMemsetD32Async(w.ptr, 0, w.counters, s) };
     if let Err(e) = check_driver("cuMemsetD32Async", r) {

@@ -96,6 +96,9 @@ pub const SPLIT_CONFIGS: [TileConfig; 6] = [
     TileConfig { head_dim: 64, block_m: 16, block_n: 64, warps: 4, stages: 2 },
 ];
 
+/// Most split-KV CTAs per query block: the merge gives each split one lane of a warp.
+pub const MAX_SPLITS: usize = 32;
+
 /// The padded head dimensions, smallest first.
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 

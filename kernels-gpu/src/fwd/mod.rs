@@ -213,10 +213,6 @@ unsafe fn flash_fwd<
         cp_async_wait_group::<0>();
         let counter = unsafe { (p.split_counters as *mut u32).add(block as usize) };
         if unsafe { split_merge::arrive_last(p, counter, tid, smem) } {
-            if tid == 0 {
-                // Every split has counted in: back to zero for the next launch.
-                unsafe { *counter = 0 };
-            }
             let end = (m0 + BM as u32).min(seqlen_q);
             unsafe { split_merge::merge_rows::<T, D>(p, bh, m0, end, tid, (THREADS / 32) as u32) };
         }

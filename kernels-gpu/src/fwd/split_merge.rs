@@ -14,11 +14,9 @@ use crate::arch::shfl::{shfl_sync_bfly_f32, shfl_sync_idx_u32};
 use crate::arch::smem::{ld_global_cg_f32, ld_global_cg_v2_f32, ld_global_cg_v4_f32, ld_shared_b32};
 use crate::dtype::Element;
 
+use super::config::MAX_SPLITS;
 use super::params::FwdParams;
 use super::scheduler::div_rem;
-
-/// Most splits per query block: a merging warp gives each split one lane.
-pub const MAX_SPLITS: u32 = 32;
 
 /// f32 registers of partial outputs a lane holds at once: `D / 32` columns each of `2048 / D`
 /// splits (16 splits for head_dim 128), whose loads are all in flight together. The merge is
@@ -27,15 +25,20 @@ const IN_FLIGHT: usize = 64;
 
 /// Counts this CTA in at `counter` (its query block's; zero before the first split arrives)
 /// after its partial-result stores, and returns, the same in every thread, whether it was the
-/// block's last split; then the other splits' partials are visible to its `ld.global.cg` loads.
-/// Every thread calls it (two CTA barriers); `flag` is 4 bytes of shared memory nothing else
-/// uses now.
+/// block's last split; then the other splits' partials are visible to its `ld.global.cg` loads,
+/// and the counter is back at zero for the next launch. Every thread calls it (two CTA
+/// barriers); `flag` is 4 bytes of shared memory nothing else uses now.
 #[inline(always)]
 pub unsafe fn arrive_last(p: &FwdParams, counter: *mut u32, tid: u32, flag: u32) -> bool {
     bar_sync();
     unsafe { atom_acq_rel_gpu_add1_u32_to_shared(tid == 0, counter, flag) };
     bar_sync();
-    unsafe { ld_shared_b32(flag) == p.num_splits - 1 }
+    let last = unsafe { ld_shared_b32(flag) } == p.num_splits - 1;
+    if last && tid == 0 {
+        // Every split has counted in.
+        unsafe { *counter = 0 };
+    }
+    last
 }
 
 /// Merges the splits' partials of rows `first..end` of (batch, head) `bh` (`p`'s view: rows
@@ -104,7 +107,7 @@ unsafe fn merge_row<T: Element, const D: usize>(p: &FwdParams, bh: u32, i: u32, 
     loop {
         for j in 0..batch {
             let s = s0 + j;
-            let ws = f32::from_bits(shfl_sync_idx_u32(w.to_bits(), s.min(MAX_SPLITS - 1)));
+            let ws = f32::from_bits(shfl_sync_idx_u32(w.to_bits(), s.min(MAX_SPLITS as u32 - 1)));
             if s < splits {
                 for k in 0..cols {
                     acc[k] += ws * part[j as usize * cols + k];
