@@ -158,6 +158,7 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfi
             return Err(format!("{ctas} CTAs exceed the grid limit of {}", i32::MAX));
         }
         params.m_blocks = m_blocks as u32;
+        params.interleave = crate::attention::interleave(params.causal != 0, p.batch * p.heads_q, m_blocks);
         grid = ctas as u32;
     }
     Ok(WgmmaPlan {
@@ -385,6 +386,26 @@ mod tests {
             assert_eq!((plan.config.block_m, plan.params.m_blocks), (block_m, m_blocks));
             assert_eq!(plan.kernel_for(Arch::Sm80), plan.kernel);
         }
+    }
+
+    #[test]
+    fn causal_grids_interleave_groups_of_pairs() {
+        // The shape of `forward::causal_grids_whose_pairs_leave_a_short_group`: 7 pairs, 60 blocks of
+        // 128 rows (mma.sync, head_dim 64 and 128; wgmma head_dim 128) or 40 of 192 (wgmma
+        // head_dim 64), so groups of 4 or 6 pairs and a short one on both paths.
+        for d in [64, 128] {
+            let p = AttentionParams::new(1, 7680, 256, 7, d).causal(true);
+            let plan = p.plan(&bufs()).unwrap();
+            let w = plan.wgmma.as_ref().unwrap();
+            let wgmma_group = if d == 64 { 6 } else { 4 };
+            assert_eq!((plan.params.m_blocks, plan.params.interleave), (60, 4), "head_dim {d}");
+            assert_eq!((w.params.m_blocks * w.config.block_m() as u32, w.params.interleave), (7680, wgmma_group), "head_dim {d}");
+            // Not causal, or one block per pair: every pair's blocks on their own.
+            assert_eq!(p.clone().causal(false).plan(&bufs()).unwrap().params.interleave, 1);
+        }
+        assert_eq!(crate::attention::interleave(true, 7, 0), 1);
+        // Groups never exceed the grid's pairs.
+        assert_eq!(crate::attention::interleave(true, 3, 1), 3);
     }
 
     #[test]

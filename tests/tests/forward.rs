@@ -86,6 +86,19 @@ fn every_tile_configuration() {
     }
 }
 
+/// Causal grids run the query blocks of a few (batch, head) pairs together, heaviest first
+/// (`FwdParams::interleave`). Here 7 pairs make groups of 4 (mma.sync) or 6 (wgmma, head_dim
+/// 64) and a short one before them: a block the mapping skipped would stay NaN, one it mixed
+/// up would hold another pair's rows. 256 keys keep the CPU reference cheap; the first rows
+/// see none.
+#[test]
+fn causal_grids_whose_pairs_leave_a_short_group() {
+    let Some(gpu) = gpu_or_skip("causal_grids_whose_pairs_leave_a_short_group") else { return };
+    for (d, dtype) in [(64, DType::F16), (128, DType::Bf16)] {
+        check(&gpu, &AttentionParams::new(1, 7680, 256, 7, d).causal(true).dtype(dtype));
+    }
+}
+
 #[test]
 fn no_keys_gives_zero_output_and_minus_inf_lse() {
     let Some(gpu) = gpu_or_skip("no_keys_gives_zero_output_and_minus_inf_lse") else { return };

@@ -89,4 +89,8 @@ pub struct FwdParams {
     /// Paged: the last valid page index (`num_pages - 1`); table entries are clamped to it, so
     /// no table content can send a read outside the caches.
     pub last_page: u32,
+    /// Causal launches: the query blocks of this many consecutive (batch, head) pairs share
+    /// one heaviest-first order in the grid (0 or 1: each pair's blocks on their own; see
+    /// `fwd::scheduler::tile_for_block`).
+    pub interleave: u32,
 }

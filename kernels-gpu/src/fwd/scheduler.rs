@@ -22,13 +22,25 @@ pub struct Tile {
     pub m_block: u32,
 }
 
-/// A 1-D grid, query blocks fastest: CTAs running together belong to one or two heads and
-/// walk the same K/V tiles in step, so K/V is read from HBM about once and then hit in L2.
-/// Within a head the last query block comes first: under causal masking it is the heaviest,
-/// which keeps the lightest blocks for the tail of the launch.
+/// A 1-D grid in groups of `interleave` (batch, head) pairs: within a group the query blocks
+/// go from the last (under causal masking the heaviest) to the first, each block index once
+/// for every pair of the group. When the pairs do not divide into whole groups, the short
+/// group comes first: the launch ends on the lightest blocks of a whole group (a short last
+/// group started its heaviest blocks at the very end, 2-4% slower on the H100). CTAs running
+/// together belong to a few heads that walk the same K/V tiles, read from HBM about once and
+/// then hit in L2. With `interleave` 1 a pair's blocks run together.
 #[inline(always)]
 pub fn tile_for_block(p: &FwdParams, block: u32) -> Tile {
-    let (bh, m) = div_rem(block, p.m_blocks);
-    let (batch, head) = div_rem(bh, p.heads_q);
+    let g = if p.interleave > 1 { p.interleave } else { 1 };
+    let short = div_rem(p.batch * p.heads_q, g).1;
+    let short_tiles = short * p.m_blocks;
+    let (first, size, r) = if block < short_tiles {
+        (0, short, block)
+    } else {
+        let (group, r) = div_rem(block - short_tiles, g * p.m_blocks);
+        (short + group * g, g, r)
+    };
+    let (m, i) = div_rem(r, size);
+    let (batch, head) = div_rem(first + i, p.heads_q);
     Tile { batch, head, m_block: p.m_blocks - 1 - m }
 }

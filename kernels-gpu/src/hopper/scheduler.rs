@@ -1,7 +1,7 @@
 //! Which (batch, head, query block) a CTA computes, and the key tiles that block needs.
 use crate::arch::ids::block_idx_x;
 use crate::fwd::params::FwdParams;
-use crate::fwd::scheduler::div_rem;
+use crate::fwd::scheduler::{Tile, div_rem, tile_for_block};
 
 /// The work of one CTA.
 #[derive(Clone, Copy)]
@@ -55,15 +55,13 @@ impl Iterator for CtaTiles {
     }
 }
 
-/// The work of tile `tile` (query blocks of `BM` rows, key tiles of `BN`): query blocks fastest
-/// and in reverse (the heaviest causal blocks first, the lightest left for the tail of the
-/// launch); CTAs running together share one or two heads, so K/V tiles are read from HBM about
-/// once and then hit in L2.
+/// The work of tile `tile` (query blocks of `BM` rows, key tiles of `BN`), in the mma.sync
+/// kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs running together
+/// on a few heads).
 #[inline(always)]
 pub fn work_for_tile<const BM: usize, const BN: usize>(p: &FwdParams, tile: u32) -> Work {
-    let (bh, m) = div_rem(tile, p.m_blocks);
-    let (batch, head) = div_rem(bh, p.heads_q);
-    let m0 = (p.m_blocks - 1 - m) * BM as u32;
+    let Tile { batch, head, m_block } = tile_for_block(p, tile);
+    let m0 = m_block * BM as u32;
     let head_kv = div_rem(head, p.group).0;
     // Keys at or past the last real row's diagonal are never seen by this block.
     let keys = if p.causal != 0 {
