@@ -400,11 +400,12 @@ mod tests {
             let wgmma_group = if d == 64 { 6 } else { 4 };
             assert_eq!((plan.params.m_blocks, plan.params.interleave), (60, 4), "head_dim {d}");
             assert_eq!((w.params.m_blocks * w.config.block_m() as u32, w.params.interleave), (7680, wgmma_group), "head_dim {d}");
-            // Not causal, or one block per pair: every pair's blocks on their own.
+            // Not causal: every pair's blocks on their own.
             assert_eq!(p.clone().causal(false).plan(&bufs()).unwrap().params.interleave, 1);
         }
+        // No query block: nothing to interleave.
         assert_eq!(crate::attention::interleave(true, 7, 0), 1);
-        // Groups never exceed the grid's pairs.
+        // One block per pair asks for 256 pairs; groups never exceed the grid's 3.
         assert_eq!(crate::attention::interleave(true, 3, 1), 3);
     }
 
