@@ -554,6 +554,17 @@ pub struct SplitPlan {
     pub lse_accum_len: usize,
 }
 
+/// Device addresses of a launch's workspace ([`Gpu::with_workspace`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WorkspaceAddrs {
+    /// Variable-length offsets: the query and the key halves.
+    pub offsets: Option<(u64, u64)>,
+    /// The u32 counters (zero at launch).
+    pub counters: u64,
+    /// The scratch bytes after them.
+    pub partials: u64,
+}
+
 /// The split-KV count [`Gpu::plan_forward`] picks when [`AttentionParams::num_splits`] is
 /// `None`, for a GPU with `sm_count` SMs: 1 (no split) unless the call is decode-shaped
 /// (`seqlen_q <= 16`, not variable-length, no configuration override outside
@@ -1284,61 +1295,78 @@ impl Gpu {
         crate::error::check_driver("cuLaunchKernel", r)
     }
 
-    /// Variable-length and split-KV launches: split-KV calls take their stream's kept workspace
-    /// where it can have one ([`crate::workspace`]); otherwise this allocates a workspace
-    /// (stream-ordered, freed in stream order after the kernel) and uploads the offsets or zeroes
-    /// the split counters in it. Then it launches the forward kernel.
+    /// Variable-length and split-KV launches: the forward kernel with its workspace
+    /// ([`Gpu::with_workspace`]: the offsets, the split counters and partials).
     ///
     /// # Safety
     /// As for [`Gpu::launch_forward`].
     unsafe fn launch_variant(&self, stream: *mut c_void, plan: &LaunchPlan) -> Result<()> {
-        use cust::sys::{CUdeviceptr, cuMemFreeAsync, cuMemcpyHtoDAsync_v2, cuMemsetD32Async};
-        let geometry = (plan.grid, plan.block, plan.smem);
-        // Split partials: O, then lse, from `partials`; counters from `counters`.
-        let split_at = |params: &mut FwdParams, s: &SplitPlan, counters: CUdeviceptr, partials: CUdeviceptr| {
-            params.split_counters = counters;
-            params.o_accum = partials;
-            params.lse_accum = partials + (s.o_accum_len * 4) as u64;
+        let offsets = plan.varlen_offsets.as_deref().unwrap_or(&[]);
+        let (counters, partial_bytes) = plan.split.as_ref().map_or((0, 0), |s| (s.counters_len, (s.o_accum_len + s.lse_accum_len) * 4));
+        let launch = |ws: WorkspaceAddrs| {
+            let mut params = plan.params;
+            if let Some((q, k)) = ws.offsets {
+                (params.cu_seqlens_q, params.cu_seqlens_k) = (q, k);
+            }
+            if let Some(s) = &plan.split {
+                // Partials: O, then lse.
+                params.split_counters = ws.counters;
+                params.o_accum = ws.partials;
+                params.lse_accum = ws.partials + (s.o_accum_len * 4) as u64;
+            }
+            // SAFETY: the plan was validated; the workspace is set up for this launch.
+            unsafe { self.launch_kernel(stream, &plan.kernel, (plan.grid, plan.block, plan.smem), &params) }
         };
-        if let (Some(s), None) = (&plan.split, &plan.varlen_offsets) {
-            let partial_bytes = (s.o_accum_len + s.lse_accum_len) * 4;
-            let launch = |counters, partials| {
-                let mut params = plan.params;
-                split_at(&mut params, s, counters, partials);
-                // SAFETY: the plan was validated; the workspace is this stream's.
-                unsafe { self.launch_kernel(stream, &plan.kernel, geometry, &params) }
-            };
+        // SAFETY: as for this function; `launch` enqueues on `stream` only.
+        unsafe { self.with_workspace(stream, offsets, counters, partial_bytes, launch) }
+    }
+
+    /// Calls `launch` (which enqueues one kernel on `stream`) with a workspace holding
+    /// `offsets` (variable-length offsets: the query half, then the key half), `counters` u32
+    /// counters that are zero when the kernel starts and that it leaves at zero, and
+    /// `partial_bytes` bytes of scratch. Without offsets, the stream's kept workspace where it
+    /// can have one ([`crate::workspace`]); otherwise one stream-ordered allocation from the
+    /// library's pool on `stream`, the offsets copied in (from the validated host copy) and the
+    /// counters zeroed before the launch, freed with `cuMemFreeAsync` after it.
+    ///
+    /// # Safety
+    /// `stream` is a valid stream of this GPU's context, which is current.
+    pub(crate) unsafe fn with_workspace(
+        &self,
+        stream: *mut c_void,
+        offsets: &[i32],
+        counters: usize,
+        partial_bytes: usize,
+        launch: impl Fn(WorkspaceAddrs) -> Result<()>,
+    ) -> Result<()> {
+        use cust::sys::{cuMemFreeAsync, cuMemcpyHtoDAsync_v2, cuMemsetD32Async};
+        if offsets.is_empty() {
+            let kept = |counters, partials| launch(WorkspaceAddrs { offsets: None, counters, partials });
             // SAFETY: as for this function; `launch` enqueues on `stream` only.
-            let kept = unsafe { self.workspaces.with(stream, self.workspace_pool(), s.counters_len, partial_bytes, launch) };
-            if let Some(launched) = kept {
+            if let Some(launched) = unsafe { self.workspaces.with(stream, self.workspace_pool(), counters, partial_bytes, kept) } {
                 return launched;
             }
         }
-        let offsets = plan.varlen_offsets.as_deref().unwrap_or(&[]);
-        let (counters, o_len, lse_len) = plan.split.as_ref().map_or((0, 0, 0), |s| (s.counters_len, s.o_accum_len, s.lse_accum_len));
-        // One allocation: offsets (4-byte items padded to 16 bytes), then the split counters,
-        // then O, then lse.
+        // One allocation: offsets (4-byte items padded to 16 bytes), then the counters, then
+        // the partials.
         let off_bytes = (offsets.len() * 4).next_multiple_of(16);
-        let bytes = off_bytes + crate::workspace::counter_bytes(counters) + (o_len + lse_len) * 4;
+        let bytes = off_bytes + crate::workspace::counter_bytes(counters) + partial_bytes;
         // SAFETY: `stream` is valid per this function's contract.
         let base = unsafe { crate::workspace::alloc_async(stream, self.workspace_pool(), bytes.max(16))? };
-        let mut params = plan.params;
-        let mut run = || -> Result<()> {
+        let run = || -> Result<()> {
+            let mut ws = WorkspaceAddrs { offsets: None, counters: base + off_bytes as u64, partials: 0 };
+            ws.partials = ws.counters + crate::workspace::counter_bytes(counters) as u64;
             if !offsets.is_empty() {
                 // Pageable source: the driver stages it before returning, so `offsets` may go.
                 let r = unsafe { cuMemcpyHtoDAsync_v2(base, offsets.as_ptr() as *const c_void, offsets.len() * 4, stream as _) };
                 crate::error::check_driver("cuMemcpyHtoDAsync", r)?;
-                let half = (offsets.len() / 2 * 4) as u64;
-                (params.cu_seqlens_q, params.cu_seqlens_k) = (base, base + half);
+                ws.offsets = Some((base, base + (offsets.len() / 2 * 4) as u64));
             }
-            if let Some(s) = &plan.split {
-                let at = base + off_bytes as u64;
+            if counters > 0 {
                 // SAFETY: the counters lie in the allocation just made, ordered on `stream`.
-                crate::error::check_driver("cuMemsetD32Async", unsafe { cuMemsetD32Async(at, 0, counters, stream as _) })?;
-                split_at(&mut params, s, at, at + crate::workspace::counter_bytes(counters) as u64);
+                crate::error::check_driver("cuMemsetD32Async", unsafe { cuMemsetD32Async(ws.counters, 0, counters, stream as _) })?;
             }
-            // SAFETY: the plan was validated; the offsets and workspace were just set up.
-            unsafe { self.launch_kernel(stream, &plan.kernel, geometry, &params) }
+            launch(ws)
         };
         let result = run();
         // SAFETY: `base` came from a stream-ordered allocation; freed after the kernel in order.

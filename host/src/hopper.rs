@@ -129,6 +129,20 @@ fn unsupported(p: &AttentionParams, params: &FwdParams) -> Option<String> {
     None
 }
 
+/// Longest key sequence of a non-causal call that [`persistent_pays`] launches persistent.
+pub const PERSISTENT_MAX_KEYS: usize = 4096;
+
+/// Whether the default kernel for `p` runs persistent (one CTA per SM claiming work tiles, see
+/// [`HopperConfig::persistent`]): where it keeps two Q tiles (head_dim up to 128), so the next
+/// tile's Q and first K/V tiles load while the current one computes and stores, and where the
+/// work tiles are short enough for that to matter: causal calls (most blocks see a part of
+/// the keys) and up to [`PERSISTENT_MAX_KEYS`] keys. Measured on an H100 against one CTA per
+/// tile (16k-token batches): 2k keys 4-13% faster, 4k 2-7%; non-causal 8k-16k 0-2% slower;
+/// head_dim 256 (one Q tile: the next Q waits for the epilogue) up to 15% slower.
+fn persistent_pays(c: &HopperConfig, p: &AttentionParams) -> bool {
+    c.q_buffers() == 2 && (p.causal || p.seqlen_k <= PERSISTENT_MAX_KEYS)
+}
+
 /// The Hopper launch for a call [`AttentionParams::plan`] validated into `base`, with `config`
 /// (the default for the head dimension if `None`), or why the Hopper kernels cannot take it.
 fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfig>) -> std::result::Result<WgmmaPlan, String> {
@@ -139,7 +153,10 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfi
         Some(c) if !config::CONFIGS.contains(&c) => return Err(format!("{c:?} is not an instantiated Hopper configuration")),
         Some(c) if c.head_dim < p.head_dim => return Err(format!("head_dim {} does not fit {c:?}", p.head_dim)),
         Some(c) => c,
-        None => config::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
+        None => {
+            let c = config::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?;
+            HopperConfig { persistent: persistent_pays(&c, p), ..c }
+        }
     };
     // Only calls the plain mma.sync kernels (`flash_fwd_<dtype>_d...`) would serve are
     // eligible: variable-length and split-KV launches need features the Hopper kernels lack.
@@ -300,20 +317,28 @@ pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Re
     }
     let [q, k, v] = encode_maps(w)?;
     let raw = gpu.kernel_function(&w.kernel, w.smem)?;
-    let (mut q, mut k, mut v): (TensorMapParam, TensorMapParam, TensorMapParam) = (q.param(), k.param(), v.param());
-    let mut params = w.params;
-    let mut args = [
-        &mut q as *mut TensorMapParam as *mut c_void,
-        &mut k as *mut TensorMapParam as *mut c_void,
-        &mut v as *mut TensorMapParam as *mut c_void,
-        &mut params as *mut FwdParams as *mut c_void,
-    ];
-    // SAFETY: four arguments matching the kernel's parameters (three by-value 192-byte
-    // TensorMapParams, then FwdParams); the caller vouches for the buffers and the stream.
-    let r = unsafe {
-        cust::sys::cuLaunchKernel(raw, w.grid_for(gpu.sm_count()), 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
+    let grid = w.grid_for(gpu.sm_count());
+    let launch = |tile_counter| {
+        let (mut q, mut k, mut v): (TensorMapParam, TensorMapParam, TensorMapParam) = (q.param(), k.param(), v.param());
+        let mut params = FwdParams { tile_counter, ..w.params };
+        let mut args = [
+            &mut q as *mut TensorMapParam as *mut c_void,
+            &mut k as *mut TensorMapParam as *mut c_void,
+            &mut v as *mut TensorMapParam as *mut c_void,
+            &mut params as *mut FwdParams as *mut c_void,
+        ];
+        // SAFETY: four arguments matching the kernel's parameters (three by-value 192-byte
+        // TensorMapParams, then FwdParams); the caller vouches for the buffers and the stream.
+        let r = unsafe { cust::sys::cuLaunchKernel(raw, grid, 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut()) };
+        crate::error::check_driver("cuLaunchKernel", r)
     };
-    crate::error::check_driver("cuLaunchKernel", r)
+    if grid == w.grid {
+        // One CTA per work tile: nothing to claim.
+        return launch(0);
+    }
+    // Persistent: CTAs claim work tiles from a counter pair the kernel leaves at zero.
+    // SAFETY: as for this function; `launch` enqueues on `stream` only.
+    unsafe { gpu.with_workspace(stream, &[], 2, 0, |ws| launch(ws.counters)) }
 }
 
 #[cfg(test)]
@@ -407,6 +432,23 @@ mod tests {
         assert_eq!(crate::attention::interleave(true, 7, 0), 1);
         // One block per pair asks for 256 pairs; groups never exceed the grid's 3.
         assert_eq!(crate::attention::interleave(true, 3, 1), 3);
+    }
+
+    #[test]
+    fn persistent_where_the_next_tile_can_load_early_and_tiles_are_short() {
+        let config = |p: AttentionParams| p.path(KernelPath::Wgmma).plan(&bufs()).unwrap().wgmma.unwrap().config;
+        for d in [64, 128] {
+            assert_eq!(config::default_config(d).unwrap().q_buffers(), 2);
+            assert!(config(AttentionParams::new(8, 2048, 2048, 16, d)).persistent, "head_dim {d}, 2k");
+            assert!(config(AttentionParams::new(4, 4096, 4096, 16, d)).persistent, "head_dim {d}, 4k");
+            assert!(config(AttentionParams::new(1, 16384, 16384, 16, d).causal(true)).persistent, "head_dim {d}, causal 16k");
+            assert!(!config(AttentionParams::new(2, 8192, 8192, 16, d)).persistent, "head_dim {d}, 8k");
+        }
+        // head_dim 256 keeps one Q tile (two do not fit in shared memory): one CTA per tile.
+        let d256 = config::default_config(256).unwrap();
+        assert_eq!(d256.q_buffers(), 1);
+        assert!(2 * d256.q_bytes() + 2 * d256.stages * d256.kv_bytes() + 2048 > config::MAX_SMEM);
+        assert!(!config(AttentionParams::new(8, 2048, 2048, 8, 256).causal(true)).persistent);
     }
 
     #[test]

@@ -261,3 +261,33 @@ fn path_selection() {
         assert!(matches!(r, Err(Error::PathUnavailable { path: "wgmma", .. })), "{r:?}");
     }
 }
+
+/// Persistent launches (CTAs claiming work tiles from a counter pair in the stream's kept
+/// workspace) back to back on one stream, between split-KV decode calls that share that
+/// workspace: every kernel must leave its counters at zero, or the next launch's CTAs would
+/// claim past the last tile at once and leave work tiles unwritten (NaN poison).
+#[test]
+fn persistent_launches_reuse_the_stream_workspace() {
+    let Some(gpu) = hopper_or_skip("persistent_launches_reuse_the_stream_workspace") else { return };
+    let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
+    // 4 * 16 * 6 = 384 work tiles (and 2 * 16 * 16 = 512): more than one per SM.
+    let causal = AttentionParams::new(4, 1000, 700, 16, 64).heads_kv(4).causal(true);
+    let short = AttentionParams::new(2, 2048, 2048, 16, 128).dtype(DType::Bf16);
+    let decode = AttentionParams::new(1, 1, 8192, 32, 128).heads_kv(8);
+    let b = |i: u64| BufferRef { ptr: (1 + i) << 36, len: 1 << 30 };
+    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None };
+    for p in [&causal, &short] {
+        let plan = gpu.plan_forward(p, &bufs).unwrap();
+        assert!(plan.wgmma.as_ref().is_some_and(|w| w.config.persistent && w.grid > gpu.sm_count()), "{p:?} must run persistent");
+    }
+    assert!(gpu.plan_forward(&decode, &bufs).unwrap().split.is_some());
+    let cases = [causal.clone(), decode.clone(), short, causal, decode.dtype(DType::Bf16)];
+    let launch = |p: &AttentionParams, _: &cust::stream::Stream, bufs: &Buffers| -> flashrs::Result<()> {
+        for _ in 0..3 {
+            // SAFETY: the case's live buffers, on a stream of this context.
+            unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut std::ffi::c_void, p, bufs)? };
+        }
+        Ok(stream.synchronize()?)
+    };
+    check_many_with(&gpu, &cases, Some(&launch));
+}

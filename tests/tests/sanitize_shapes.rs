@@ -39,6 +39,8 @@ fn sanitize_edge_shapes() {
         AttentionParams::new(2, 1, 300, 8, 128).heads_kv(1), // decode, MQA
         AttentionParams::new(1, 129, 257, 2, 256).causal(true).dtype(DType::Bf16),
         AttentionParams::new(2, 150, 190, 3, 72).causal(true), // padded head_dim on the default path
+        // 480 work tiles: on sm_90a, persistent CTAs claim tiles from the launch counter.
+        AttentionParams::new(2, 1000, 300, 40, 64).heads_kv(8).causal(true),
     ];
     // Auto runs the wgmma kernel on sm_90a GPUs (default config per head_dim); MmaSync the
     // mma.sync one.

@@ -18,3 +18,28 @@ pub unsafe fn atom_acq_rel_gpu_add1_u32_to_shared(leader: bool, ctr: *mut u32, d
             l = in(reg32) leader as u32, c = in(reg64) ctr, d = in(reg32) dst, options(nostack))
     }
 }
+
+/// `atom.relaxed.gpu.global.add.u32`: adds `v` to the counter at `ctr`, returns the value it
+/// had. Relaxed: orders nothing else (a work counter whose claims need no data published).
+#[inline(always)]
+pub unsafe fn atom_relaxed_gpu_add_u32(ctr: *mut u32, v: u32) -> u32 {
+    let old: u32;
+    unsafe {
+        core::arch::asm!("atom.relaxed.gpu.global.add.u32 {o}, [{c}], {v};",
+            o = out(reg32) old, c = in(reg64) ctr, v = in(reg32) v, options(nostack))
+    }
+    old
+}
+
+/// `atom.acq_rel.gpu.global.add.u32`: adds `v` to the counter at `ctr`, returns the value it
+/// had. This thread's earlier memory operations (atomics on other counters included) are seen
+/// by whoever acquires a later value, and it sees what earlier adders released.
+#[inline(always)]
+pub unsafe fn atom_acq_rel_gpu_add_u32(ctr: *mut u32, v: u32) -> u32 {
+    let old: u32;
+    unsafe {
+        core::arch::asm!("atom.acq_rel.gpu.global.add.u32 {o}, [{c}], {v};",
+            o = out(reg32) old, c = in(reg64) ctr, v = in(reg32) v, options(nostack))
+    }
+    old
+}

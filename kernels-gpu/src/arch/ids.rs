@@ -19,6 +19,12 @@ pub fn block_idx_y() -> u32 {
     unsafe { nvptx::_block_idx_y() as u32 }
 }
 
+/// `%nctaid.x`
+#[inline(always)]
+pub fn grid_dim_x() -> u32 {
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+
 /// `%ntid.x`
 #[inline(always)]
 pub fn block_dim_x() -> u32 {

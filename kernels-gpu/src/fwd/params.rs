@@ -93,4 +93,9 @@ pub struct FwdParams {
     /// one heaviest-first order in the grid (0 or 1: each pair's blocks on their own; see
     /// `fwd::scheduler::tile_for_block`).
     pub interleave: u32,
+    /// Hopper persistent launches: device address of two u32 counters, zero at launch (the
+    /// next work tile to claim, less the grid size, and the CTAs done claiming; the last CTA
+    /// zeroes both again), so that CTAs take work tiles as they free up; 0: each CTA walks
+    /// every grid-size-th tile (see `hopper::scheduler`).
+    pub tile_counter: u64,
 }

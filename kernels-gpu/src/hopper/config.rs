@@ -22,9 +22,10 @@ pub struct HopperConfig {
     /// `t - 1`, the consumer warpgroups taking turns at the tensor cores); `false` is the
     /// serial schedule (each GEMM waited for at once), kept as a reference and for debugging.
     pub pipelined: bool,
-    /// Launch one CTA per SM, each walking work tiles (barriers set up once, the next tile's
-    /// first K/V loads overlapping the epilogue), instead of one CTA per tile. The same kernel
-    /// serves both: only the host's grid differs.
+    /// Launch one CTA per SM, each claiming work tiles from a launch counter as it frees up
+    /// (barriers set up once; the next tile's Q, where two Q tiles fit, and its first K/V
+    /// tiles loading while the current tile computes and stores), instead of one CTA per
+    /// tile. The same kernel serves both: only the host's grid and counter differ.
     pub persistent: bool,
 }
 
@@ -62,11 +63,31 @@ impl HopperConfig {
     pub const fn kv_bytes(&self) -> usize {
         self.block_n * self.head_dim * 2
     }
-    /// Dynamic shared memory in bytes: 1024 of alignment slack (tiles start on the 128-byte
-    /// swizzle's 1024-byte period), Q, the K and V rings, then 1024 for the mbarriers.
-    pub const fn smem_bytes(&self) -> usize {
-        1024 + self.q_bytes() + 2 * self.stages * self.kv_bytes() + 1024
+    /// Q tiles in shared memory: two where they fit ([`q_buffers`]).
+    pub const fn q_buffers(&self) -> usize {
+        q_buffers(self.q_bytes(), self.kv_bytes(), self.stages)
     }
+    /// Dynamic shared memory in bytes: 1024 of alignment slack (tiles start on the 128-byte
+    /// swizzle's 1024-byte period), the Q tiles, the K and V rings, then 1024 for the
+    /// mbarriers and the work-tile slots.
+    pub const fn smem_bytes(&self) -> usize {
+        smem_bytes(self.q_bytes(), self.kv_bytes(), self.stages, self.q_buffers())
+    }
+}
+
+/// Dynamic shared memory an sm_90 CTA may have: 227 KB.
+pub const MAX_SMEM: usize = 227 * 1024;
+
+const fn smem_bytes(q_bytes: usize, kv_bytes: usize, stages: usize, q_buffers: usize) -> usize {
+    1024 + q_buffers * q_bytes + 2 * stages * kv_bytes + 1024
+}
+
+/// Q tiles a kernel with these tile sizes keeps: two where they fit in [`MAX_SMEM`], so that
+/// a CTA walking several work tiles loads the next tile's Q while it still computes (and
+/// stores the output of) the current one; else one (head_dim 256), and the next Q waits for
+/// the epilogue. Shared with the device's shared-memory plan.
+pub const fn q_buffers(q_bytes: usize, kv_bytes: usize, stages: usize) -> usize {
+    if smem_bytes(q_bytes, kv_bytes, stages, 2) <= MAX_SMEM { 2 } else { 1 }
 }
 
 /// Every configuration: the pipelined kernels (the default per padded head dimension, then

@@ -12,11 +12,13 @@ use super::epilogue::{store_lse, store_o};
 use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
 use super::mask::Mask;
 use super::pipeline::{PipeState, release, wait_full};
-use super::scheduler::{CtaTiles, work_for_tile};
+use super::scheduler::{tile_count, work_for_tile};
 use super::smem::Smem;
 use super::softmax::{OnlineSoftmax, rescale};
 use crate::arch::barrier::{bar_arrive_named, bar_sync_named, bar_warp_sync};
 use crate::arch::fence::fence_proxy_async_shared_cta;
+use crate::arch::shfl::shfl_sync_idx_u32;
+use crate::arch::smem::ld_shared_b32;
 use crate::arch::wgmma::FragA;
 use crate::fwd::params::FwdParams;
 
@@ -289,13 +291,26 @@ pub unsafe fn run<
     };
     let turns = Pingpong::new(wg, (BM / 64) as u32, PIPELINED);
     let mut pipe = PipeState::<STAGES>::new();
-    for (i, tile) in CtaTiles::new(p).enumerate() {
+    let qbufs = Smem::<D, BM, BN, STAGES>::Q_BUFFERS;
+    let total = tile_count(p);
+    let mut i = 0u32;
+    loop {
+        // Q tile `b` holds work tile `i`'s Q; its slot names the work tile (or none is left).
+        let b = i % qbufs;
+        unsafe { wait_full(smem.q_full(b), (i / qbufs) & 1) };
+        // Read by the lane that releases the Q tile for the warp (so the release covers the
+        // read that the producer's next store to the slot must follow), then shared.
+        let mine = if lane == 0 { unsafe { ld_shared_b32(smem.tile_slot(b)) } } else { 0 };
+        let tile = shfl_sync_idx_u32(mine, 0);
+        if tile >= total {
+            break;
+        }
         let work = work_for_tile::<BM, BN>(p, tile);
         let wg_row0 = work.m0 + 64 * wg;
         let row = wg_row0 + 16 * (tid / 32) + lane / 4;
         let rows = Rows::<D, BM, BN, STAGES> {
             smem,
-            q: smem.q() + 64 * wg * 128,
+            q: smem.q(b) + 64 * wg * 128,
             mask,
             wg_row0: wg_row0 as i32,
             row: row as i32,
@@ -306,8 +321,6 @@ pub unsafe fn run<
         };
         let mut o = [0.0f32; ON];
         let mut softmax = OnlineSoftmax::new();
-        // Always waited for, even without key tiles: the epilogue overwrites the Q tile.
-        unsafe { wait_full(smem.q_full(), i as u32 & 1) };
         pipe = if PIPELINED {
             unsafe { mainloop_pipelined::<T, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
         } else {
@@ -318,26 +331,27 @@ pub unsafe fn run<
         // The epilogue's indices are derived afresh from opaque copies: computed before the
         // main loop (LLVM hoists what does not change from tile to tile), they would sit in
         // registers through it and spill.
-        let (tid, wg) = (opaque(tid), opaque(wg));
+        let (tid, wg, b) = (opaque(tid), opaque(wg), opaque(b));
         let lane = tid % 32;
         let work = work_for_tile::<BM, BN>(p, opaque(tile));
         let row = work.m0 + 64 * wg + 16 * (tid / 32) + lane / 4;
-        let (b, h) = (work.batch as i64, work.head as i64);
+        let (bi, h) = (work.batch as i64, work.head as i64);
         let [ob, or, oh] = p.o_strides;
-        let out = (p.o as *mut u16).wrapping_offset((b * ob + h * oh) as isize);
+        let out = (p.o as *mut u16).wrapping_offset((bi * ob + h * oh) as isize);
         unsafe {
-            store_o::<T, D, BM, ON>(&o, smem.q(), wg, tid, out, or, work.m0, p.seqlen_q, p.head_dim);
+            store_o::<T, D, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, p.seqlen_q, p.head_dim);
             if p.lse != 0 {
                 let bh = (work.batch * p.heads_q + work.head) as usize;
                 let dst = (p.lse as *mut f32).add(bh * p.seqlen_q as usize);
                 store_lse(lse, dst, row, p.seqlen_q, lane);
             }
         }
-        // The producer's next TMA load of Q (async proxy) overwrites what this thread staged
-        // and read there (generic proxy): fence, then one arrival per warp.
+        // The producer's next TMA load of Q into this tile (async proxy) overwrites what this
+        // thread staged and read there (generic proxy): fence, then one arrival per warp.
         fence_proxy_async_shared_cta();
         bar_warp_sync();
-        unsafe { release(smem.q_empty(), lane) };
+        unsafe { release(smem.q_empty(b), lane) };
+        i += 1;
     }
     turns.finish();
 }

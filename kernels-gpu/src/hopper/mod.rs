@@ -2,11 +2,13 @@
 //! specialisation.
 //!
 //! A CTA computes work tiles of `64 * consumers` query rows of one (batch, head) (see
-//! [`HopperConfig`]): one tile, or, launched persistent (one CTA per SM), every grid-size-th
-//! tile ([`scheduler`]). Warpgroup 0 is the producer: it gives registers away
-//! (`setmaxnreg.dec`) and one of its threads issues every TMA load ([`producer`]): per tile the
-//! Q tile, then K and V tiles into a `STAGES`-deep ring guarded by full/empty mbarriers
-//! ([`pipeline`], [`smem`]). The other two or three warpgroups are consumers ([`consumer`]):
+//! [`HopperConfig`]): one tile, or, launched persistent (one CTA per SM), tiles it claims one
+//! after another from a launch counter ([`scheduler`]). Warpgroup 0 is the producer: it gives
+//! registers away (`setmaxnreg.dec`) and one of its threads claims the tiles and issues every
+//! TMA load ([`producer`]): per tile the Q tile (into one of two Q buffers where they fit, so
+//! the next tile's Q lands while the current one computes), then K and V tiles into a
+//! `STAGES`-deep ring guarded by full/empty mbarriers ([`pipeline`], [`smem`]), telling the
+//! consumers which tile each Q belongs to through a shared-memory slot. The other two or three warpgroups are consumers ([`consumer`]):
 //! they claim the registers (`setmaxnreg.inc`), and each computes 64 rows with `wgmma`
 //! ([`gemm`]), masking ([`mask`]) and an online softmax in registers ([`softmax`]), then writes
 //! O and the log-sum-exp ([`epilogue`]) and hands the Q tile back. [`config`] (shared with the
@@ -91,8 +93,10 @@ unsafe fn flash_fwd_sm90<
     if tid == 0 {
         let empty = empty_arrivals(BM / 64);
         unsafe {
-            mbarrier_init(smem.q_full(), 1);
-            mbarrier_init(smem.q_empty(), empty);
+            for b in 0..Smem::<D, BM, BN, STAGES>::Q_BUFFERS {
+                mbarrier_init(smem.q_full(b), 1);
+                mbarrier_init(smem.q_empty(b), empty);
+            }
             for s in 0..STAGES as u32 {
                 mbarrier_init(smem.k_full(s), 1);
                 mbarrier_init(smem.v_full(s), 1);

@@ -1,15 +1,16 @@
 //! The producer: one thread of the producer warpgroup issues every TMA load of the CTA.
 //!
-//! For each work tile of the CTA: Q (completing on `q_full`, once the consumers released the
-//! previous tile's Q with `q_empty`), and the key tiles in the consumers' order (last tile
-//! first), each K and V into the next free stage of the ring (after its `k_empty`/`v_empty`
-//! phase), K one tile ahead of V. The ring position carries over from one work tile to the
-//! next. Each tile is `D / 64` boxes of 64 columns x rows; rows past the sequence
+//! For each work tile of the CTA: Q (completing on `q_full` of the Q tile it goes to, once the
+//! consumers released that Q tile's previous work with `q_empty`), and the key tiles in the
+//! consumers' order (last tile first), each K and V into the next free stage of the ring
+//! (after its `k_empty`/`v_empty` phase), K one tile ahead of V. The ring position carries
+//! over from one work tile to the next. Each tile is `D / 64` boxes of 64 columns x rows; rows past the sequence
 //! (and columns past head_dim) arrive as zeros and still count their full bytes.
 use super::pipeline::{PipeState, wait_empty};
-use super::scheduler::{CtaTiles, Work, work_for_tile};
+use super::scheduler::{NO_TILE, Work, claim_next, first_tile, retire, tile_count, work_for_tile};
 use super::smem::Smem;
-use crate::arch::mbarrier::{mbarrier_arrive_expect_tx, mbarrier_wait_parity};
+use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_arrive_expect_tx};
+use crate::arch::smem::st_shared_b32;
 use crate::fwd::params::FwdParams;
 use crate::arch::tma::{TensorMap, cp_async_bulk_tensor_4d_g2s, prefetch_tensormap};
 
@@ -80,9 +81,12 @@ unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES:
     }
 }
 
-/// Runs the producer loop (one thread) over the CTA's work tiles. For each: the first K tile
-/// (it may land while the consumers still finish the previous tile), then, once the consumers
-/// released the Q tile (their epilogue staged O there), Q, then the remaining K/V tiles.
+/// Runs the producer loop (one thread) over the CTA's work tiles, claiming each next tile
+/// ([`claim_next`]) as it starts on the current one. For each: the first K tile (it may land
+/// while the consumers still finish the previous tile), then, once the consumers released the
+/// Q tile it goes to (two Q tiles: the one before the previous work tile's; one: the previous
+/// one's, whose epilogue staged O there), the tile's index in that Q tile's slot and its Q,
+/// then the remaining K/V tiles. After the last, the slot says "none" ([`NO_TILE`]).
 #[inline(always)]
 pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
     maps: Maps,
@@ -95,20 +99,36 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         prefetch_tensormap(maps.v);
     }
     let mut pipe = PipeState::<STAGES>::new();
-    for (i, tile) in CtaTiles::new(p).enumerate() {
+    let qbufs = Smem::<D, BM, BN, STAGES>::Q_BUFFERS;
+    let total = tile_count(p);
+    let mut tile = first_tile();
+    let mut i = 0u32;
+    loop {
+        let (b, phase) = (i % qbufs, (i / qbufs) & 1);
+        if tile >= total {
+            unsafe {
+                wait_empty(smem.q_empty(b), phase);
+                st_shared_b32(smem.tile_slot(b), NO_TILE);
+                mbarrier_arrive(smem.q_full(b));
+            }
+            break;
+        }
+        let next = unsafe { claim_next(p, tile) };
         let work = work_for_tile::<BM, BN>(p, tile);
         if work.n_tiles > 0 {
             unsafe { load_k(maps, smem, work, pipe, (work.n_tiles - 1) * BN as u32) };
         }
         unsafe {
-            if i > 0 {
-                mbarrier_wait_parity(smem.q_empty(), (i as u32 - 1) & 1);
-            }
-            mbarrier_arrive_expect_tx(smem.q_full(), (BM * D * 2) as u32);
-            load_tile::<D, BM>(smem.q(), maps.q, work.m0, work.head, work.batch, smem.q_full());
+            wait_empty(smem.q_empty(b), phase);
+            st_shared_b32(smem.tile_slot(b), tile);
+            mbarrier_arrive_expect_tx(smem.q_full(b), (BM * D * 2) as u32);
+            load_tile::<D, BM>(smem.q(b), maps.q, work.m0, work.head, work.batch, smem.q_full(b));
         }
         if work.n_tiles > 0 {
             pipe = unsafe { load_kv(maps, smem, work, pipe) };
         }
+        tile = next;
+        i += 1;
     }
+    unsafe { retire(p) };
 }

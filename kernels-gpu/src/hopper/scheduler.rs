@@ -1,5 +1,6 @@
 //! Which (batch, head, query block) a CTA computes, and the key tiles that block needs.
-use crate::arch::ids::block_idx_x;
+use crate::arch::atom::{atom_acq_rel_gpu_add_u32, atom_relaxed_gpu_add_u32};
+use crate::arch::ids::{block_idx_x, grid_dim_x};
 use crate::fwd::params::FwdParams;
 use crate::fwd::scheduler::{Tile, div_rem, tile_for_block};
 
@@ -24,34 +25,44 @@ pub fn tile_count(p: &FwdParams) -> u32 {
     p.batch * p.heads_q * p.m_blocks
 }
 
-/// The tiles this CTA computes: its block index, then every grid size further. The host
-/// launches one CTA per tile (each computes one) or, persistent, one per SM (each walks
-/// several, reusing its barriers and prefetching the next tile's K/V during the epilogue).
-#[derive(Clone, Copy)]
-pub struct CtaTiles {
-    next: u32,
-    step: u32,
-    total: u32,
+/// Value of a work-tile slot that means "no more tiles" (any index past the last would do).
+pub const NO_TILE: u32 = u32::MAX;
+
+/// The first work tile of this CTA: its block index. The host launches one CTA per tile, or,
+/// persistent, one per SM, each then claiming more ([`claim_next`]).
+#[inline(always)]
+pub fn first_tile() -> u32 {
+    block_idx_x()
 }
 
-impl CtaTiles {
-    /// This CTA's tiles.
-    #[inline(always)]
-    pub fn new(p: &FwdParams) -> Self {
-        CtaTiles { next: block_idx_x(), step: unsafe { core::arch::nvptx::_grid_dim_x() }, total: tile_count(p) }
+/// The work tile this CTA takes after `tile` (at least [`tile_count`]: none left). With a
+/// launch counter ([`FwdParams::tile_counter`]), the next unclaimed one in grid order, so that
+/// a CTA that finishes early takes more; otherwise every grid-size-th. Called by the
+/// producer's one thread, as early as the claim can be made, so that the atomic's round trip
+/// overlaps the current tile's loads.
+#[inline(always)]
+pub unsafe fn claim_next(p: &FwdParams, tile: u32) -> u32 {
+    if p.tile_counter == 0 {
+        return tile + grid_dim_x();
     }
+    // The first grid-size tiles are the block indices; the counter numbers those after.
+    unsafe { atom_relaxed_gpu_add_u32(p.tile_counter as *mut u32, 1) + grid_dim_x() }
 }
 
-impl Iterator for CtaTiles {
-    type Item = u32;
-    #[inline(always)]
-    fn next(&mut self) -> Option<u32> {
-        let t = self.next;
-        if t >= self.total {
-            return None;
+/// Counts this CTA out after its last claim (one that found no tile); the last CTA out zeroes
+/// the launch counter and the count for the next launch on the stream. Acquire-release: every
+/// CTA's claims come before its count, so the last sees them all before it resets.
+#[inline(always)]
+pub unsafe fn retire(p: &FwdParams) {
+    if p.tile_counter == 0 {
+        return;
+    }
+    let ctr = p.tile_counter as *mut u32;
+    unsafe {
+        if atom_acq_rel_gpu_add_u32(ctr.add(1), 1) == grid_dim_x() - 1 {
+            core::ptr::write_volatile(ctr, 0);
+            core::ptr::write_volatile(ctr.add(1), 0);
         }
-        self.next += self.step;
-        Some(t)
     }
 }
 

@@ -1,13 +1,16 @@
-//! Shared-memory plan of a CTA: the Q tile, the K and V rings, and the mbarriers.
+//! Shared-memory plan of a CTA: the Q tiles, the K and V rings, the mbarriers and the
+//! work-tile slots.
 //!
 //! Every tile is stored as 64-column *slabs* (`head_dim / 64` of them), each slab `rows x 128`
 //! bytes with the 128-byte swizzle: exactly what one TMA box of 64 columns with
 //! `SWIZZLE_128B` writes, and the K-major (Q, K) or MN-major (V) layout the wgmma descriptors
 //! read. Tiles start on 1024-byte boundaries (the swizzle's period), so descriptors need no
 //! base offset.
+use super::config::q_buffers;
 
 /// The CTA's dynamic shared memory, for head dimension `D`, `BM` query rows, `BN` keys per
-/// stage and `STAGES` stages. Layout: Q (`BM x D`), K stages, V stages, then the barriers.
+/// stage and `STAGES` stages. Layout: the Q tiles (`BM x D` each, [`Self::Q_BUFFERS`] of
+/// them), K stages, V stages, then the barriers and the work-tile slots.
 #[derive(Clone, Copy)]
 pub struct Smem<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> {
     base: u32,
@@ -16,7 +19,12 @@ pub struct Smem<const D: usize, const BM: usize, const BN: usize, const STAGES: 
 impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem<D, BM, BN, STAGES> {
     const Q_BYTES: u32 = (BM * D * 2) as u32;
     const KV_BYTES: u32 = (BN * D * 2) as u32;
-    const BARS: u32 = Self::Q_BYTES + 2 * STAGES as u32 * Self::KV_BYTES;
+    /// Q tiles: work tile `i` of the CTA uses tile `i % Q_BUFFERS` (see [`q_buffers`]).
+    pub const Q_BUFFERS: u32 = q_buffers(BM * D * 2, BN * D * 2, STAGES) as u32;
+    const KV: u32 = Self::Q_BUFFERS * Self::Q_BYTES;
+    const BARS: u32 = Self::KV + 2 * STAGES as u32 * Self::KV_BYTES;
+    /// The K/V barriers, after the two `q_full`s.
+    const KV_BARS: u32 = Self::BARS + 16;
 
     /// The plan for dynamic shared memory starting at `base` (1024-byte aligned).
     #[inline(always)]
@@ -24,59 +32,68 @@ impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem
         Smem { base }
     }
 
-    /// The Q tile: `D / 64` slabs of `BM` rows.
+    /// Q tile `b`: `D / 64` slabs of `BM` rows.
     #[inline(always)]
-    pub fn q(self) -> u32 {
-        self.base
+    pub fn q(self, b: u32) -> u32 {
+        self.base + b * Self::Q_BYTES
     }
 
     /// K stage `s`: `D / 64` slabs of `BN` rows.
     #[inline(always)]
     pub fn k(self, s: u32) -> u32 {
-        self.base + Self::Q_BYTES + s * Self::KV_BYTES
+        self.base + Self::KV + s * Self::KV_BYTES
     }
 
     /// V stage `s`: `D / 64` slabs of `BN` rows.
     #[inline(always)]
     pub fn v(self, s: u32) -> u32 {
-        self.base + Self::Q_BYTES + (STAGES as u32 + s) * Self::KV_BYTES
+        self.base + Self::KV + (STAGES as u32 + s) * Self::KV_BYTES
     }
 
-    /// Barrier: the Q tile landed (TMA transaction bytes).
+    /// Barrier: Q tile `b` landed (TMA transaction bytes), or the producer found no work tile
+    /// to load there (a plain arrival; see [`Self::tile_slot`]).
     #[inline(always)]
-    pub fn q_full(self) -> u32 {
-        self.base + Self::BARS
+    pub fn q_full(self, b: u32) -> u32 {
+        self.base + Self::BARS + 8 * b
     }
 
     /// Barrier: K stage `s` landed.
     #[inline(always)]
     pub fn k_full(self, s: u32) -> u32 {
-        self.base + Self::BARS + 8 + 8 * s
+        self.base + Self::KV_BARS + 8 * s
     }
 
     /// Barrier: V stage `s` landed.
     #[inline(always)]
     pub fn v_full(self, s: u32) -> u32 {
-        self.base + Self::BARS + 8 + 8 * (STAGES as u32 + s)
+        self.base + Self::KV_BARS + 8 * (STAGES as u32 + s)
     }
 
     /// Barrier: every consumer warp finished reading K stage `s`.
     #[inline(always)]
     pub fn k_empty(self, s: u32) -> u32 {
-        self.base + Self::BARS + 8 + 8 * (2 * STAGES as u32 + s)
+        self.base + Self::KV_BARS + 8 * (2 * STAGES as u32 + s)
     }
 
     /// Barrier: every consumer warp finished reading V stage `s`.
     #[inline(always)]
     pub fn v_empty(self, s: u32) -> u32 {
-        self.base + Self::BARS + 8 + 8 * (3 * STAGES as u32 + s)
+        self.base + Self::KV_BARS + 8 * (3 * STAGES as u32 + s)
     }
 
-    /// Barrier: every consumer warp finished with the Q tile (its epilogue staged O there),
-    /// so the next work tile's Q may be loaded.
+    /// Barrier: every consumer warp finished with Q tile `b` (its epilogue staged O there), so
+    /// the next work tile's Q may be loaded into it.
     #[inline(always)]
-    pub fn q_empty(self) -> u32 {
-        self.base + Self::BARS + 8 + 8 * (4 * STAGES as u32)
+    pub fn q_empty(self, b: u32) -> u32 {
+        self.base + Self::KV_BARS + 8 * (4 * STAGES as u32 + b)
+    }
+
+    /// The index of the work tile whose Q goes to Q tile `b` (u32), written by the producer
+    /// before it signals `q_full(b)` and read by the consumers after it completes; past the
+    /// last tile when there is none.
+    #[inline(always)]
+    pub fn tile_slot(self, b: u32) -> u32 {
+        self.base + Self::KV_BARS + 8 * (4 * STAGES as u32 + 2) + 4 * b
     }
 }
 
