@@ -129,7 +129,8 @@ fn unsupported(p: &AttentionParams, params: &FwdParams) -> Option<String> {
     None
 }
 
-/// Longest key sequence of a non-causal call that [`persistent_pays`] launches persistent.
+/// Longest key sequence of a non-causal call the default Hopper kernel launches persistent
+/// (head_dim up to 128; see [`HopperConfig::persistent`]).
 pub const PERSISTENT_MAX_KEYS: usize = 4096;
 
 /// Whether the default kernel for `p` runs persistent (one CTA per SM claiming work tiles, see
