@@ -96,7 +96,7 @@ pub struct WgmmaPlan {
 
 impl WgmmaPlan {
     /// CTAs to launch on a GPU with `sm_count` SMs: one per work tile, or for a persistent
-    /// configuration one per SM at most (each walks every `grid`-th tile).
+    /// configuration one per SM at most (each claiming tiles from the launch counter).
     pub fn grid_for(&self, sm_count: u32) -> u32 {
         if self.config.persistent { self.grid.min(sm_count.max(1)) } else { self.grid }
     }
