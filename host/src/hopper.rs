@@ -139,8 +139,8 @@ pub const PERSISTENT_MAX_KEYS: usize = 4096;
 /// work tiles are short enough for that to matter: causal calls (most blocks see a part of
 /// the keys) and up to [`PERSISTENT_MAX_KEYS`] keys. Measured on an H100 against one CTA per
 /// tile (16k-token batches): 2k keys 3-13% faster, 4k 1-7%, causal head_dim 64 8k-16k 3-9%,
-/// causal head_dim 128 8k-16k 0.5-2% slower (two runs; kept for one rule); head_dim 256 (one Q tile: the next Q waits for the
-/// epilogue) up to 15% slower. See docs/PERF-NOTES.md.
+/// causal head_dim 128 8k-16k 0.5-2% slower (two runs; kept for one rule); head_dim 256 (one
+/// Q tile: the next Q waits for the epilogue) up to 15% slower. See docs/PERF-NOTES.md.
 fn persistent_pays(c: &HopperConfig, p: &AttentionParams) -> bool {
     c.q_buffers() == 2 && (p.causal || p.seqlen_k <= PERSISTENT_MAX_KEYS)
 }

@@ -291,13 +291,12 @@ pub unsafe fn run<
     };
     let turns = Pingpong::new(wg, (BM / 64) as u32, PIPELINED);
     let mut pipe = PipeState::<STAGES>::new();
-    let qbufs = Smem::<D, BM, BN, STAGES>::Q_BUFFERS;
     let total = tile_count(p);
     let mut i = 0u32;
     loop {
         // Q tile `b` holds work tile `i`'s Q; its slot names the work tile (or none is left).
-        let b = i % qbufs;
-        unsafe { wait_full(smem.q_full(b), (i / qbufs) & 1) };
+        let (b, phase) = Smem::<D, BM, BN, STAGES>::q_turn(i);
+        unsafe { wait_full(smem.q_full(b), phase) };
         // Read by the lane that releases the Q tile for the warp (so the release covers the
         // read that the producer's next store to the slot must follow), then shared.
         let mine = if lane == 0 { unsafe { ld_shared_b32(smem.tile_slot(b)) } } else { 0 };

@@ -4,8 +4,9 @@
 //! consumers released that Q tile's previous work with `q_empty`), and the key tiles in the
 //! consumers' order (last tile first), each K and V into the next free stage of the ring
 //! (after its `k_empty`/`v_empty` phase), K one tile ahead of V. The ring position carries
-//! over from one work tile to the next. Each tile is `D / 64` boxes of 64 columns x rows; rows past the sequence
-//! (and columns past head_dim) arrive as zeros and still count their full bytes.
+//! over from one work tile to the next. Each tile is `D / 64` boxes of 64 columns x rows;
+//! rows past the sequence (and columns past head_dim) arrive as zeros and still count their
+//! full bytes.
 use super::pipeline::{PipeState, wait_empty};
 use super::scheduler::{NO_TILE, Work, claim_next, first_tile, retire, tile_count, work_for_tile};
 use super::smem::Smem;
@@ -99,12 +100,11 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         prefetch_tensormap(maps.v);
     }
     let mut pipe = PipeState::<STAGES>::new();
-    let qbufs = Smem::<D, BM, BN, STAGES>::Q_BUFFERS;
     let total = tile_count(p);
     let mut tile = first_tile();
     let mut i = 0u32;
     loop {
-        let (b, phase) = (i % qbufs, (i / qbufs) & 1);
+        let (b, phase) = Smem::<D, BM, BN, STAGES>::q_turn(i);
         if tile >= total {
             unsafe {
                 wait_empty(smem.q_empty(b), phase);

@@ -32,6 +32,13 @@ impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem
         Smem { base }
     }
 
+    /// The Q tile of the CTA's work tile `i` and the parity of its fill there (producer and
+    /// consumers walk the same work tiles, so both derive them from `i`).
+    #[inline(always)]
+    pub fn q_turn(i: u32) -> (u32, u32) {
+        (i % Self::Q_BUFFERS, (i / Self::Q_BUFFERS) & 1)
+    }
+
     /// Q tile `b`: `D / 64` slabs of `BM` rows.
     #[inline(always)]
     pub fn q(self, b: u32) -> u32 {
