@@ -263,7 +263,8 @@ impl PagedKv {
 /// starting at 0, non-decreasing, the totals within the buffers), and each launch uploads
 /// exactly these validated offsets to the GPU itself (a stream-ordered allocation and copy,
 /// freed in stream order), so a kernel never reads offsets that were not checked. Variable-length
-/// calls run on the mma.sync path, without split-KV.
+/// calls run without split-KV, on the Hopper kernels where the path allows (see
+/// [`crate::hopper`]), else on mma.sync.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Varlen {
     /// `batch + 1` query row offsets: `0, len_0, len_0 + len_1, ..., total_q`.
@@ -808,9 +809,6 @@ fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
 
 /// Checks a variable-length call's offsets; returns (total_q, total_k).
 fn check_varlen(p: &AttentionParams, v: &Varlen) -> Result<(usize, usize)> {
-    if p.path == KernelPath::Wgmma {
-        return Err(shape_err("wgmma path", "variable-length calls run on the mma.sync path"));
-    }
     if matches!(p.num_splits, Some(n) if n > 1) {
         return Err(shape_err("num_splits", "split-KV is not supported with variable-length batches"));
     }
@@ -1121,8 +1119,8 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
         varlen_offsets: p.varlen.as_ref().filter(|_| !empty).map(|v| [&v.cu_seqlens_q[..], &v.cu_seqlens_k[..]].concat()),
         split,
     };
-    if variant.is_some() || pack {
-        // Variable-length and split-KV calls stay on the mma.sync path (Auto included).
+    if plan.split.is_some() || p.paged.is_some() || pack {
+        // Split-KV, paged and packed-GQA decode calls stay on the mma.sync path (Auto included).
         return crate::hopper::finish_plan(&p.clone().path(KernelPath::MmaSync), plan);
     }
     crate::hopper::finish_plan(p, plan)
@@ -1398,7 +1396,7 @@ impl Gpu {
     pub unsafe fn launch_forward(&self, stream: *mut c_void, path: KernelPath, plan: &LaunchPlan) -> Result<()> {
         if let Some(wgmma) = crate::hopper::select(self, path, plan)? {
             // SAFETY: as for this function.
-            return unsafe { crate::hopper::launch(self, stream, wgmma) };
+            return unsafe { crate::hopper::launch(self, stream, wgmma, plan.varlen_offsets.as_deref().unwrap_or(&[])) };
         }
         if plan.is_empty() {
             return Ok(());

@@ -25,7 +25,7 @@
 //! coordinates, without copies.
 use std::ffi::c_void;
 
-use crate::attention::{AttentionParams, DType, FwdParams, KernelPath, LaunchPlan, TileConfig};
+use crate::attention::{AttentionParams, DType, FwdParams, KernelPath, LaunchPlan, TileConfig, WorkspaceAddrs};
 use crate::device::{Arch, Gpu};
 use crate::error::{Error, Result};
 use crate::tensor_map::{Swizzle, TensorDataType, TensorMap, TensorMapParam};
@@ -92,6 +92,10 @@ pub struct WgmmaPlan {
     pub smem: u32,
     /// The kernel's parameters after the three tensor maps.
     pub params: FwdParams,
+    /// Variable-length calls: the packed query and key row totals. The tensor maps then see
+    /// the packed rows as one sequence of a batch of one, and each work tile offsets its rows
+    /// by its sequence's start.
+    pub packed_rows: Option<[usize; 2]>,
 }
 
 impl WgmmaPlan {
@@ -108,12 +112,16 @@ const MAX_STRIDE_BYTES: u64 = 1 << 40;
 /// Why the Hopper kernels cannot take a validated call, if they cannot: the tensor maps need
 /// strides below 2^40 bytes, and a dimension of more than one index with stride 0 (a
 /// broadcast view) is left to the mma.sync kernels.
-fn unsupported(p: &AttentionParams, params: &FwdParams) -> Option<String> {
+fn unsupported(p: &AttentionParams, params: &FwdParams, packed_rows: Option<[usize; 2]>) -> Option<String> {
+    let ([bq, sq], [bk, sk]) = match packed_rows {
+        Some([q, k]) => ([1, q], [1, k]),
+        None => ([p.batch, p.seqlen_q], [p.batch, p.seqlen_k]),
+    };
     let tensors = [
-        ("q", params.q_strides, [p.batch, p.seqlen_q, p.heads_q]),
-        ("k", params.k_strides, [p.batch, p.seqlen_k, p.heads_kv]),
-        ("v", params.v_strides, [p.batch, p.seqlen_k, p.heads_kv]),
-        ("out", params.o_strides, [p.batch, p.seqlen_q, p.heads_q]),
+        ("q", params.q_strides, [bq, sq, p.heads_q]),
+        ("k", params.k_strides, [bk, sk, p.heads_kv]),
+        ("v", params.v_strides, [bk, sk, p.heads_kv]),
+        ("out", params.o_strides, [bq, sq, p.heads_q]),
     ];
     for (name, strides, extents) in tensors {
         if extents.contains(&0) {
@@ -160,15 +168,17 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfi
             HopperConfig { persistent: persistent_pays(&c, p), ..c }
         }
     };
-    // Only calls the plain mma.sync kernels (`flash_fwd_<dtype>_d...`) would serve are
-    // eligible: variable-length and split-KV launches need features the Hopper kernels lack.
-    if !base.kernel.starts_with(&format!("flash_fwd_{}_d", p.dtype.name())) {
+    // Only calls the plain or variable-length mma.sync kernels would serve are eligible:
+    // split-KV and paged launches need features the Hopper kernels lack.
+    let dtype = p.dtype.name();
+    if ![format!("flash_fwd_{dtype}_d"), format!("flash_fwd_varlen_{dtype}_d")].iter().any(|k| base.kernel.starts_with(k)) {
         return Err(format!("{} has no Hopper counterpart", base.kernel));
     }
+    let packed_rows = p.varlen.as_ref().map(|v| [v.total_q(), v.total_k()]);
     let mut params = base.params;
     let mut grid = 0;
     if !base.is_empty() {
-        if let Some(why) = unsupported(p, &params) {
+        if let Some(why) = unsupported(p, &params, packed_rows) {
             return Err(why);
         }
         let m_blocks = p.seqlen_q.div_ceil(config.block_m());
@@ -188,6 +198,7 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfi
         block: config.threads() as u32,
         smem: config.smem_bytes() as u32,
         params,
+        packed_rows,
     })
 }
 
@@ -292,20 +303,27 @@ fn encode_map(dtype: DType, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_
 fn encode_maps(w: &WgmmaPlan) -> Result<[TensorMap; 3]> {
     let p = &w.params;
     let d = p.head_dim as usize;
-    let (batch, hq, hkv) = (p.batch as usize, p.heads_q as usize, (p.heads_q / p.group) as usize);
-    let q = encode_map(w.dtype, p.q, p.q_strides, [batch, p.seqlen_q as usize, hq], d, w.config.block_m() as u32)?;
-    if p.seqlen_k == 0 {
+    let (hq, hkv) = (p.heads_q as usize, (p.heads_q / p.group) as usize);
+    // Packed rows (variable-length) are one sequence: the maps end where the buffers' rows do,
+    // so the last sequence's tiles read zeros past them.
+    let (batch, [rows_q, rows_k]) = match w.packed_rows {
+        Some(rows) => (1, rows),
+        None => (p.batch as usize, [p.seqlen_q as usize, p.seqlen_k as usize]),
+    };
+    let q = encode_map(w.dtype, p.q, p.q_strides, [batch, rows_q, hq], d, w.config.block_m() as u32)?;
+    if rows_k == 0 {
         return Ok([q, q, q]);
     }
     let bn = w.config.block_n as u32;
-    let k = encode_map(w.dtype, p.k, p.k_strides, [batch, p.seqlen_k as usize, hkv], d, bn)?;
-    let v = encode_map(w.dtype, p.v, p.v_strides, [batch, p.seqlen_k as usize, hkv], d, bn)?;
+    let k = encode_map(w.dtype, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
+    let v = encode_map(w.dtype, p.v, p.v_strides, [batch, rows_k, hkv], d, bn)?;
     Ok([q, k, v])
 }
 
 /// Launches a Hopper plan on a raw `CUstream` (see [`crate::Gpu::launch_forward`] for the
-/// safety contract).
-pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Result<()> {
+/// safety contract); `offsets` are a variable-length plan's validated offsets
+/// ([`LaunchPlan::varlen_offsets`]), else empty.
+pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan, offsets: &[i32]) -> Result<()> {
     if w.grid == 0 {
         return Ok(());
     }
@@ -320,9 +338,13 @@ pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Re
     let [q, k, v] = encode_maps(w)?;
     let raw = gpu.kernel_function(&w.kernel, w.smem)?;
     let grid = w.grid_for(gpu.sm_count());
-    let launch = |tile_counter| {
+    let persistent = grid < w.grid;
+    let launch = |ws: WorkspaceAddrs| {
         let (mut q, mut k, mut v): (TensorMapParam, TensorMapParam, TensorMapParam) = (q.param(), k.param(), v.param());
-        let mut params = FwdParams { tile_counter, ..w.params };
+        let mut params = FwdParams { tile_counter: if persistent { ws.counters } else { 0 }, ..w.params };
+        if let Some((cq, ck)) = ws.offsets {
+            (params.cu_seqlens_q, params.cu_seqlens_k) = (cq, ck);
+        }
         let mut args = [
             &mut q as *mut TensorMapParam as *mut c_void,
             &mut k as *mut TensorMapParam as *mut c_void,
@@ -334,13 +356,15 @@ pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan) -> Re
         let r = unsafe { cust::sys::cuLaunchKernel(raw, grid, 1, 1, w.block, 1, 1, w.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut()) };
         crate::error::check_driver("cuLaunchKernel", r)
     };
-    if grid == w.grid {
-        // One CTA per work tile: nothing to claim.
-        return launch(0);
+    if !persistent && offsets.is_empty() {
+        // One CTA per work tile: nothing to claim, nothing to upload.
+        return launch(WorkspaceAddrs { offsets: None, counters: 0, partials: 0 });
     }
     // Persistent: CTAs claim work tiles from a counter pair the kernel leaves at zero.
+    // Variable-length: the offsets uploaded for this launch.
+    let counters = if persistent { 2 } else { 0 };
     // SAFETY: as for this function; `launch` enqueues on `stream` only.
-    unsafe { gpu.with_workspace(stream, &[], 2, 0, |ws| launch(ws.counters)) }
+    unsafe { gpu.with_workspace(stream, offsets, counters, 0, launch) }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, DType, Element, Gpu};
+use flashrs::{AttentionParams, DType, Element, Gpu, KernelPath};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -24,6 +24,8 @@ pub struct VarlenCase {
     pub causal: bool,
     /// Element type.
     pub dtype: DType,
+    /// Kernel path (`Auto` takes the Hopper kernels on an H100/H200).
+    pub path: KernelPath,
 }
 
 impl VarlenCase {
@@ -42,7 +44,7 @@ impl VarlenCase {
     /// The call's parameters.
     pub fn params(&self) -> AttentionParams {
         let (cq, ck) = self.offsets();
-        AttentionParams::new_varlen(&cq, &ck, self.heads_q, self.head_dim).heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype)
+        AttentionParams::new_varlen(&cq, &ck, self.heads_q, self.head_dim).heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path)
     }
 }
 
@@ -104,10 +106,10 @@ pub fn check_varlen_many(gpu: &Gpu, cases: &[VarlenCase]) {
         let ok = out <= tol && lse <= LSE_TOLERANCE && mism == 0;
         let lens: Vec<String> = c.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         let line = format!(
-            "{} varlen {:?} hq{} hkv{} d{} causal={} lens(q/k)=[{}]: out err {out:.2e} (tol {tol:.0e}), lse err {lse:.2e}, \
+            "{} varlen {:?} {} hq{} hkv{} d{} causal={} lens(q/k)=[{}]: out err {out:.2e} (tol {tol:.0e}), lse err {lse:.2e}, \
              lse -inf mismatches {mism} (seed {seed})",
             if ok { "ok  " } else { "FAIL" },
-            c.dtype, c.heads_q, c.heads_kv, c.head_dim, c.causal, lens.join(",")
+            c.dtype, c.path.name(), c.heads_q, c.heads_kv, c.head_dim, c.causal, lens.join(",")
         );
         println!("{line}");
         if !ok {

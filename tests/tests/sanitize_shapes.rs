@@ -2,8 +2,8 @@
 //! memcheck, racecheck and synccheck): every tile configuration forced with `.config(c)`, for
 //! both dtypes, on ragged, causal, GQA and padded-head_dim shapes, plus edge shapes (no keys,
 //! rows without keys, single rows, a strided layout, decode, paged caches with wild table
-//! entries; on the default path, which is
-//! the wgmma kernel on sm_90a GPUs, and on mma.sync). Buffers are sized exactly
+//! entries, variable-length batches; on the default path, which is the wgmma kernel on sm_90a
+//! GPUs, and on mma.sync). Buffers are sized exactly
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! Small on purpose: the sanitizers slow kernels down 10-100x. Skips without a GPU.
@@ -12,6 +12,7 @@ use flashrs::{AttentionParams, DType, KernelPath};
 use flashrs_tests::attn::check_many;
 use flashrs_tests::gpu_or_skip;
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
+use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
 
 #[test]
 fn sanitize_every_config() {
@@ -47,6 +48,21 @@ fn sanitize_edge_shapes() {
     let cases: Vec<AttentionParams> =
         [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |p| p.clone().path(path))).collect();
     check_many(&gpu, &cases);
+}
+
+#[test]
+fn sanitize_varlen() {
+    let Some(gpu) = gpu_or_skip("sanitize_varlen") else { return };
+    // Packed rows sized exactly: the last sequence's tiles reach past the totals, and the others'
+    // into the next sequence's rows. An empty sequence, one without keys, GQA, causal.
+    let lens = vec![(130, 70), (0, 5), (1, 300), (200, 0), (77, 129)];
+    let mut cases = Vec::new();
+    for path in [KernelPath::Auto, KernelPath::MmaSync] {
+        for (d, causal, dtype) in [(64, true, DType::F16), (128, false, DType::Bf16), (256, true, DType::F16)] {
+            cases.push(VarlenCase { lens: lens.clone(), heads_q: 4, heads_kv: 2, head_dim: d, causal, dtype, path });
+        }
+    }
+    check_varlen_many(&gpu, &cases);
 }
 
 #[test]

@@ -1,14 +1,20 @@
 //! Variable-length batches (packed rows, `cu_seqlens`) on the GPU against the CPU reference run
 //! on each sequence separately; offsets validated on the host. Skips (saying so) without a GPU.
 use flashrs::attention::{BufferRef, Buffers};
-use flashrs::{AttentionParams, DType, Error};
+use flashrs::{AttentionParams, DType, Error, KernelPath};
 use flashrs_tests::gpu_or_skip;
 use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn case(lens: &[(usize, usize)], hq: usize, hkv: usize, d: usize, causal: bool, dtype: DType) -> VarlenCase {
-    VarlenCase { lens: lens.to_vec(), heads_q: hq, heads_kv: hkv, head_dim: d, causal, dtype }
+    VarlenCase { lens: lens.to_vec(), heads_q: hq, heads_kv: hkv, head_dim: d, causal, dtype, path: KernelPath::Auto }
+}
+
+/// The paths `gpu` runs variable-length calls on: mma.sync, and on an H100/H200 the Hopper
+/// kernels too.
+fn paths(gpu: &flashrs::Gpu) -> Vec<KernelPath> {
+    if gpu.arch() == flashrs::Arch::Sm90a { vec![KernelPath::MmaSync, KernelPath::Wgmma] } else { vec![KernelPath::MmaSync] }
 }
 
 #[test]
@@ -16,10 +22,12 @@ fn ragged_lengths_causal_and_gqa() {
     let Some(gpu) = gpu_or_skip("ragged_lengths_causal_and_gqa") else { return };
     let lens = [(1, 1), (1, 1037), (300, 300), (1037, 1100), (17, 5), (0, 64), (128, 128), (129, 0)];
     let mut cases = Vec::new();
-    for dtype in [DType::F16, DType::Bf16] {
-        for d in [64, 128, 256] {
-            for causal in [false, true] {
-                cases.push(case(&lens, 4, 2, d, causal, dtype));
+    for path in paths(&gpu) {
+        for dtype in [DType::F16, DType::Bf16] {
+            for d in [64, 128, 256] {
+                for causal in [false, true] {
+                    cases.push(VarlenCase { path, ..case(&lens, 4, 2, d, causal, dtype) });
+                }
             }
         }
     }
@@ -41,7 +49,8 @@ fn random_ragged_batches() {
             })
             .collect();
         let (hq, hkv) = [(4, 4), (8, 2), (6, 1)][i % 3];
-        cases.push(case(&lens, hq, hkv, [64, 128, 96][i % 3], i % 2 == 1, [DType::F16, DType::Bf16][i / 6]));
+        let c = case(&lens, hq, hkv, [64, 128, 96][i % 3], i % 2 == 1, [DType::F16, DType::Bf16][i / 6]);
+        cases.extend(paths(&gpu).into_iter().map(|path| VarlenCase { path, ..c.clone() }));
     }
     check_varlen_many(&gpu, &cases);
 }
@@ -64,7 +73,11 @@ fn plan_validates_offsets_and_packed_extents() {
     assert_eq!(plan.params.q_strides, [0, 4 * 64, 64]);
     assert_eq!(plan.params.total_q, 10);
     assert_eq!(plan.varlen_offsets.as_deref(), Some(&[0, 3, 3, 10, 0, 5, 7, 20][..]));
-    assert!(plan.wgmma.is_none() && plan.split.is_none());
+    assert!(plan.split.is_none());
+    // Auto carries the Hopper launch beside: the packed rows as one sequence, the grid sized
+    // for the longest sequence (3 sequences x 4 heads x 1 block of 192 rows).
+    let w = plan.wgmma.as_ref().expect("variable-length calls have a Hopper launch");
+    assert_eq!((w.packed_rows, w.grid), (Some([10, 20]), 3 * 4));
     // Buffers one element short of the packed totals are refused.
     for b in [bufs(nq - 1, nk, nl), bufs(nq, nk - 1, nl), bufs(nq, nk, nl - 1)] {
         assert!(matches!(p.plan(&b), Err(Error::BufferTooSmall { .. })), "{b:?}");
@@ -78,6 +91,6 @@ fn plan_validates_offsets_and_packed_extents() {
     assert!(bad(&[1, 3, 3, 10], &ck).is_err(), "not starting at 0");
     assert!(bad(&[0, 5, 3, 10], &ck).is_err(), "decreasing");
     assert!(bad(&[0, 3, 3, 20], &ck).is_err(), "longer than max_seqlen_q");
-    assert!(p.clone().path(flashrs::KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).is_err());
+    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).unwrap().is_wgmma());
     assert!(p.clone().num_splits(Some(4)).plan(&bufs(nq, nk, nl)).is_err());
 }

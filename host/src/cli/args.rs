@@ -180,6 +180,12 @@ pub struct BenchmarkArgs {
     /// Layout of our tensors (torch always runs `bhsd`).
     #[arg(long, value_enum, default_value_t = LayoutArg::Bshd, conflicts_with = "page_size")]
     pub layout: LayoutArg,
+    /// Run each row as a variable-length call: the batch's sequences (all of the row's
+    /// lengths) packed as `[total, heads, head_dim]` with `cu_seqlens` offsets, as serving
+    /// engines' prefill calls come; torch (whose SDPA takes no offsets) runs the padded batch,
+    /// which holds the same rows.
+    #[arg(long, conflicts_with_all = ["page_size", "layout", "num_splits"])]
+    pub varlen: bool,
     /// Plot TFLOPS against seqlen (.svg or .png).
     #[arg(long, value_name = "FILE", value_parser = plot_path)]
     pub plot: Option<PathBuf>,

@@ -24,6 +24,7 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         num_splits: args.num_splits,
         page_size: args.page_size,
         bhsd: args.layout == LayoutArg::Bhsd,
+        varlen: args.varlen,
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();

@@ -3,7 +3,7 @@
 use flashrs::attention::{BufferRef, Buffers, PagedBuffers, TileConfig};
 use flashrs::bench::{BenchBuffers, time_plan};
 use flashrs::reference::RefInputs;
-use flashrs::{AttentionParams, DType, Gpu, KernelPath, PagedKv};
+use flashrs::{AttentionParams, DType, Gpu, KernelPath, PagedKv, Varlen};
 
 use super::CliError;
 use super::configs::tag;
@@ -33,13 +33,20 @@ pub struct Options {
     pub page_size: Option<usize>,
     /// `[batch, heads, seqlen, head_dim]` tensors instead of `[batch, seqlen, heads, head_dim]`.
     pub bhsd: bool,
+    /// A variable-length call of the batch's (equal-length) sequences, packed.
+    pub varlen: bool,
 }
 
 impl Options {
     /// Our parameters for `shape` with `config` under these options.
     pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> AttentionParams {
         let p = shape.params(self.dtype, self.path, config).num_splits(self.num_splits);
-        let p = if self.bhsd { p.layout_bhsd() } else { p };
+        let mut p = if self.bhsd { p.layout_bhsd() } else { p };
+        if self.varlen {
+            // Equal lengths: the packed rows lie exactly where the contiguous batch's do.
+            let offsets = |len: usize| (0..=shape.batch).map(|b| (b * len) as i32).collect();
+            p.varlen = Some(Varlen { cu_seqlens_q: offsets(shape.seqlen_q), cu_seqlens_k: offsets(shape.seqlen_k) });
+        }
         match self.page_size {
             Some(page) => p.paged(PagedKv::for_batch(shape.batch, shape.seqlen_k, page)),
             None => p,
@@ -87,14 +94,17 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
         record.config = (kernel == plan.kernel).then(|| tag(&plan.config));
         let splits = plan.split.as_ref().map(|s| format!("{} splits", s.num_splits));
         let pages = opts.page_size.map(|n| format!("pages of {n} rows"));
-        record.note = [pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
+        let packed = opts.varlen.then(|| "varlen".to_string());
+        record.note = [packed, pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
             time_plan(gpu, &plan, opts.path, 0, 1).map_err(row_err)?;
             let [q, k, v] = bufs.inputs_f32(opts.dtype, &params).map_err(row_err)?;
             let out = bufs.output_f32(opts.dtype).map_err(row_err)?;
             let what = format!("{} ({kernel})", shape.label());
-            let outcome = verify::check(&params, &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
+            // The packed rows of a variable-length row are the contiguous batch's.
+            let fixed = AttentionParams { varlen: None, ..params.clone() };
+            let outcome = verify::check(&fixed, &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
                 .into_result(&what)
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
@@ -113,7 +123,7 @@ mod tests {
     use crate::cli::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false }
     }
 
     #[test]
@@ -121,6 +131,20 @@ mod tests {
         let shapes = SweepSpec { causal: vec![false, true], ..Default::default() }.shapes().unwrap();
         let rows: Vec<Row> = shapes.iter().map(|s| (*s, ConfigChoice::All.for_head_dim(s.head_dim))).collect();
         preflight(&rows, &opts()).unwrap();
+    }
+
+    #[test]
+    fn varlen_rows_pack_the_batch_and_plan_the_hopper_kernel_beside() {
+        let s = Shape { batch: 3, heads_q: 4, heads_kv: 2, seqlen_q: 300, seqlen_k: 500, head_dim: 128, causal: true };
+        let p = Options { varlen: true, path: KernelPath::Auto, ..opts() }.params(&s, None);
+        let v = p.varlen.as_ref().unwrap();
+        assert_eq!((&v.cu_seqlens_q[..], &v.cu_seqlens_k[..]), (&[0, 300, 600, 900][..], &[0, 500, 1000, 1500][..]));
+        assert_eq!((p.batch, p.seqlen_q, p.seqlen_k), (3, 300, 500));
+        preflight(&[(s, vec![None])], &Options { varlen: true, ..opts() }).unwrap();
+        let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
+        let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged: None };
+        let plan = p.plan(&bufs).unwrap();
+        assert!(plan.kernel.starts_with("flash_fwd_varlen_") && plan.wgmma.is_some(), "{}", plan.kernel);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use epilogue::{store_lse, store_o};
 use mainloop::{PagedCursor, TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
 use mask::Mask;
 use params::FwdParams;
-use scheduler::tile_for_block;
+use scheduler::{Extent, tile_for_block};
 use softmax::Softmax;
 
 /// Waits until at most `STAGES - 2` copy groups are pending: the tile about to be used landed.
@@ -88,18 +88,16 @@ unsafe fn flash_fwd<
     let m0 = tile.m_block * BM as u32;
     // Per-CTA sequence extent: variable-length launches read their sequence's first rows and
     // lengths (two loads per offsets array) and move the base pointers there once.
-    let (seqlen_q, seqlen_k, q_start, k_start) = if VARLEN {
-        let (cq, ck) = (p.cu_seqlens_q as *const i32, p.cu_seqlens_k as *const i32);
-        let bi = tile.batch as usize;
-        let (q0, q1, k0, k1) = unsafe { (*cq.add(bi), *cq.add(bi + 1), *ck.add(bi), *ck.add(bi + 1)) };
-        ((q1 - q0) as u32, (k1 - k0) as u32, q0 as i64, k0 as i64)
+    let extent = if VARLEN {
+        unsafe { Extent::varlen(p, tile.batch) }
     } else if PAGED && p.seqused_k != 0 {
         // Clamped: no count can reach past the block table's row (the host checked seqlen_k).
         let used = unsafe { *(p.seqused_k as *const i32).add(tile.batch as usize) };
-        (p.seqlen_q, (used.max(0) as u32).min(p.seqlen_k), 0, 0)
+        Extent { seqlen_k: (used.max(0) as u32).min(p.seqlen_k), ..Extent::fixed(p) }
     } else {
-        (p.seqlen_q, p.seqlen_k, 0, 0)
+        Extent::fixed(p)
     };
+    let (seqlen_q, seqlen_k, q_start, k_start) = (extent.seqlen_q, extent.seqlen_k, extent.q_start as i64, extent.k_start as i64);
     // Uniform across the CTA, before any barrier: blocks past a short sequence's end exit.
     if VARLEN && m0 >= seqlen_q {
         return;
@@ -229,10 +227,7 @@ unsafe fn flash_fwd<
     unsafe {
         store_o::<T, MT, ON, BM, D>(&o, q_tile, warp_row0, lane, o_ptr, or, m0, seqlen_q, p.head_dim);
         if p.lse != 0 {
-            // Variable-length: `[heads_q, total_q]`, this sequence's rows from `q_start` on.
-            let bh = (tile.batch * p.heads_q + tile.head) as usize;
-            let first = if VARLEN { tile.head as usize * p.total_q as usize + q_start as usize } else { bh * p.seqlen_q as usize };
-            let dst = (p.lse as *mut f32).add(first);
+            let dst = (p.lse as *mut f32).add(extent.lse_first(p, tile.batch, tile.head, VARLEN));
             store_lse(&lse, dst, m0 + warp_row0 as u32, seqlen_q, lane);
         }
     }

@@ -44,3 +44,47 @@ pub fn tile_for_block(p: &FwdParams, block: u32) -> Tile {
     let (batch, head) = div_rem(first + i, p.heads_q);
     Tile { batch, head, m_block: p.m_blocks - 1 - m }
 }
+
+/// Where batch entry `batch`'s rows lie: its query and key counts, and the rows its query and
+/// key rows start at in their (packed) tensors.
+#[derive(Clone, Copy)]
+pub struct Extent {
+    /// Query rows of the sequence.
+    pub seqlen_q: u32,
+    /// Key rows of the sequence.
+    pub seqlen_k: u32,
+    /// Its first query row in the packed Q (and O).
+    pub q_start: u32,
+    /// Its first key row in the packed K and V.
+    pub k_start: u32,
+}
+
+impl Extent {
+    /// The launch's own lengths, each batch entry's rows from 0 (fixed-length launches).
+    #[inline(always)]
+    pub fn fixed(p: &FwdParams) -> Self {
+        Extent { seqlen_q: p.seqlen_q, seqlen_k: p.seqlen_k, q_start: 0, k_start: 0 }
+    }
+
+    /// Sequence `batch` of a variable-length launch, from the offset arrays (two loads each;
+    /// the host validated them: non-decreasing from 0, within the packed totals).
+    #[inline(always)]
+    pub unsafe fn varlen(p: &FwdParams, batch: u32) -> Self {
+        let (cq, ck) = (p.cu_seqlens_q as *const u32, p.cu_seqlens_k as *const u32);
+        let b = batch as usize;
+        let (q0, q1, k0, k1) = unsafe { (*cq.add(b), *cq.add(b + 1), *ck.add(b), *ck.add(b + 1)) };
+        Extent { seqlen_q: q1.wrapping_sub(q0), seqlen_k: k1.wrapping_sub(k0), q_start: q0, k_start: k0 }
+    }
+
+    /// Offset of row 0 of (this sequence's) query head `head` of batch entry `batch` in the
+    /// log-sum-exp: `[batch, heads_q, seqlen_q]`, or for variable-length launches
+    /// `[heads_q, total_q]` (FlashAttention's varlen layout).
+    #[inline(always)]
+    pub fn lse_first(&self, p: &FwdParams, batch: u32, head: u32, varlen: bool) -> usize {
+        if varlen {
+            head as usize * p.total_q as usize + self.q_start as usize
+        } else {
+            (batch * p.heads_q + head) as usize * p.seqlen_q as usize
+        }
+    }
+}

@@ -12,7 +12,7 @@ use super::epilogue::{store_lse, store_o};
 use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
 use super::mask::Mask;
 use super::pipeline::{PipeState, release, wait_full};
-use super::scheduler::{tile_count, work_for_tile};
+use super::scheduler::{is_varlen, tile_count, work_for_tile};
 use super::smem::Smem;
 use super::softmax::{OnlineSoftmax, rescale};
 use crate::arch::barrier::{bar_arrive_named, bar_sync_named, bar_warp_sync};
@@ -285,10 +285,6 @@ pub unsafe fn run<
     // Named barriers: 0 (the CTA), the epilogue's and the ping-pong's per warpgroup.
     const { assert!(BM % 64 == 0 && 1 + 2 * (BM / 64) <= 16) };
     let lane = tid % 32;
-    let mask = Mask {
-        seqlen_k: p.seqlen_k as i32,
-        causal_offset: (p.causal != 0).then_some(p.seqlen_k as i32 - p.seqlen_q as i32),
-    };
     let turns = Pingpong::new(wg, (BM / 64) as u32, PIPELINED);
     let mut pipe = PipeState::<STAGES>::new();
     let total = tile_count(p);
@@ -305,6 +301,8 @@ pub unsafe fn run<
             break;
         }
         let work = work_for_tile::<BM, BN>(p, tile);
+        let (seqlen_q, seqlen_k) = (work.extent.seqlen_q as i32, work.extent.seqlen_k as i32);
+        let mask = Mask { seqlen_k, causal_offset: (p.causal != 0).then_some(seqlen_k - seqlen_q) };
         let wg_row0 = work.m0 + 64 * wg;
         let row = wg_row0 + 16 * (tid / 32) + lane / 4;
         let rows = Rows::<D, BM, BN, STAGES> {
@@ -334,15 +332,15 @@ pub unsafe fn run<
         let lane = tid % 32;
         let work = work_for_tile::<BM, BN>(p, opaque(tile));
         let row = work.m0 + 64 * wg + 16 * (tid / 32) + lane / 4;
+        let e = work.extent;
         let (bi, h) = (work.batch as i64, work.head as i64);
         let [ob, or, oh] = p.o_strides;
-        let out = (p.o as *mut u16).wrapping_offset((bi * ob + h * oh) as isize);
+        let out = (p.o as *mut u16).wrapping_offset((bi * ob + h * oh + e.q_start as i64 * or) as isize);
         unsafe {
-            store_o::<T, D, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, p.seqlen_q, p.head_dim);
+            store_o::<T, D, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, e.seqlen_q, p.head_dim);
             if p.lse != 0 {
-                let bh = (work.batch * p.heads_q + work.head) as usize;
-                let dst = (p.lse as *mut f32).add(bh * p.seqlen_q as usize);
-                store_lse(lse, dst, row, p.seqlen_q, lane);
+                let dst = (p.lse as *mut f32).add(e.lse_first(p, work.batch, work.head, is_varlen(p)));
+                store_lse(lse, dst, row, e.seqlen_q, lane);
             }
         }
         // The producer's next TMA load of Q into this tile (async proxy) overwrites what this

@@ -5,8 +5,9 @@
 //! consumers' order (last tile first), each K and V into the next free stage of the ring
 //! (after its `k_empty`/`v_empty` phase), K one tile ahead of V. The ring position carries
 //! over from one work tile to the next. Each tile is `D / 64` boxes of 64 columns x rows;
-//! rows past the sequence (and columns past head_dim) arrive as zeros and still count their
-//! full bytes.
+//! rows past the tensor (and columns past head_dim) arrive as zeros and still count their
+//! full bytes. In a variable-length launch the rows past a sequence's end are the next
+//! sequence's: the consumers mask those keys and store no such query row.
 use super::pipeline::{PipeState, wait_empty};
 use super::scheduler::{NO_TILE, Work, claim_next, first_tile, retire, tile_count, work_for_tile};
 use super::smem::Smem;
@@ -48,11 +49,11 @@ unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES
     start: PipeState<STAGES>,
 ) -> PipeState<STAGES> {
     let kv_bytes = (BN * D * 2) as u32;
-    let row = |t: u32| (work.n_tiles - 1 - t) * BN as u32;
+    let row = |t: u32| work.extent.k_start + (work.n_tiles - 1 - t) * BN as u32;
     let load_v = |pipe: PipeState<STAGES>, t: u32| unsafe {
         wait_empty(smem.v_empty(pipe.stage), pipe.phase);
         mbarrier_arrive_expect_tx(smem.v_full(pipe.stage), kv_bytes);
-        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, row(t), work.head_kv, work.batch, smem.v_full(pipe.stage));
+        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, row(t), work.head_kv, work.map_batch, smem.v_full(pipe.stage));
     };
     let mut pk = start;
     for t in 1..work.n_tiles {
@@ -66,7 +67,7 @@ unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES
     pk
 }
 
-/// Loads K tile `row / BN` at ring position `pipe`.
+/// Loads the K tile from map row `row` on at ring position `pipe`.
 #[inline(always)]
 unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
     maps: Maps,
@@ -78,7 +79,7 @@ unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES:
     unsafe {
         wait_empty(smem.k_empty(pipe.stage), pipe.phase);
         mbarrier_arrive_expect_tx(smem.k_full(pipe.stage), (BN * D * 2) as u32);
-        load_tile::<D, BN>(smem.k(pipe.stage), maps.k, row, work.head_kv, work.batch, smem.k_full(pipe.stage));
+        load_tile::<D, BN>(smem.k(pipe.stage), maps.k, row, work.head_kv, work.map_batch, smem.k_full(pipe.stage));
     }
 }
 
@@ -104,6 +105,11 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
     let mut tile = first_tile();
     let mut i = 0u32;
     loop {
+        // Variable-length launches: query blocks past their sequence's end are skipped here, so
+        // the consumers never see them.
+        while tile < total && work_for_tile::<BM, BN>(p, tile).is_empty() {
+            tile = unsafe { claim_next(p, tile) };
+        }
         let (b, phase) = Smem::<D, BM, BN, STAGES>::q_turn(i);
         if tile >= total {
             unsafe {
@@ -116,13 +122,13 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         let next = unsafe { claim_next(p, tile) };
         let work = work_for_tile::<BM, BN>(p, tile);
         if work.n_tiles > 0 {
-            unsafe { load_k(maps, smem, work, pipe, (work.n_tiles - 1) * BN as u32) };
+            unsafe { load_k(maps, smem, work, pipe, work.extent.k_start + (work.n_tiles - 1) * BN as u32) };
         }
         unsafe {
             wait_empty(smem.q_empty(b), phase);
             st_shared_b32(smem.tile_slot(b), tile);
             mbarrier_arrive_expect_tx(smem.q_full(b), (BM * D * 2) as u32);
-            load_tile::<D, BM>(smem.q(b), maps.q, work.m0, work.head, work.batch, smem.q_full(b));
+            load_tile::<D, BM>(smem.q(b), maps.q, work.extent.q_start + work.m0, work.head, work.map_batch, smem.q_full(b));
         }
         if work.n_tiles > 0 {
             pipe = unsafe { load_kv(maps, smem, work, pipe) };

@@ -2,7 +2,7 @@
 use crate::arch::atom::{atom_acq_rel_gpu_add_u32, atom_relaxed_gpu_add_u32};
 use crate::arch::ids::{block_idx_x, grid_dim_x};
 use crate::fwd::params::FwdParams;
-use crate::fwd::scheduler::{Tile, div_rem, tile_for_block};
+use crate::fwd::scheduler::{Extent, Tile, div_rem, tile_for_block};
 
 /// The work of one CTA.
 #[derive(Clone, Copy)]
@@ -13,10 +13,24 @@ pub struct Work {
     pub head: u32,
     /// Key/value head (`head / group`).
     pub head_kv: u32,
-    /// First query row (`m_block * BM`).
+    /// First query row (`m_block * BM`) within the sequence.
     pub m0: u32,
     /// Key tiles of `BN` rows the block sees: tiles `0..n_tiles`, walked from the last down.
     pub n_tiles: u32,
+    /// The sequence's lengths and, variable-length, where its rows start in the packed tensors.
+    pub extent: Extent,
+    /// Batch coordinate of the tensor maps: `batch`, or 0 for variable-length launches, whose
+    /// maps see the packed rows as one sequence.
+    pub map_batch: u32,
+}
+
+impl Work {
+    /// True for a query block past its sequence's end (variable-length launches size the grid
+    /// for the longest sequence): it has no row to compute.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.m0 >= self.extent.seqlen_q
+    }
 }
 
 /// Work tiles of a launch: `batch * heads_q * m_blocks` query blocks.
@@ -66,20 +80,30 @@ pub unsafe fn retire(p: &FwdParams) {
     }
 }
 
-/// The work of tile `tile` (query blocks of `BM` rows, key tiles of `BN`), in the mma.sync
-/// kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs running together
-/// on a few heads).
+/// True for variable-length launches (the offsets arrays are set).
+#[inline(always)]
+pub fn is_varlen(p: &FwdParams) -> bool {
+    p.cu_seqlens_q != 0
+}
+
+/// The work of tile `tile` (< [`tile_count`]; query blocks of `BM` rows, key tiles of `BN`), in
+/// the mma.sync kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs
+/// running together on a few heads).
 #[inline(always)]
 pub fn work_for_tile<const BM: usize, const BN: usize>(p: &FwdParams, tile: u32) -> Work {
     let Tile { batch, head, m_block } = tile_for_block(p, tile);
     let m0 = m_block * BM as u32;
     let head_kv = div_rem(head, p.group).0;
+    let varlen = is_varlen(p);
+    // SAFETY: `batch` is below the launch's batch, so its offsets exist.
+    let extent = if varlen { unsafe { Extent::varlen(p, batch) } } else { Extent::fixed(p) };
+    let Extent { seqlen_q, seqlen_k, .. } = extent;
     // Keys at or past the last real row's diagonal are never seen by this block.
     let keys = if p.causal != 0 {
-        let last_row = (m0 + BM as u32).min(p.seqlen_q) as i64;
-        (last_row + p.seqlen_k as i64 - p.seqlen_q as i64).clamp(0, p.seqlen_k as i64) as u32
+        let last_row = (m0 + BM as u32).min(seqlen_q) as i64;
+        (last_row + seqlen_k as i64 - seqlen_q as i64).clamp(0, seqlen_k as i64) as u32
     } else {
-        p.seqlen_k
+        seqlen_k
     };
-    Work { batch, head, head_kv, m0, n_tiles: keys.div_ceil(BN as u32) }
+    Work { batch, head, head_kv, m0, n_tiles: keys.div_ceil(BN as u32), extent, map_batch: if varlen { 0 } else { batch } }
 }
