@@ -49,16 +49,25 @@ pub fn kernel_name(dtype: DType, config: &HopperConfig) -> String {
     )
 }
 
+/// Entry-point name of the variable-length twin of `config`'s kernel
+/// (`flash_fwd_sm90_varlen_...`), if it has one: the defaults ([`config::DEFAULTS`]) do,
+/// persistent or not.
+pub fn varlen_kernel_name(dtype: DType, config: &HopperConfig) -> Option<String> {
+    let twin = config::DEFAULTS.iter().any(|&i| HopperConfig { persistent: config.persistent, ..config::CONFIGS[i] } == *config);
+    twin.then(|| kernel_name(dtype, config).replacen("flash_fwd_sm90_", "flash_fwd_sm90_varlen_", 1))
+}
+
 /// Names of every Hopper kernel (in [`crate::ptx::PTX_SM90A`] only): each of
-/// [`config::CONFIGS`] for f16, then for bf16.
+/// [`config::CONFIGS`] and its variable-length twin (if any) for f16, then for bf16.
 pub fn kernel_names() -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for dtype in [DType::F16, DType::Bf16] {
         for c in config::CONFIGS {
             // Persistent configurations launch their twin's kernel.
-            let name = kernel_name(dtype, &c);
-            if !names.contains(&name) {
-                names.push(name);
+            for name in std::iter::once(kernel_name(dtype, &c)).chain(varlen_kernel_name(dtype, &c)) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
             }
         }
     }
@@ -190,8 +199,12 @@ fn wgmma_plan(p: &AttentionParams, base: &LaunchPlan, config: Option<HopperConfi
         params.interleave = crate::attention::interleave(params.causal != 0, p.batch * p.heads_q, m_blocks);
         grid = ctas as u32;
     }
+    let kernel = match packed_rows {
+        Some(_) => varlen_kernel_name(p.dtype, &config).ok_or_else(|| format!("{config:?} has no variable-length kernel"))?,
+        None => kernel_name(p.dtype, &config),
+    };
     Ok(WgmmaPlan {
-        kernel: kernel_name(p.dtype, &config),
+        kernel,
         config,
         dtype: p.dtype,
         grid,
@@ -399,8 +412,12 @@ mod tests {
         assert_eq!(kernel_name(DType::F16, &two), "flash_fwd_sm90_f16_d64_128x128s3");
         assert_eq!((two.producer_regs(), two.consumer_regs()), (40, 232));
         assert_eq!((config::CONFIGS[0].producer_regs(), config::CONFIGS[0].consumer_regs()), (32, 160));
-        // Persistent configurations share their twin's kernel.
-        assert_eq!(kernel_names().len(), 2 * config::CONFIGS.iter().filter(|c| !c.persistent).count());
+        // Persistent configurations share their twin's kernel; the defaults have a
+        // variable-length twin.
+        let fixed = config::CONFIGS.iter().filter(|c| !c.persistent).count();
+        assert_eq!(kernel_names().len(), 2 * (fixed + config::DEFAULTS.len()));
+        assert_eq!(varlen_kernel_name(DType::Bf16, &config::CONFIGS[1]).unwrap(), "flash_fwd_sm90_varlen_bf16_d128_128x128s2");
+        assert!(varlen_kernel_name(DType::F16, &two).is_none());
         for c in config::CONFIGS.iter().filter(|c| c.persistent) {
             let twin = HopperConfig { persistent: false, ..*c };
             assert!(config::CONFIGS.contains(&twin));
@@ -412,7 +429,8 @@ mod tests {
     fn every_hopper_kernel_is_in_the_sm90a_module_with_its_entry_directives() {
         let (sm90, sm80) = (crate::ptx::entry_names(crate::ptx::PTX_SM90A), crate::ptx::entry_names(crate::ptx::PTX_SM80));
         let kernels = config::CONFIGS.iter().filter(|c| !c.persistent);
-        for (name, c) in [DType::F16, DType::Bf16].into_iter().flat_map(|t| kernels.clone().map(move |c| (kernel_name(t, c), c))) {
+        let names = |t, c| std::iter::once(kernel_name(t, c)).chain(varlen_kernel_name(t, c)).map(move |n| (n, c));
+        for (name, c) in [DType::F16, DType::Bf16].into_iter().flat_map(|t| kernels.clone().flat_map(move |c| names(t, c))) {
             assert!(sm90.contains(&name.as_str()), "{name} missing from the sm_90a module");
             assert!(!sm80.contains(&name.as_str()), "{name} must not be in the sm_80 module");
             // setmaxnreg only works with a register budget known at entry (xtask adds it): the

@@ -109,7 +109,8 @@ pub const CONFIGS: [HopperConfig; 12] = [
     HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: true },
 ];
 
-/// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256).
+/// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256); these
+/// also have a variable-length kernel (persistent or not, through the same entry).
 pub const DEFAULTS: [usize; 3] = [0, 1, 2];
 
 /// The padded head dimensions, smallest first.

@@ -12,7 +12,7 @@ use super::epilogue::{store_lse, store_o};
 use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
 use super::mask::Mask;
 use super::pipeline::{PipeState, release, wait_full};
-use super::scheduler::{is_varlen, tile_count, work_for_tile};
+use super::scheduler::{tile_count, work_for_tile};
 use super::smem::Smem;
 use super::softmax::{OnlineSoftmax, rescale};
 use crate::arch::barrier::{bar_arrive_named, bar_sync_named, bar_warp_sync};
@@ -264,7 +264,7 @@ unsafe fn mainloop_pipelined<
 }
 
 /// Runs consumer warpgroup `wg` (0-based among the `BM / 64` consumers) over the CTA's work
-/// tiles; `tid` is the thread's index in the warpgroup.
+/// tiles (`VARLEN`: of a variable-length launch); `tid` is the thread's index in the warpgroup.
 #[inline(always)]
 pub unsafe fn run<
     T: WgElement,
@@ -276,6 +276,7 @@ pub unsafe fn run<
     const ON: usize,
     const KP: usize,
     const PIPELINED: bool,
+    const VARLEN: bool,
 >(
     p: &FwdParams,
     smem: Smem<D, BM, BN, STAGES>,
@@ -300,7 +301,7 @@ pub unsafe fn run<
         if tile >= total {
             break;
         }
-        let work = work_for_tile::<BM, BN>(p, tile);
+        let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
         let (seqlen_q, seqlen_k) = (work.extent.seqlen_q as i32, work.extent.seqlen_k as i32);
         let mask = Mask { seqlen_k, causal_offset: (p.causal != 0).then_some(seqlen_k - seqlen_q) };
         let wg_row0 = work.m0 + 64 * wg;
@@ -330,7 +331,7 @@ pub unsafe fn run<
         // registers through it and spill.
         let (tid, wg, b) = (opaque(tid), opaque(wg), opaque(b));
         let lane = tid % 32;
-        let work = work_for_tile::<BM, BN>(p, opaque(tile));
+        let work = work_for_tile::<BM, BN, VARLEN>(p, opaque(tile));
         let row = work.m0 + 64 * wg + 16 * (tid / 32) + lane / 4;
         let e = work.extent;
         let (bi, h) = (work.batch as i64, work.head as i64);
@@ -339,7 +340,7 @@ pub unsafe fn run<
         unsafe {
             store_o::<T, D, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, e.seqlen_q, p.head_dim);
             if p.lse != 0 {
-                let dst = (p.lse as *mut f32).add(e.lse_first(p, work.batch, work.head, is_varlen(p)));
+                let dst = (p.lse as *mut f32).add(e.lse_first(p, work.batch, work.head, VARLEN));
                 store_lse(lse, dst, row, e.seqlen_q, lane);
             }
         }

@@ -61,7 +61,9 @@ fn entry_directives<const THREADS: usize>() {
 /// (64 per consumer warpgroup), keys per stage `BN`, `STAGES`, the derived register counts
 /// `SN = BN/2` (scores), `ON = D/2` (output) and `KP = BN/16` (P's k-steps), which stable Rust
 /// cannot compute in array types, the warpgroups' register budgets after `setmaxnreg`
-/// (producer `PREGS`, each consumer `CREGS`), and the consumer schedule (see [`consumer`]).
+/// (producer `PREGS`, each consumer `CREGS`), the consumer schedule (see [`consumer`]), and
+/// `VARLEN`: packed variable-length batches (per-sequence extents from the offsets arrays; a
+/// twin of the fixed-length kernel, which thus keeps its lengths in parameters).
 #[inline(always)]
 unsafe fn flash_fwd_sm90<
     T: WgElement,
@@ -75,6 +77,7 @@ unsafe fn flash_fwd_sm90<
     const PREGS: u32,
     const CREGS: u32,
     const PIPELINED: bool,
+    const VARLEN: bool,
 >(
     maps: Maps,
     p: &FwdParams,
@@ -113,24 +116,24 @@ unsafe fn flash_fwd_sm90<
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 {
-            unsafe { producer::run(maps, smem, p) };
+            unsafe { producer::run::<D, BM, BN, STAGES, VARLEN>(maps, smem, p) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
-        unsafe { consumer::run::<T, D, BM, BN, STAGES, SN, ON, KP, PIPELINED>(p, smem, warpgroup - 1, tid % 128) };
+        unsafe { consumer::run::<T, D, BM, BN, STAGES, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
     }
 }
 
-/// Declares one kernel entry per (element type, configuration); persistent configurations
-/// reuse their non-persistent twin's entry (only the launch differs). Entry names are
-/// `flash_fwd_sm90_<dtype>_d<D>_<BM>x<BN>s<stages>` (`_serial` for the serial schedule), which
-/// the host derives from [`CONFIGS`].
+/// Declares one kernel entry per (element type, configuration, fixed or variable length);
+/// persistent configurations reuse their non-persistent twin's entry (only the launch
+/// differs). Entry names are `flash_fwd_sm90[_varlen]_<dtype>_d<D>_<BM>x<BN>s<stages>`
+/// (`_serial` for the serial schedule), which the host derives from [`CONFIGS`].
 macro_rules! sm90_kernels {
-    ($($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
-        sm90_kernels!(@one $f16, F16, $cfg);
-        sm90_kernels!(@one $bf16, Bf16, $cfg);
+    ($($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
+        sm90_kernels!(@one $f16, F16, $cfg, $varlen);
+        sm90_kernels!(@one $bf16, Bf16, $cfg, $varlen);
     )*};
-    (@one $name:ident, $t:ty, $cfg:literal) => {
+    (@one $name:ident, $t:ty, $cfg:literal, $varlen:literal) => {
         /// Hopper forward attention entry point (see the module docs): Q, K and V tensor maps
         /// (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes, 128-byte swizzle), then
         /// the parameters. Launch with the geometry of its [`HopperConfig`].
@@ -145,19 +148,23 @@ macro_rules! sm90_kernels {
             };
             unsafe {
                 flash_fwd_sm90::<$t, { C.head_dim }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
-                    { C.head_dim / 2 }, { C.block_n / 16 }, { C.producer_regs() }, { C.consumer_regs() }, { C.pipelined }>(maps, &p)
+                    { C.head_dim / 2 }, { C.block_n / 16 }, { C.producer_regs() }, { C.consumer_regs() }, { C.pipelined }, $varlen>(maps, &p)
             }
         }
     };
 }
 
 sm90_kernels! {
-    0 => flash_fwd_sm90_f16_d64_192x128s3, flash_fwd_sm90_bf16_d64_192x128s3;
-    1 => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
-    2 => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
-    3 => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
-    4 => flash_fwd_sm90_f16_d64_192x128s3_serial, flash_fwd_sm90_bf16_d64_192x128s3_serial;
-    5 => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
-    6 => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
-    7 => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
+    0, false => flash_fwd_sm90_f16_d64_192x128s3, flash_fwd_sm90_bf16_d64_192x128s3;
+    1, false => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
+    2, false => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
+    3, false => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
+    4, false => flash_fwd_sm90_f16_d64_192x128s3_serial, flash_fwd_sm90_bf16_d64_192x128s3_serial;
+    5, false => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
+    6, false => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
+    7, false => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
+    // Variable-length twins of the defaults ([`config::DEFAULTS`]).
+    0, true => flash_fwd_sm90_varlen_f16_d64_192x128s3, flash_fwd_sm90_varlen_bf16_d64_192x128s3;
+    1, true => flash_fwd_sm90_varlen_f16_d128_128x128s2, flash_fwd_sm90_varlen_bf16_d128_128x128s2;
+    2, true => flash_fwd_sm90_varlen_f16_d256_128x64s2, flash_fwd_sm90_varlen_bf16_d256_128x64s2;
 }

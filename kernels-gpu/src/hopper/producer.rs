@@ -90,7 +90,7 @@ unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES:
 /// one's, whose epilogue staged O there), the tile's index in that Q tile's slot and its Q,
 /// then the remaining K/V tiles. After the last, the slot says "none" ([`NO_TILE`]).
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
+pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool>(
     maps: Maps,
     smem: Smem<D, BM, BN, STAGES>,
     p: &FwdParams,
@@ -107,7 +107,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
     loop {
         // Variable-length launches: query blocks past their sequence's end are skipped here, so
         // the consumers never see them.
-        while tile < total && work_for_tile::<BM, BN>(p, tile).is_empty() {
+        while VARLEN && tile < total && work_for_tile::<BM, BN, VARLEN>(p, tile).is_empty() {
             tile = unsafe { claim_next(p, tile) };
         }
         let (b, phase) = Smem::<D, BM, BN, STAGES>::q_turn(i);
@@ -120,7 +120,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
             break;
         }
         let next = unsafe { claim_next(p, tile) };
-        let work = work_for_tile::<BM, BN>(p, tile);
+        let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
         if work.n_tiles > 0 {
             unsafe { load_k(maps, smem, work, pipe, work.extent.k_start + (work.n_tiles - 1) * BN as u32) };
         }

@@ -80,23 +80,16 @@ pub unsafe fn retire(p: &FwdParams) {
     }
 }
 
-/// True for variable-length launches (the offsets arrays are set).
-#[inline(always)]
-pub fn is_varlen(p: &FwdParams) -> bool {
-    p.cu_seqlens_q != 0
-}
-
 /// The work of tile `tile` (< [`tile_count`]; query blocks of `BM` rows, key tiles of `BN`), in
 /// the mma.sync kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs
-/// running together on a few heads).
+/// running together on a few heads); `VARLEN`: of a variable-length launch.
 #[inline(always)]
-pub fn work_for_tile<const BM: usize, const BN: usize>(p: &FwdParams, tile: u32) -> Work {
+pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool>(p: &FwdParams, tile: u32) -> Work {
     let Tile { batch, head, m_block } = tile_for_block(p, tile);
     let m0 = m_block * BM as u32;
     let head_kv = div_rem(head, p.group).0;
-    let varlen = is_varlen(p);
     // SAFETY: `batch` is below the launch's batch, so its offsets exist.
-    let extent = if varlen { unsafe { Extent::varlen(p, batch) } } else { Extent::fixed(p) };
+    let extent = if VARLEN { unsafe { Extent::varlen(p, batch) } } else { Extent::fixed(p) };
     let Extent { seqlen_q, seqlen_k, .. } = extent;
     // Keys at or past the last real row's diagonal are never seen by this block.
     let keys = if p.causal != 0 {
@@ -105,5 +98,5 @@ pub fn work_for_tile<const BM: usize, const BN: usize>(p: &FwdParams, tile: u32)
     } else {
         seqlen_k
     };
-    Work { batch, head, head_kv, m0, n_tiles: keys.div_ceil(BN as u32), extent, map_batch: if varlen { 0 } else { batch } }
+    Work { batch, head, head_kv, m0, n_tiles: keys.div_ceil(BN as u32), extent, map_batch: if VARLEN { 0 } else { batch } }
 }
