@@ -302,6 +302,7 @@ pub unsafe fn run<
             break;
         }
         let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
+        let work = if VARLEN { work.warp_uniform() } else { work };
         let (seqlen_q, seqlen_k) = (work.extent.seqlen_q as i32, work.extent.seqlen_k as i32);
         let mask = Mask { seqlen_k, causal_offset: (p.causal != 0).then_some(seqlen_k - seqlen_q) };
         let wg_row0 = work.m0 + 64 * wg;
@@ -332,6 +333,7 @@ pub unsafe fn run<
         let (tid, wg, b) = (opaque(tid), opaque(wg), opaque(b));
         let lane = tid % 32;
         let work = work_for_tile::<BM, BN, VARLEN>(p, opaque(tile));
+        let work = if VARLEN { work.warp_uniform() } else { work };
         let row = work.m0 + 64 * wg + 16 * (tid / 32) + lane / 4;
         let e = work.extent;
         let (bi, h) = (work.batch as i64, work.head as i64);

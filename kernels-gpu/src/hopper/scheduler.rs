@@ -1,6 +1,7 @@
 //! Which (batch, head, query block) a CTA computes, and the key tiles that block needs.
 use crate::arch::atom::{atom_acq_rel_gpu_add_u32, atom_relaxed_gpu_add_u32};
 use crate::arch::ids::{block_idx_x, grid_dim_x};
+use crate::arch::shfl::shfl_sync_idx_u32;
 use crate::fwd::params::FwdParams;
 use crate::fwd::scheduler::{Extent, Tile, div_rem, tile_for_block};
 
@@ -25,6 +26,22 @@ pub struct Work {
 }
 
 impl Work {
+    /// This work as lane 0 of the warp sees it. The fields a variable-length launch loads
+    /// from the offsets are the same in every lane, but ptxas cannot tell: branching on them
+    /// (the key loop, the mask) would make it treat the consumers' wgmma code as divergent
+    /// (9% slower on an H100). Values that come from a `shfl.idx` of one lane it does treat as
+    /// warp-uniform.
+    #[inline(always)]
+    pub fn warp_uniform(self) -> Self {
+        let b = |x: u32| shfl_sync_idx_u32(x, 0);
+        let e = self.extent;
+        Work {
+            n_tiles: b(self.n_tiles),
+            extent: Extent { seqlen_q: b(e.seqlen_q), seqlen_k: b(e.seqlen_k), q_start: b(e.q_start), k_start: b(e.k_start) },
+            ..self
+        }
+    }
+
     /// True for a query block past its sequence's end (variable-length launches size the grid
     /// for the longest sequence): it has no row to compute.
     #[inline(always)]
