@@ -161,9 +161,46 @@ impl BenchBuffers {
     }
 }
 
+/// What the two events around a timed launch see.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimingMode {
+    /// The call on an idle stream: the host's work before the kernel starts (the driver's
+    /// launch, a few microseconds) counts, as for a caller that waits for each call.
+    #[default]
+    Call,
+    /// The call queued behind a spin kernel ([`QUEUE_HOLD_NS`]) that holds the stream while
+    /// the host enqueues the events and the call: the GPU's time alone (the kernel and its
+    /// start on the GPU), as for a call amid other queued work or in a graph.
+    Queued,
+}
+
+impl TimingMode {
+    /// `call` or `queued`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimingMode::Call => "call",
+            TimingMode::Queued => "queued",
+        }
+    }
+}
+
+/// How long [`TimingMode::Queued`] holds the stream before each timed call: well beyond the
+/// host's enqueueing of two events and a launch.
+pub const QUEUE_HOLD_NS: u64 = 50_000;
+
+/// Enqueues the spin kernel (`bench_spin`), holding `stream` for `ns` nanoseconds.
+fn hold_stream(gpu: &Gpu, stream: &Stream, ns: u64) -> Result<()> {
+    let f = gpu.kernel_function("bench_spin", 0)?;
+    let mut ns = ns;
+    let mut args = [&mut ns as *mut u64 as *mut std::ffi::c_void];
+    // SAFETY: one u64 argument, as `bench_spin` takes; a valid stream of this context.
+    let r = unsafe { cust::sys::cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream.as_inner(), args.as_mut_ptr(), std::ptr::null_mut()) };
+    crate::error::check_driver("cuLaunchKernel", r)
+}
+
 /// Times `plan` on a fresh stream: `warmup` untimed launches, then `iters` launches each
-/// between two events.
-pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, path: crate::attention::KernelPath, warmup: usize, iters: usize) -> Result<Timing> {
+/// between two events, as `mode` says.
+pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, path: crate::attention::KernelPath, warmup: usize, iters: usize, mode: TimingMode) -> Result<Timing> {
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let raw = stream.as_inner() as *mut std::ffi::c_void;
     for _ in 0..warmup {
@@ -173,6 +210,9 @@ pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, path: crate::attention::KernelPat
     let (start, stop) = (Event::new(EventFlags::DEFAULT)?, Event::new(EventFlags::DEFAULT)?);
     let mut samples = Vec::with_capacity(iters);
     for _ in 0..iters {
+        if mode == TimingMode::Queued {
+            hold_stream(gpu, &stream, QUEUE_HOLD_NS)?;
+        }
         start.record(&stream)?;
         // SAFETY: as above.
         unsafe { gpu.launch_forward(raw, path, plan)? };

@@ -4,11 +4,13 @@
 //! * [`layout`]: shared-memory layouts (swizzles) and tile copies built on the wrappers.
 //! * [`fwd`]: the FlashAttention-2-style forward kernel (mma.sync path, sm_80+).
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
+//! * [`bench`]: a spin kernel the benchmark's queued timing holds the stream with.
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx)]
 #![allow(clippy::missing_safety_doc)]
 
 pub mod arch;
+pub mod bench;
 pub mod dtype;
 pub mod fwd;
 #[cfg(target_feature = "sm_90a")]

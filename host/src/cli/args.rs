@@ -42,7 +42,8 @@ of that sweep; --head-dim, --seqlen, --batch, --heads and --causal on|off togeth
 single custom shape.
 
 Each row: `--warmup` untimed launches, then `--iters` launches each between two CUDA events; \
-the median and the fastest are reported.
+the median and the fastest are reported. With `--timing queued` each timed launch waits behind a \
+50 us spin kernel, so that the events see the GPU's time without the host's launch work.
 
   TFLOPS = 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim / median time,
            halved when causal (FlashAttention's convention: the two matmuls, of which causal
@@ -98,6 +99,26 @@ pub enum LayoutArg {
     /// `[batch, heads, seqlen, head_dim]` (PyTorch SDPA's, the one the torch rows use): each
     /// head's rows contiguous.
     Bhsd,
+}
+
+/// What the events around a timed launch see (`--timing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TimingArg {
+    /// Each call on an idle stream, the host's launch work included (the PyTorch anchors'
+    /// way; torch pays its Python dispatch there).
+    Call,
+    /// Each call queued behind a 50 us spin kernel that holds the stream while the host
+    /// enqueues it: the GPU's time alone, as amid queued work or in a CUDA graph.
+    Queued,
+}
+
+impl From<TimingArg> for flashrs::bench::TimingMode {
+    fn from(t: TimingArg) -> Self {
+        match t {
+            TimingArg::Call => flashrs::bench::TimingMode::Call,
+            TimingArg::Queued => flashrs::bench::TimingMode::Queued,
+        }
+    }
 }
 
 /// Other implementations to time on the same shapes.
@@ -186,6 +207,9 @@ pub struct BenchmarkArgs {
     /// which holds the same rows.
     #[arg(long, conflicts_with_all = ["page_size", "layout", "num_splits"])]
     pub varlen: bool,
+    /// What the events around each timed launch see (ours and torch's alike).
+    #[arg(long, value_enum, default_value_t = TimingArg::Call)]
+    pub timing: TimingArg,
     /// Plot TFLOPS against seqlen (.svg or .png).
     #[arg(long, value_name = "FILE", value_parser = plot_path)]
     pub plot: Option<PathBuf>,

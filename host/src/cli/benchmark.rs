@@ -25,6 +25,7 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         page_size: args.page_size,
         bhsd: args.layout == LayoutArg::Bhsd,
         varlen: args.varlen,
+        timing: args.timing.into(),
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
@@ -49,7 +50,7 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         }
     }
     let report =
-        Report { torch: torch_info, torch_unavailable, ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, records) };
+        Report { torch: torch_info, torch_unavailable, timing: opts.timing.name().into(), ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, records) };
     print!("{}", report.table());
     write_outputs(args, &report)
 }
@@ -80,7 +81,7 @@ fn run_ours(gpu: &Gpu, rows: &[Row], opts: &Options) -> Result<Vec<Record>, CliE
 fn run_torch(shapes: &[Shape], opts: &Options) -> torch::Outcome {
     let progress = bar(shapes.len(), "torch  ");
     progress.set_message("SDPA flash + cuDNN backends");
-    let outcome = torch::run(shapes, opts.dtype, opts.warmup, opts.iters, || progress.inc(1));
+    let outcome = torch::run(shapes, opts.dtype, (opts.warmup, opts.iters, opts.timing), || progress.inc(1));
     progress.finish_and_clear();
     outcome
 }

@@ -47,6 +47,8 @@ pub struct Report {
     pub warmup: usize,
     /// Timed launches per row.
     pub iters: usize,
+    /// What the events around a timed launch saw (`call` or `queued`, see `--timing`).
+    pub timing: String,
     /// The torch that was compared with, if any.
     pub torch: Option<TorchInfo>,
     /// Why torch was asked for but not compared, if so.
@@ -61,7 +63,7 @@ impl Report {
     /// Assembles a report; the summary is computed from `records`.
     pub fn new(device: String, dtype: &str, warmup: usize, iters: usize, records: Vec<Record>) -> Self {
         let summary = compare::summarize(&records);
-        Report { schema: SCHEMA, device, dtype: dtype.into(), warmup, iters, torch: None, torch_unavailable: None, records, summary }
+        Report { schema: SCHEMA, device, dtype: dtype.into(), warmup, iters, timing: "call".into(), torch: None, torch_unavailable: None, records, summary }
     }
 
     /// The `--json` document.
@@ -125,8 +127,8 @@ impl Report {
             })
             .collect();
         let mut out = format!(
-            "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row; TFLOPS = 4*B*Hq*Sq*Sk*D / median, halved when causal)\n",
-            self.device, self.dtype, self.warmup, self.iters
+            "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row, {} timing; TFLOPS = 4*B*Hq*Sq*Sk*D / median, halved when causal)\n",
+            self.device, self.dtype, self.warmup, self.iters, self.timing
         );
         out += &render(&head, &rows);
         out += &self.footer();
@@ -247,7 +249,7 @@ mod tests {
     #[test]
     fn json_has_stable_top_level_fields_and_summary() {
         let v: Value = serde_json::from_str(&sample().to_json()).unwrap();
-        for key in ["schema", "device", "dtype", "warmup", "iters", "torch", "torch_unavailable", "records", "summary"] {
+        for key in ["schema", "device", "dtype", "warmup", "iters", "timing", "torch", "torch_unavailable", "records", "summary"] {
             assert!(v.get(key).is_some(), "{key}");
         }
         assert_eq!(v["records"][0]["implementation"], "flashrs");

@@ -1,7 +1,7 @@
 //! Our rows on the GPU: buffers, optional verification against the CPU reference, timing.
 
 use flashrs::attention::{BufferRef, Buffers, PagedBuffers, TileConfig};
-use flashrs::bench::{BenchBuffers, time_plan};
+use flashrs::bench::{BenchBuffers, TimingMode, time_plan};
 use flashrs::reference::RefInputs;
 use flashrs::{AttentionParams, DType, Gpu, KernelPath, PagedKv, Varlen};
 
@@ -35,6 +35,8 @@ pub struct Options {
     pub bhsd: bool,
     /// A variable-length call of the batch's (equal-length) sequences, packed.
     pub varlen: bool,
+    /// What the events around a timed launch see.
+    pub timing: TimingMode,
 }
 
 impl Options {
@@ -98,7 +100,7 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
         record.note = [packed, pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
-            time_plan(gpu, &plan, opts.path, 0, 1).map_err(row_err)?;
+            time_plan(gpu, &plan, opts.path, 0, 1, TimingMode::Call).map_err(row_err)?;
             let [q, k, v] = bufs.inputs_f32(opts.dtype, &params).map_err(row_err)?;
             let out = bufs.output_f32(opts.dtype).map_err(row_err)?;
             let what = format!("{} ({kernel})", shape.label());
@@ -109,7 +111,7 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
         }
-        let t = time_plan(gpu, &plan, opts.path, opts.warmup, opts.iters).map_err(row_err)?;
+        let t = time_plan(gpu, &plan, opts.path, opts.warmup, opts.iters, opts.timing).map_err(row_err)?;
         records.push(record.timed(t.median_ms, t.min_ms));
         done();
     }
@@ -123,7 +125,7 @@ mod tests {
     use crate::cli::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, timing: TimingMode::Call }
     }
 
     #[test]

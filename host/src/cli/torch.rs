@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use flashrs::DType;
+use flashrs::bench::TimingMode;
 use serde::{Deserialize, Serialize};
 
 use super::record::{Implementation, Record};
@@ -55,6 +56,8 @@ struct Request<'a> {
     warmup: usize,
     /// Timed calls.
     iters: usize,
+    /// `call` or `queued` ([`TimingMode::name`]).
+    timing: &'a str,
     /// Script names of the backends to time.
     backends: Vec<&'a str>,
     /// The shapes, answered by index.
@@ -137,20 +140,21 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
 /// Runs the script with `python3` on `shapes`; `on_result` is called as each shape finishes
 /// (for a progress bar). Never fails: whatever goes wrong becomes [`Outcome::Unavailable`] or
 /// the `problem` of a partial run.
-pub fn run(shapes: &[Shape], dtype: DType, warmup: usize, iters: usize, mut on_result: impl FnMut()) -> Outcome {
+pub fn run(shapes: &[Shape], dtype: DType, (warmup, iters, timing): (usize, usize, TimingMode), mut on_result: impl FnMut()) -> Outcome {
     let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}.py", std::process::id()));
-    let outcome = run_script(&script, shapes, dtype, warmup, iters, &mut on_result);
+    let request = Request { dtype: dtype.name(), warmup, iters, timing: timing.name(), backends: BACKENDS.iter().map(|b| b.0).collect(), shapes };
+    let outcome = run_script(&script, &request, dtype, &mut on_result);
     // The temporary script is disposable; failing to delete it changes no result.
     let _ = std::fs::remove_file(&script);
     outcome
 }
 
 /// [`run`], with the script at `script`.
-fn run_script(script: &Path, shapes: &[Shape], dtype: DType, warmup: usize, iters: usize, on_result: &mut dyn FnMut()) -> Outcome {
+fn run_script(script: &Path, request: &Request, dtype: DType, on_result: &mut dyn FnMut()) -> Outcome {
+    let shapes = request.shapes;
     if let Err(e) = std::fs::write(script, SCRIPT) {
         return Outcome::Unavailable(format!("cannot write {}: {e}", script.display()));
     }
-    let request = Request { dtype: dtype.name(), warmup, iters, backends: BACKENDS.iter().map(|b| b.0).collect(), shapes };
     let request = serde_json::to_string(&request).expect("the request is plain data");
     let child = Command::new("python3").arg(script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let mut child = match child {
@@ -250,12 +254,14 @@ mod tests {
     #[test]
     fn request_uses_the_shape_field_names_the_script_reads() {
         let s = shapes();
-        let req = Request { dtype: "bf16", warmup: 5, iters: 20, backends: vec!["flash"], shapes: &s };
+        let req = Request { dtype: "bf16", warmup: 5, iters: 20, timing: "queued", backends: vec!["flash"], shapes: &s };
         let v = serde_json::to_value(&req).unwrap();
         for key in ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"] {
             assert!(v["shapes"][0].get(key).is_some(), "{key}");
             assert!(SCRIPT.contains(&format!("\"{key}\"")), "{key}");
         }
+        assert_eq!(v["timing"], "queued");
+        assert!(SCRIPT.contains("request.get(\"timing\", \"call\") == \"queued\""));
         for (key, _) in BACKENDS {
             assert!(SCRIPT.contains(&format!("\"{key}\":")), "{key}");
         }
@@ -266,7 +272,7 @@ mod tests {
         // Here: no torch (or no python3, or no GPU) gives a reason; with torch and a GPU, times.
         let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, causal: true }];
         let mut reported = 0;
-        match run(&tiny, DType::F16, 1, 2, || reported += 1) {
+        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), || reported += 1) {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
             Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() && reported == 1),
         }

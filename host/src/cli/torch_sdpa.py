@@ -1,7 +1,8 @@
 """Times PyTorch SDPA backends for `flashrs benchmark --compare torch`.
 
 Request, one JSON document on stdin:
-  {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "backends": ["flash", "cudnn"],
+  {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
+   "backends": ["flash", "cudnn"],
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
 
 Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines):
@@ -11,7 +12,9 @@ Reply on stdout, one JSON object per line, each with a "kind" (the reader ignore
 Diagnostics go to stderr.
 
 Timing matches flashrs: `warmup` untimed calls, then `iters` calls each between two CUDA
-events, median and minimum in milliseconds. Inputs are standard normal in [B, H, S, D].
+events, median and minimum in milliseconds; with timing "queued" each timed call waits behind a
+spin kernel (`torch.cuda._sleep`) long enough to cover Python's dispatch, so that the events see
+the GPU's work alone. Inputs are standard normal in [B, H, S, D].
 """
 
 import json
@@ -35,7 +38,12 @@ def first_line(text, limit=300):
     return line[:limit]
 
 
-def time_call(torch, fn, warmup, iters):
+# GPU clock cycles `torch.cuda._sleep` spins before a queued call: 0.5-1 ms at H100 clocks,
+# beyond the dispatch of an SDPA call and its two events.
+HOLD_CYCLES = 1_000_000
+
+
+def time_call(torch, fn, warmup, iters, queued):
     """(median, fastest) milliseconds of `fn`, timed the way flashrs times its kernels."""
     for _ in range(warmup):
         fn()
@@ -43,6 +51,8 @@ def time_call(torch, fn, warmup, iters):
     times = []
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(iters):
+        if queued:
+            torch.cuda._sleep(HOLD_CYCLES)
         start.record()
         fn()
         stop.record()
@@ -91,7 +101,7 @@ def candidates(torch, name, shape, q, k, v):
             yield "sdpa" + tag, lambda k_=k_, v_=v_, gqa=gqa: sdpa(q, k_, v_, is_causal=causal, **gqa)
 
 
-def run_backend(torch, name, backend, shape, q, k, v, warmup, iters):
+def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued):
     """Times the first call the backend accepts, or says why it accepted none."""
     from torch.nn.attention import sdpa_kernel
 
@@ -112,7 +122,7 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters):
                 why = [x for x in dict.fromkeys(why) if x and not x.endswith("because:")]
                 reasons.append(label + ": " + "; ".join(why))
                 continue
-            median, fastest = time_call(torch, call, warmup, iters)
+            median, fastest = time_call(torch, call, warmup, iters, queued)
             return {"median_ms": median, "min_ms": fastest, "call": label}
     return {"error": " | ".join(reasons)[:600] or "no call to try"}
 
@@ -133,6 +143,7 @@ def main():
     emit({"kind": "info", "torch": torch.__version__, "device": torch.cuda.get_device_name(0), "cudnn": cudnn})
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[request["dtype"]]
     warmup, iters = int(request["warmup"]), int(request["iters"])
+    queued = request.get("timing", "call") == "queued"
     torch.manual_seed(0)
     for index, shape in enumerate(request["shapes"]):
         results = {}
@@ -147,7 +158,7 @@ def main():
                     results[name] = {"error": f"torch {torch.__version__} has no SDPBackend for '{name}'"}
                     continue
                 try:
-                    results[name] = run_backend(torch, name, backend, shape, q, k, v, warmup, iters)
+                    results[name] = run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued)
                 except Exception as e:  # noqa: BLE001 - e.g. out of memory while timing
                     results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
             del q, k, v

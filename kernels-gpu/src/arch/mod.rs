@@ -16,6 +16,7 @@ pub mod mma;
 pub mod setmaxnreg;
 pub mod shfl;
 pub mod smem;
+pub mod timer;
 #[cfg(target_feature = "sm_90a")]
 pub mod tma;
 #[cfg(target_feature = "sm_90a")]
