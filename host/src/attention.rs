@@ -261,8 +261,10 @@ impl PagedKv {
 ///
 /// The offsets are given **on the host**: the planner validates them (`batch + 1` entries each,
 /// starting at 0, non-decreasing, the totals within the buffers), and each launch uploads
-/// exactly these validated offsets to the GPU itself (a stream-ordered allocation and copy,
-/// freed in stream order), so a kernel never reads offsets that were not checked. Variable-length
+/// exactly these validated offsets to the GPU itself (a stream-ordered allocation, filled by a
+/// small kernel that carries the offsets in its launch parameters, so the launch neither waits
+/// for the stream nor breaks a graph capture; freed in stream order), so a kernel never reads
+/// offsets that were not checked. Variable-length
 /// calls run without split-KV, on the Hopper kernels where the path allows (see
 /// [`crate::hopper`]), else on mma.sync.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1324,7 +1326,8 @@ impl Gpu {
     /// counters that are zero when the kernel starts and that it leaves at zero, and
     /// `partial_bytes` bytes of scratch. Without offsets, the stream's kept workspace where it
     /// can have one ([`crate::workspace`]); otherwise one stream-ordered allocation from the
-    /// library's pool on `stream`, the offsets copied in (from the validated host copy) and the
+    /// library's pool on `stream`, the offsets stored there (from the validated host copy, by
+    /// [`crate::workspace::upload_i32`]) and the
     /// counters zeroed before the launch, freed with `cuMemFreeAsync` after it.
     ///
     /// # Safety
@@ -1337,7 +1340,7 @@ impl Gpu {
         partial_bytes: usize,
         launch: impl Fn(WorkspaceAddrs) -> Result<()>,
     ) -> Result<()> {
-        use cust::sys::{cuMemFreeAsync, cuMemcpyHtoDAsync_v2, cuMemsetD32Async};
+        use cust::sys::{cuMemFreeAsync, cuMemsetD32Async};
         if offsets.is_empty() {
             let kept = |counters, partials| launch(WorkspaceAddrs { offsets: None, counters, partials });
             // SAFETY: as for this function; `launch` enqueues on `stream` only.
@@ -1355,9 +1358,9 @@ impl Gpu {
             let mut ws = WorkspaceAddrs { offsets: None, counters: base + off_bytes as u64, partials: 0 };
             ws.partials = ws.counters + crate::workspace::counter_bytes(counters) as u64;
             if !offsets.is_empty() {
-                // Pageable source: the driver stages it before returning, so `offsets` may go.
-                let r = unsafe { cuMemcpyHtoDAsync_v2(base, offsets.as_ptr() as *const c_void, offsets.len() * 4, stream as _) };
-                crate::error::check_driver("cuMemcpyHtoDAsync", r)?;
+                // In launch parameters, not a pageable copy (which would wait for the stream).
+                // SAFETY: the allocation holds `off_bytes` bytes for them, ordered on `stream`.
+                unsafe { crate::workspace::upload_i32(self.kernel_function("upload_i32", 0)?, stream, base, offsets)? };
                 ws.offsets = Some((base, base + (offsets.len() / 2 * 4) as u64));
             }
             if counters > 0 {

@@ -20,6 +20,29 @@ use cust::sys::{CUdeviceptr, CUmemoryPool, CUresult, CUstream};
 
 use crate::error::{Result, check_driver};
 
+#[path = "../../kernels-gpu/src/upload.rs"]
+mod upload;
+
+/// Stores `vals` at device address `dst` on `stream` through `upload_i32` launches (`func`),
+/// the values in the launches' parameters: unlike a copy from pageable host memory, this
+/// neither waits for the stream's queued work nor breaks a graph capture, and `vals` may go as
+/// soon as it returns.
+///
+/// # Safety
+/// `stream` is a valid stream of the current context, `func` its module's `upload_i32`, and
+/// `dst` has room for `vals.len()` i32 values.
+pub(crate) unsafe fn upload_i32(func: cust::sys::CUfunction, stream: *mut c_void, dst: CUdeviceptr, vals: &[i32]) -> Result<()> {
+    for (i, chunk) in vals.chunks(upload::UPLOAD_I32_MAX).enumerate() {
+        let mut p = upload::UploadI32 { dst: dst + (i * upload::UPLOAD_I32_MAX * 4) as u64, len: chunk.len() as u32, vals: [0; upload::UPLOAD_I32_MAX] };
+        p.vals[..chunk.len()].copy_from_slice(chunk);
+        let mut args = [&mut p as *mut upload::UploadI32 as *mut c_void];
+        // SAFETY: one by-value `UploadI32` argument, as the kernel takes; the rest per the caller.
+        let r = unsafe { cust::sys::cuLaunchKernel(func, 1, 1, 1, 256, 1, 1, 0, stream as CUstream, args.as_mut_ptr(), std::ptr::null_mut()) };
+        check_driver("cuLaunchKernel", r)?;
+    }
+    Ok(())
+}
+
 /// Largest workspace kept per stream: larger split calls run for long enough that a per-call
 /// allocation does not matter, and keeping them would pin their memory.
 pub const MAX_KEPT_BYTES: usize = 32 << 20;

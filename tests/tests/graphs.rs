@@ -1,8 +1,8 @@
 //! Forward calls captured into a CUDA graph (as serving engines capture their decode steps)
 //! and replayed, against the CPU f64 reference. A capturing stream keeps no workspace, so
 //! split-KV and persistent launches get a per-call one inside the graph (an allocation node,
-//! a memset of their counters, a free node), which every replay runs afresh. Skips (saying
-//! so) without a GPU.
+//! a memset of their counters, a free node), which every replay runs afresh; variable-length
+//! calls add the kernel that stores their offsets. Skips (saying so) without a GPU.
 use std::ffi::c_void;
 use std::ptr::null_mut;
 
@@ -67,4 +67,38 @@ fn captured_graphs_replay_split_and_persistent_calls() {
     assert!(gpu.plan_forward(&cases[0], &bufs).unwrap().split.is_some(), "the decode step must split");
     let launch = |p: &AttentionParams, stream: &Stream, bufs: &Buffers| capture_and_replay(&gpu, p, stream, bufs);
     check_many_with(&gpu, &cases, Some(&launch));
+}
+
+/// A variable-length call (Hopper kernels on an H100/H200) captured and replayed: its offsets
+/// reach the GPU in a kernel's launch parameters, which a capture records. The replay must
+/// write exactly what a direct launch writes (the kernels are deterministic; the direct path
+/// is checked against the CPU reference by the `varlen` suite).
+#[test]
+fn captured_graphs_replay_varlen_calls() {
+    let Some(gpu) = gpu_or_skip("captured_graphs_replay_varlen_calls") else { return };
+    use cust::memory::{CopyDestination, DeviceBuffer};
+    let (cq, ck) = ([0, 300, 301, 1337, 1337], [0, 500, 1200, 2000, 2100]);
+    let (hq, hkv, d) = (8, 2, 128);
+    let p = AttentionParams::new_varlen(&cq, &ck, hq, d).heads_kv(hkv).causal(true);
+    let (tq, tk) = (1337, 2100);
+    let bits = |n: usize, seed: u32| -> Vec<u16> {
+        (0..n as u32).map(|i| half::f16::from_f32(((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).to_bits()).collect()
+    };
+    let (q, k, v) = (DeviceBuffer::from_slice(&bits(tq * hq * d, 1)).unwrap(), DeviceBuffer::from_slice(&bits(tk * hkv * d, 2)).unwrap(), DeviceBuffer::from_slice(&bits(tk * hkv * d, 3)).unwrap());
+    let outs = [0, 1].map(|_| DeviceBuffer::from_slice(&vec![0u16; tq * hq * d]).unwrap());
+    let r = |b: &DeviceBuffer<u16>| flashrs::BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
+    let bufs = |o: &DeviceBuffer<u16>| Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(o), lse: None, paged: None };
+    let stream = Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
+    // SAFETY: live buffers of the call's extents, this GPU's stream.
+    unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut c_void, &p, &bufs(&outs[0])).unwrap() };
+    stream.synchronize().unwrap();
+    capture_and_replay(&gpu, &p, &stream, &bufs(&outs[1])).unwrap();
+    let [direct, replayed] = outs.map(|o| {
+        let mut h = vec![0u16; o.len()];
+        o.copy_to(&mut h[..]).unwrap();
+        h
+    });
+    assert!(direct.iter().all(|&x| half::f16::from_bits(x).is_finite()), "the direct launch left non-finite values");
+    let differ = direct.iter().zip(&replayed).filter(|(a, b)| a != b).count();
+    assert_eq!(differ, 0, "{differ} output elements differ between the replayed graph and the direct launch");
 }

@@ -55,6 +55,16 @@ fn random_ragged_batches() {
     check_varlen_many(&gpu, &cases);
 }
 
+#[test]
+fn many_sequences_upload_their_offsets_in_several_launches() {
+    let Some(gpu) = gpu_or_skip("many_sequences_upload_their_offsets_in_several_launches") else { return };
+    // 700 sequences: 1402 offsets, more than one upload launch carries (1000).
+    let mut rng = StdRng::seed_from_u64(21);
+    let lens: Vec<(usize, usize)> = (0..700).map(|_| (rng.random_range(0..9), rng.random_range(0..70))).collect();
+    let cases: Vec<VarlenCase> = paths(&gpu).into_iter().map(|path| VarlenCase { path, ..case(&lens, 2, 1, 64, true, DType::F16) }).collect();
+    check_varlen_many(&gpu, &cases);
+}
+
 fn bufs(q: usize, k: usize, lse: usize) -> Buffers {
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
     Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)), paged: None }
