@@ -1324,11 +1324,12 @@ impl Gpu {
     /// Calls `launch` (which enqueues one kernel on `stream`) with a workspace holding
     /// `offsets` (variable-length offsets: the query half, then the key half), `counters` u32
     /// counters that are zero when the kernel starts and that it leaves at zero, and
-    /// `partial_bytes` bytes of scratch. Without offsets, the stream's kept workspace where it
-    /// can have one ([`crate::workspace`]); otherwise one stream-ordered allocation from the
-    /// library's pool on `stream`, the offsets stored there (from the validated host copy, by
-    /// [`crate::workspace::upload_i32`]) and the
-    /// counters zeroed before the launch, freed with `cuMemFreeAsync` after it.
+    /// `partial_bytes` bytes of scratch: the stream's kept workspace where it can have one
+    /// ([`crate::workspace`]), otherwise one stream-ordered allocation from the library's pool
+    /// on `stream`, its counters zeroed before the launch and freed with `cuMemFreeAsync`
+    /// after it. The offsets (from the validated host copy) are stored at the front of the
+    /// scratch by [`crate::workspace::upload_i32`], in stream order, so launches on one stream
+    /// can share the kept workspace.
     ///
     /// # Safety
     /// `stream` is a valid stream of this GPU's context, which is current.
@@ -1341,33 +1342,33 @@ impl Gpu {
         launch: impl Fn(WorkspaceAddrs) -> Result<()>,
     ) -> Result<()> {
         use cust::sys::{cuMemFreeAsync, cuMemsetD32Async};
-        if offsets.is_empty() {
-            let kept = |counters, partials| launch(WorkspaceAddrs { offsets: None, counters, partials });
-            // SAFETY: as for this function; `launch` enqueues on `stream` only.
-            if let Some(launched) = unsafe { self.workspaces.with(stream, self.workspace_pool(), counters, partial_bytes, kept) } {
-                return launched;
-            }
-        }
-        // One allocation: offsets (4-byte items padded to 16 bytes), then the counters, then
-        // the partials.
+        // The scratch: offsets (4-byte items padded to 16 bytes), then the partials.
         let off_bytes = (offsets.len() * 4).next_multiple_of(16);
-        let bytes = off_bytes + crate::workspace::counter_bytes(counters) + partial_bytes;
+        let with_offsets = |counters: u64, scratch: u64| -> Result<()> {
+            let mut ws = WorkspaceAddrs { offsets: None, counters, partials: scratch + off_bytes as u64 };
+            if !offsets.is_empty() {
+                // In launch parameters, not a pageable copy (which would wait for the stream).
+                // SAFETY: the scratch holds `off_bytes` bytes for them, ordered on `stream`.
+                unsafe { crate::workspace::upload_i32(self.kernel_function("upload_i32", 0)?, stream, scratch, offsets)? };
+                ws.offsets = Some((scratch, scratch + (offsets.len() / 2 * 4) as u64));
+            }
+            launch(ws)
+        };
+        // SAFETY: as for this function; `with_offsets` enqueues on `stream` only.
+        if let Some(launched) = unsafe { self.workspaces.with(stream, self.workspace_pool(), counters, off_bytes + partial_bytes, with_offsets) } {
+            return launched;
+        }
+        // One allocation: the counters, then the scratch.
+        let counter_bytes = crate::workspace::counter_bytes(counters);
+        let bytes = counter_bytes + off_bytes + partial_bytes;
         // SAFETY: `stream` is valid per this function's contract.
         let base = unsafe { crate::workspace::alloc_async(stream, self.workspace_pool(), bytes.max(16))? };
         let run = || -> Result<()> {
-            let mut ws = WorkspaceAddrs { offsets: None, counters: base + off_bytes as u64, partials: 0 };
-            ws.partials = ws.counters + crate::workspace::counter_bytes(counters) as u64;
-            if !offsets.is_empty() {
-                // In launch parameters, not a pageable copy (which would wait for the stream).
-                // SAFETY: the allocation holds `off_bytes` bytes for them, ordered on `stream`.
-                unsafe { crate::workspace::upload_i32(self.kernel_function("upload_i32", 0)?, stream, base, offsets)? };
-                ws.offsets = Some((base, base + (offsets.len() / 2 * 4) as u64));
-            }
             if counters > 0 {
                 // SAFETY: the counters lie in the allocation just made, ordered on `stream`.
-                crate::error::check_driver("cuMemsetD32Async", unsafe { cuMemsetD32Async(ws.counters, 0, counters, stream as _) })?;
+                crate::error::check_driver("cuMemsetD32Async", unsafe { cuMemsetD32Async(base, 0, counters, stream as _) })?;
             }
-            launch(ws)
+            with_offsets(base, base + counter_bytes as u64)
         };
         let result = run();
         // SAFETY: `base` came from a stream-ordered allocation; freed after the kernel in order.
@@ -1424,6 +1425,33 @@ impl Gpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sequence's extent comes from the offsets in a variable-length launch (read here from
+    /// host memory, as the kernels read device memory), and its log-sum-exp rows sit at
+    /// `head * total_q + q_start`; fixed-length launches use their own lengths.
+    #[test]
+    fn sequence_extents_and_lse_rows_follow_the_offsets() {
+        let (cq, ck) = ([0i32, 3, 3, 10], [0i32, 5, 7, 20]);
+        let p = FwdParams {
+            batch: 3,
+            heads_q: 4,
+            seqlen_q: 7,
+            seqlen_k: 13,
+            total_q: 10,
+            cu_seqlens_q: cq.as_ptr() as u64,
+            cu_seqlens_k: ck.as_ptr() as u64,
+            ..Default::default()
+        };
+        // SAFETY: both arrays hold batch + 1 offsets.
+        let e = unsafe { scheduler::Extent::varlen(&p, 2) };
+        assert_eq!((e.seqlen_q, e.seqlen_k, e.q_start, e.k_start), (7, 13, 3, 7));
+        assert_eq!(e.lse_first(&p, 2, 1, true), 10 + 3);
+        let empty = unsafe { scheduler::Extent::varlen(&p, 1) };
+        assert_eq!((empty.seqlen_q, empty.seqlen_k), (0, 2));
+        let f = scheduler::Extent::fixed(&p);
+        assert_eq!((f.seqlen_q, f.seqlen_k, f.q_start, f.k_start), (7, 13, 0, 0));
+        assert_eq!(f.lse_first(&p, 2, 1, false), (2 * 4 + 1) * 7);
+    }
 
     /// The grid order of `interleave` groups visits every (batch, head, query block) once, and
     /// the launch ends on query block 0 (the lightest causal one) of a whole group.
