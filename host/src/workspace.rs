@@ -2,7 +2,7 @@
 //! tile counters, variable-length calls' offsets.
 //!
 //! A split-KV launch needs arrival counters that are zero when it starts and room for its f32
-//! partial results (a variable-length call, room for its offsets, which [`upload_i32`] stores
+//! partial results (a variable-length call, room for its offsets, which a small kernel stores
 //! in stream order). Allocating, zeroing and freeing them per call costs host time before the
 //! kernel can start, which a decode call of a few tens of microseconds feels (about 2.5 us of
 //! a 57 us batch-1, 32k-key call on an H100). So each stream keeps one workspace: launches on
