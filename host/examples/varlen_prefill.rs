@@ -3,8 +3,6 @@
 //! `cargo run --release --example varlen_prefill`. On an H100/H200 it runs on the Hopper kernels.
 mod common;
 
-use cust::memory::{CopyDestination, DeviceBuffer};
-use cust::stream::{Stream, StreamFlags};
 use flashrs::AttentionParams;
 use half::f16;
 
@@ -18,19 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })).collect();
     let (heads_q, heads_kv, head_dim) = (16, 4, 128);
     let params = AttentionParams::new_varlen(&cu_seqlens, &cu_seqlens, heads_q, head_dim).heads_kv(heads_kv).causal(true);
-    let (n_q, n_kv, _) = params.contiguous_lens();
-    let (q, k, v) = (common::random::<f16>(n_q), common::random::<f16>(n_kv), common::random::<f16>(n_kv));
-
-    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
-    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
-    let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q])?;
-    gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, None)?;
-    stream.synchronize()?;
-    let mut out = vec![f16::ZERO; n_q];
-    out_d.copy_to(&mut out[..])?;
-    let r = |b: &DeviceBuffer<f16>| flashrs::BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
-    let bufs = flashrs::Buffers { q: r(&q_d), k: r(&k_d), v: r(&v_d), o: r(&out_d), lse: None, paged: None };
-    println!("kernel: {}", gpu.plan_forward(&params, &bufs)?.kernel_for(gpu.arch()));
+    let [q, k, v, out] = common::random_forward::<f16>(&gpu, &params)?;
 
     // Each prompt on its own is an ordinary causal call: check each slice of the packed output.
     let (row_q, row_kv) = (heads_q * head_dim, heads_kv * head_dim);

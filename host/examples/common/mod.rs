@@ -20,6 +20,25 @@ pub fn random<T: Element>(n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32(rng.sample(rand_distr::StandardNormal))).collect()
 }
 
+/// Random contiguous Q, K and V for `p`, and the output of `attention_forward` on them (the
+/// steps `basic_forward` spells out): `(q, k, v, out)`, on the host.
+// Each example compiles this module on its own; those with other layouts do not call this.
+#[allow(dead_code)]
+pub fn random_forward<T: Element>(gpu: &Gpu, p: &AttentionParams) -> Result<[Vec<T>; 4], Box<dyn std::error::Error>> {
+    use cust::memory::{CopyDestination, DeviceBuffer};
+    use cust::stream::{Stream, StreamFlags};
+    let (n_q, n_kv, _) = p.contiguous_lens();
+    let (q, k, v) = (random::<T>(n_q), random::<T>(n_kv), random::<T>(n_kv));
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
+    let mut out_d = DeviceBuffer::from_slice(&vec![T::default(); n_q])?;
+    gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut out_d, None)?;
+    stream.synchronize()?;
+    let mut out = vec![T::default(); n_q];
+    out_d.copy_to(&mut out[..])?;
+    Ok([q, k, v, out])
+}
+
 /// Checks `out` (contiguous `[batch, seqlen_q, heads_q, head_dim]`) against the f64
 /// reference; exits non-zero on a mismatch.
 pub fn check_against_reference<T: Element>(p: &AttentionParams, q: &[T], k: &[T], v: &[T], out: &[T], tolerance: f64) {
