@@ -289,6 +289,11 @@ pub unsafe fn run<
     let turns = Pingpong::new(wg, (BM / 64) as u32, PIPELINED);
     let mut pipe = PipeState::<STAGES>::new();
     let total = tile_count(p);
+    // A tile's work, its loaded lengths made visibly warp-uniform ([`Work::warp_uniform`]).
+    let work_of = |tile: u32| {
+        let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
+        if VARLEN { work.warp_uniform() } else { work }
+    };
     let mut i = 0u32;
     loop {
         // Q tile `b` holds work tile `i`'s Q; its slot names the work tile (or none is left).
@@ -301,8 +306,7 @@ pub unsafe fn run<
         if tile >= total {
             break;
         }
-        let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
-        let work = if VARLEN { work.warp_uniform() } else { work };
+        let work = work_of(tile);
         let (seqlen_q, seqlen_k) = (work.extent.seqlen_q as i32, work.extent.seqlen_k as i32);
         let mask = Mask { seqlen_k, causal_offset: (p.causal != 0).then_some(seqlen_k - seqlen_q) };
         let wg_row0 = work.m0 + 64 * wg;
@@ -332,8 +336,7 @@ pub unsafe fn run<
         // registers through it and spill.
         let (tid, wg, b) = (opaque(tid), opaque(wg), opaque(b));
         let lane = tid % 32;
-        let work = work_for_tile::<BM, BN, VARLEN>(p, opaque(tile));
-        let work = if VARLEN { work.warp_uniform() } else { work };
+        let work = work_of(opaque(tile));
         let row = work.m0 + 64 * wg + 16 * (tid / 32) + lane / 4;
         let e = work.extent;
         let (bi, h) = (work.batch as i64, work.head as i64);

@@ -49,17 +49,16 @@ unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES
     start: PipeState<STAGES>,
 ) -> PipeState<STAGES> {
     let kv_bytes = (BN * D * 2) as u32;
-    let row = |t: u32| work.extent.k_start + (work.n_tiles - 1 - t) * BN as u32;
     let load_v = |pipe: PipeState<STAGES>, t: u32| unsafe {
         wait_empty(smem.v_empty(pipe.stage), pipe.phase);
         mbarrier_arrive_expect_tx(smem.v_full(pipe.stage), kv_bytes);
-        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, row(t), work.head_kv, work.map_batch, smem.v_full(pipe.stage));
+        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, work.key_row::<BN>(t), work.head_kv, work.map_batch, smem.v_full(pipe.stage));
     };
     let mut pk = start;
     for t in 1..work.n_tiles {
         let pv = pk;
         pk.advance();
-        unsafe { load_k(maps, smem, work, pk, row(t)) };
+        unsafe { load_k(maps, smem, work, pk, work.key_row::<BN>(t)) };
         load_v(pv, t - 1);
     }
     load_v(pk, work.n_tiles - 1);
@@ -122,7 +121,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         let next = unsafe { claim_next(p, tile) };
         let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
         if work.n_tiles > 0 {
-            unsafe { load_k(maps, smem, work, pipe, work.extent.k_start + (work.n_tiles - 1) * BN as u32) };
+            unsafe { load_k(maps, smem, work, pipe, work.key_row::<BN>(0)) };
         }
         unsafe {
             wait_empty(smem.q_empty(b), phase);

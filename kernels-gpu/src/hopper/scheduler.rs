@@ -42,6 +42,13 @@ impl Work {
         }
     }
 
+    /// Row of the K/V maps where the key tile of iteration `t` starts (tiles are walked from the
+    /// last, `BN` keys each).
+    #[inline(always)]
+    pub fn key_row<const BN: usize>(&self, t: u32) -> u32 {
+        self.extent.k_start + (self.n_tiles - 1 - t) * BN as u32
+    }
+
     /// True for a query block past its sequence's end (variable-length launches size the grid
     /// for the longest sequence): it has no row to compute.
     #[inline(always)]
