@@ -190,20 +190,21 @@ unsafe fn flash_fwd<
         cp_async_wait_group::<0>();
         unsafe { warp_merge::merge_warps::<MT, ON, WN>(&mut o, &mut lse, k_tile(0).base, wn, lane) };
     }
-    // Only the first warp of a key-splitting group holds the merged result. Opaque, so that LLVM
-    // cannot thread this test into the merge's identical one across the barriers in between
-    // (duplicating a barrier into warp-dependent branches, see `warp_merge`).
-    let stores = crate::layout::opaque_i64(wn as i64) == 0;
+    // Each warp of a key-splitting group stores the columns it merged; the first also stores
+    // the log-sum-exps. Opaque, so that LLVM cannot move this warp-dependent test across the
+    // barriers that follow (duplicating a barrier into warp-dependent branches, see
+    // `warp_merge`).
+    let stores_lse = crate::layout::opaque_i64(wn as i64) == 0;
 
     if SPLIT && p.num_splits > 1 {
         let bh = tile.batch * p.heads_q + tile.head;
         // Normalised partial output (f32, straight from the fragments) and its log-sum-exp.
-        // Warps that hold no merged result store no row (a row limit, not a branch: a barrier
+        // Only the first warp stores log-sum-exps (a row limit, not a branch: a barrier
         // follows).
         let part = (split as usize * (p.batch * p.heads_q) as usize + bh as usize) * seqlen_q as usize;
-        let limit = if stores { seqlen_q } else { 0 };
+        let limit = if stores_lse { seqlen_q } else { 0 };
         unsafe {
-            epilogue::store_o_f32::<MT, ON, D>(&o, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, limit, lane);
+            epilogue::store_o_f32::<MT, ON, D, WN>(&o, wn, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, seqlen_q, lane);
             store_lse(&lse, (p.lse_accum as *mut f32).add(part), m0 + warp_row0 as u32, limit, lane);
         }
         // Q's copies are complete before Q's tile holds the arrival flag (a CTA with no key
@@ -221,12 +222,9 @@ unsafe fn flash_fwd<
     // with no visible key never passed the loop's barrier: wait for all of them.
     cp_async_wait_group::<0>();
     bar_sync();
-    if !stores {
-        return;
-    }
     unsafe {
-        store_o::<T, MT, ON, BM, D>(&o, q_tile, warp_row0, lane, o_ptr, or, m0, seqlen_q, p.head_dim);
-        if p.lse != 0 {
+        store_o::<T, MT, ON, BM, D, WN>(&o, wn, q_tile, warp_row0, lane, o_ptr, or, m0, seqlen_q, p.head_dim);
+        if p.lse != 0 && stores_lse {
             let dst = (p.lse as *mut f32).add(extent.lse_first(p, tile.batch, tile.head, VARLEN));
             store_lse(&lse, dst, m0 + warp_row0 as u32, seqlen_q, lane);
         }

@@ -16,13 +16,21 @@ pub const fn scratch_bytes(wn: usize, mt: usize, on: usize) -> usize {
     wn * 32 * 16 * (mt * on + mt)
 }
 
-/// Merges the `WN` key-splitting warps' results into warp `wn == 0`'s `o` and `lse` (the other
-/// warps' are left as they were and must not be stored). Every thread of the CTA calls it (it
-/// synchronises the CTA twice); `scratch` is shared memory of [`scratch_bytes`] that no copy
-/// is still filling and no warp still reads. Every warp writes its partials (warp 0's unused)
-/// so that no warp-dependent branch precedes a barrier: with one, LLVM may duplicate the
-/// barrier into both arms, and compute-sanitizer's synccheck counts warps waiting at different
-/// `bar.sync` instructions as divergent.
+/// Whether warp `wn` of `WN` key-splitting warps owns output fragment `j` of `ON` (8 columns
+/// each): warp `w` merges and stores fragments `w * ON / WN ..`. With one warp, every one.
+#[inline(always)]
+pub fn owns<const ON: usize, const WN: usize>(j: usize, wn: usize) -> bool {
+    WN == 1 || j / (ON / WN) == wn
+}
+
+/// Merges the `WN` key-splitting warps' results: afterwards each warp holds the merged values
+/// of the fragments it [`owns`] (the others are left as they were and must not be stored) and
+/// the merged log-sum-exp of every row. The warps share the work: each reads the other warps'
+/// copies of its own fragments only. Every thread of the CTA calls it (it synchronises the CTA
+/// twice); `scratch` is shared memory of [`scratch_bytes`] that no copy is still filling and no
+/// warp still reads. No warp-dependent branch precedes a barrier: with one, LLVM may duplicate
+/// the barrier into both arms, and compute-sanitizer's synccheck counts warps waiting at
+/// different `bar.sync` instructions as divergent.
 #[inline(always)]
 pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
     o: &mut [[FragC; ON]; MT],
@@ -31,6 +39,7 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
     wn: usize,
     lane: usize,
 ) {
+    const { assert!(ON % WN == 0) };
     // Warp w's fragment f at ((w * frags + f) * 32 + lane) * 16: each access is 32 consecutive
     // 16-byte vectors, free of bank conflicts.
     let frags = MT * ON + MT;
@@ -39,22 +48,23 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
     bar_sync();
     for mt in 0..MT {
         for j in 0..ON {
-            unsafe { st_shared_v4(at(wn, mt * ON + j), o[mt][j].map(f32::to_bits)) };
+            if !owns::<ON, WN>(j, wn) {
+                unsafe { st_shared_v4(at(wn, mt * ON + j), o[mt][j].map(f32::to_bits)) };
+            }
         }
         let l = [lse[mt][0].to_bits(), lse[mt][1].to_bits(), 0, 0];
         unsafe { st_shared_v4(at(wn, MT * ON + mt), l) };
     }
     bar_sync();
-    if wn != 0 {
-        return;
-    }
     const LOG2E: f32 = core::f32::consts::LOG2_E;
     for mt in 0..MT {
-        // Each warp's weight for the lane's two rows: exp(lse_w - lse).
+        // Each warp's weight for the lane's two rows, exp(lse_w - lse), and this warp's own
+        // (computed from its registers, so that nothing indexes by `wn`).
         let mut weight = [[0.0f32; WN]; 2];
+        let mut own = [0.0f32; 2];
         for h in 0..2 {
-            let mut part = [lse[mt][h]; WN];
-            for (w, p) in part.iter_mut().enumerate().skip(1) {
+            let mut part = [0.0f32; WN];
+            for (w, p) in part.iter_mut().enumerate() {
                 *p = f32::from_bits(unsafe { ld_shared_v4(at(w, MT * ON + mt)) }[h]);
             }
             let m = part.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
@@ -64,17 +74,45 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
             let sum: f32 = e.iter().sum();
             let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
             weight[h] = e.map(|x| x * inv);
+            own[h] = ex2_approx_f32((lse[mt][h] - base) * LOG2E) * inv;
             lse[mt][h] = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
         }
-        for j in 0..ON {
-            let mut acc = [0, 1, 2, 3].map(|e| o[mt][j][e] * weight[e / 2][0]);
-            for w in 1..WN {
-                let v = unsafe { ld_shared_v4(at(w, mt * ON + j)) };
-                for (e, a) in acc.iter_mut().enumerate() {
-                    *a += f32::from_bits(v[e]) * weight[e / 2][w];
+        // One copy of the sums per warp index, so that each warp issues only its own
+        // fragments' (a runtime `owns` test would predicate every fragment's code instead).
+        let (frags, copy) = (&mut o[mt], |w: usize, j: usize| at(w, mt * ON + j));
+        const { assert!(WN <= 4) };
+        match wn {
+            0 => unsafe { merge_owned::<ON, WN, 0>(frags, &weight, own, copy) },
+            1 if WN > 1 => unsafe { merge_owned::<ON, WN, 1>(frags, &weight, own, copy) },
+            2 if WN > 2 => unsafe { merge_owned::<ON, WN, 2>(frags, &weight, own, copy) },
+            _ if WN > 3 => unsafe { merge_owned::<ON, WN, 3>(frags, &weight, own, copy) },
+            _ => {}
+        }
+    }
+}
+
+/// Warp `W`'s part of [`merge_warps`]: the fragments it [`owns`] become the weighted sums of
+/// every warp's copy (its own from registers, warp `w`'s of fragment `j` from the scratch at
+/// `copy(w, j)`).
+#[inline(always)]
+unsafe fn merge_owned<const ON: usize, const WN: usize, const W: usize>(
+    o: &mut [FragC; ON],
+    weight: &[[f32; WN]; 2],
+    own: [f32; 2],
+    copy: impl Fn(usize, usize) -> u32,
+) {
+    for j in 0..ON {
+        if owns::<ON, WN>(j, W) {
+            let mut acc = [0, 1, 2, 3].map(|e| o[j][e] * own[e / 2]);
+            for w in 0..WN {
+                if w != W {
+                    let v = unsafe { ld_shared_v4(copy(w, j)) };
+                    for (e, a) in acc.iter_mut().enumerate() {
+                        *a += f32::from_bits(v[e]) * weight[e / 2][w];
+                    }
                 }
             }
-            o[mt][j] = acc;
+            o[j] = acc;
         }
     }
 }
