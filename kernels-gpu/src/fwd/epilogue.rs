@@ -73,8 +73,9 @@ pub unsafe fn store_lse<const MT: usize>(lse: &[[f32; 2]; MT], dst: *mut f32, fi
 }
 
 /// Split-KV: stores the warp's rows of the (normalised) f32 partial output (the columns of the
-/// fragments warp `wn` of `WN` [`owns`]) straight from the fragments into `out` (`[seqlen_q, D]`, row-contiguous; `first_row` is the warp's first
-/// sequence row), skipping rows at or past `seqlen_q`.
+/// fragments warp `wn` of `WN` [`owns`]) straight from the fragments into `out` (`[seqlen_q,
+/// D]`, row-contiguous; `first_row` is the warp's first sequence row), skipping rows at or past
+/// `seqlen_q`.
 #[inline(always)]
 pub unsafe fn store_o_f32<const MT: usize, const ON: usize, const D: usize, const WN: usize>(
     o: &[[FragC; ON]; MT],

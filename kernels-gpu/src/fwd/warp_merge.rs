@@ -58,10 +58,8 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
     bar_sync();
     const LOG2E: f32 = core::f32::consts::LOG2_E;
     for mt in 0..MT {
-        // Each warp's weight for the lane's two rows, exp(lse_w - lse), and this warp's own
-        // (computed from its registers, so that nothing indexes by `wn`).
+        // Each warp's weight for the lane's two rows: exp(lse_w - lse).
         let mut weight = [[0.0f32; WN]; 2];
-        let mut own = [0.0f32; 2];
         for h in 0..2 {
             let mut part = [0.0f32; WN];
             for (w, p) in part.iter_mut().enumerate() {
@@ -74,7 +72,6 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
             let sum: f32 = e.iter().sum();
             let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
             weight[h] = e.map(|x| x * inv);
-            own[h] = ex2_approx_f32((lse[mt][h] - base) * LOG2E) * inv;
             lse[mt][h] = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
         }
         // One copy of the sums per warp index, so that each warp issues only its own
@@ -82,10 +79,10 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
         let (frags, copy) = (&mut o[mt], |w: usize, j: usize| at(w, mt * ON + j));
         const { assert!(WN <= 4) };
         match wn {
-            0 => unsafe { merge_owned::<ON, WN, 0>(frags, &weight, own, copy) },
-            1 if WN > 1 => unsafe { merge_owned::<ON, WN, 1>(frags, &weight, own, copy) },
-            2 if WN > 2 => unsafe { merge_owned::<ON, WN, 2>(frags, &weight, own, copy) },
-            _ if WN > 3 => unsafe { merge_owned::<ON, WN, 3>(frags, &weight, own, copy) },
+            0 => unsafe { merge_owned::<ON, WN, 0>(frags, &weight, copy) },
+            1 if WN > 1 => unsafe { merge_owned::<ON, WN, 1>(frags, &weight, copy) },
+            2 if WN > 2 => unsafe { merge_owned::<ON, WN, 2>(frags, &weight, copy) },
+            _ if WN > 3 => unsafe { merge_owned::<ON, WN, 3>(frags, &weight, copy) },
             _ => {}
         }
     }
@@ -93,17 +90,16 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
 
 /// Warp `W`'s part of [`merge_warps`]: the fragments it [`owns`] become the weighted sums of
 /// every warp's copy (its own from registers, warp `w`'s of fragment `j` from the scratch at
-/// `copy(w, j)`).
+/// `copy(w, j)`); `W` is a constant, so its weight is a register, not an indexed array.
 #[inline(always)]
 unsafe fn merge_owned<const ON: usize, const WN: usize, const W: usize>(
     o: &mut [FragC; ON],
     weight: &[[f32; WN]; 2],
-    own: [f32; 2],
     copy: impl Fn(usize, usize) -> u32,
 ) {
     for j in 0..ON {
         if owns::<ON, WN>(j, W) {
-            let mut acc = [0, 1, 2, 3].map(|e| o[j][e] * own[e / 2]);
+            let mut acc = [0, 1, 2, 3].map(|e| o[j][e] * weight[e / 2][W]);
             for w in 0..WN {
                 if w != W {
                     let v = unsafe { ld_shared_v4(copy(w, j)) };
