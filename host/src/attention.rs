@@ -251,44 +251,88 @@ impl PagedKv {
 /// head_dim]`, sequence `b` owning query rows `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and key
 /// rows `cu_seqlens_k[b]..cu_seqlens_k[b + 1]`.
 ///
-/// In a variable-length call [`AttentionParams::batch`] is the number of sequences
-/// (`cu_seqlens_q.len() - 1`), [`AttentionParams::seqlen_q`] / [`AttentionParams::seqlen_k`] are
-/// `max_seqlen_q` / `max_seqlen_k` (at least every sequence's length: the grid covers
-/// `batch * heads_q * ceil(max_seqlen_q / block_m)` CTAs, those past their sequence exit at
-/// once), the strides' `batch` fields are ignored (only `row` and `head` are used; `None`
-/// means contiguous packed rows), causal masking is aligned to each sequence's own bottom-right
-/// corner, and the log-sum-exp is f32 `[heads_q, total_q]` (FlashAttention-2's varlen layout).
+/// In a variable-length call [`AttentionParams::batch`] is the number of sequences,
+/// [`AttentionParams::seqlen_q`] / [`AttentionParams::seqlen_k`] are `max_seqlen_q` /
+/// `max_seqlen_k` (the grid covers `batch * heads_q * ceil(max_seqlen_q / block_m)` CTAs, those
+/// past their sequence exit at once), the strides' `batch` fields are ignored (only `row` and
+/// `head` are used; `None` means contiguous packed rows), causal masking is aligned to each
+/// sequence's own bottom-right corner, and the log-sum-exp is f32 `[heads_q, total_q]`
+/// (FlashAttention-2's varlen layout). Variable-length calls run without split-KV, on the
+/// Hopper kernels where the path allows (see [`crate::hopper`]), else on mma.sync.
 ///
-/// The offsets are given **on the host**: the planner validates them (`batch + 1` entries each,
-/// starting at 0, non-decreasing, the totals within the buffers), and each launch uploads
-/// exactly these validated offsets to the GPU itself (a stream-ordered allocation, filled by a
-/// small kernel that carries the offsets in its launch parameters, so the launch neither waits
-/// for the stream nor breaks a graph capture; freed in stream order), so a kernel never reads
-/// offsets that were not checked. Variable-length
-/// calls run without split-KV, on the Hopper kernels where the path allows (see
-/// [`crate::hopper`]), else on mma.sync.
+/// The offsets come one of two ways:
+///
+/// * [`Varlen::Host`] (built by [`AttentionParams::new_varlen`]): the planner validates them
+///   (`batch + 1` entries each, starting at 0, non-decreasing, no sequence longer than the
+///   maxima, the totals within the buffers), and each launch uploads exactly these offsets
+///   itself (a small kernel carries them in its launch parameters into the stream's
+///   workspace, so the launch neither waits for the stream nor breaks a graph capture).
+/// * [`Varlen::Device`] (built by [`AttentionParams::new_varlen_device`]): the offsets are
+///   already on the GPU, in [`Buffers::varlen`] (as serving engines keep them, computed on the
+///   GPU or uploaded once for many layers), and no upload happens. The planner cannot read
+///   them, so the kernels clamp instead: each sequence to the packed rows (`start <= end <=
+///   total`) and to the maxima. Offsets that are wrong give wrong rows (or rows left
+///   unwritten: query rows past `max_seqlen_q` are not computed), never an access outside the
+///   buffers.
+///
+/// With a paged K/V cache ([`AttentionParams::paged`]) only the query rows are packed: K and V
+/// come from each sequence's block-table row, and a sequence's key count is its `seqused_k`
+/// entry when [`PagedBuffers::seqused_k`] is given, else `cu_seqlens_k[b + 1] -
+/// cu_seqlens_k[b]` when key offsets are given (their starts are not used), else
+/// [`AttentionParams::seqlen_k`]. Paged calls may leave the key offsets out: an empty
+/// `cu_seqlens_k` ([`Varlen::Host`]) or [`VarlenBuffers::cu_seqlens_k`] `None`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Varlen {
-    /// `batch + 1` query row offsets: `0, len_0, len_0 + len_1, ..., total_q`.
-    pub cu_seqlens_q: Vec<i32>,
-    /// `batch + 1` key/value row offsets: `0, ..., total_k`.
-    pub cu_seqlens_k: Vec<i32>,
+pub enum Varlen {
+    /// Offsets on the host, validated by the planner and uploaded by each launch.
+    Host {
+        /// `batch + 1` query row offsets: `0, len_0, len_0 + len_1, ..., total_q`.
+        cu_seqlens_q: Vec<i32>,
+        /// `batch + 1` key/value row offsets: `0, ..., total_k` (paged calls: empty, or the
+        /// sequences' key counts as differences).
+        cu_seqlens_k: Vec<i32>,
+    },
+    /// Offsets on the GPU, in [`Buffers::varlen`]; the kernels clamp them.
+    Device {
+        /// Packed query rows: the row count of Q, the output and the log-sum-exp
+        /// (FlashAttention's `q.shape[0]`).
+        total_q: usize,
+        /// Packed key/value rows (`k.shape[0]`); ignored by paged calls.
+        total_k: usize,
+    },
 }
 
 impl Varlen {
-    /// Total packed query rows (the last offset; 0 when there are none).
+    /// Total packed query rows (host offsets: the last one; 0 when there are none).
     pub fn total_q(&self) -> usize {
-        self.cu_seqlens_q.last().map_or(0, |&x| x.max(0) as usize)
+        match self {
+            Varlen::Host { cu_seqlens_q, .. } => cu_seqlens_q.last().map_or(0, |&x| x.max(0) as usize),
+            Varlen::Device { total_q, .. } => *total_q,
+        }
     }
     /// Total packed key/value rows.
     pub fn total_k(&self) -> usize {
-        self.cu_seqlens_k.last().map_or(0, |&x| x.max(0) as usize)
+        match self {
+            Varlen::Host { cu_seqlens_k, .. } => cu_seqlens_k.last().map_or(0, |&x| x.max(0) as usize),
+            Varlen::Device { total_k, .. } => *total_k,
+        }
     }
-    /// Each sequence's (query rows, key rows), `min(len_q, len_k)` sequences.
-    pub fn lengths(&self) -> Vec<(usize, usize)> {
+    /// Each sequence's (query rows, key rows) where the host knows them: host offsets with key
+    /// offsets; `None` for device offsets.
+    pub fn lengths(&self) -> Option<Vec<(usize, usize)>> {
+        let Varlen::Host { cu_seqlens_q, cu_seqlens_k } = self else { return None };
         let d = |c: &[i32]| c.windows(2).map(|w| (w[1] as i64 - w[0] as i64).max(0) as usize).collect::<Vec<_>>();
-        d(&self.cu_seqlens_q).into_iter().zip(d(&self.cu_seqlens_k)).collect()
+        (cu_seqlens_k.len() == cu_seqlens_q.len()).then(|| d(cu_seqlens_q).into_iter().zip(d(cu_seqlens_k)).collect())
     }
+}
+
+/// The device buffers of a variable-length call whose offsets are on the GPU
+/// ([`Varlen::Device`]), capacities in i32 elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VarlenBuffers {
+    /// i32 `[batch + 1]` query row offsets.
+    pub cu_seqlens_q: BufferRef,
+    /// i32 `[batch + 1]` key row offsets; `None` only in paged calls (see [`Varlen`]).
+    pub cu_seqlens_k: Option<BufferRef>,
 }
 
 impl AttentionParams {
@@ -320,13 +364,33 @@ impl AttentionParams {
     /// A variable-length batch (see [`Varlen`]): `batch` is `cu_seqlens_q.len() - 1`,
     /// `seqlen_q` / `seqlen_k` the longest sequences; plain multi-head attention, f16, not
     /// causal, default scale, contiguous packed rows.
+    ///
+    /// Paged calls may pass no key offsets (`&[]`): set [`AttentionParams::seqlen_k`] (the
+    /// longest sequence's keys) afterwards, as it cannot be derived then.
     pub fn new_varlen(cu_seqlens_q: &[i32], cu_seqlens_k: &[i32], heads_q: usize, head_dim: usize) -> Self {
-        let v = Varlen { cu_seqlens_q: cu_seqlens_q.to_vec(), cu_seqlens_k: cu_seqlens_k.to_vec() };
-        let lens = v.lengths();
-        let max_q = lens.iter().map(|l| l.0).max().unwrap_or(0);
-        let max_k = lens.iter().map(|l| l.1).max().unwrap_or(0);
-        let mut p = AttentionParams::new(cu_seqlens_q.len().saturating_sub(1), max_q, max_k, heads_q, head_dim);
-        p.varlen = Some(v);
+        let longest = |c: &[i32]| c.windows(2).map(|w| (w[1] as i64 - w[0] as i64).max(0) as usize).max().unwrap_or(0);
+        let mut p = AttentionParams::new(cu_seqlens_q.len().saturating_sub(1), longest(cu_seqlens_q), longest(cu_seqlens_k), heads_q, head_dim);
+        p.varlen = Some(Varlen::Host { cu_seqlens_q: cu_seqlens_q.to_vec(), cu_seqlens_k: cu_seqlens_k.to_vec() });
+        p
+    }
+
+    /// A variable-length batch whose offsets are already on the GPU ([`Varlen::Device`], as
+    /// `flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+    /// max_seqlen_k)` takes them): `batch` sequences, the longest `max_seqlen_q` query and
+    /// `max_seqlen_k` key rows, packed into `total_q` query and `total_k` key rows. The offsets'
+    /// device buffers go in [`Buffers::varlen`]. Plain multi-head attention, f16, not causal,
+    /// default scale, contiguous packed rows.
+    pub fn new_varlen_device(
+        batch: usize,
+        max_seqlen_q: usize,
+        max_seqlen_k: usize,
+        total_q: usize,
+        total_k: usize,
+        heads_q: usize,
+        head_dim: usize,
+    ) -> Self {
+        let mut p = AttentionParams::new(batch, max_seqlen_q, max_seqlen_k, heads_q, head_dim);
+        p.varlen = Some(Varlen::Device { total_q, total_k });
         p
     }
 
@@ -412,10 +476,11 @@ impl AttentionParams {
 
     /// Floating-point operations of the call: `4 * batch * heads_q * seqlen_q * seqlen_k *
     /// head_dim`, halved under causal masking (FlashAttention's convention).
-    /// Variable-length calls count each sequence's own lengths.
+    /// Variable-length calls count each sequence's own lengths where the host knows them
+    /// ([`Varlen::lengths`]), else every sequence at the maxima (an upper bound).
     pub fn flops(&self) -> f64 {
-        let pairs = match &self.varlen {
-            Some(v) => v.lengths().iter().map(|&(q, k)| q as f64 * k as f64).sum::<f64>(),
+        let pairs = match self.varlen.as_ref().and_then(Varlen::lengths) {
+            Some(lens) => lens.iter().map(|&(q, k)| q as f64 * k as f64).sum::<f64>(),
             None => self.batch as f64 * self.seqlen_q as f64 * self.seqlen_k as f64,
         };
         let f = 4.0 * self.heads_q as f64 * pairs * self.head_dim as f64;
@@ -427,8 +492,8 @@ impl AttentionParams {
     /// whole caches.
     pub fn contiguous_lens(&self) -> (usize, usize, usize) {
         if let Some(pg) = &self.paged {
-            let q = self.batch * self.seqlen_q * self.heads_q * self.head_dim;
-            return (q, pg.num_pages * pg.page_size * self.heads_kv * self.head_dim, self.batch * self.heads_q * self.seqlen_q);
+            let rows_q = self.varlen.as_ref().map_or(self.batch * self.seqlen_q, Varlen::total_q);
+            return (rows_q * self.heads_q * self.head_dim, pg.num_pages * pg.page_size * self.heads_kv * self.head_dim, self.heads_q * rows_q);
         }
         if let Some(v) = &self.varlen {
             let (tq, tk) = (v.total_q(), v.total_k());
@@ -488,6 +553,8 @@ pub struct Buffers {
     pub lse: Option<BufferRef>,
     /// Paged calls ([`AttentionParams::paged`]): the block table and key counts.
     pub paged: Option<PagedBuffers>,
+    /// Variable-length calls with offsets on the GPU ([`Varlen::Device`]): the offsets.
+    pub varlen: Option<VarlenBuffers>,
 }
 
 /// The device buffers of a paged call (see [`PagedKv`]), capacities in i32 elements.
@@ -513,6 +580,37 @@ pub struct PagedCache<'a, T: DeviceCopy> {
     pub seqused_k: Option<&'a DeviceSlice<i32>>,
 }
 
+impl<T: DeviceCopy> PagedCache<'_, T> {
+    /// The block table and key counts as the planner takes them.
+    fn buffers(&self) -> PagedBuffers {
+        let i = |s: &DeviceSlice<i32>| BufferRef { ptr: s.as_raw_ptr(), len: s.len() };
+        PagedBuffers { block_table: i(self.block_table), seqused_k: self.seqused_k.map(i) }
+    }
+}
+
+/// The K/V side of [`Gpu::attention_forward_varlen`].
+#[derive(Clone, Copy, Debug)]
+pub enum KvSlices<'a, T: DeviceCopy> {
+    /// Packed K and V, `[total_k, heads_kv, head_dim]` (strides from the params).
+    Tensors {
+        /// Keys.
+        k: &'a DeviceSlice<T>,
+        /// Values.
+        v: &'a DeviceSlice<T>,
+    },
+    /// A paged cache (see [`PagedKv`]).
+    Paged(PagedCache<'a, T>),
+}
+
+/// The offsets of [`Gpu::attention_forward_varlen`], on the GPU.
+#[derive(Clone, Copy, Debug)]
+pub struct VarlenOffsets<'a> {
+    /// i32 `[batch + 1]` query row offsets.
+    pub cu_seqlens_q: &'a DeviceSlice<i32>,
+    /// i32 `[batch + 1]` key row offsets; `None` only in paged calls (see [`Varlen`]).
+    pub cu_seqlens_k: Option<&'a DeviceSlice<i32>>,
+}
+
 /// A validated launch: kernel, geometry and parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchPlan {
@@ -532,8 +630,10 @@ pub struct LaunchPlan {
     /// [`KernelPath::Wgmma`], an alternative sm_90a GPUs run for [`KernelPath::Auto`] (see
     /// [`crate::hopper`]).
     pub wgmma: Option<crate::hopper::WgmmaPlan>,
-    /// Variable-length calls: the validated offsets (`cu_seqlens_q` then `cu_seqlens_k`, `batch
-    /// + 1` each) that [`Gpu::launch_forward`] uploads and points the kernel at.
+    /// Variable-length calls with offsets on the host ([`Varlen::Host`]): the validated
+    /// offsets (`cu_seqlens_q`, then `cu_seqlens_k` unless a paged call left them out, `batch +
+    /// 1` each) that [`Gpu::launch_forward`] uploads and points the kernel at. `None` for
+    /// device offsets, which [`LaunchPlan::params`] already points at.
     pub varlen_offsets: Option<Vec<i32>>,
     /// Split-KV calls: the workspace.
     pub split: Option<SplitPlan>,
@@ -560,12 +660,21 @@ pub struct SplitPlan {
 /// Device addresses of a launch's workspace ([`Gpu::with_workspace`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WorkspaceAddrs {
-    /// Variable-length offsets: the query and the key halves.
-    pub offsets: Option<(u64, u64)>,
+    /// Where a host-offset plan's offsets were uploaded ([`LaunchPlan::varlen_offsets`]); see
+    /// [`point_at_offsets`].
+    pub offsets: Option<u64>,
     /// The u32 counters (zero at launch).
     pub counters: u64,
     /// The scratch bytes after them.
     pub partials: u64,
+}
+
+/// Points `params` at a host-offset plan's `count` offsets uploaded to `base`: the query
+/// offsets, then the key offsets where the plan has them (`count` covers both).
+pub(crate) fn point_at_offsets(params: &mut FwdParams, base: u64, count: usize) {
+    let per_array = params.batch as u64 + 1;
+    params.cu_seqlens_q = base;
+    params.cu_seqlens_k = if count as u64 > per_array { base + 4 * per_array } else { 0 };
 }
 
 /// The split-KV count [`Gpu::plan_forward`] picks when [`AttentionParams::num_splits`] is
@@ -809,24 +918,49 @@ fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
     })
 }
 
-/// Checks a variable-length call's offsets; returns (total_q, total_k).
-fn check_varlen(p: &AttentionParams, v: &Varlen) -> Result<(usize, usize)> {
+/// Checks a variable-length call's offsets (host ones) or their buffers' presence (device
+/// ones; their extents are checked with the other buffers); returns (total_q, total_k).
+fn check_varlen(p: &AttentionParams, v: &Varlen, bufs: &Buffers) -> Result<(usize, usize)> {
     if matches!(p.num_splits, Some(n) if n > 1) {
         return Err(shape_err("num_splits", "split-KV is not supported with variable-length batches"));
     }
-    for (what, cu, max) in [("cu_seqlens_q", &v.cu_seqlens_q, p.seqlen_q), ("cu_seqlens_k", &v.cu_seqlens_k, p.seqlen_k)] {
-        if cu.len() != p.batch + 1 {
-            return Err(shape_err(what, format!("has {} offsets, batch {} needs {}", cu.len(), p.batch, p.batch + 1)));
+    let device_offsets = |reason: &str| Error::InvalidBuffer { tensor: "cu_seqlens_q", reason: reason.into() };
+    match v {
+        Varlen::Host { cu_seqlens_q, cu_seqlens_k } => {
+            if bufs.varlen.is_some() {
+                return Err(device_offsets("Buffers::varlen given for offsets on the host (Varlen::Host)"));
+            }
+            let keys = (!(cu_seqlens_k.is_empty() && p.paged.is_some())).then_some(("cu_seqlens_k", cu_seqlens_k, p.seqlen_k));
+            for (what, cu, max) in std::iter::once(("cu_seqlens_q", cu_seqlens_q, p.seqlen_q)).chain(keys) {
+                if cu.len() != p.batch + 1 {
+                    return Err(shape_err(what, format!("has {} offsets, batch {} needs {}", cu.len(), p.batch, p.batch + 1)));
+                }
+                if cu[0] != 0 {
+                    return Err(shape_err(what, format!("starts at {}, not 0", cu[0])));
+                }
+                if let Some(w) = cu.windows(2).find(|w| w[1] < w[0]) {
+                    return Err(shape_err(what, format!("decreases ({} then {})", w[0], w[1])));
+                }
+                if let Some(w) = cu.windows(2).find(|w| (w[1] - w[0]) as usize > max) {
+                    let name = if what == "cu_seqlens_q" { "seqlen_q (max_seqlen_q)" } else { "seqlen_k (max_seqlen_k)" };
+                    return Err(shape_err(what, format!("a sequence of {} rows exceeds {name} = {max}", w[1] - w[0])));
+                }
+            }
         }
-        if cu[0] != 0 {
-            return Err(shape_err(what, format!("starts at {}, not 0", cu[0])));
-        }
-        if let Some(w) = cu.windows(2).find(|w| w[1] < w[0]) {
-            return Err(shape_err(what, format!("decreases ({} then {})", w[0], w[1])));
-        }
-        if let Some(w) = cu.windows(2).find(|w| (w[1] - w[0]) as usize > max) {
-            let name = if what == "cu_seqlens_q" { "seqlen_q (max_seqlen_q)" } else { "seqlen_k (max_seqlen_k)" };
-            return Err(shape_err(what, format!("a sequence of {} rows exceeds {name} = {max}", w[1] - w[0])));
+        Varlen::Device { total_q, total_k } => {
+            let Some(vb) = bufs.varlen else {
+                return Err(device_offsets("offsets on the GPU (Varlen::Device) need Buffers::varlen"));
+            };
+            if vb.cu_seqlens_k.is_none() && p.paged.is_none() {
+                let reason = "unpaged variable-length calls need key offsets".into();
+                return Err(Error::InvalidBuffer { tensor: "cu_seqlens_k", reason });
+            }
+            // Row indices (and the kernels' clamps) are 32-bit.
+            for (what, n) in [("total_q", total_q), ("total_k", total_k)] {
+                if *n > i32::MAX as usize {
+                    return Err(shape_err(what, format!("{n} exceeds {}", i32::MAX)));
+                }
+            }
         }
     }
     Ok((v.total_q(), v.total_k()))
@@ -834,9 +968,6 @@ fn check_varlen(p: &AttentionParams, v: &Varlen) -> Result<(usize, usize)> {
 
 /// Checks a paged call's shape (not its buffers, which need the non-empty plan).
 fn check_paged_shape(p: &AttentionParams, pg: &PagedKv, bufs: &Buffers) -> Result<()> {
-    if p.varlen.is_some() {
-        return Err(shape_err("paged", "paged K/V caches are not supported with variable-length batches"));
-    }
     if p.path == KernelPath::Wgmma {
         return Err(shape_err("wgmma path", "paged calls run on the mma.sync path"));
     }
@@ -899,7 +1030,10 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
         return Err(shape_err("softmax_scale", format!("{scale} is not positive and finite (times log2 e)")));
     }
     let varlen = match &p.varlen {
-        Some(v) => Some(check_varlen(p, v)?),
+        Some(v) => Some(check_varlen(p, v, bufs)?),
+        None if bufs.varlen.is_some() => {
+            return Err(Error::InvalidBuffer { tensor: "cu_seqlens_q", reason: "given for a call that is not variable-length".into() });
+        }
         None => None,
     };
     match (&p.paged, &bufs.paged) {
@@ -930,6 +1064,7 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
     }
     // The variant kernels come in one configuration per head dimension.
     let variant = match (&varlen, num_splits > 1) {
+        (Some(_), _) if p.paged.is_some() => Some(("varlen_paged", varlen_config(p.head_dim))),
         (Some(_), _) => Some(("varlen", varlen_config(p.head_dim))),
         _ if p.paged.is_some() => Some(("paged", split_cfg)),
         (None, true) => Some(("split", split_cfg)),
@@ -985,7 +1120,8 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
     if ctas > i32::MAX as u64 {
         return Err(Error::LaunchLimit(format!("{ctas} CTAs exceed the grid limit of {}", i32::MAX)));
     }
-    let empty = ctas == 0;
+    // No packed query rows: every sequence is empty.
+    let empty = ctas == 0 || varlen.is_some_and(|(tq, _)| tq == 0);
     let mut params = FwdParams::default();
     if !empty {
         let d = p.head_dim;
@@ -1004,10 +1140,15 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
         };
         let packed = |st: Strides| if varlen.is_some() { Strides { batch: 0, ..st } } else { st };
         let q_s = packed(or_bshd("q", p.q_strides, rows_q, p.heads_q)?);
-        // Paged caches: `[num_pages, page_size, heads_kv, D]`, pages in the batch dimension.
-        let (kv_batch, kv_rows) = p.paged.map_or((nb, rows_k), |pg| (pg.num_pages, pg.page_size));
-        let k_s = packed(or_bshd("k", p.k_strides, kv_rows, p.heads_kv)?);
-        let v_s = packed(or_bshd("v", p.v_strides, kv_rows, p.heads_kv)?);
+        // Paged caches: `[num_pages, page_size, heads_kv, D]`, pages in the batch dimension
+        // (also in variable-length calls, whose packing is the queries' only).
+        let ((kv_batch, kv_rows), packed_kv) = match p.paged {
+            Some(pg) => ((pg.num_pages, pg.page_size), None),
+            None => ((nb, rows_k), varlen),
+        };
+        let packed_kv = |st: Strides| if packed_kv.is_some() { Strides { batch: 0, ..st } } else { st };
+        let k_s = packed_kv(or_bshd("k", p.k_strides, kv_rows, p.heads_kv)?);
+        let v_s = packed_kv(or_bshd("v", p.v_strides, kv_rows, p.heads_kv)?);
         let o_s = packed(or_bshd("out", p.o_strides, rows_q, p.heads_q)?);
         let q_end;
         let o_end;
@@ -1020,7 +1161,8 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
         // Address ranges [start, end) of everything the kernel touches, written ones first.
         let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
         // With no keys, K and V are never read: any (even null) buffer will do.
-        if rows_k > 0 {
+        let reads_kv = if p.paged.is_some() { p.seqlen_k > 0 } else { rows_k > 0 };
+        if reads_kv {
             let (k_end, v_end);
             (params.k_strides, k_end) = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
             (params.v_strides, v_end) = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
@@ -1038,6 +1180,15 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
             params.table_stride = pg.pages_per_seq as u32;
             params.page_shift = pg.page_size.trailing_zeros();
             params.last_page = (pg.num_pages - 1) as u32;
+        }
+        if let (Some(Varlen::Device { .. }), Some(vb)) = (&p.varlen, bufs.varlen) {
+            // The kernels read `batch + 1` offsets of each.
+            spans.push(check_i32("cu_seqlens_q", vb.cu_seqlens_q, p.batch + 1)?);
+            params.cu_seqlens_q = vb.cu_seqlens_q.ptr;
+            if let Some(k) = vb.cu_seqlens_k {
+                spans.push(check_i32("cu_seqlens_k", k, p.batch + 1)?);
+                params.cu_seqlens_k = k.ptr;
+            }
         }
         if let Some(lse) = bufs.lse {
             // `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length calls.
@@ -1083,6 +1234,8 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
             interleave: interleave(p.causal && !pack && varlen.is_none() && num_splits == 1, p.batch * k_heads, m_blocks),
             num_splits: num_splits as u32,
             total_q: rows_q as u32,
+            // Paged key offsets only count keys: any start is in range.
+            total_k: if p.paged.is_some() { i32::MAX as u32 } else { rows_k as u32 },
             split_tiles: split_tiles as u32,
             ..params
         };
@@ -1113,12 +1266,15 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
     let plan = LaunchPlan {
         kernel,
         config,
-        grid: ctas as u32,
+        grid: if empty { 0 } else { ctas as u32 },
         block: config.threads() as u32,
         smem: config.smem_bytes() as u32,
         params,
         wgmma: None,
-        varlen_offsets: p.varlen.as_ref().filter(|_| !empty).map(|v| [&v.cu_seqlens_q[..], &v.cu_seqlens_k[..]].concat()),
+        varlen_offsets: match &p.varlen {
+            Some(Varlen::Host { cu_seqlens_q, cu_seqlens_k }) if !empty => Some([&cu_seqlens_q[..], &cu_seqlens_k[..]].concat()),
+            _ => None,
+        },
         split,
     };
     if plan.split.is_some() || p.paged.is_some() || pack {
@@ -1159,7 +1315,7 @@ impl Gpu {
         if params.paged.is_some() {
             return Err(shape_err("paged", "paged calls go through attention_forward_paged"));
         }
-        self.forward_slices(stream, params, [q, k, v], out, lse, None)
+        self.forward_slices(stream, params, [q, k, v], out, lse, None, None)
     }
 
     /// [`Gpu::attention_forward`] for a paged call ([`AttentionParams::paged`]): K and V are
@@ -1178,12 +1334,44 @@ impl Gpu {
         if params.paged.is_none() {
             return Err(shape_err("paged", "attention_forward_paged needs AttentionParams::paged"));
         }
+        self.forward_slices(stream, params, [q, cache.k, cache.v], out, lse, Some(cache.buffers()), None)
+    }
+
+    /// [`Gpu::attention_forward`] for a variable-length call whose offsets are on the GPU
+    /// ([`Varlen::Device`], from [`AttentionParams::new_varlen_device`]), as serving engines
+    /// call `flash_attn_varlen_func`: Q and the output packed `[total_q, heads_q, head_dim]`,
+    /// K and V either packed tensors ([`KvSlices::Tensors`], `[total_k, heads_kv, head_dim]`)
+    /// or a paged cache ([`KvSlices::Paged`], with [`AttentionParams::paged`]); `lse`, if
+    /// given, is f32 `[heads_q, total_q]`. See [`Varlen`] for what the kernels do with offsets
+    /// that are out of range.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_forward_varlen<T: Element>(
+        &self,
+        stream: &Stream,
+        params: &AttentionParams,
+        q: &DeviceSlice<T>,
+        kv: KvSlices<'_, T>,
+        offsets: VarlenOffsets<'_>,
+        out: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+    ) -> Result<()> {
+        if !matches!(params.varlen, Some(Varlen::Device { .. })) {
+            return Err(shape_err("varlen", "attention_forward_varlen needs offsets on the GPU (AttentionParams::new_varlen_device)"));
+        }
         let i = |s: &DeviceSlice<i32>| BufferRef { ptr: s.as_raw_ptr(), len: s.len() };
-        let paged = PagedBuffers { block_table: i(cache.block_table), seqused_k: cache.seqused_k.map(i) };
-        self.forward_slices(stream, params, [q, cache.k, cache.v], out, lse, Some(paged))
+        let varlen = VarlenBuffers { cu_seqlens_q: i(offsets.cu_seqlens_q), cu_seqlens_k: offsets.cu_seqlens_k.map(i) };
+        let (k, v, paged) = match kv {
+            KvSlices::Tensors { k, v } => (k, v, None),
+            KvSlices::Paged(cache) => (cache.k, cache.v, Some(cache.buffers())),
+        };
+        if params.paged.is_some() != paged.is_some() {
+            return Err(shape_err("paged", "KvSlices::Paged goes with AttentionParams::paged, and only with it"));
+        }
+        self.forward_slices(stream, params, [q, k, v], out, lse, paged, Some(varlen))
     }
 
     /// Plans and launches a call on cust slices (the safe entries).
+    #[allow(clippy::too_many_arguments)]
     fn forward_slices<T: Element>(
         &self,
         stream: &Stream,
@@ -1192,6 +1380,7 @@ impl Gpu {
         out: &mut DeviceSlice<T>,
         lse: Option<&mut DeviceSlice<f32>>,
         paged: Option<PagedBuffers>,
+        varlen: Option<VarlenBuffers>,
     ) -> Result<()> {
         if params.dtype != T::DTYPE {
             return Err(shape_err("dtype", format!("params say {:?}, buffers hold {:?}", params.dtype, T::DTYPE)));
@@ -1204,6 +1393,7 @@ impl Gpu {
             o: r(out),
             lse: lse.map(|l| BufferRef { ptr: l.as_raw_ptr(), len: l.len() }),
             paged,
+            varlen,
         };
         let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked that every address the kernel forms lies in these buffers.
@@ -1305,8 +1495,8 @@ impl Gpu {
         let (counters, partial_bytes) = plan.split.as_ref().map_or((0, 0), |s| (s.counters_len, (s.o_accum_len + s.lse_accum_len) * 4));
         let launch = |ws: WorkspaceAddrs| {
             let mut params = plan.params;
-            if let Some((q, k)) = ws.offsets {
-                (params.cu_seqlens_q, params.cu_seqlens_k) = (q, k);
+            if let Some(base) = ws.offsets {
+                point_at_offsets(&mut params, base, offsets.len());
             }
             if let Some(s) = &plan.split {
                 // Partials: O, then lse.
@@ -1322,7 +1512,7 @@ impl Gpu {
     }
 
     /// Calls `launch` (which enqueues one kernel on `stream`) with a workspace holding
-    /// `offsets` (variable-length offsets: the query half, then the key half), `counters` u32
+    /// `offsets` (a host-offset plan's [`LaunchPlan::varlen_offsets`]), `counters` u32
     /// counters that are zero when the kernel starts and that it leaves at zero, and
     /// `partial_bytes` bytes of scratch: the stream's kept workspace where it can have one
     /// ([`crate::workspace`]), otherwise one stream-ordered allocation from the library's pool
@@ -1350,7 +1540,7 @@ impl Gpu {
                 // In launch parameters, not a pageable copy (which would wait for the stream).
                 // SAFETY: the scratch holds `off_bytes` bytes for them, ordered on `stream`.
                 unsafe { crate::workspace::upload_i32(self.kernel_function("upload_i32", 0)?, stream, scratch, offsets)? };
-                ws.offsets = Some((scratch, scratch + (offsets.len() / 2 * 4) as u64));
+                ws.offsets = Some(scratch);
             }
             launch(ws)
         };
@@ -1438,6 +1628,7 @@ mod tests {
             seqlen_q: 7,
             seqlen_k: 13,
             total_q: 10,
+            total_k: 20,
             cu_seqlens_q: cq.as_ptr() as u64,
             cu_seqlens_k: ck.as_ptr() as u64,
             ..Default::default()
@@ -1451,6 +1642,48 @@ mod tests {
         let f = scheduler::Extent::fixed(&p);
         assert_eq!((f.seqlen_q, f.seqlen_k, f.q_start, f.k_start), (7, 13, 0, 0));
         assert_eq!(f.lse_first(&p, 2, 1, false), (2 * 4 + 1) * 7);
+    }
+
+    /// Offsets read from the caller's device memory are clamped into the packed rows and to
+    /// the maxima, whatever they hold, so a kernel's rows (`q_start + row < q_start + seqlen_q
+    /// <= total_q`, likewise for keys) stay inside the tensors; paged launches take their key
+    /// counts from `seqused_k` (clamped) or, without key offsets, `seqlen_k`.
+    #[test]
+    fn device_offsets_are_clamped_into_the_packed_rows() {
+        let (cq, ck) = ([5i32, -4, 9, 100, i32::MIN, i32::MAX, 3], [0i32, 30, 2, -1, 7, 7, 8]);
+        let p = FwdParams {
+            batch: 6,
+            seqlen_q: 4,
+            seqlen_k: 13,
+            total_q: 10,
+            total_k: 20,
+            cu_seqlens_q: cq.as_ptr() as u64,
+            cu_seqlens_k: ck.as_ptr() as u64,
+            ..Default::default()
+        };
+        let extents: Vec<_> = (0..6)
+            .map(|b| {
+                // SAFETY: both arrays hold batch + 1 offsets.
+                let e = unsafe { scheduler::Extent::varlen(&p, b) };
+                assert!(e.q_start + e.seqlen_q <= p.total_q && e.k_start + e.seqlen_k <= p.total_k, "{b}");
+                (e.q_start, e.seqlen_q, e.k_start, e.seqlen_k)
+            })
+            .collect();
+        // Decreasing, negative, past the totals, longer than the maxima.
+        let want = [(5, 0, 0, 13), (0, 4, 20, 0), (9, 1, 2, 0), (10, 0, 0, 7), (0, 4, 7, 0), (10, 0, 7, 1)];
+        assert_eq!(extents, want);
+
+        // Paged: no key offsets, then seqused_k overriding (clamped to 0..=seqlen_k).
+        let used = [-3i32, 2, 1000, 13, 0, 7];
+        let paged = FwdParams { cu_seqlens_k: 0, ..p };
+        let counts: Vec<u32> = (0..6).map(|b| unsafe { scheduler::Extent::varlen(&paged, b) }.seqlen_k).collect();
+        assert_eq!(counts, [13; 6]);
+        let with_used = FwdParams { seqused_k: used.as_ptr() as u64, ..paged };
+        // SAFETY: `used` holds a count per sequence.
+        let counts: Vec<u32> = (0..6).map(|b| unsafe { scheduler::Extent::varlen(&with_used, b).with_seqused_k(&with_used, b) }.seqlen_k).collect();
+        assert_eq!(counts, [0, 2, 13, 13, 0, 7]);
+        let fixed = unsafe { scheduler::Extent::fixed(&paged).with_seqused_k(&paged, 3) };
+        assert_eq!(fixed.seqlen_k, 13, "no seqused_k: every sequence has seqlen_k keys");
     }
 
     /// The grid order of `interleave` groups visits every (batch, head, query block) once, and

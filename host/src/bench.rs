@@ -6,7 +6,7 @@ use cust::prelude::Stream;
 use cust::stream::StreamFlags;
 use rand::Rng;
 
-use crate::attention::{AttentionParams, BufferRef, Buffers, DType, LaunchPlan, PagedBuffers, PagedKv, Strides};
+use crate::attention::{AttentionParams, BufferRef, Buffers, DType, LaunchPlan, PagedBuffers, PagedKv, Strides, Varlen, VarlenBuffers};
 use crate::device::Gpu;
 use crate::error::Result;
 
@@ -52,6 +52,8 @@ pub struct BenchBuffers {
     lse: DeviceBuffer<f32>,
     /// Paged calls: the block table, on the device and (to gather K and V back) on the host.
     table: Option<(DeviceBuffer<i32>, Vec<i32>, PagedKv)>,
+    /// Variable-length calls with offsets on the GPU: `cu_seqlens_q` and `cu_seqlens_k`.
+    offsets: Option<[DeviceBuffer<i32>; 2]>,
 }
 
 /// Random normal values drawn afresh for each buffer; beyond this many they repeat. Drawing
@@ -96,6 +98,15 @@ impl BenchBuffers {
             }
             None => None,
         };
+        // The benchmark's variable-length rows are the batch's equal-length sequences packed:
+        // exactly the contiguous batch's rows.
+        let offsets = match p.varlen {
+            Some(Varlen::Device { .. }) => {
+                let cu = |len: usize| DeviceBuffer::from_slice(&(0..=p.batch).map(|b| (b * len) as i32).collect::<Vec<_>>());
+                Some([cu(p.seqlen_q)?, cu(p.seqlen_k)?])
+            }
+            _ => None,
+        };
         Ok(BenchBuffers {
             q: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dq, qs)))?,
             k: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, ks)))?,
@@ -103,19 +114,22 @@ impl BenchBuffers {
             o: DeviceBuffer::from_slice(&vec![0u16; extent(dq, os)])?,
             lse: DeviceBuffer::from_slice(&vec![0f32; (p.batch * p.heads_q * p.seqlen_q).max(1)])?,
             table,
+            offsets,
         })
     }
 
     /// The buffers as the planner sees them (`with_lse`: also write the log-sum-exp).
     pub fn refs(&self, with_lse: bool) -> Buffers {
         let r = |b: &DeviceBuffer<u16>| BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
+        let i = |b: &DeviceBuffer<i32>| BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
         Buffers {
             q: r(&self.q),
             k: r(&self.k),
             v: r(&self.v),
             o: r(&self.o),
             lse: with_lse.then(|| BufferRef { ptr: self.lse.as_device_ptr().as_raw(), len: self.lse.len() }),
-            paged: self.table.as_ref().map(|(t, ..)| PagedBuffers { block_table: BufferRef { ptr: t.as_device_ptr().as_raw(), len: t.len() }, seqused_k: None }),
+            paged: self.table.as_ref().map(|(t, ..)| PagedBuffers { block_table: i(t), seqused_k: None }),
+            varlen: self.offsets.as_ref().map(|[q, k]| VarlenBuffers { cu_seqlens_q: i(q), cu_seqlens_k: Some(i(k)) }),
         }
     }
 

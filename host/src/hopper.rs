@@ -355,8 +355,8 @@ pub(crate) unsafe fn launch(gpu: &Gpu, stream: *mut c_void, w: &WgmmaPlan, offse
     let launch = |ws: WorkspaceAddrs| {
         let (mut q, mut k, mut v): (TensorMapParam, TensorMapParam, TensorMapParam) = (q.param(), k.param(), v.param());
         let mut params = FwdParams { tile_counter: if persistent { ws.counters } else { 0 }, ..w.params };
-        if let Some((cq, ck)) = ws.offsets {
-            (params.cu_seqlens_q, params.cu_seqlens_k) = (cq, ck);
+        if let Some(base) = ws.offsets {
+            crate::attention::point_at_offsets(&mut params, base, offsets.len());
         }
         let mut args = [
             &mut q as *mut TensorMapParam as *mut c_void,
@@ -388,7 +388,7 @@ mod tests {
     /// Disjoint stand-in buffers of 2^30 elements (planning never touches them).
     fn bufs() -> Buffers {
         let b = |i: u64| BufferRef { ptr: (1 + i) << 32, len: 1 << 30 };
-        Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None }
+        Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None, varlen: None }
     }
 
     #[test]

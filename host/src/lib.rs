@@ -134,6 +134,7 @@
 //!         o: BufferRef { ptr: o, len: n_q },
 //!         lse: None,
 //!         paged: None,
+//!         varlen: None,
 //!     };
 //!     // SAFETY: the caller passes live allocations of at least these sizes, in device 0's
 //!     // primary context, untouched by other work until `stream` has run the kernel.
@@ -185,7 +186,8 @@ pub mod tensor_map;
 pub mod workspace;
 
 pub use attention::{
-    AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, LaunchPlan, PagedBuffers, PagedCache, PagedKv, SplitPlan, Strides, Varlen,
+    AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, KvSlices, LaunchPlan, PagedBuffers, PagedCache, PagedKv, SplitPlan, Strides,
+    Varlen, VarlenBuffers, VarlenOffsets,
 };
 pub use device::{Arch, Gpu};
 pub use error::{Error, Result};

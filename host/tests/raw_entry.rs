@@ -47,7 +47,7 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
     // NaN-filled, so a launch that never happened shows.
     let out_raw = DeviceBuffer::from_slice(&vec![f16::NAN; n_q]).unwrap();
     let lse_raw = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse]).unwrap();
-    let bufs = Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(&out_raw), lse: Some(r(&lse_raw)), paged: None };
+    let bufs = Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(&out_raw), lse: Some(r(&lse_raw)), paged: None, varlen: None };
     std::thread::scope(|s| {
         s.spawn(|| {
             // A fresh thread has no current context: the raw entry binds the Gpu's.
@@ -79,14 +79,14 @@ fn raw_entry_validates_before_launching() {
     let (n_q, n_kv, _) = params.contiguous_lens();
     let buf = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q.max(n_kv)]).unwrap();
     let short = BufferRef { ptr: buf.as_device_ptr().as_raw(), len: n_kv - 1 };
-    let bufs = Buffers { q: r(&buf), k: short, v: r(&buf), o: r(&buf), lse: None, paged: None };
+    let bufs = Buffers { q: r(&buf), k: short, v: r(&buf), o: r(&buf), lse: None, paged: None, varlen: None };
     // SAFETY: rejected by the planner before anything is launched.
     let e = unsafe { gpu.attention_forward_raw(std::ptr::null_mut(), &params, &bufs) }.unwrap_err();
     assert!(matches!(e, Error::BufferTooSmall { tensor: "k", .. }), "{e}");
 
     // Nothing to compute: Ok without looking at the (null, empty) buffers.
     let none = BufferRef { ptr: 0, len: 0 };
-    let empty = Buffers { q: none, k: none, v: none, o: none, lse: None, paged: None };
+    let empty = Buffers { q: none, k: none, v: none, o: none, lse: None, paged: None, varlen: None };
     // SAFETY: an empty call launches nothing.
     unsafe { gpu.attention_forward_raw(std::ptr::null_mut(), &AttentionParams::new(0, 64, 64, 2, 64), &empty) }.unwrap();
 }

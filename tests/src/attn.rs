@@ -150,6 +150,7 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
                 o: r(o_d.as_device_ptr().as_raw(), o_d.len()),
                 lse: Some(r(lse_d.as_device_ptr().as_raw(), lse_d.len())),
                 paged: None,
+                varlen: None,
             };
             launch(&stream, &bufs).expect("launch failed")
         }

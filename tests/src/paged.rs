@@ -27,7 +27,7 @@ impl PagedCase {
     /// spare pages no sequence uses (filled with NaN, like every row past a sequence's end).
     pub fn new(p: AttentionParams, page_size: usize, used: Option<Vec<usize>>, extra_entries: usize) -> Self {
         let pages_per_seq = p.seqlen_k.div_ceil(page_size).max(1) + extra_entries;
-        let needed: usize = (0..p.batch).map(|b| used.as_ref().map_or(p.seqlen_k, |u| u[b]).div_ceil(page_size)).sum();
+        let needed = pages_needed(p.batch, page_size, &|b| used.as_ref().map_or(p.seqlen_k, |u| u[b]));
         let num_pages = needed + 3;
         PagedCase { p: p.paged(PagedKv { page_size, num_pages, pages_per_seq }), used }
     }
@@ -48,6 +48,61 @@ pub enum TableFill {
     AllWild,
 }
 
+/// Paged caches and their block table, from contiguous K and V.
+pub struct PagedCopy<T> {
+    /// K cache, `[num_pages, page_size, heads_kv, head_dim]`.
+    pub k: Vec<T>,
+    /// V cache, laid out like K.
+    pub v: Vec<T>,
+    /// i32 `[batch, pages_per_seq]` block table.
+    pub table: Vec<i32>,
+}
+
+/// Pages the first `used(b)` rows of each sequence `b` of contiguous `[batch, seqlen_k, ..]`
+/// K and V (`row_elems` elements a row) into pages taken in random order; a page's unused rows
+/// and the spare pages hold NaN, and table entries past a sequence's pages (with
+/// [`TableFill::AllWild`]: all entries) hold wild values.
+pub fn page_copy<T: Element>(
+    rng: &mut StdRng,
+    pg: PagedKv,
+    batch: usize,
+    seqlen_k: usize,
+    row_elems: usize,
+    [k, v]: [&[T]; 2],
+    used: &dyn Fn(usize) -> usize,
+    fill: TableFill,
+) -> PagedCopy<T> {
+    let mut order: Vec<usize> = (0..pg.num_pages).collect();
+    order.shuffle(rng);
+    let wild = |rng: &mut StdRng| *[-1, i32::MIN, pg.num_pages as i32, i32::MAX, -(pg.num_pages as i32)].choose(rng).unwrap();
+    let mut table = vec![0i32; batch * pg.pages_per_seq];
+    let page_elems = pg.page_size * row_elems;
+    let nan = T::from_f32(f32::NAN);
+    let (mut kc, mut vc) = (vec![nan; pg.num_pages * page_elems], vec![nan; pg.num_pages * page_elems]);
+    let mut next = order.into_iter();
+    for bi in 0..batch {
+        let used = used(bi);
+        for (i, e) in table[bi * pg.pages_per_seq..(bi + 1) * pg.pages_per_seq].iter_mut().enumerate() {
+            if i * pg.page_size < used && fill == TableFill::WildTail {
+                let page = next.next().expect("enough pages");
+                *e = page as i32;
+                let rows = (used - i * pg.page_size).min(pg.page_size);
+                let src = (bi * seqlen_k + i * pg.page_size) * row_elems;
+                kc[page * page_elems..][..rows * row_elems].copy_from_slice(&k[src..][..rows * row_elems]);
+                vc[page * page_elems..][..rows * row_elems].copy_from_slice(&v[src..][..rows * row_elems]);
+            } else {
+                *e = wild(rng);
+            }
+        }
+    }
+    PagedCopy { k: kc, v: vc, table }
+}
+
+/// The pages `batch` sequences of `used(b)` keys need, in pages of `page_size` rows.
+pub fn pages_needed(batch: usize, page_size: usize, used: &dyn Fn(usize) -> usize) -> usize {
+    (0..batch).map(|b| used(b).div_ceil(page_size)).sum()
+}
+
 /// Runs a paged case; returns its errors against the reference (with [`TableFill::AllWild`],
 /// `out` is 0 when every output is finite and NaN otherwise, the other fields 0).
 pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseErrors {
@@ -62,31 +117,9 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
     let k = normal(b * sk * hkv * d);
     let v = normal(b * sk * hkv * d);
 
-    // Pages in random order; a page's unused rows and the spare pages hold NaN.
-    let mut order: Vec<usize> = (0..pg.num_pages).collect();
-    order.shuffle(&mut rng);
-    let wild = |rng: &mut StdRng| *[-1, i32::MIN, pg.num_pages as i32, i32::MAX, -(pg.num_pages as i32)].choose(rng).unwrap();
-    let mut table = vec![0i32; b * pg.pages_per_seq];
+    let PagedCopy { k: mut kc, v: mut vc, table } = page_copy(&mut rng, pg, b, sk, hkv * d, [&k, &v], &|bi| c.used(bi), fill);
     let row_elems = hkv * d;
-    let page_elems = pg.page_size * row_elems;
     let nan = T::from_f32(f32::NAN);
-    let (mut kc, mut vc) = (vec![nan; pg.num_pages * page_elems], vec![nan; pg.num_pages * page_elems]);
-    let mut next = order.into_iter();
-    for bi in 0..b {
-        let used = c.used(bi);
-        for (i, e) in table[bi * pg.pages_per_seq..(bi + 1) * pg.pages_per_seq].iter_mut().enumerate() {
-            if i * pg.page_size < used && fill == TableFill::WildTail {
-                let page = next.next().expect("enough pages");
-                *e = page as i32;
-                let rows = (used - i * pg.page_size).min(pg.page_size);
-                let src = (bi * sk + i * pg.page_size) * row_elems;
-                kc[page * page_elems..][..rows * row_elems].copy_from_slice(&k[src..][..rows * row_elems]);
-                vc[page * page_elems..][..rows * row_elems].copy_from_slice(&v[src..][..rows * row_elems]);
-            } else {
-                *e = wild(&mut rng);
-            }
-        }
-    }
     if fill == TableFill::AllWild {
         // Finite caches: only the clamping is under test, not where NaN could come from.
         kc.iter_mut().chain(vc.iter_mut()).for_each(|x| *x = T::from_f32(0.5));

@@ -1,13 +1,42 @@
-//! Variable-length batches on the GPU against the CPU reference run on each sequence alone.
+//! Variable-length batches on the GPU against the CPU reference run on each sequence alone:
+//! offsets on the host or on the GPU, K and V packed or in a paged cache.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, DType, Element, Gpu, KernelPath};
+use flashrs::{AttentionParams, DType, Element, Gpu, KernelPath, KvSlices, PagedCache, PagedKv, VarlenOffsets};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
+use crate::paged::{PagedCopy, TableFill, page_copy, pages_needed};
+
+/// Where a case's K and V live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarlenKv {
+    /// Packed `[total_k, heads_kv, head_dim]` tensors.
+    Packed,
+    /// A paged cache of pages of `page_size` rows (every sequence's pages shuffled), each
+    /// sequence's key count given as `counts` says.
+    Paged {
+        /// Rows per page.
+        page_size: usize,
+        /// How the kernel learns each sequence's key count.
+        counts: KeyCounts,
+    },
+}
+
+/// How a paged variable-length call passes its sequences' key counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyCounts {
+    /// `seqused_k` (vLLM's way); no key offsets.
+    SequsedK,
+    /// Key offsets, whose differences are the counts (FlashAttention-2's `cu_seqlens_k` with a
+    /// block table).
+    KeyOffsets,
+    /// Neither: every sequence has `seqlen_k` (the longest sequence's) keys.
+    Longest,
+}
 
 /// One variable-length case: per-sequence (query rows, key rows).
 #[derive(Clone, Debug)]
@@ -26,9 +55,27 @@ pub struct VarlenCase {
     pub dtype: DType,
     /// Kernel path (`Auto` takes the Hopper kernels on an H100/H200).
     pub path: KernelPath,
+    /// Offsets already on the GPU ([`flashrs::Varlen::Device`]) instead of the host.
+    pub device_offsets: bool,
+    /// Packed K/V or a paged cache.
+    pub kv: VarlenKv,
 }
 
 impl VarlenCase {
+    /// A case of `lens` with packed K/V and host offsets.
+    pub fn new(lens: &[(usize, usize)], heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
+        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path: KernelPath::Auto, device_offsets: false, kv: VarlenKv::Packed }
+    }
+
+    /// The key count sequence `b` is computed with: its own, or the longest where no counts
+    /// are passed.
+    fn keys(&self, b: usize) -> usize {
+        match self.kv {
+            VarlenKv::Paged { counts: KeyCounts::Longest, .. } => self.lens.iter().map(|l| l.1).max().unwrap_or(0),
+            _ => self.lens[b].1,
+        }
+    }
+
     /// The offsets (`cu_seqlens_q`, `cu_seqlens_k`).
     pub fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
         let cum = |f: &dyn Fn(&(usize, usize)) -> usize| {
@@ -41,10 +88,40 @@ impl VarlenCase {
         (cum(&|l| l.0), cum(&|l| l.1))
     }
 
-    /// The call's parameters.
+    /// Whether the call passes key offsets.
+    fn passes_key_offsets(&self) -> bool {
+        matches!(self.kv, VarlenKv::Packed | VarlenKv::Paged { counts: KeyCounts::KeyOffsets, .. })
+    }
+
+    /// The call's parameters (without the paged cache's shape).
     pub fn params(&self) -> AttentionParams {
         let (cq, ck) = self.offsets();
-        AttentionParams::new_varlen(&cq, &ck, self.heads_q, self.head_dim).heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path)
+        let (b, max_q, max_k) = (self.lens.len(), self.lens.iter().map(|l| l.0).max().unwrap_or(0), self.lens.iter().map(|l| l.1).max().unwrap_or(0));
+        let p = if self.device_offsets {
+            AttentionParams::new_varlen_device(b, max_q, max_k, cq[b] as usize, ck[b] as usize, self.heads_q, self.head_dim)
+        } else {
+            let mut p = AttentionParams::new_varlen(&cq, if self.passes_key_offsets() { &ck } else { &[] }, self.heads_q, self.head_dim);
+            p.seqlen_k = max_k;
+            p
+        };
+        p.heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path)
+    }
+
+    /// One line describing the case.
+    pub fn label(&self) -> String {
+        let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
+        format!(
+            "{:?} {} hq{} hkv{} d{} causal={} {} offsets, {:?}, lens(q/k)=[{}]",
+            self.dtype,
+            self.path.name(),
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+            self.causal,
+            if self.device_offsets { "device" } else { "host" },
+            self.kv,
+            lens.join(",")
+        )
     }
 }
 
@@ -54,20 +131,61 @@ pub fn run_varlen<T: Element>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
     let mut rng = StdRng::seed_from_u64(seed);
     let p = c.params();
     let (cq, ck) = c.offsets();
-    let (tq, tk) = (*cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
+    let (b, tq, tk) = (c.lens.len(), *cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
     let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
+    let row_q = hq * d;
+    let row_kv = hkv * d;
     let mut rand_vec = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
-    let q = rand_vec(tq * hq * d);
-    let k = rand_vec(tk * hkv * d);
-    let v = rand_vec(tk * hkv * d);
+    let q = rand_vec(tq * row_q);
+    // K and V as the reference sees them: packed (sequence b's keys from ck[b]), or for a paged
+    // cache padded to the longest sequence, `[batch, seqlen_k, heads_kv, head_dim]`.
+    let (k, v, key0): (Vec<T>, Vec<T>, Box<dyn Fn(usize) -> usize>) = match c.kv {
+        VarlenKv::Packed => (rand_vec(tk * row_kv), rand_vec(tk * row_kv), Box::new(|bi| ck[bi] as usize)),
+        VarlenKv::Paged { .. } => {
+            let n = b * p.seqlen_k * row_kv;
+            let sk = p.seqlen_k;
+            (rand_vec(n), rand_vec(n), Box::new(move |bi| bi * sk))
+        }
+    };
+
     let one = [T::default()];
     let up = |x: &[T]| DeviceBuffer::from_slice(if x.is_empty() { &one[..] } else { x }).unwrap();
-    let (q_d, k_d, v_d) = (up(&q), up(&k), up(&v));
-    let mut o_d = DeviceBuffer::from_slice(&vec![T::from_f32(f32::NAN); (tq * hq * d).max(1)]).unwrap();
+    let up_i32 = |x: &[i32]| DeviceBuffer::from_slice(x).unwrap();
+    let q_d = up(&q);
+    let mut o_d = DeviceBuffer::from_slice(&vec![T::from_f32(f32::NAN); (tq * row_q).max(1)]).unwrap();
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; (hq * tq).max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed");
-    stream.synchronize().expect("kernel failed");
+    let (cq_d, ck_d) = (up_i32(&cq), up_i32(&ck));
+    let offsets = VarlenOffsets { cu_seqlens_q: &cq_d, cu_seqlens_k: c.passes_key_offsets().then_some(&*ck_d) };
+    let launched = match c.kv {
+        VarlenKv::Packed => {
+            let (k_d, v_d) = (up(&k), up(&v));
+            if c.device_offsets {
+                gpu.attention_forward_varlen(&stream, &p, &q_d, KvSlices::Tensors { k: &k_d, v: &v_d }, offsets, &mut o_d, Some(&mut lse_d))
+            } else {
+                gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d))
+            }
+            .map(|()| stream.synchronize())
+        }
+        VarlenKv::Paged { page_size, counts } => {
+            let used = |bi: usize| c.keys(bi);
+            let pages_per_seq = p.seqlen_k.div_ceil(page_size).max(1);
+            let pg = PagedKv { page_size, num_pages: pages_needed(b, page_size, &used) + 2, pages_per_seq };
+            let PagedCopy { k: kc, v: vc, table } = page_copy(&mut rng, pg, b, p.seqlen_k, row_kv, [&k, &v], &used, TableFill::WildTail);
+            let (k_d, v_d, t_d) = (up(&kc), up(&vc), up_i32(&table));
+            let counts_d = up_i32(&c.lens.iter().map(|l| l.1 as i32).collect::<Vec<_>>());
+            let seqused_k = (counts == KeyCounts::SequsedK).then_some(&*counts_d);
+            let cache = PagedCache { k: &k_d, v: &v_d, block_table: &t_d, seqused_k };
+            let p = p.clone().paged(pg);
+            if c.device_offsets {
+                gpu.attention_forward_varlen(&stream, &p, &q_d, KvSlices::Paged(cache), offsets, &mut o_d, Some(&mut lse_d))
+            } else {
+                gpu.attention_forward_paged(&stream, &p, &q_d, cache, &mut o_d, Some(&mut lse_d))
+            }
+            .map(|()| stream.synchronize())
+        }
+    };
+    launched.expect("launch failed").expect("kernel failed");
     let mut o_h = vec![T::default(); o_d.len()];
     o_d.copy_to(&mut o_h[..]).unwrap();
     let mut lse_h = vec![0f32; lse_d.len()];
@@ -76,12 +194,13 @@ pub fn run_varlen<T: Element>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));
     let mut e = CaseErrors::new(seed);
-    for (b, &(lq, lk)) in c.lens.iter().enumerate() {
-        let (q0, k0) = (cq[b] as usize, ck[b] as usize);
+    for (bi, &(lq, _)) in c.lens.iter().enumerate() {
+        let (q0, k0, lk) = (cq[bi] as usize, key0(bi), c.keys(bi));
         let sp = AttentionParams::new(1, lq, lk, hq, d).heads_kv(hkv).causal(c.causal).dtype(c.dtype);
-        let x = RefInputs { q: &qf[q0 * hq * d..(q0 + lq) * hq * d], k: &kf[k0 * hkv * d..(k0 + lk) * hkv * d], v: &vf[k0 * hkv * d..(k0 + lk) * hkv * d] };
+        let keys = k0 * row_kv..(k0 + lk) * row_kv;
+        let x = RefInputs { q: &qf[q0 * row_q..(q0 + lq) * row_q], k: &kf[keys.clone()], v: &vf[keys] };
         let (r_out, r_lse) = reference_forward(&sp, &x);
-        for (g, &r) in o_h[q0 * hq * d..(q0 + lq) * hq * d].iter().zip(&r_out) {
+        for (g, &r) in o_h[q0 * row_q..(q0 + lq) * row_q].iter().zip(&r_out) {
             e.add_out(c.dtype, g.to_f32() as f64, r);
         }
         // Reference lse is [1, hq, lq]; the GPU's is [hq, total_q].
@@ -104,12 +223,10 @@ pub fn check_varlen_many(gpu: &Gpu, cases: &[VarlenCase]) {
         };
         let tol = out_tolerance(c.dtype);
         let ok = out <= tol && lse <= LSE_TOLERANCE && mism == 0;
-        let lens: Vec<String> = c.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         let line = format!(
-            "{} varlen {:?} {} hq{} hkv{} d{} causal={} lens(q/k)=[{}]: out err {out:.2e} (tol {tol:.0e}), lse err {lse:.2e}, \
-             lse -inf mismatches {mism} (seed {seed})",
+            "{} varlen {}: out err {out:.2e} (tol {tol:.0e}), lse err {lse:.2e}, lse -inf mismatches {mism} (seed {seed})",
             if ok { "ok  " } else { "FAIL" },
-            c.dtype, c.path.name(), c.heads_q, c.heads_kv, c.head_dim, c.causal, lens.join(",")
+            c.label()
         );
         println!("{line}");
         if !ok {

@@ -246,7 +246,7 @@ fn path_selection() {
     let Some(gpu) = gpu_or_skip("path_selection") else { return };
     let p = AttentionParams::new(1, 256, 256, 2, 128);
     let b = |i: u64| BufferRef { ptr: (1 + i) << 32, len: 1 << 24 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None };
+    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None, varlen: None };
     let auto = p.plan(&bufs).unwrap();
     let forced = wgmma(p.clone()).plan(&bufs).unwrap();
     assert!(forced.kernel.starts_with("flash_fwd_sm90_f16_d128_"), "{}", forced.kernel);
@@ -275,7 +275,7 @@ fn persistent_launches_reuse_the_stream_workspace() {
     let short = AttentionParams::new(2, 2048, 2048, 16, 128).dtype(DType::Bf16);
     let decode = AttentionParams::new(1, 1, 8192, 32, 128).heads_kv(8);
     let b = |i: u64| BufferRef { ptr: (1 + i) << 36, len: 1 << 30 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None };
+    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None, varlen: None };
     for p in [&causal, &short] {
         let plan = gpu.plan_forward(p, &bufs).unwrap();
         assert!(plan.wgmma.as_ref().is_some_and(|w| w.config.persistent && w.grid > gpu.sm_count()), "{p:?} must run persistent");

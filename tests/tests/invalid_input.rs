@@ -98,7 +98,7 @@ impl Case {
             Place::In(j, off) => (j as u64 + 1) * REGION + off,
         };
         let r = |i: usize| BufferRef { ptr: addr(i), len: self.len[i] };
-        Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse: self.with_lse.then(|| r(4)), paged: None }
+        Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse: self.with_lse.then(|| r(4)), paged: None, varlen: None }
     }
 }
 

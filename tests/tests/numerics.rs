@@ -161,7 +161,7 @@ impl Exec<'_> {
 fn plan_of(p: &AttentionParams) -> flashrs::LaunchPlan {
     let (q, k) = Inputs::<half::f16>::dims(p);
     let b = |ptr, len| flashrs::attention::BufferRef { ptr, len };
-    let bufs = flashrs::attention::Buffers { q: b(1 << 40, q), k: b(2 << 40, k), v: b(3 << 40, k), o: b(4 << 40, q), lse: Some(b(5 << 40, q)), paged: None };
+    let bufs = flashrs::attention::Buffers { q: b(1 << 40, q), k: b(2 << 40, k), v: b(3 << 40, k), o: b(4 << 40, q), lse: Some(b(5 << 40, q)), paged: None, varlen: None };
     p.plan(&bufs).expect("case does not plan")
 }
 

@@ -83,7 +83,7 @@ fn wild_table_entries_and_counts_stay_inside_the_caches() {
 fn planned(p: &AttentionParams, sized_for: &AttentionParams, paged: Option<PagedBuffers>) -> flashrs::Result<flashrs::LaunchPlan> {
     let (nq, nk, nl) = sized_for.contiguous_lens();
     let r = |i: u64, len: usize| BufferRef { ptr: i << 36, len };
-    let bufs = Buffers { q: r(1, nq), k: r(2, nk), v: r(3, nk), o: r(4, nq), lse: Some(r(5, nl)), paged };
+    let bufs = Buffers { q: r(1, nq), k: r(2, nk), v: r(3, nk), o: r(4, nq), lse: Some(r(5, nl)), paged, varlen: None };
     p.plan_for_sms(&bufs, 132)
 }
 
@@ -122,10 +122,16 @@ fn planner_refuses_bad_paged_calls() {
         ("k cache short", ok.clone().paged(PagedKv { num_pages: 101, ..pg }), good, Want::TooSmall("k", 101 * 16 * 8 * 128, 100 * 16 * 8 * 128)),
         ("wgmma path", ok.clone().path(KernelPath::Wgmma), good, Want::Shape("wgmma path")),
         (
-            "variable-length",
-            AttentionParams { varlen: Some(Varlen { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: vec![0, 1, 2, 3, 600] }), ..ok.clone() },
+            "variable-length, a key count past seqlen_k",
+            AttentionParams { varlen: Some(Varlen::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: vec![0, 1, 2, 3, 604] }), ..ok.clone() },
             good,
-            Want::Shape("paged"),
+            Want::Shape("cu_seqlens_k"),
+        ),
+        (
+            "variable-length, split forced",
+            AttentionParams { varlen: Some(Varlen::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: vec![] }), ..ok.clone().num_splits(Some(2)) },
+            good,
+            Want::Shape("num_splits"),
         ),
     ];
     for (name, p, paged, want) in cases {

@@ -321,7 +321,7 @@ fn valid_case(rng: &mut StdRng) -> Case {
     }
     let r = |i: usize| BufferRef { ptr: ptrs[i], len: lens[i] };
     let lse = rng.random_bool(0.6).then(|| r(4));
-    Case { p, b: Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse, paged: None } }
+    Case { p, b: Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse, paged: None, varlen: None } }
 }
 
 fn buf_mut(b: &mut Buffers, i: usize) -> &mut BufferRef {
@@ -569,7 +569,7 @@ fn hostile_case(rng: &mut StdRng) -> Case {
     let mut r = |i: usize| BufferRef { ptr: ptr(rng, i as u64), len: len(rng, i) };
     let (q, k, v, o, l) = (r(0), r(1), r(2), r(3), r(4));
     let lse = rng.random_bool(0.5).then_some(l);
-    Case { p, b: Buffers { q, k, v, o, lse, paged: None } }
+    Case { p, b: Buffers { q, k, v, o, lse, paged: None, varlen: None } }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -654,6 +654,7 @@ fn plan_limits_at_the_edges() {
         o: BufferRef { ptr: 4 * REGION, len: o },
         lse: lse.map(|len| BufferRef { ptr: 5 * REGION, len }),
         paged: None,
+        varlen: None,
     };
     // Longest sequences: i32::MAX / 2 rows (addresses only; fake buffers).
     let n = (i32::MAX / 2) as usize;
@@ -680,7 +681,7 @@ fn plan_limits_at_the_edges() {
     assert!(matches!(p.plan(&b(usize::MAX, usize::MAX, usize::MAX, None)), Err(Error::LaunchLimit(_))));
     // Zero sizes.
     for p in [AttentionParams::new(0, 5, 5, 2, 64), AttentionParams::new(2, 5, 5, 0, 64).heads_kv(0), AttentionParams::new(2, 0, 5, 2, 64)] {
-        let nulls = Buffers { q: BufferRef { ptr: 0, len: 0 }, k: BufferRef { ptr: 0, len: 0 }, v: BufferRef { ptr: 0, len: 0 }, o: BufferRef { ptr: 0, len: 0 }, lse: None, paged: None };
+        let nulls = Buffers { q: BufferRef { ptr: 0, len: 0 }, k: BufferRef { ptr: 0, len: 0 }, v: BufferRef { ptr: 0, len: 0 }, o: BufferRef { ptr: 0, len: 0 }, lse: None, paged: None, varlen: None };
         assert!(p.plan(&nulls).unwrap().is_empty(), "{p:?}");
     }
     // No keys: K and V may be anything, even null.

@@ -15,7 +15,7 @@ fn print_cases(gpu: &flashrs::Gpu, cases: &[AttentionParams]) {
     for p in cases {
         let (nq, nk, nl) = p.contiguous_lens();
         let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
+        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
         let plan = gpu.plan_forward(p, &bufs).expect("plan");
         println!(
             "case b{} sq{} sk{} hq{} hkv{} d{} causal={} {:?} num_splits={:?}: kernel {} grid {} splits {}",
@@ -122,7 +122,7 @@ fn planner_packs_gqa_decode() {
     let p = decode(2, 1, 4096, 32, 8, 128).num_splits(Some(1));
     let (nq, nk, nl) = p.contiguous_lens();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
     assert!(flashrs::attention::packs_gqa(&p));
     // `plan` is the literal call; the GPU plan packs 4 query heads per K/V head into the rows.
     let literal = p.plan(&bufs).unwrap();
@@ -137,7 +137,7 @@ fn planner_packs_gqa_decode() {
     assert_eq!(packed.kernel, "flash_fwd_f16_d128_16x128w4s2");
     let wide = decode(2, 32, 4096, 32, 8, 128).num_splits(Some(1));
     let (nq, nk, nl) = wide.contiguous_lens();
-    let wide_bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
+    let wide_bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
     assert_eq!(wide.plan_for_sms(&wide_bufs, 132).unwrap().kernel, "flash_fwd_f16_d128_64x64w4s2");
     assert!(literal.kernel.starts_with("flash_fwd_f16_d128_128x32"), "{}", literal.kernel);
     assert!(packed.wgmma.is_none());
@@ -163,7 +163,7 @@ fn planner_chooses_and_bounds_splits() {
     assert_eq!(auto_num_splits(&decode(1, 1, 1024, 32, 8, 128), 132), 4);
     let (nq, nk, nl) = p.contiguous_lens();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
     // `plan` alone never splits; `plan_for_sms` does.
     assert!(p.plan(&bufs).unwrap().split.is_none());
     let plan = p.plan_for_sms(&bufs, 132).unwrap();

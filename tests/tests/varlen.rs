@@ -1,14 +1,20 @@
 //! Variable-length batches (packed rows, `cu_seqlens`) on the GPU against the CPU reference run
-//! on each sequence separately; offsets validated on the host. Skips (saying so) without a GPU.
-use flashrs::attention::{BufferRef, Buffers};
-use flashrs::{AttentionParams, DType, Error, KernelPath};
+//! on each sequence separately: offsets on the host (validated) or on the GPU (clamped by the
+//! kernels), K and V packed or in a paged cache; wild device offsets must keep every access
+//! inside the buffers. Skips (saying so) without a GPU; the planner tests need none.
+use std::ffi::c_void;
+
+use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::stream::{Stream, StreamFlags};
+use flashrs::attention::{BufferRef, Buffers, PagedBuffers, VarlenBuffers};
+use flashrs::{AttentionParams, DType, Error, KernelPath, PagedKv, Varlen};
 use flashrs_tests::gpu_or_skip;
-use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
+use flashrs_tests::varlen::{KeyCounts, VarlenCase, VarlenKv, check_varlen_many};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn case(lens: &[(usize, usize)], hq: usize, hkv: usize, d: usize, causal: bool, dtype: DType) -> VarlenCase {
-    VarlenCase { lens: lens.to_vec(), heads_q: hq, heads_kv: hkv, head_dim: d, causal, dtype, path: KernelPath::Auto }
+    VarlenCase::new(lens, hq, hkv, d, causal, dtype)
 }
 
 /// The paths `gpu` runs variable-length calls on: mma.sync, and on an H100/H200 the Hopper
@@ -26,7 +32,9 @@ fn ragged_lengths_causal_and_gqa() {
         for dtype in [DType::F16, DType::Bf16] {
             for d in [64, 128, 256] {
                 for causal in [false, true] {
-                    cases.push(VarlenCase { path, ..case(&lens, 4, 2, d, causal, dtype) });
+                    for device_offsets in [false, true] {
+                        cases.push(VarlenCase { path, device_offsets, ..case(&lens, 4, 2, d, causal, dtype) });
+                    }
                 }
             }
         }
@@ -49,7 +57,7 @@ fn random_ragged_batches() {
             })
             .collect();
         let (hq, hkv) = [(4, 4), (8, 2), (6, 1)][i % 3];
-        let c = case(&lens, hq, hkv, [64, 128, 96][i % 3], i % 2 == 1, [DType::F16, DType::Bf16][i / 6]);
+        let c = VarlenCase { device_offsets: i % 4 >= 2, ..case(&lens, hq, hkv, [64, 128, 96][i % 3], i % 2 == 1, [DType::F16, DType::Bf16][i / 6]) };
         cases.extend(paths(&gpu).into_iter().map(|path| VarlenCase { path, ..c.clone() }));
     }
     check_varlen_many(&gpu, &cases);
@@ -58,16 +66,125 @@ fn random_ragged_batches() {
 #[test]
 fn many_sequences_upload_their_offsets_in_several_launches() {
     let Some(gpu) = gpu_or_skip("many_sequences_upload_their_offsets_in_several_launches") else { return };
-    // 700 sequences: 1402 offsets, more than one upload launch carries (1000).
+    // 700 sequences: 1402 offsets, more than one upload launch carries (1000); and the same
+    // batch with its offsets on the GPU (no upload).
     let mut rng = StdRng::seed_from_u64(21);
     let lens: Vec<(usize, usize)> = (0..700).map(|_| (rng.random_range(0..9), rng.random_range(0..70))).collect();
-    let cases: Vec<VarlenCase> = paths(&gpu).into_iter().map(|path| VarlenCase { path, ..case(&lens, 2, 1, 64, true, DType::F16) }).collect();
+    let mut cases = Vec::new();
+    for path in paths(&gpu) {
+        for device_offsets in [false, true] {
+            cases.push(VarlenCase { path, device_offsets, ..case(&lens, 2, 1, 64, true, DType::F16) });
+        }
+    }
     check_varlen_many(&gpu, &cases);
+}
+
+/// A serving engine's mixed batch against a paged cache (vLLM's `flash_attn_varlen_func(...,
+/// block_table=...)` call): decode rows (one query row against a long cache), chunked-prefill
+/// chunks (a chunk of query rows at the end of a longer cache), a fresh prompt and an empty
+/// sequence; every page size, key counts passed each of the three ways, offsets on the host
+/// and on the GPU, GQA, every head dimension, causal and not.
+#[test]
+fn paged_varlen_mixes_decode_rows_and_prefill_chunks() {
+    let Some(gpu) = gpu_or_skip("paged_varlen_mixes_decode_rows_and_prefill_chunks") else { return };
+    let lens = [(1, 1500), (37, 300), (1, 1), (256, 256), (0, 40), (129, 700), (1, 16)];
+    let mut cases = Vec::new();
+    for (i, page_size) in [16, 64, 256].into_iter().enumerate() {
+        for counts in [KeyCounts::SequsedK, KeyCounts::KeyOffsets, KeyCounts::Longest] {
+            for device_offsets in [false, true] {
+                let d = [64, 128, 256][i];
+                let dtype = if device_offsets { DType::Bf16 } else { DType::F16 };
+                let c = case(&lens, 8, 2, d, counts != KeyCounts::Longest || i != 1, dtype);
+                cases.push(VarlenCase { device_offsets, kv: VarlenKv::Paged { page_size, counts }, ..c });
+            }
+        }
+    }
+    // MQA with padded head_dim.
+    let c = case(&lens, 6, 1, 72, true, DType::F16);
+    cases.push(VarlenCase { device_offsets: true, kv: VarlenKv::Paged { page_size: 32, counts: KeyCounts::SequsedK }, ..c });
+    check_varlen_many(&gpu, &cases);
+}
+
+/// Offsets on the GPU are the caller's, unchecked: decreasing, negative, past the totals,
+/// longer than the maxima. The kernels clamp them, so the call completes, every output element
+/// it writes is finite, and nothing outside the output and log-sum-exp (guard regions on both
+/// sides, inside the same allocations) changes. Packed K/V on every path, and a paged cache
+/// whose table and key counts are wild too. (`sanitize_shapes` runs memcheck on such calls.)
+#[test]
+fn wild_device_offsets_stay_inside_the_buffers() {
+    let Some(gpu) = gpu_or_skip("wild_device_offsets_stay_inside_the_buffers") else { return };
+    let (hq, hkv, d) = (4, 2, 128);
+    let (tq, tk, max_q, max_k): (usize, usize, usize, usize) = (250, 700, 100, 300);
+    let cq = [5, -4, 9, 1000, i32::MIN, i32::MAX, 3];
+    let ck = [0, 250, 2, -1, 400, 699, 8];
+    let batch = cq.len() - 1;
+    let pg = PagedKv { page_size: 16, num_pages: 30, pages_per_seq: max_k.div_ceil(16) };
+    let mut rng = StdRng::seed_from_u64(5);
+    let f16s = |n: usize, rng: &mut StdRng| DeviceBuffer::from_slice(&(0..n).map(|_| half::f16::from_f32(rng.random_range(-1.0..1.0))).collect::<Vec<_>>()).unwrap();
+    let q = f16s(tq * hq * d, &mut rng);
+    let kv = [f16s(tk * hkv * d, &mut rng), f16s(tk * hkv * d, &mut rng)];
+    let cache = [f16s(pg.num_pages * pg.page_size * hkv * d, &mut rng), f16s(pg.num_pages * pg.page_size * hkv * d, &mut rng)];
+    let table: Vec<i32> = (0..batch * pg.pages_per_seq).map(|i| [-7, 3, 29, 30, i32::MAX, 11][i % 6]).collect();
+    let table = DeviceBuffer::from_slice(&table).unwrap();
+    let used = DeviceBuffer::from_slice(&[-5, 300, 1, i32::MAX, 0, 17]).unwrap();
+    let (cq_d, ck_d) = (DeviceBuffer::from_slice(&cq).unwrap(), DeviceBuffer::from_slice(&ck).unwrap());
+    // Output and lse with guards of 64 elements on each side (16-byte aligned inside).
+    const GUARD: usize = 64;
+    let canary_o = half::f16::from_f32(-7.0);
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    let raw_f16 = |b: &DeviceBuffer<half::f16>| r(b.as_device_ptr().as_raw(), b.len());
+    let raw_i32 = |b: &DeviceBuffer<i32>| r(b.as_device_ptr().as_raw(), b.len());
+    let mut runs = Vec::new();
+    for path in paths(&gpu) {
+        runs.push((path, false));
+    }
+    runs.push((KernelPath::MmaSync, true));
+    for (path, paged) in runs {
+        let o = DeviceBuffer::from_slice(&vec![canary_o; tq * hq * d + 2 * GUARD]).unwrap();
+        let lse = DeviceBuffer::from_slice(&vec![-9.0f32; hq * tq + 2 * GUARD]).unwrap();
+        let p = AttentionParams::new_varlen_device(batch, max_q, max_k, tq, tk, hq, d).heads_kv(hkv).causal(true).path(path);
+        let (p, k, v, paged_bufs) = if paged {
+            let pb = PagedBuffers { block_table: raw_i32(&table), seqused_k: Some(raw_i32(&used)) };
+            (p.paged(pg), raw_f16(&cache[0]), raw_f16(&cache[1]), Some(pb))
+        } else {
+            (p, raw_f16(&kv[0]), raw_f16(&kv[1]), None)
+        };
+        let bufs = Buffers {
+            q: raw_f16(&q),
+            k,
+            v,
+            o: r(o.as_device_ptr().as_raw() + 2 * GUARD as u64, tq * hq * d),
+            lse: Some(r(lse.as_device_ptr().as_raw() + 4 * GUARD as u64, hq * tq)),
+            paged: paged_bufs,
+            varlen: Some(VarlenBuffers { cu_seqlens_q: raw_i32(&cq_d), cu_seqlens_k: Some(raw_i32(&ck_d)) }),
+        };
+        // SAFETY: live buffers of at least these capacities, this GPU's stream.
+        unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut c_void, &p, &bufs) }.expect("launch failed");
+        stream.synchronize().expect("the kernel faulted on wild offsets");
+        let mut oh = vec![half::f16::ZERO; o.len()];
+        o.copy_to(&mut oh[..]).unwrap();
+        let mut lh = vec![0f32; lse.len()];
+        lse.copy_to(&mut lh[..]).unwrap();
+        let n = oh.len();
+        let what = format!("{} {}", path.name(), if paged { "paged" } else { "packed" });
+        assert!(oh[..GUARD].iter().chain(&oh[n - GUARD..]).all(|&x| x == canary_o), "{what}: output guard overwritten");
+        assert!(lh[..GUARD].iter().chain(&lh[lh.len() - GUARD..]).all(|&x| x == -9.0), "{what}: lse guard overwritten");
+        let written = oh[GUARD..n - GUARD].iter().filter(|&&x| x != canary_o).count();
+        assert!(oh[GUARD..n - GUARD].iter().all(|x| x.is_finite()), "{what}: non-finite output");
+        // Clamped, the sequences' query rows are 5..5, 0..9, 9..109, 250..250, 0..100 and
+        // 250..250: rows 0..109 are written (zeros where a sequence has no key), no other.
+        // Packed keys clamp to 0..250, 250..250, 2..2, 0..300, 400..699, 699..699; paged key
+        // counts (seqused_k overrides the key offsets) to 300, 1, 0 for sequences 1, 2, 4 (the
+        // others have no query rows).
+        assert_eq!(written, 109 * hq * d, "{what}: output elements written");
+        println!("ok   wild device offsets, {what}: {written} output elements written, guards intact");
+    }
 }
 
 fn bufs(q: usize, k: usize, lse: usize) -> Buffers {
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)), paged: None }
+    Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)), paged: None, varlen: None }
 }
 
 #[test]
@@ -81,7 +198,7 @@ fn plan_validates_offsets_and_packed_extents() {
     assert!(plan.kernel.starts_with("flash_fwd_varlen_f16_d64_"), "{}", plan.kernel);
     assert_eq!(plan.grid, 3 * 4);
     assert_eq!(plan.params.q_strides, [0, 4 * 64, 64]);
-    assert_eq!(plan.params.total_q, 10);
+    assert_eq!((plan.params.total_q, plan.params.total_k), (10, 20));
     assert_eq!(plan.varlen_offsets.as_deref(), Some(&[0, 3, 3, 10, 0, 5, 7, 20][..]));
     assert!(plan.split.is_none());
     // Auto carries the Hopper launch beside: the packed rows as one sequence, the grid sized
@@ -94,13 +211,86 @@ fn plan_validates_offsets_and_packed_extents() {
     }
     let bad = |cq: &[i32], ck: &[i32]| {
         let mut q = p.clone();
-        q.varlen = Some(flashrs::Varlen { cu_seqlens_q: cq.to_vec(), cu_seqlens_k: ck.to_vec() });
+        q.varlen = Some(Varlen::Host { cu_seqlens_q: cq.to_vec(), cu_seqlens_k: ck.to_vec() });
         q.plan(&bufs(nq, nk, nl))
     };
     assert!(bad(&[0, 3, 10], &ck).is_err(), "wrong count");
     assert!(bad(&[1, 3, 3, 10], &ck).is_err(), "not starting at 0");
     assert!(bad(&[0, 5, 3, 10], &ck).is_err(), "decreasing");
     assert!(bad(&[0, 3, 3, 20], &ck).is_err(), "longer than max_seqlen_q");
+    assert!(bad(&cq, &[]).is_err(), "unpaged calls need key offsets");
     assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).unwrap().is_wgmma());
     assert!(p.clone().num_splits(Some(4)).plan(&bufs(nq, nk, nl)).is_err());
+}
+
+/// Offsets on the GPU: the plan points the kernel at them (no upload), sizes the packed
+/// tensors by the given totals, checks the offsets' own buffers, and refuses mismatched or
+/// missing ones with typed errors naming them.
+#[test]
+fn plan_takes_device_offsets_and_names_their_problems() {
+    let p = AttentionParams::new_varlen_device(3, 7, 13, 10, 20, 4, 64).heads_kv(2).causal(true);
+    let (nq, nk, nl) = p.contiguous_lens();
+    assert_eq!((nq, nk, nl), (10 * 4 * 64, 20 * 2 * 64, 4 * 10));
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    let offsets = VarlenBuffers { cu_seqlens_q: r(6 << 32, 4), cu_seqlens_k: Some(r(7 << 32, 4)) };
+    let with = |v: Option<VarlenBuffers>| Buffers { varlen: v, ..bufs(nq, nk, nl) };
+    let plan = p.plan(&with(Some(offsets))).expect("valid device-offset call");
+    assert!(plan.kernel.starts_with("flash_fwd_varlen_f16_d64_"), "{}", plan.kernel);
+    assert_eq!((plan.params.cu_seqlens_q, plan.params.cu_seqlens_k), (6 << 32, 7 << 32));
+    assert_eq!((plan.params.total_q, plan.params.total_k, plan.grid), (10, 20, 3 * 4));
+    assert!(plan.varlen_offsets.is_none(), "device offsets are not uploaded");
+    assert_eq!(plan.wgmma.as_ref().map(|w| w.packed_rows), Some(Some([10, 20])));
+
+    let err = |b: Buffers| p.plan(&b).unwrap_err();
+    assert!(matches!(err(with(None)), Error::InvalidBuffer { tensor: "cu_seqlens_q", .. }));
+    let short_q = VarlenBuffers { cu_seqlens_q: r(6 << 32, 3), ..offsets };
+    assert!(matches!(err(with(Some(short_q))), Error::BufferTooSmall { tensor: "cu_seqlens_q", needed: 4, len: 3 }));
+    let short_k = VarlenBuffers { cu_seqlens_k: Some(r(7 << 32, 1)), ..offsets };
+    assert!(matches!(err(with(Some(short_k))), Error::BufferTooSmall { tensor: "cu_seqlens_k", needed: 4, len: 1 }));
+    let misaligned = VarlenBuffers { cu_seqlens_q: r((6 << 32) + 2, 4), ..offsets };
+    assert!(matches!(err(with(Some(misaligned))), Error::Misaligned { tensor: "cu_seqlens_q", .. }));
+    let null = VarlenBuffers { cu_seqlens_q: r(0, 4), ..offsets };
+    assert!(matches!(err(with(Some(null))), Error::InvalidBuffer { tensor: "cu_seqlens_q", .. }));
+    let no_keys = VarlenBuffers { cu_seqlens_k: None, ..offsets };
+    assert!(matches!(err(with(Some(no_keys))), Error::InvalidBuffer { tensor: "cu_seqlens_k", .. }));
+    // The output may not overlap the offsets (they are read while it is written).
+    let over = VarlenBuffers { cu_seqlens_q: r(4 << 32, 4), ..offsets };
+    assert!(matches!(err(with(Some(over))), Error::InvalidBuffer { tensor: "out", .. }));
+    // Too-small packed buffers for the given totals.
+    assert!(matches!(err(Buffers { varlen: Some(offsets), ..bufs(nq - 1, nk, nl) }), Error::BufferTooSmall { tensor: "q", .. }));
+    // Device buffers for host offsets, and for a call that is not variable-length.
+    let host = AttentionParams::new_varlen(&[0, 3, 3, 10], &[0, 5, 7, 20], 4, 64).heads_kv(2);
+    assert!(matches!(host.plan(&with(Some(offsets))), Err(Error::InvalidBuffer { tensor: "cu_seqlens_q", .. })));
+    let fixed = AttentionParams::new(1, 10, 20, 4, 64).heads_kv(2);
+    assert!(matches!(fixed.plan(&with(Some(offsets))), Err(Error::InvalidBuffer { tensor: "cu_seqlens_q", .. })));
+    // No packed query rows: nothing to launch.
+    let empty = AttentionParams::new_varlen_device(3, 7, 13, 0, 20, 4, 64).heads_kv(2);
+    assert!(empty.plan(&with(Some(offsets))).unwrap().is_empty());
+    // Totals past the 32-bit row indices.
+    let huge = AttentionParams::new_varlen_device(3, 7, 13, 1 << 31, 20, 4, 64).heads_kv(2);
+    assert!(matches!(huge.plan(&with(Some(offsets))), Err(Error::InvalidShape { what: "total_q", .. })));
+}
+
+/// Paged variable-length calls: the queries packed, K and V from the cache (page strides kept),
+/// key offsets optional; the kernel is the paged variable-length one, on mma.sync.
+#[test]
+fn plan_pages_the_keys_of_packed_queries() {
+    let pg = PagedKv { page_size: 16, num_pages: 40, pages_per_seq: 20 };
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    let table = PagedBuffers { block_table: r(8 << 32, 3 * 20), seqused_k: Some(r(9 << 32, 3)) };
+    for cu_k in [vec![], vec![0, 300, 301, 320]] {
+        let mut p = AttentionParams::new_varlen(&[0, 1, 38, 40], &cu_k, 8, 128).heads_kv(2).causal(true).paged(pg);
+        p.seqlen_k = 300;
+        let (nq, nk, nl) = p.contiguous_lens();
+        assert_eq!((nq, nk, nl), (40 * 8 * 128, 40 * 16 * 2 * 128, 8 * 40));
+        let b = Buffers { paged: Some(table), ..bufs(nq, nk, nl) };
+        let plan = p.plan(&b).expect("valid paged varlen call");
+        assert!(plan.kernel.starts_with("flash_fwd_varlen_paged_f16_d128_"), "{}", plan.kernel);
+        assert!(plan.wgmma.is_none(), "paged calls stay on mma.sync");
+        assert_eq!(plan.params.k_strides[0], 16 * 2 * 128, "page stride kept");
+        assert_eq!(plan.params.q_strides[0], 0, "queries packed");
+        assert_eq!(plan.varlen_offsets.as_ref().map(Vec::len), Some(4 + cu_k.len()));
+        assert!(p.clone().num_splits(Some(2)).plan(&b).is_err(), "no split-KV with variable-length batches");
+        assert!(p.clone().path(KernelPath::Wgmma).plan(&b).is_err(), "paged calls run on mma.sync");
+    }
 }

@@ -203,10 +203,14 @@ pub struct BenchmarkArgs {
     pub layout: LayoutArg,
     /// Run each row as a variable-length call: the batch's sequences (all of the row's
     /// lengths) packed as `[total, heads, head_dim]` with `cu_seqlens` offsets, as serving
-    /// engines' prefill calls come; torch (whose SDPA takes no offsets) runs the padded batch,
-    /// which holds the same rows.
-    #[arg(long, conflicts_with_all = ["page_size", "layout", "num_splits"])]
+    /// engines' prefill calls come (with --page-size: packed queries against a paged cache);
+    /// torch (whose SDPA takes no offsets) runs the padded batch, which holds the same rows.
+    #[arg(long, conflicts_with_all = ["layout", "num_splits"])]
     pub varlen: bool,
+    /// With --varlen: the offsets are already on the GPU (as `flash_attn_varlen_func` takes
+    /// them), instead of host offsets that each call uploads.
+    #[arg(long, requires = "varlen")]
+    pub device_offsets: bool,
     /// What the events around each timed launch see (ours and torch's alike).
     #[arg(long, value_enum, default_value_t = TimingArg::Call)]
     pub timing: TimingArg,

@@ -25,6 +25,7 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         page_size: args.page_size,
         bhsd: args.layout == LayoutArg::Bhsd,
         varlen: args.varlen,
+        device_offsets: args.device_offsets,
         timing: args.timing.into(),
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;

@@ -1,6 +1,6 @@
 //! Our rows on the GPU: buffers, optional verification against the CPU reference, timing.
 
-use flashrs::attention::{BufferRef, Buffers, PagedBuffers, TileConfig};
+use flashrs::attention::{BufferRef, Buffers, PagedBuffers, TileConfig, VarlenBuffers};
 use flashrs::bench::{BenchBuffers, TimingMode, time_plan};
 use flashrs::reference::RefInputs;
 use flashrs::{AttentionParams, DType, Gpu, KernelPath, PagedKv, Varlen};
@@ -35,6 +35,8 @@ pub struct Options {
     pub bhsd: bool,
     /// A variable-length call of the batch's (equal-length) sequences, packed.
     pub varlen: bool,
+    /// The variable-length offsets on the GPU ([`Varlen::Device`]) rather than the host.
+    pub device_offsets: bool,
     /// What the events around a timed launch see.
     pub timing: TimingMode,
 }
@@ -45,9 +47,14 @@ impl Options {
         let p = shape.params(self.dtype, self.path, config).num_splits(self.num_splits);
         let mut p = if self.bhsd { p.layout_bhsd() } else { p };
         if self.varlen {
-            // Equal lengths: the packed rows lie exactly where the contiguous batch's do.
+            // Equal lengths: the packed rows lie exactly where the contiguous batch's do (and
+            // `BenchBuffers` puts device offsets there too).
             let offsets = |len: usize| (0..=shape.batch).map(|b| (b * len) as i32).collect();
-            p.varlen = Some(Varlen { cu_seqlens_q: offsets(shape.seqlen_q), cu_seqlens_k: offsets(shape.seqlen_k) });
+            p.varlen = Some(if self.device_offsets {
+                Varlen::Device { total_q: shape.batch * shape.seqlen_q, total_k: shape.batch * shape.seqlen_k }
+            } else {
+                Varlen::Host { cu_seqlens_q: offsets(shape.seqlen_q), cu_seqlens_k: offsets(shape.seqlen_k) }
+            });
         }
         match self.page_size {
             Some(page) => p.paged(PagedKv::for_batch(shape.batch, shape.seqlen_k, page)),
@@ -63,7 +70,8 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // any shape: 2^40 elements apart.
     let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
     let paged = opts.page_size.map(|_| PagedBuffers { block_table: stand_in(5), seqused_k: None });
-    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged };
+    let varlen = opts.device_offsets.then(|| VarlenBuffers { cu_seqlens_q: stand_in(6), cu_seqlens_k: Some(stand_in(7)) });
+    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged, varlen };
     for (shape, configs) in rows {
         for &config in configs {
             opts.params(shape, config).plan(&bufs).map_err(|source| CliError::Row { row: shape.label(), source })?;
@@ -96,7 +104,7 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
         record.config = (kernel == plan.kernel).then(|| tag(&plan.config));
         let splits = plan.split.as_ref().map(|s| format!("{} splits", s.num_splits));
         let pages = opts.page_size.map(|n| format!("pages of {n} rows"));
-        let packed = opts.varlen.then(|| "varlen".to_string());
+        let packed = opts.varlen.then(|| if opts.device_offsets { "varlen, device offsets" } else { "varlen" }.to_string());
         record.note = [packed, pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
@@ -125,7 +133,7 @@ mod tests {
     use crate::cli::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, timing: TimingMode::Call }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call }
     }
 
     #[test]
@@ -139,12 +147,12 @@ mod tests {
     fn varlen_rows_pack_the_batch_and_plan_the_hopper_kernel_beside() {
         let s = Shape { batch: 3, heads_q: 4, heads_kv: 2, seqlen_q: 300, seqlen_k: 500, head_dim: 128, causal: true };
         let p = Options { varlen: true, path: KernelPath::Auto, ..opts() }.params(&s, None);
-        let v = p.varlen.as_ref().unwrap();
-        assert_eq!((&v.cu_seqlens_q[..], &v.cu_seqlens_k[..]), (&[0, 300, 600, 900][..], &[0, 500, 1000, 1500][..]));
+        let Some(Varlen::Host { cu_seqlens_q, cu_seqlens_k }) = &p.varlen else { panic!("host offsets expected") };
+        assert_eq!((&cu_seqlens_q[..], &cu_seqlens_k[..]), (&[0, 300, 600, 900][..], &[0, 500, 1000, 1500][..]));
         assert_eq!((p.batch, p.seqlen_q, p.seqlen_k), (3, 300, 500));
         preflight(&[(s, vec![None])], &Options { varlen: true, ..opts() }).unwrap();
         let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
-        let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged: None };
+        let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged: None, varlen: None };
         let plan = p.plan(&bufs).unwrap();
         assert!(plan.kernel.starts_with("flash_fwd_varlen_") && plan.wgmma.is_some(), "{}", plan.kernel);
     }

@@ -88,15 +88,8 @@ unsafe fn flash_fwd<
     let m0 = tile.m_block * BM as u32;
     // Per-CTA sequence extent: variable-length launches read their sequence's first rows and
     // lengths (two loads per offsets array) and move the base pointers there once.
-    let extent = if VARLEN {
-        unsafe { Extent::varlen(p, tile.batch) }
-    } else if PAGED && p.seqused_k != 0 {
-        // Clamped: no count can reach past the block table's row (the host checked seqlen_k).
-        let used = unsafe { *(p.seqused_k as *const i32).add(tile.batch as usize) };
-        Extent { seqlen_k: (used.max(0) as u32).min(p.seqlen_k), ..Extent::fixed(p) }
-    } else {
-        Extent::fixed(p)
-    };
+    let extent = if VARLEN { unsafe { Extent::varlen(p, tile.batch) } } else { Extent::fixed(p) };
+    let extent = if PAGED { unsafe { extent.with_seqused_k(p, tile.batch) } } else { extent };
     let (seqlen_q, seqlen_k, q_start, k_start) = (extent.seqlen_q, extent.seqlen_k, extent.q_start as i64, extent.k_start as i64);
     // Uniform across the CTA, before any barrier: blocks past a short sequence's end exit.
     if VARLEN && m0 >= seqlen_q {
@@ -253,19 +246,19 @@ macro_rules! fwd_kernels {
     };
 }
 
-/// Declares the variable-length (`flash_fwd_varlen_*`), split-KV (`flash_fwd_split_*`) or
-/// paged (`flash_fwd_paged_*`) entries of one configuration of [`config::VARLEN_CONFIGS`] /
-/// [`config::SPLIT_CONFIGS`]: the same kernel body with the per-CTA sequence lookup, the
-/// key-range split, or the split and the block-table addressing compiled in (the plain entries
-/// compile all out).
+/// Declares the variable-length (`flash_fwd_varlen_*`), split-KV (`flash_fwd_split_*`), paged
+/// (`flash_fwd_paged_*`) or paged variable-length (`flash_fwd_varlen_paged_*`) entries of one
+/// configuration of [`config::VARLEN_CONFIGS`] / [`config::SPLIT_CONFIGS`]: the same kernel
+/// body with the per-CTA sequence lookup, the key-range split, the block-table addressing, or
+/// two of them compiled in (the plain entries compile all out).
 macro_rules! fwd_variant_kernels {
     ($table:ident, $varlen:literal, $split:literal, $paged:literal: $($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
         fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $f16, F16, $cfg);
         fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $bf16, Bf16, $cfg);
     )*};
     (@one $table:ident, $varlen:literal, $split:literal, $paged:literal, $name:ident, $t:ty, $cfg:literal) => {
-        /// Variable-length, split-KV or paged forward entry point (see [`FwdParams`]); launch
-        /// with the geometry of its [`TileConfig`].
+        /// Variable-length, split-KV, paged or paged variable-length forward entry point (see
+        /// [`FwdParams`]); launch with the geometry of its [`TileConfig`].
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
             const C: TileConfig = config::$table[$cfg];
@@ -300,6 +293,12 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
     3 => flash_fwd_paged_f16_d128_16x128w4s2, flash_fwd_paged_bf16_d128_16x128w4s2;
     4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
     5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
+}
+
+fwd_variant_kernels! { VARLEN_CONFIGS, true, false, true:
+    0 => flash_fwd_varlen_paged_f16_d64_128x64w4s2, flash_fwd_varlen_paged_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_paged_f16_d128_128x64w8s2, flash_fwd_varlen_paged_bf16_d128_128x64w8s2;
+    2 => flash_fwd_varlen_paged_f16_d256_128x64w8s2, flash_fwd_varlen_paged_bf16_d256_128x64w8s2;
 }
 
 fwd_kernels! {

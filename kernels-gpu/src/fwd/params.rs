@@ -11,7 +11,13 @@
 /// Variable-length launches (`flash_fwd_varlen_*`) read each sequence's first row and length
 /// from `cu_seqlens_q` / `cu_seqlens_k` (`batch + 1` i32 offsets into the packed rows; batch
 /// strides unused), `seqlen_q`/`seqlen_k` are then the maxima, and `lse` is f32
-/// `[heads_q, total_q]`. Split-KV launches (`flash_fwd_split_*`) run `num_splits` CTAs per
+/// `[heads_q, total_q]`. The offsets may come unchecked from the caller's device memory: the
+/// kernels clamp every sequence into `0..total_q` / `0..total_k` and to the maxima (see
+/// `fwd::scheduler::Extent::varlen`), so no offset sends a read or write outside the packed
+/// tensors. Paged variable-length launches (`flash_fwd_varlen_paged_*`) take only the query
+/// rows from `cu_seqlens_q`; a sequence's key count comes from `seqused_k` when non-null, else
+/// from `cu_seqlens_k` when non-null (`cu_seqlens_k[b + 1] - cu_seqlens_k[b]`), else it is
+/// `seqlen_k`, and its keys from its block-table row. Split-KV launches (`flash_fwd_split_*`) run `num_splits` CTAs per
 /// query block, each over `split_tiles` K/V tiles, and write f32 partial outputs
 /// (`[num_splits, batch * heads_q, seqlen_q, D]`, `D` the kernel's padded head dimension) and
 /// their log-sum-exps (`[num_splits, batch * heads_q, seqlen_q]`) to `o_accum` / `lse_accum`;
@@ -75,6 +81,9 @@ pub struct FwdParams {
     pub split_counters: u64,
     /// Variable-length: total packed query rows (the row count of `lse`'s `[heads_q, total_q]`).
     pub total_q: u32,
+    /// Variable-length: total packed key/value rows (paged: any value; the cache's pages bound
+    /// the keys).
+    pub total_k: u32,
     /// Split-KV: K/V tiles (of the kernel's block_n rows) each split covers.
     pub split_tiles: u32,
     /// Paged: device address of the i32 block table `[batch, table_stride]` (0 otherwise).

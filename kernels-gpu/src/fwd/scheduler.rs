@@ -66,14 +66,37 @@ impl Extent {
         Extent { seqlen_q: p.seqlen_q, seqlen_k: p.seqlen_k, q_start: 0, k_start: 0 }
     }
 
-    /// Sequence `batch` of a variable-length launch, from the offset arrays (two loads each;
-    /// the host validated them: non-decreasing from 0, within the packed totals).
+    /// Sequence `batch` of a variable-length launch, from the offset arrays (two loads each).
+    /// The offsets may be the caller's, unchecked (device-side `cu_seqlens`): each sequence is
+    /// clamped into the packed rows (`start <= end <= total`) and to the launch's maxima (the
+    /// grid covers `seqlen_q` rows per sequence), so wrong offsets give wrong rows, never an
+    /// access outside the tensors. Valid offsets pass unchanged. Without key offsets (a paged
+    /// launch whose key counts come from elsewhere) every sequence has `seqlen_k` keys.
     #[inline(always)]
     pub unsafe fn varlen(p: &FwdParams, batch: u32) -> Self {
-        let (cq, ck) = (p.cu_seqlens_q as *const u32, p.cu_seqlens_k as *const u32);
         let b = batch as usize;
-        let (q0, q1, k0, k1) = unsafe { (*cq.add(b), *cq.add(b + 1), *ck.add(b), *ck.add(b + 1)) };
-        Extent { seqlen_q: q1.wrapping_sub(q0), seqlen_k: k1.wrapping_sub(k0), q_start: q0, k_start: k0 }
+        let rows = |cu: u64, total: u32, most: u32| {
+            let cu = cu as *const i32;
+            let (first, next) = unsafe { (*cu.add(b), *cu.add(b + 1)) };
+            let start = (first.max(0) as u32).min(total);
+            let end = (next.max(0) as u32).max(start).min(total);
+            (start, (end - start).min(most))
+        };
+        let (q_start, seqlen_q) = rows(p.cu_seqlens_q, p.total_q, p.seqlen_q);
+        let (k_start, seqlen_k) = if p.cu_seqlens_k != 0 { rows(p.cu_seqlens_k, p.total_k, p.seqlen_k) } else { (0, p.seqlen_k) };
+        Extent { seqlen_q, seqlen_k, q_start, k_start }
+    }
+
+    /// A paged sequence's own key count: `seqused_k[batch]` when the launch has one, clamped
+    /// to `0..=seqlen_k` (the host checked that `seqlen_k` keys fit a block-table row), so no
+    /// count reaches past the sequence's pages.
+    #[inline(always)]
+    pub unsafe fn with_seqused_k(self, p: &FwdParams, batch: u32) -> Self {
+        if p.seqused_k == 0 {
+            return self;
+        }
+        let used = unsafe { *(p.seqused_k as *const i32).add(batch as usize) };
+        Extent { seqlen_k: (used.max(0) as u32).min(p.seqlen_k), ..self }
     }
 
     /// Offset of row 0 of (this sequence's) query head `head` of batch entry `batch` in the
