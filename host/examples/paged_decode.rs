@@ -5,41 +5,26 @@ mod common;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, PagedCache, PagedKv};
+use flashrs::{AttentionParams, PagedCache};
 use half::f16;
-use rand::seq::SliceRandom;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = common::open_gpu();
     let (heads_q, heads_kv, head_dim, page_size) = (32, 8, 128, 16);
     let lens = [1000, 37, 4096];
-    let max_len = *lens.iter().max().unwrap();
-    let paged = PagedKv::for_batch(lens.len(), max_len, page_size);
-    let params = AttentionParams::new(lens.len(), 1, max_len, heads_q, head_dim).heads_kv(heads_kv).paged(paged);
-
-    // Each sequence's keys and values as one contiguous [len, heads_kv, head_dim] block...
+    // Each sequence's keys and values as one contiguous [len, heads_kv, head_dim] block,
+    // scattered page by page over the caches, in random page order.
     let row = heads_kv * head_dim;
     let seqs: Vec<(Vec<f16>, Vec<f16>)> = lens.iter().map(|&n| (common::random(n * row), common::random(n * row))).collect();
-    // ...scattered page by page over the caches, in random page order.
-    let mut free: Vec<usize> = (0..paged.num_pages).collect();
-    free.shuffle(&mut rand::rng());
-    let page_elems = page_size * row;
-    let (mut k_cache, mut v_cache) = (vec![f16::ZERO; paged.num_pages * page_elems], vec![f16::ZERO; paged.num_pages * page_elems]);
-    let mut table = vec![0i32; lens.len() * paged.pages_per_seq];
-    for (b, (k, v)) in seqs.iter().enumerate() {
-        for (i, (kp, vp)) in k.chunks(page_elems).zip(v.chunks(page_elems)).enumerate() {
-            let page = free.pop().unwrap();
-            table[b * paged.pages_per_seq + i] = page as i32;
-            k_cache[page * page_elems..][..kp.len()].copy_from_slice(kp);
-            v_cache[page * page_elems..][..vp.len()].copy_from_slice(vp);
-        }
-    }
+    let caches = common::page_sequences(&seqs, row, page_size);
+    let max_len = *lens.iter().max().unwrap();
+    let params = AttentionParams::new(lens.len(), 1, max_len, heads_q, head_dim).heads_kv(heads_kv).paged(caches.paged);
     let (n_q, _, _) = params.contiguous_lens();
     let q = common::random::<f16>(n_q);
 
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
-    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k_cache)?, DeviceBuffer::from_slice(&v_cache)?);
-    let table_d = DeviceBuffer::from_slice(&table)?;
+    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&caches.k)?, DeviceBuffer::from_slice(&caches.v)?);
+    let table_d = DeviceBuffer::from_slice(&caches.table)?;
     let used_d = DeviceBuffer::from_slice(&lens.map(|n| n as i32))?;
     let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q])?;
     let cache = PagedCache { k: &k_d, v: &v_d, block_table: &table_d, seqused_k: Some(&used_d) };

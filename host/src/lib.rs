@@ -87,13 +87,17 @@
 //! * **GPUs**: compute capability 8.0 and newer (A100, RTX 30xx/40xx, L4/L40, H100/H200, ...).
 //!   Compute capability 9.0 loads the sm_90a module ([`ptx::PTX_SM90A`]), others the portable
 //!   sm_80 one ([`ptx::PTX_SM80`]).
-//! * **Inference shapes** (mma.sync path): variable-length packed batches
-//!   ([`AttentionParams::new_varlen`]); paged K/V caches with a block table and per-sequence
-//!   key counts ([`PagedKv`], [`Gpu::attention_forward_paged`]); decode with split-KV chosen for
-//!   the GPU ([`attention::auto_num_splits`]), GQA heads packed into one query block and 16-row
-//!   tiles whose warps split the keys.
+//! * **Inference shapes**: variable-length packed batches ([`Varlen`]; Hopper kernels on
+//!   H100/H200, else mma.sync) with the offsets on the GPU, as `flash_attn_varlen_func` takes
+//!   them ([`AttentionParams::new_varlen_device`], [`Gpu::attention_forward_varlen`]; the
+//!   kernels clamp them), or on the host ([`AttentionParams::new_varlen`]); paged K/V caches
+//!   with a block table and per-sequence key counts ([`PagedKv`],
+//!   [`Gpu::attention_forward_paged`]; mma.sync), also under packed queries (a serving step of
+//!   decode rows and prefill chunks in one call); decode with split-KV chosen for the GPU
+//!   ([`attention::auto_num_splits`]), GQA heads packed into one query block and 16-row tiles
+//!   whose warps split the keys.
 //! * **Not covered**: the backward pass, dropout, ALiBi, sliding windows, soft-capping, fp8;
-//!   paged caches together with variable-length batches.
+//!   split-KV for variable-length batches.
 //!
 //! Every call is validated on the host before anything is launched ([`AttentionParams::plan`],
 //! pure host code): a shape, stride, alignment or buffer-size problem, a null address, or an

@@ -54,10 +54,12 @@
 //! overlapping anything else, 4-byte aligned `lse`) is a precondition of the launch. Building `FwdParams` by hand is possible (the field
 //! docs say what each holds) but the plan is the supported way.
 //!
-//! Variable-length (`flash_fwd_varlen_*`) and split-KV (`flash_fwd_split_*`) launches take the
-//! same single [`FwdParams`], with device pointers that [`Gpu::launch_forward`] fills in per
-//! launch (`cu_seqlens_q`/`cu_seqlens_k` uploaded from the plan's validated
-//! [`LaunchPlan::varlen_offsets`](crate::attention::LaunchPlan::varlen_offsets);
+//! Variable-length (`flash_fwd_varlen_*`, `flash_fwd_varlen_paged_*`) and split-KV
+//! (`flash_fwd_split_*`) launches take the same single [`FwdParams`], with device pointers that
+//! [`Gpu::launch_forward`] fills in per launch (`cu_seqlens_q`/`cu_seqlens_k` uploaded from the
+//! plan's validated [`LaunchPlan::varlen_offsets`](crate::attention::LaunchPlan::varlen_offsets)
+//! when the offsets are on the host; offsets already on the GPU are in the plan's parameters,
+//! and the kernels clamp them, see `FwdParams`;
 //! `split_counters` (zeroed) and `o_accum`/`lse_accum` in a stream-ordered workspace of
 //! [`SplitPlan`](crate::attention::SplitPlan)'s sizes). Launch such plans through
 //! [`Gpu::launch_forward`] rather than by hand.

@@ -1,7 +1,8 @@
 //! What every example shares: random inputs, and the comparison with the CPU reference.
 use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, Element, Gpu};
+use flashrs::{AttentionParams, Element, Gpu, PagedKv};
 use rand::Rng;
+use rand::seq::SliceRandom;
 
 /// Opens the GPU or exits with the reason (a clear failure without a GPU, never a panic).
 pub fn open_gpu() -> Gpu {
@@ -51,4 +52,41 @@ pub fn check_against_reference<T: Element>(p: &AttentionParams, q: &[T], k: &[T]
         std::process::exit(1);
     }
     println!("matches the CPU f64 reference: max abs error {err:.3e} (tolerance {tolerance:.0e})");
+}
+
+/// K and V caches and their block table, as a serving engine keeps them.
+// Each example compiles this module on its own; those without a paged cache do not use it.
+#[allow(dead_code)]
+pub struct PagedCaches<T> {
+    /// The shape ([`AttentionParams::paged`]).
+    pub paged: PagedKv,
+    /// K cache, `[num_pages, page_size, heads_kv, head_dim]`.
+    pub k: Vec<T>,
+    /// V cache, laid out like K.
+    pub v: Vec<T>,
+    /// i32 `[batch, pages_per_seq]` block table.
+    pub table: Vec<i32>,
+}
+
+/// Scatters each sequence's contiguous `[len, heads_kv, head_dim]` keys and values (`row`
+/// elements a row) page by page over shared caches of `page_size`-row pages, in random page
+/// order.
+#[allow(dead_code)]
+pub fn page_sequences<T: Element>(seqs: &[(Vec<T>, Vec<T>)], row: usize, page_size: usize) -> PagedCaches<T> {
+    let longest = seqs.iter().map(|(k, _)| k.len() / row).max().unwrap_or(0);
+    let paged = PagedKv::for_batch(seqs.len(), longest, page_size);
+    let mut free: Vec<usize> = (0..paged.num_pages).collect();
+    free.shuffle(&mut rand::rng());
+    let page_elems = page_size * row;
+    let (mut k_cache, mut v_cache) = (vec![T::default(); paged.num_pages * page_elems], vec![T::default(); paged.num_pages * page_elems]);
+    let mut table = vec![0i32; seqs.len() * paged.pages_per_seq];
+    for (b, (k, v)) in seqs.iter().enumerate() {
+        for (i, (kp, vp)) in k.chunks(page_elems).zip(v.chunks(page_elems)).enumerate() {
+            let page = free.pop().unwrap();
+            table[b * paged.pages_per_seq + i] = page as i32;
+            k_cache[page * page_elems..][..kp.len()].copy_from_slice(kp);
+            v_cache[page * page_elems..][..vp.len()].copy_from_slice(vp);
+        }
+    }
+    PagedCaches { paged, k: k_cache, v: v_cache, table }
 }
