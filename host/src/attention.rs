@@ -806,26 +806,29 @@ fn varlen_config(head_dim: usize) -> Option<TileConfig> {
 }
 
 /// Entry-point name of a variable-length (`flash_fwd_varlen_...`), split-KV
-/// (`flash_fwd_split_...`) or paged (`flash_fwd_paged_...`) kernel: `variant` is `"varlen"`,
-/// `"split"` or `"paged"`.
+/// (`flash_fwd_split_...`), paged (`flash_fwd_paged_...`) or paged variable-length
+/// (`flash_fwd_varlen_paged_...`) kernel: `variant` is `"varlen"`, `"split"`, `"paged"` or
+/// `"varlen_paged"`.
 pub fn variant_kernel_name(variant: &str, dtype: DType, config: &TileConfig) -> String {
     kernel_name(dtype, config).replacen("flash_fwd_", &format!("flash_fwd_{variant}_"), 1)
 }
 
-/// Names of every variable-length, split-KV and paged kernel (both dtypes), all in both PTX
-/// modules.
+/// Names of every variable-length, split-KV, paged and paged variable-length kernel (both
+/// dtypes), all in both PTX modules.
 pub fn variant_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dtype in [DType::F16, DType::Bf16] {
         v.extend(config::VARLEN_CONFIGS.iter().map(|c| variant_kernel_name("varlen", dtype, c)));
         v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("split", dtype, c)));
         v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("paged", dtype, c)));
+        v.extend(config::VARLEN_CONFIGS.iter().map(|c| variant_kernel_name("varlen_paged", dtype, c)));
     }
     v
 }
 
 impl LaunchPlan {
-    /// True when the call has nothing to compute (zero batch, heads or query rows).
+    /// True when the call has nothing to compute (zero batch, heads or query rows, or a
+    /// variable-length call with no packed query rows).
     pub fn is_empty(&self) -> bool {
         self.grid == 0
     }
@@ -1616,23 +1619,29 @@ impl Gpu {
 mod tests {
     use super::*;
 
+    /// Launch parameters of a variable-length launch over `cq` / `ck` (host arrays standing in
+    /// for device memory): maxima `seqlen`, packed rows `total`.
+    fn varlen_params(cq: &[i32], ck: &[i32], heads_q: u32, [seqlen_q, seqlen_k]: [u32; 2], [total_q, total_k]: [u32; 2]) -> FwdParams {
+        FwdParams {
+            batch: cq.len() as u32 - 1,
+            heads_q,
+            seqlen_q,
+            seqlen_k,
+            total_q,
+            total_k,
+            cu_seqlens_q: cq.as_ptr() as u64,
+            cu_seqlens_k: ck.as_ptr() as u64,
+            ..Default::default()
+        }
+    }
+
     /// A sequence's extent comes from the offsets in a variable-length launch (read here from
     /// host memory, as the kernels read device memory), and its log-sum-exp rows sit at
     /// `head * total_q + q_start`; fixed-length launches use their own lengths.
     #[test]
     fn sequence_extents_and_lse_rows_follow_the_offsets() {
         let (cq, ck) = ([0i32, 3, 3, 10], [0i32, 5, 7, 20]);
-        let p = FwdParams {
-            batch: 3,
-            heads_q: 4,
-            seqlen_q: 7,
-            seqlen_k: 13,
-            total_q: 10,
-            total_k: 20,
-            cu_seqlens_q: cq.as_ptr() as u64,
-            cu_seqlens_k: ck.as_ptr() as u64,
-            ..Default::default()
-        };
+        let p = varlen_params(&cq, &ck, 4, [7, 13], [10, 20]);
         // SAFETY: both arrays hold batch + 1 offsets.
         let e = unsafe { scheduler::Extent::varlen(&p, 2) };
         assert_eq!((e.seqlen_q, e.seqlen_k, e.q_start, e.k_start), (7, 13, 3, 7));
@@ -1651,16 +1660,7 @@ mod tests {
     #[test]
     fn device_offsets_are_clamped_into_the_packed_rows() {
         let (cq, ck) = ([5i32, -4, 9, 100, i32::MIN, i32::MAX, 3], [0i32, 30, 2, -1, 7, 7, 8]);
-        let p = FwdParams {
-            batch: 6,
-            seqlen_q: 4,
-            seqlen_k: 13,
-            total_q: 10,
-            total_k: 20,
-            cu_seqlens_q: cq.as_ptr() as u64,
-            cu_seqlens_k: ck.as_ptr() as u64,
-            ..Default::default()
-        };
+        let p = varlen_params(&cq, &ck, 1, [4, 13], [10, 20]);
         let extents: Vec<_> = (0..6)
             .map(|b| {
                 // SAFETY: both arrays hold batch + 1 offsets.

@@ -87,7 +87,8 @@ unsafe fn flash_fwd<
     let tile = tile_for_block(p, block);
     let m0 = tile.m_block * BM as u32;
     // Per-CTA sequence extent: variable-length launches read their sequence's first rows and
-    // lengths (two loads per offsets array) and move the base pointers there once.
+    // lengths (two loads per offsets array) and move the base pointers there once; paged ones
+    // take the sequence's key count from `seqused_k` when given.
     let extent = if VARLEN { unsafe { Extent::varlen(p, tile.batch) } } else { Extent::fixed(p) };
     let extent = if PAGED { unsafe { extent.with_seqused_k(p, tile.batch) } } else { extent };
     let (seqlen_q, seqlen_k, q_start, k_start) = (extent.seqlen_q, extent.seqlen_k, extent.q_start as i64, extent.k_start as i64);
