@@ -935,8 +935,9 @@ fn check_varlen(p: &AttentionParams, v: &Varlen, bufs: &Buffers) -> Result<(usiz
             }
             let keys = (!(cu_seqlens_k.is_empty() && p.paged.is_some())).then_some(("cu_seqlens_k", cu_seqlens_k, p.seqlen_k));
             for (what, cu, max) in std::iter::once(("cu_seqlens_q", cu_seqlens_q, p.seqlen_q)).chain(keys) {
-                if cu.len() != p.batch + 1 {
-                    return Err(shape_err(what, format!("has {} offsets, batch {} needs {}", cu.len(), p.batch, p.batch + 1)));
+                // `batch + 1` in u128: any usize batch, however hostile, is an error, not a wrap.
+                if cu.len() as u128 != p.batch as u128 + 1 {
+                    return Err(shape_err(what, format!("has {} offsets, batch {} needs {}", cu.len(), p.batch, p.batch as u128 + 1)));
                 }
                 if cu[0] != 0 {
                     return Err(shape_err(what, format!("starts at {}, not 0", cu[0])));
