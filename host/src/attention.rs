@@ -204,7 +204,7 @@ pub struct AttentionParams {
     /// [`Gpu::attention_forward_raw`]) choose from this GPU's SM count (see
     /// [`auto_num_splits`]); [`AttentionParams::plan`], which does not know the GPU, then never
     /// splits. `Some(n)` with `n > 1` forces `n` splits (fewer when there are fewer K/V tiles),
-    /// on the mma.sync path; not with [`AttentionParams::varlen`].
+    /// on the mma.sync path.
     pub num_splits: Option<usize>,
     /// Paged K/V cache (as `flash_attn_with_kvcache` with a block table); see [`PagedKv`].
     pub paged: Option<PagedKv>,
@@ -257,8 +257,11 @@ impl PagedKv {
 /// past their sequence exit at once), the strides' `batch` fields are ignored (only `row` and
 /// `head` are used; `None` means contiguous packed rows), causal masking is aligned to each
 /// sequence's own bottom-right corner, and the log-sum-exp is f32 `[heads_q, total_q]`
-/// (FlashAttention-2's varlen layout). Variable-length calls run without split-KV, on the
-/// Hopper kernels where the path allows (see [`crate::hopper`]), else on mma.sync.
+/// (FlashAttention-2's varlen layout). Variable-length calls run on the Hopper kernels where
+/// the path allows (see [`crate::hopper`]), else on mma.sync. Decode-shaped ones (at most 16
+/// query rows per sequence) split their key ranges across CTAs where the grid would leave the
+/// GPU underfilled, as fixed-length decode does ([`auto_num_splits`]; on mma.sync, without
+/// packing a GQA group's heads into one query block), and paged ones run on mma.sync.
 ///
 /// The offsets come one of two ways:
 ///
@@ -679,7 +682,8 @@ pub(crate) fn point_at_offsets(params: &mut FwdParams, base: u64, count: usize) 
 
 /// The split-KV count [`Gpu::plan_forward`] picks when [`AttentionParams::num_splits`] is
 /// `None`, for a GPU with `sm_count` SMs: 1 (no split) unless the call is decode-shaped
-/// (`seqlen_q <= 16`, not variable-length, no configuration override outside
+/// (`seqlen_q <= 16`, for variable-length calls the longest sequence's; no configuration
+/// override outside
 /// [`config::SPLIT_CONFIGS`], not forced onto the wgmma path) and its `batch * heads_q *
 /// m_blocks` CTAs (`m_blocks` of the split configuration) fill fewer than four waves of the
 /// GPU's CTA slots (SMs times the split kernel's CTAs per SM). Then it picks the fewest splits
@@ -708,7 +712,7 @@ type Slots<'a> = &'a dyn Fn(&TileConfig) -> usize;
 /// [`auto_num_splits`] with the GPU's CTA slots per configuration.
 fn auto_splits(p: &AttentionParams, slots_for: Slots) -> usize {
     let plain_config = p.config.is_some_and(|c| !config::SPLIT_CONFIGS.contains(&c));
-    if p.varlen.is_some() || plain_config || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
+    if plain_config || p.path == KernelPath::Wgmma || p.seqlen_q == 0 || p.seqlen_q > 16 {
         return 1;
     }
     let Some(c) = split_config_for(p, decode_rows(p)) else { return 1 };
@@ -806,22 +810,23 @@ fn varlen_config(head_dim: usize) -> Option<TileConfig> {
 }
 
 /// Entry-point name of a variable-length (`flash_fwd_varlen_...`), split-KV
-/// (`flash_fwd_split_...`), paged (`flash_fwd_paged_...`) or paged variable-length
-/// (`flash_fwd_varlen_paged_...`) kernel: `variant` is `"varlen"`, `"split"`, `"paged"` or
-/// `"varlen_paged"`.
+/// (`flash_fwd_split_...`), paged (`flash_fwd_paged_...`), split variable-length
+/// (`flash_fwd_varlen_split_...`) or paged variable-length (`flash_fwd_varlen_paged_...`)
+/// kernel: `variant` is `"varlen"`, `"split"`, `"paged"`, `"varlen_split"` or `"varlen_paged"`.
 pub fn variant_kernel_name(variant: &str, dtype: DType, config: &TileConfig) -> String {
     kernel_name(dtype, config).replacen("flash_fwd_", &format!("flash_fwd_{variant}_"), 1)
 }
 
-/// Names of every variable-length, split-KV, paged and paged variable-length kernel (both
-/// dtypes), all in both PTX modules.
+/// Names of every variable-length, split-KV, paged, split variable-length and paged
+/// variable-length kernel (both dtypes), all in both PTX modules.
 pub fn variant_kernel_names() -> Vec<String> {
     let mut v = Vec::new();
     for dtype in [DType::F16, DType::Bf16] {
         v.extend(config::VARLEN_CONFIGS.iter().map(|c| variant_kernel_name("varlen", dtype, c)));
         v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("split", dtype, c)));
         v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("paged", dtype, c)));
-        v.extend(config::VARLEN_CONFIGS.iter().map(|c| variant_kernel_name("varlen_paged", dtype, c)));
+        v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("varlen_split", dtype, c)));
+        v.extend(config::SPLIT_CONFIGS.iter().map(|c| variant_kernel_name("varlen_paged", dtype, c)));
     }
     v
 }
@@ -924,9 +929,6 @@ fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
 /// Checks a variable-length call's offsets (host ones) or their buffers' presence (device
 /// ones; their extents are checked with the other buffers); returns (total_q, total_k).
 fn check_varlen(p: &AttentionParams, v: &Varlen, bufs: &Buffers) -> Result<(usize, usize)> {
-    if matches!(p.num_splits, Some(n) if n > 1) {
-        return Err(shape_err("num_splits", "split-KV is not supported with variable-length batches"));
-    }
     let device_offsets = |reason: &str| Error::InvalidBuffer { tensor: "cu_seqlens_q", reason: reason.into() };
     match v {
         Varlen::Host { cu_seqlens_q, cu_seqlens_k } => {
@@ -1057,7 +1059,7 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
     let block_rows = if gpu_plan { decode_rows(p) } else { p.seqlen_q };
     let split_cfg = split_config_for(p, block_rows);
     let num_splits = match split_cfg {
-        Some(c) if num_splits > 1 && varlen.is_none() => {
+        Some(c) if num_splits > 1 => {
             let tiles = p.seqlen_k.div_ceil(c.block_n);
             if tiles < 2 { 1 } else { tiles.div_ceil(tiles.div_ceil(num_splits.min(tiles))) }
         }
@@ -1067,9 +1069,12 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
         return Err(shape_err("wgmma path", "split-KV runs on the mma.sync path"));
     }
     // The variant kernels come in one configuration per head dimension.
+    // Variable-length calls that split (decode-shaped ones, whose grid alone would leave SMs
+    // idle) and paged ones take the split kernels' configurations, decode tiles included.
     let variant = match (&varlen, num_splits > 1) {
-        (Some(_), _) if p.paged.is_some() => Some(("varlen_paged", varlen_config(p.head_dim))),
-        (Some(_), _) => Some(("varlen", varlen_config(p.head_dim))),
+        (Some(_), _) if p.paged.is_some() => Some(("varlen_paged", split_cfg)),
+        (Some(_), true) => Some(("varlen_split", split_cfg)),
+        (Some(_), false) => Some(("varlen", varlen_config(p.head_dim))),
         _ if p.paged.is_some() => Some(("paged", split_cfg)),
         (None, true) => Some(("split", split_cfg)),
         (None, false) => None,
@@ -1467,7 +1472,12 @@ impl Gpu {
     /// decode-shaped calls are split across CTAs as [`auto_num_splits`] decides for this GPU's
     /// SM count. Pure host code, like `plan`.
     pub fn plan_forward(&self, params: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
-        let variant = if params.paged.is_some() { "paged" } else { "split" };
+        let variant = match (params.varlen.is_some(), params.paged.is_some()) {
+            (true, true) => "varlen_paged",
+            (true, false) => "varlen_split",
+            (false, true) => "paged",
+            (false, false) => "split",
+        };
         let slots = |c: &TileConfig| {
             let name = variant_kernel_name(variant, params.dtype, c);
             let per_sm = self.resident_ctas(&name, c.threads() as u32, c.smem_bytes() as u32).map_or(resident_ctas(c), |n| n as usize);

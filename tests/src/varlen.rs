@@ -59,12 +59,15 @@ pub struct VarlenCase {
     pub device_offsets: bool,
     /// Packed K/V or a paged cache.
     pub kv: VarlenKv,
+    /// Split-KV count to force (`None`: the library's choice for this GPU).
+    pub num_splits: Option<usize>,
 }
 
 impl VarlenCase {
     /// A case of `lens` with packed K/V and host offsets.
     pub fn new(lens: &[(usize, usize)], heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path: KernelPath::Auto, device_offsets: false, kv: VarlenKv::Packed }
+        let path = KernelPath::Auto;
+        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path, device_offsets: false, kv: VarlenKv::Packed, num_splits: None }
     }
 
     /// The key count sequence `b` is computed with: its own, or the longest where no counts
@@ -104,14 +107,14 @@ impl VarlenCase {
             p.seqlen_k = max_k;
             p
         };
-        p.heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path)
+        p.heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path).num_splits(self.num_splits)
     }
 
     /// One line describing the case.
     pub fn label(&self) -> String {
         let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         format!(
-            "{:?} {} hq{} hkv{} d{} causal={} {} offsets, {:?}, lens(q/k)=[{}]",
+            "{:?} {} hq{} hkv{} d{} causal={} {} offsets, {:?}, splits {:?}, lens(q/k)=[{}]",
             self.dtype,
             self.path.name(),
             self.heads_q,
@@ -120,6 +123,7 @@ impl VarlenCase {
             self.causal,
             if self.device_offsets { "device" } else { "host" },
             self.kv,
+            self.num_splits,
             lens.join(",")
         )
     }

@@ -128,8 +128,8 @@ fn planner_refuses_bad_paged_calls() {
             Want::Shape("cu_seqlens_k"),
         ),
         (
-            "variable-length, split forced",
-            AttentionParams { varlen: Some(Varlen::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: vec![] }), ..ok.clone().num_splits(Some(2)) },
+            "variable-length, more splits than allowed",
+            AttentionParams { varlen: Some(Varlen::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: vec![] }), ..ok.clone().num_splits(Some(33)) },
             good,
             Want::Shape("num_splits"),
         ),

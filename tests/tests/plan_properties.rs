@@ -203,15 +203,39 @@ fn verify_plan(p: &AttentionParams, bufs: &Buffers, plan: &LaunchPlan) -> Result
     if p.varlen.is_none() {
         ensure!(CONFIGS.contains(&c), "config {c:?} is not instantiated");
         ensure!(plan.kernel == kernel_name(p.dtype, &c), "kernel {} for {:?} {c:?}", plan.kernel, p.dtype);
+    } else if plan.kernel.starts_with("flash_fwd_varlen_split_") {
+        // Split variable-length calls: a split kernel's configuration for the padded head
+        // dimension, `flash_fwd_varlen_split_<dtype>_...`, and (unless the call is empty) a
+        // workspace of `num_splits` partial rows per (batch, head, row of the longest
+        // sequence).
+        ensure!(matches!(p.num_splits, Some(n) if n > 1), "split kernel {} for num_splits {:?}", plan.kernel, p.num_splits);
+        ensure!(SPLIT_CONFIGS.contains(&c), "config {c:?} is not a split configuration for a variable-length call");
+        let padded = VARLEN_CONFIGS.iter().filter(|v| v.head_dim >= p.head_dim).map(|v| v.head_dim).min();
+        ensure!(padded == Some(c.head_dim), "split config {c:?} for a variable-length call with head_dim {}", p.head_dim);
+        let name = kernel_name(p.dtype, &c).replacen("flash_fwd_", "flash_fwd_varlen_split_", 1);
+        ensure!(plan.kernel == name, "kernel {} for a split variable-length {:?} {c:?}", plan.kernel, p.dtype);
+        ensure!(plan.wgmma.is_none(), "split variable-length call with a wgmma launch");
+        if let Some(s) = &plan.split {
+            let n = s.num_splits as usize;
+            ensure!((2..=32).contains(&n) && matches!(p.num_splits, Some(f) if f >= n), "{n} splits for num_splits {:?}", p.num_splits);
+            ensure!(plan.params.num_splits as usize == n && plan.grid as usize % n == 0, "split-KV of {n}: {} splits in the launch, grid {}", plan.params.num_splits, plan.grid);
+            let rows = p.batch * p.heads_q * p.seqlen_q;
+            ensure!(s.counters_len == plan.grid as usize / n, "split-KV counters {} for grid {}", s.counters_len, plan.grid);
+            let want = (n * rows * c.head_dim, n * rows);
+            ensure!((s.o_accum_len, s.lse_accum_len) == want, "split-KV workspace {s:?} for {n} splits of {rows} rows");
+        } else {
+            ensure!(plan.is_empty() || plan.params.num_splits <= 1, "a {}-split launch without a split-KV workspace", plan.params.num_splits);
+        }
     } else {
         // The variable-length kernels: one configuration per padded head dimension, the
         // smallest that holds head_dim; `flash_fwd_varlen_<dtype>_...` entry points.
+        ensure!(plan.kernel.starts_with("flash_fwd_varlen_"), "kernel {} for a variable-length call", plan.kernel);
         ensure!(VARLEN_CONFIGS.contains(&c), "config {c:?} is not a variable-length configuration");
         let want = VARLEN_CONFIGS.iter().filter(|v| v.head_dim >= p.head_dim).min_by_key(|v| v.head_dim);
         ensure!(want == Some(&c), "config {c:?} for a variable-length call with head_dim {} (want {want:?})", p.head_dim);
         let name = kernel_name(p.dtype, &c).replacen("flash_fwd_", "flash_fwd_varlen_", 1);
         ensure!(plan.kernel.starts_with("flash_fwd_varlen_") && plan.kernel == name, "kernel {} for a variable-length {:?} {c:?}", plan.kernel, p.dtype);
-        ensure!(plan.split.is_none(), "split-KV plan for a variable-length call");
+        ensure!(plan.split.is_none(), "split-KV plan for the unsplit variable-length kernel");
     }
     ensure!(plan.block as usize == c.warps * 32, "block {} for {c:?}", plan.block);
     let smem = (c.block_m + 2 * c.stages * c.block_n) * c.head_dim * 2;
@@ -314,13 +338,14 @@ fn varlen_totals(p: &AttentionParams, v: &Varlen) -> Result<(u128, u128), String
     }
 }
 
-/// The plan-level part of a variable-length call: no split-KV, the offsets valid (host) and
+/// The plan-level part of a variable-length call: a split only where one was forced (the
+/// planner without a GPU never chooses one), at most 32, the offsets valid (host) and
 /// carried exactly by the plan for the launch to upload, or (device) given in buffers, not
 /// uploaded, with totals the kernels' 32-bit row indices hold. Returns the totals.
 fn verify_varlen_call(p: &AttentionParams, v: &Varlen, bufs: &Buffers, plan: &LaunchPlan) -> Result<(u128, u128), String> {
     ensure!(p.paged.is_none() && bufs.paged.is_none(), "paged variable-length calls are not modelled here");
-    ensure!(!matches!(p.num_splits, Some(n) if n > 1), "num_splits {:?} accepted for a variable-length call", p.num_splits);
-    ensure!(plan.split.is_none(), "split-KV plan for a variable-length call");
+    ensure!(p.num_splits.is_none_or(|n| n <= 32), "num_splits {:?} accepted", p.num_splits);
+    ensure!(plan.split.is_none() || matches!(p.num_splits, Some(n) if n > 1), "split-KV plan for num_splits {:?}", p.num_splits);
     let (tq, tk) = varlen_totals(p, v)?;
     ensure!(tq <= i32::MAX as u128 && tk <= i32::MAX as u128, "packed totals {tq}/{tk} past the 32-bit row indices");
     match v {
@@ -370,7 +395,9 @@ fn verify_varlen_launch(p: &AttentionParams, bufs: &Buffers, c: TileConfig, grid
     let (tq, tk) = varlen_totals(p, v)?;
     ensure!(p.head_dim > 0 && p.head_dim % 8 == 0 && p.head_dim <= c.head_dim, "head_dim {} vs config {c:?}", p.head_dim);
     let m_blocks = p.seqlen_q.div_ceil(c.block_m) as u128;
-    let ctas = p.batch as u128 * p.heads_q as u128 * m_blocks;
+    // Split launches run `num_splits` CTAs per query block.
+    let splits = f.num_splits.max(1) as u128;
+    let ctas = p.batch as u128 * p.heads_q as u128 * m_blocks * splits;
     ensure!(ctas <= i32::MAX as u128, "grid {ctas} past the CUDA limit");
     let want = if tq == 0 { 0 } else { ctas };
     ensure!(grid as u128 == want, "grid {grid} for {want} CTAs ({ctas} CTAs, {tq} packed query rows)");
@@ -383,7 +410,12 @@ fn verify_varlen_launch(p: &AttentionParams, bufs: &Buffers, c: TileConfig, grid
     ensure!(f.total_q as u128 == tq && f.total_k as u128 == tk, "totals {}/{} for {tq}/{tk}", f.total_q, f.total_k);
     ensure!(f.head_dim as usize == p.head_dim && f.m_blocks as u128 == m_blocks, "head_dim/m_blocks {}/{}", f.head_dim, f.m_blocks);
     ensure!(f.causal == p.causal as u32, "causal {}", f.causal);
-    ensure!(f.num_splits <= 1, "num_splits {} in a variable-length launch", f.num_splits);
+    ensure!(f.num_splits <= 32, "num_splits {} in a variable-length launch", f.num_splits);
+    if f.num_splits > 1 {
+        // Every key tile of the longest sequence is in some split.
+        let tiles = p.seqlen_k.div_ceil(c.block_n) as u128;
+        ensure!(f.split_tiles as u128 * splits >= tiles, "{} splits of {} tiles for {tiles} tiles", f.num_splits, f.split_tiles);
+    }
     ensure!(p.heads_kv > 0 && f.group as usize * p.heads_kv == p.heads_q, "group {} for {}/{}", f.group, p.heads_q, p.heads_kv);
     ensure!(f.scale_log2.to_bits() == (p.scale() * std::f32::consts::LOG2_E).to_bits(), "scale_log2 {}", f.scale_log2);
     ensure!(f.scale_log2.is_finite() && f.scale_log2 > 0.0, "scale_log2 {} not positive and finite", f.scale_log2);
@@ -868,6 +900,9 @@ fn varlen_case(rng: &mut StdRng) -> Case {
     }
     if rng.random_bool(0.1) {
         p = p.num_splits(Some(pick(rng, &[0, 1]))); // no split: fine
+    } else if rng.random_bool(0.1) && p.config.is_none() && p.path != KernelPath::Wgmma {
+        // Forced splits: the split variable-length kernels (mma.sync).
+        p = p.num_splits(Some(pick(rng, &[2, 5, 32])));
     }
     let (tq, tk) = totals(&p);
     let any_batch = |rng: &mut StdRng| pick(rng, &[0, 0, 8, -8, 3, i64::MAX, i64::MIN, 1 << 40]);
@@ -1089,10 +1124,12 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<(&'static str, Want, 
             ("device offset buffers for a fixed-length call", Want::Buffer("cu_seqlens_q"), Same)
         }
         14 => {
-            c.p.num_splits = Some(pick(rng, &[2, 3, 8, 32, 33, usize::MAX]));
-            ("varlen split-KV forced", Want::Shape("num_splits"), Same)
+            c.p.num_splits = Some(pick(rng, &[33, 64, usize::MAX]));
+            ("varlen split-KV past 32", Want::Shape("num_splits"), Same)
         }
         15 => {
+            // Without a split: split calls take the split kernels' configurations instead.
+            c.p.num_splits = None;
             let own = varlen_config_for(c.p.head_dim);
             let bogus = TileConfig { block_m: 96, ..own };
             let others: Vec<TileConfig> = CONFIGS.iter().chain(&SPLIT_CONFIGS).chain(&VARLEN_CONFIGS).copied().chain([bogus]).filter(|&x| x != own).collect();
@@ -1336,7 +1373,7 @@ fn varlen_round(rng: &mut StdRng, i: usize, st: &mut VarlenStats) {
             assert_eq!(plan.is_empty(), empty, "varlen case {i}: empty plan for {tq} packed query rows: {c:?}\n{plan:?}");
             verify_plan(&c.p, &c.b, &plan).unwrap_or_else(|e| panic!("varlen case {i}: {e}\n{c:?}\n{plan:?}"));
             // Variable-length calls run on the Hopper kernels where the path allows.
-            if c.p.path == KernelPath::Auto && c.p.config.is_none() {
+            if c.p.path == KernelPath::Auto && c.p.config.is_none() && !plan.kernel.starts_with("flash_fwd_varlen_split_") {
                 assert!(plan.wgmma.is_some(), "varlen case {i}: no Hopper launch beside the mma.sync one: {c:?}\n{plan:?}");
             }
             st.valid += 1;
@@ -1594,7 +1631,7 @@ fn varlen_model_rejects_wrong_plans() {
             ("split", "split-KV", Box::new(|_, _, pl| {
                 pl.split = Some(flashrs::attention::SplitPlan { num_splits: 2, counters_len: 1, o_accum_len: 1, lse_accum_len: 1 })
             })),
-            ("split forced", "num_splits", Box::new(|p, _, _| p.num_splits = Some(2))),
+            ("split past 32", "num_splits", Box::new(|p, _, _| p.num_splits = Some(33))),
             ("Q one short", "past the buffer", Box::new(move |_, b, _| b.q.len = needs[0] - 1)),
             ("out one short", "past the buffer", Box::new(move |_, b, _| b.o.len = needs[3] - 1)),
             ("out over Q", "overlaps q", Box::new(|_, b, pl| {

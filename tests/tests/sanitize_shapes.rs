@@ -62,7 +62,9 @@ fn sanitize_varlen() {
             let c = VarlenCase { path, ..VarlenCase::new(&lens, 4, 2, d, causal, dtype) };
             cases.push(c.clone());
             // Offsets on the GPU: the kernels clamp them, here to the same rows.
-            cases.push(VarlenCase { device_offsets: true, ..c });
+            cases.push(VarlenCase { device_offsets: true, ..c.clone() });
+            // Forced splits: partials in the workspace, the last split merging.
+            cases.push(VarlenCase { num_splits: Some(3), path: KernelPath::MmaSync, ..c });
         }
     }
     check_varlen_many(&gpu, &cases);

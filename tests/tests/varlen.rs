@@ -105,6 +105,31 @@ fn paged_varlen_mixes_decode_rows_and_prefill_chunks() {
     check_varlen_many(&gpu, &cases);
 }
 
+/// A serving engine's decode step through the variable-length entry: a few sequences of one
+/// (or a few) query rows against long caches, whose grid alone would leave most SMs idle, so
+/// the key ranges split across CTAs (forced counts, and the library's choice for this GPU),
+/// the last split of each query block merging. Packed and paged K/V, host and device offsets,
+/// GQA, causal, every head dimension; sequences without rows or keys among them.
+#[test]
+fn decode_batches_split_the_keys() {
+    let Some(gpu) = gpu_or_skip("decode_batches_split_the_keys") else { return };
+    let lens = [(1, 4000), (1, 1), (3, 2500), (0, 100), (16, 7000), (1, 0), (1, 129)];
+    let mut cases = Vec::new();
+    for (i, num_splits) in [None, Some(2), Some(7), Some(32)].into_iter().enumerate() {
+        for kv in [VarlenKv::Packed, VarlenKv::Paged { page_size: 16, counts: KeyCounts::SequsedK }] {
+            for device_offsets in [false, true] {
+                let (d, dtype) = [(128, DType::F16), (64, DType::Bf16), (256, DType::F16), (96, DType::Bf16)][i];
+                let c = case(&lens, 8, 2, d, (i + device_offsets as usize) % 2 == 0, dtype);
+                cases.push(VarlenCase { device_offsets, kv, num_splits, ..c });
+            }
+        }
+    }
+    // One query row per sequence, MQA: the 16-row decode tiles.
+    let rows: Vec<(usize, usize)> = (0..3).map(|b| (1, 3000 + 1000 * b)).collect();
+    cases.push(VarlenCase { device_offsets: true, ..case(&rows, 32, 1, 128, false, DType::F16) });
+    check_varlen_many(&gpu, &cases);
+}
+
 /// Offsets on the GPU are the caller's, unchecked: decreasing, negative, past the totals,
 /// longer than the maxima. The kernels clamp them, so the call completes, every output element
 /// it writes is finite, and nothing outside the output and log-sum-exp (guard regions on both
@@ -135,15 +160,16 @@ fn wild_device_offsets_stay_inside_the_buffers() {
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
     let raw_f16 = |b: &DeviceBuffer<half::f16>| r(b.as_device_ptr().as_raw(), b.len());
     let raw_i32 = |b: &DeviceBuffer<i32>| r(b.as_device_ptr().as_raw(), b.len());
+    // (path, paged, forced splits): split launches write partials for the clamped rows too.
     let mut runs = Vec::new();
     for path in paths(&gpu) {
-        runs.push((path, false));
+        runs.push((path, false, None));
     }
-    runs.push((KernelPath::MmaSync, true));
-    for (path, paged) in runs {
+    runs.extend([(KernelPath::MmaSync, true, None), (KernelPath::MmaSync, false, Some(4)), (KernelPath::MmaSync, true, Some(3))]);
+    for (path, paged, splits) in runs {
         let o = DeviceBuffer::from_slice(&vec![canary_o; tq * hq * d + 2 * GUARD]).unwrap();
         let lse = DeviceBuffer::from_slice(&vec![-9.0f32; hq * tq + 2 * GUARD]).unwrap();
-        let p = AttentionParams::new_varlen_device(batch, max_q, max_k, tq, tk, hq, d).heads_kv(hkv).causal(true).path(path);
+        let p = AttentionParams::new_varlen_device(batch, max_q, max_k, tq, tk, hq, d).heads_kv(hkv).causal(true).path(path).num_splits(splits);
         let (p, k, v, paged_bufs) = if paged {
             let pb = PagedBuffers { block_table: raw_i32(&table), seqused_k: Some(raw_i32(&used)) };
             (p.paged(pg), raw_f16(&cache[0]), raw_f16(&cache[1]), Some(pb))
@@ -167,7 +193,7 @@ fn wild_device_offsets_stay_inside_the_buffers() {
         let mut lh = vec![0f32; lse.len()];
         lse.copy_to(&mut lh[..]).unwrap();
         let n = oh.len();
-        let what = format!("{} {}", path.name(), if paged { "paged" } else { "packed" });
+        let what = format!("{} {}, splits {splits:?}", path.name(), if paged { "paged" } else { "packed" });
         assert!(oh[..GUARD].iter().chain(&oh[n - GUARD..]).all(|&x| x == canary_o), "{what}: output guard overwritten");
         assert!(lh[..GUARD].iter().chain(&lh[lh.len() - GUARD..]).all(|&x| x == -9.0), "{what}: lse guard overwritten");
         let written = oh[GUARD..n - GUARD].iter().filter(|&&x| x != canary_o).count();
@@ -220,7 +246,31 @@ fn plan_validates_offsets_and_packed_extents() {
     assert!(bad(&[0, 3, 3, 20], &ck).is_err(), "longer than max_seqlen_q");
     assert!(bad(&cq, &[]).is_err(), "unpaged calls need key offsets");
     assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).unwrap().is_wgmma());
-    assert!(p.clone().num_splits(Some(4)).plan(&bufs(nq, nk, nl)).is_err());
+    // Forced splits need at least two key tiles per call (13 keys: one); more than 32 is an
+    // error, and the wgmma path does not split.
+    assert!(p.clone().num_splits(Some(4)).plan(&bufs(nq, nk, nl)).unwrap().split.is_none());
+    assert!(matches!(p.clone().num_splits(Some(33)).plan(&bufs(nq, nk, nl)), Err(Error::InvalidShape { what: "num_splits", .. })));
+}
+
+/// Decode-shaped variable-length calls split their key ranges like fixed-length decode: the
+/// split variable-length kernel on a split configuration (16-row decode tiles for one query
+/// row per sequence), a workspace sized for the longest sequence's rows, mma.sync only.
+#[test]
+fn plan_splits_decode_shaped_varlen_calls() {
+    let (cq, ck) = (vec![0, 1, 2, 3], vec![0, 4000, 4001, 7000]);
+    let p = AttentionParams::new_varlen(&cq, &ck, 8, 128).heads_kv(2).num_splits(Some(5));
+    let (nq, nk, nl) = p.contiguous_lens();
+    let plan = p.plan(&bufs(nq, nk, nl)).expect("valid split varlen call");
+    assert_eq!(plan.kernel, "flash_fwd_varlen_split_f16_d128_16x128w4s2");
+    let s = plan.split.as_ref().expect("a split plan");
+    // 4000 keys: 32 tiles of 128, 5 splits of 7 tiles.
+    assert_eq!((s.num_splits, plan.params.split_tiles, plan.grid), (5, 7, 3 * 8 * 5));
+    assert_eq!((s.counters_len, s.o_accum_len, s.lse_accum_len), (3 * 8, 5 * 3 * 8 * 128, 5 * 3 * 8));
+    assert!(plan.wgmma.is_none(), "split calls run on mma.sync");
+    assert_eq!(plan.varlen_offsets.as_deref(), Some(&[0, 1, 2, 3, 0, 4000, 4001, 7000][..]));
+    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).is_err(), "the wgmma path does not split");
+    // Without a GPU to size for, the planner never splits on its own.
+    assert!(p.clone().num_splits(None).plan(&bufs(nq, nk, nl)).unwrap().split.is_none());
 }
 
 /// Offsets on the GPU: the plan points the kernel at them (no upload), sizes the packed
@@ -290,7 +340,9 @@ fn plan_pages_the_keys_of_packed_queries() {
         assert_eq!(plan.params.k_strides[0], 16 * 2 * 128, "page stride kept");
         assert_eq!(plan.params.q_strides[0], 0, "queries packed");
         assert_eq!(plan.varlen_offsets.as_ref().map(Vec::len), Some(4 + cu_k.len()));
-        assert!(p.clone().num_splits(Some(2)).plan(&b).is_err(), "no split-KV with variable-length batches");
+        let split = p.clone().num_splits(Some(2)).plan(&b).expect("paged varlen calls split too");
+        assert_eq!(split.split.as_ref().map(|s| s.num_splits), Some(2));
+        assert!(split.kernel.starts_with("flash_fwd_varlen_paged_f16_d128_"), "{}", split.kernel);
         assert!(p.clone().path(KernelPath::Wgmma).plan(&b).is_err(), "paged calls run on mma.sync");
     }
 }

@@ -203,9 +203,11 @@ pub struct BenchmarkArgs {
     pub layout: LayoutArg,
     /// Run each row as a variable-length call: the batch's sequences (all of the row's
     /// lengths) packed as `[total, heads, head_dim]` with `cu_seqlens` offsets, as serving
-    /// engines' prefill calls come (with --page-size: packed queries against a paged cache);
-    /// torch (whose SDPA takes no offsets) runs the padded batch, which holds the same rows.
-    #[arg(long, conflicts_with_all = ["layout", "num_splits"])]
+    /// engines' prefill calls come (with --page-size: packed queries against a paged cache;
+    /// with --decode: a decode step's batch, split across CTAs like fixed-length decode but
+    /// without GQA packing); torch (whose SDPA takes no offsets) runs the padded batch, which
+    /// holds the same rows.
+    #[arg(long, conflicts_with_all = ["layout"])]
     pub varlen: bool,
     /// With --varlen: the offsets are already on the GPU (as `flash_attn_varlen_func` takes
     /// them), instead of host offsets that each call uploads.

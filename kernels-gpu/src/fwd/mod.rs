@@ -195,7 +195,9 @@ unsafe fn flash_fwd<
         // Normalised partial output (f32, straight from the fragments) and its log-sum-exp.
         // Only the first warp stores log-sum-exps (a row limit, not a branch: a barrier
         // follows).
-        let part = (split as usize * (p.batch * p.heads_q) as usize + bh as usize) * seqlen_q as usize;
+        // The workspace holds the launch's `seqlen_q` rows per (batch, head) (variable-length
+        // launches: the longest sequence's); a sequence uses its own first rows.
+        let part = (split as usize * (p.batch * p.heads_q) as usize + bh as usize) * p.seqlen_q as usize;
         let limit = if stores_lse { seqlen_q } else { 0 };
         unsafe {
             epilogue::store_o_f32::<MT, ON, D, WN>(&o, wn, (p.o_accum as *mut f32).add(part * D), m0 + warp_row0 as u32, seqlen_q, lane);
@@ -207,7 +209,8 @@ unsafe fn flash_fwd<
         let counter = unsafe { (p.split_counters as *mut u32).add(block as usize) };
         if unsafe { split_merge::arrive_last(p, counter, tid, smem) } {
             let end = (m0 + BM as u32).min(seqlen_q);
-            unsafe { split_merge::merge_rows::<T, D>(p, bh, m0, end, tid, (THREADS / 32) as u32) };
+            let out = split_merge::RowsOut { o: o_ptr, row_stride: or, lse: extent.lse_first(p, tile.batch, tile.head, VARLEN) };
+            unsafe { split_merge::merge_rows::<T, D>(p, bh, m0, end, out, tid, (THREADS / 32) as u32) };
         }
         return;
     }
@@ -296,10 +299,22 @@ fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
     5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
 }
 
-fwd_variant_kernels! { VARLEN_CONFIGS, true, false, true:
+fwd_variant_kernels! { SPLIT_CONFIGS, true, true, false:
+    0 => flash_fwd_varlen_split_f16_d64_128x64w4s2, flash_fwd_varlen_split_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_split_f16_d128_64x64w4s2, flash_fwd_varlen_split_bf16_d128_64x64w4s2;
+    2 => flash_fwd_varlen_split_f16_d256_128x64w8s2, flash_fwd_varlen_split_bf16_d256_128x64w8s2;
+    3 => flash_fwd_varlen_split_f16_d128_16x128w4s2, flash_fwd_varlen_split_bf16_d128_16x128w4s2;
+    4 => flash_fwd_varlen_split_f16_d128_16x64w4s2, flash_fwd_varlen_split_bf16_d128_16x64w4s2;
+    5 => flash_fwd_varlen_split_f16_d64_16x64w4s2, flash_fwd_varlen_split_bf16_d64_16x64w4s2;
+}
+
+fwd_variant_kernels! { SPLIT_CONFIGS, true, true, true:
     0 => flash_fwd_varlen_paged_f16_d64_128x64w4s2, flash_fwd_varlen_paged_bf16_d64_128x64w4s2;
-    1 => flash_fwd_varlen_paged_f16_d128_128x64w8s2, flash_fwd_varlen_paged_bf16_d128_128x64w8s2;
+    1 => flash_fwd_varlen_paged_f16_d128_64x64w4s2, flash_fwd_varlen_paged_bf16_d128_64x64w4s2;
     2 => flash_fwd_varlen_paged_f16_d256_128x64w8s2, flash_fwd_varlen_paged_bf16_d256_128x64w8s2;
+    3 => flash_fwd_varlen_paged_f16_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_d128_16x128w4s2;
+    4 => flash_fwd_varlen_paged_f16_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_d128_16x64w4s2;
+    5 => flash_fwd_varlen_paged_f16_d64_16x64w4s2, flash_fwd_varlen_paged_bf16_d64_16x64w4s2;
 }
 
 fwd_kernels! {

@@ -16,7 +16,6 @@ use crate::dtype::Element;
 
 use super::config::MAX_SPLITS;
 use super::params::FwdParams;
-use super::scheduler::div_rem;
 
 /// f32 registers of partial outputs a lane holds at once: `D / 32` columns each of `2048 / D`
 /// splits (16 splits for head_dim 128), whose loads are all in flight together. The merge is
@@ -41,15 +40,27 @@ pub unsafe fn arrive_last(p: &FwdParams, counter: *mut u32, tid: u32, flag: u32)
     last
 }
 
-/// Merges the splits' partials of rows `first..end` of (batch, head) `bh` (`p`'s view: rows
-/// are `[batch * heads_q, seqlen_q]`) into `o` and `lse`, each of the CTA's `warps` warps a row
-/// at a time.
+/// Where a (batch, head)'s merged rows go: row `i` of the output at `o + i * row_stride`
+/// (elements), its log-sum-exp at `lse + i` (ignored when the launch has none).
+#[derive(Clone, Copy)]
+pub struct RowsOut {
+    /// Row 0's first element in O.
+    pub o: *mut u16,
+    /// Elements between rows in O.
+    pub row_stride: i64,
+    /// Row 0's log-sum-exp offset in `p.lse`.
+    pub lse: usize,
+}
+
+/// Merges the splits' partials of rows `first..end` of (batch, head) `bh` (the workspace's
+/// view: rows are `[batch * heads_q, seqlen_q]`, `seqlen_q` the launch's) into `out`, each of
+/// the CTA's `warps` warps a row at a time.
 #[inline(always)]
-pub unsafe fn merge_rows<T: Element, const D: usize>(p: &FwdParams, bh: u32, first: u32, end: u32, tid: u32, warps: u32) {
+pub unsafe fn merge_rows<T: Element, const D: usize>(p: &FwdParams, bh: u32, first: u32, end: u32, out: RowsOut, tid: u32, warps: u32) {
     let (warp, lane) = (tid / 32, tid % 32);
     let mut r = first + warp;
     while r < end {
-        unsafe { merge_row::<T, D>(p, bh, r, lane) };
+        unsafe { merge_row::<T, D>(p, bh, r, out, lane) };
         r += warps;
     }
 }
@@ -75,10 +86,10 @@ unsafe fn load_partials<const D: usize>(p: &FwdParams, rows: u32, row: u32, col:
     }
 }
 
-/// One warp merges row `i` of (batch, head) `bh`. Lane `s < num_splits` reads split `s`'s
-/// log-sum-exp; lane `c` owns columns `c * D / 32 ..` of the output row.
+/// One warp merges row `i` of (batch, head) `bh` into `out`. Lane `s < num_splits` reads split
+/// `s`'s log-sum-exp; lane `c` owns columns `c * D / 32 ..` of the output row.
 #[inline(always)]
-unsafe fn merge_row<T: Element, const D: usize>(p: &FwdParams, bh: u32, i: u32, lane: u32) {
+unsafe fn merge_row<T: Element, const D: usize>(p: &FwdParams, bh: u32, i: u32, out: RowsOut, lane: u32) {
     let (cols, batch) = (D / 32, (IN_FLIGHT / (D / 32)) as u32);
     let rows = p.batch * p.heads_q * p.seqlen_q;
     let row = bh * p.seqlen_q + i;
@@ -121,16 +132,13 @@ unsafe fn merge_row<T: Element, const D: usize>(p: &FwdParams, bh: u32, i: u32, 
         unsafe { load_partials::<D>(p, rows, row, col, s0, &mut part) };
     }
     if col < p.head_dim as usize {
-        let (b, h) = div_rem(bh, p.heads_q);
-        let [ob, or, oh] = p.o_strides;
-        let off = b as i64 * ob + i as i64 * or + h as i64 * oh + col as i64;
-        let dst = unsafe { (p.o as *mut u16).offset(off as isize) as *mut u32 };
+        let dst = unsafe { out.o.offset((i as i64 * out.row_stride + col as i64) as isize) as *mut u32 };
         for k in 0..cols / 2 {
             unsafe { *dst.add(k) = T::pack2(acc[2 * k], acc[2 * k + 1]) };
         }
     }
     if lane == 0 && p.lse != 0 {
         let lse = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
-        unsafe { *(p.lse as *mut f32).add(row as usize) = lse };
+        unsafe { *(p.lse as *mut f32).add(out.lse + i as usize) = lse };
     }
 }
