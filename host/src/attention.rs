@@ -788,9 +788,9 @@ pub(crate) fn interleave(causal: bool, pairs: usize, m_blocks: usize) -> u32 {
 fn split_config(head_dim: usize, rows: usize) -> Option<TileConfig> {
     let padded = config::padded_head_dim(head_dim)?;
     let mut fits: Vec<&TileConfig> = config::SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded).collect();
-    let largest = fits.iter().map(|c| c.block_m).max()?;
+    // Blocks that hold every row first, smallest first; then the others, largest first.
     // Stable: equal blocks keep their listed order.
-    fits.sort_by_key(|c| if c.block_m >= rows { c.block_m } else { usize::MAX - (largest - c.block_m) });
+    fits.sort_by_key(|c| if c.block_m >= rows { c.block_m } else { usize::MAX - c.block_m });
     fits.first().map(|&&c| c)
 }
 
@@ -1071,9 +1071,14 @@ fn plan(p: &AttentionParams, bufs: &Buffers, gpu: Option<Slots>) -> Result<Launc
     // The variant kernels come in one configuration per head dimension.
     // Variable-length calls that split (decode-shaped ones, whose grid alone would leave SMs
     // idle) and paged ones take the split kernels' configurations, decode tiles included.
+    // GPU plans of decode-shaped calls take them unsplit too: a decode tile (16 rows) holds a
+    // sequence's few rows, where a variable-length kernel's 128-row block is mostly padding.
+    // (Not when the wgmma path is forced: it has its own variable-length kernels.)
+    let decode_tile = gpu_plan && p.path != KernelPath::Wgmma && split_cfg.is_some_and(|c| block_rows <= c.block_m && c.block_m <= 16);
     let variant = match (&varlen, num_splits > 1) {
         (Some(_), _) if p.paged.is_some() => Some(("varlen_paged", split_cfg)),
         (Some(_), true) => Some(("varlen_split", split_cfg)),
+        (Some(_), false) if decode_tile => Some(("varlen_split", split_cfg)),
         (Some(_), false) => Some(("varlen", varlen_config(p.head_dim))),
         _ if p.paged.is_some() => Some(("paged", split_cfg)),
         (None, true) => Some(("split", split_cfg)),
@@ -1644,6 +1649,19 @@ mod tests {
             cu_seqlens_k: ck.as_ptr() as u64,
             ..Default::default()
         }
+    }
+
+    /// Split and paged calls take the smallest decode tile that holds their rows, and rows
+    /// that no tile holds (prefill) the largest: 16-row tiles for a 2k-row prefill would do
+    /// 4x the tiles' fixed work.
+    #[test]
+    fn split_configs_hold_the_rows_or_are_the_largest() {
+        let bm = |d: usize, rows: usize| split_config(d, rows).unwrap().block_m;
+        assert_eq!([bm(128, 1), bm(128, 16), bm(128, 17), bm(128, 64), bm(128, 65), bm(128, 2048)], [16, 16, 64, 64, 64, 64]);
+        assert_eq!([bm(64, 4), bm(64, 100), bm(64, 5000)], [16, 128, 128]);
+        assert_eq!([bm(256, 1), bm(256, 300)], [128, 128]);
+        // Among equal blocks the first listed: head_dim 128's 16x128 before 16x64.
+        assert_eq!(split_config(128, 8).unwrap().block_n, 128);
     }
 
     /// A sequence's extent comes from the offsets in a variable-length launch (read here from

@@ -97,7 +97,8 @@
 //!   ([`attention::auto_num_splits`]), GQA heads packed into one query block and 16-row tiles
 //!   whose warps split the keys.
 //! * **Not covered**: the backward pass, dropout, ALiBi, sliding windows, soft-capping, fp8;
-//!   split-KV for variable-length batches.
+//!   GQA packing for variable-length decode (decode-shaped variable-length calls split their
+//!   keys and run decode tiles, but each query head reads its K/V).
 //!
 //! Every call is validated on the host before anything is launched ([`AttentionParams::plan`],
 //! pure host code): a shape, stride, alignment or buffer-size problem, a null address, or an

@@ -271,6 +271,12 @@ fn plan_splits_decode_shaped_varlen_calls() {
     assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).is_err(), "the wgmma path does not split");
     // Without a GPU to size for, the planner never splits on its own.
     assert!(p.clone().num_splits(None).plan(&bufs(nq, nk, nl)).unwrap().split.is_none());
+    // A GPU plan runs decode-shaped calls on the decode tiles even unsplit, except on a forced
+    // wgmma path, which keeps its own variable-length kernel.
+    let one = p.clone().num_splits(Some(1));
+    assert_eq!(one.plan_for_sms(&bufs(nq, nk, nl), 132).unwrap().kernel, "flash_fwd_varlen_split_f16_d128_16x128w4s2");
+    let forced = one.path(KernelPath::Wgmma).plan_for_sms(&bufs(nq, nk, nl), 132).unwrap();
+    assert!(forced.is_wgmma() && forced.kernel.starts_with("flash_fwd_sm90_varlen_"), "{}", forced.kernel);
 }
 
 /// Offsets on the GPU: the plan points the kernel at them (no upload), sizes the packed
