@@ -287,13 +287,22 @@ fn verify_launch(p: &AttentionParams, bufs: &Buffers, c: TileConfig, grid: u32, 
     if let Some(disjoint) = o.rows_disjoint() {
         ensure!(disjoint, "two output rows share memory (strides {:?})", f.o_strides);
     }
-    let mut writes = vec![("out", out_range)];
+    let writes = vec![("out", out_range)];
+    lse_and_overlaps(bufs, f, bq * hq * sq, &reads, writes)
+}
+
+/// A tensor's name and the byte range `[start, end)` a launch touches in it.
+type Range = (&'static str, (i128, i128));
+
+/// The log-sum-exp's `count` f32 elements (from the kernel's `f.lse`) within their buffer and
+/// 4-byte aligned; then every write (the output's range in `writes`, and the lse) overlaps
+/// neither another write nor anything read.
+fn lse_and_overlaps(bufs: &Buffers, f: &FwdParams, count: u128, reads: &[Range], mut writes: Vec<Range>) -> Result<(), String> {
     match bufs.lse {
         None => ensure!(f.lse == 0, "lse address {:#x} without an lse buffer", f.lse),
         Some(l) => {
             ensure!(f.lse != 0, "lse buffer given but the kernel would skip it (null address)");
             ensure!(f.lse == l.ptr, "lse address {:#x} vs {:#x}", f.lse, l.ptr);
-            let count = bq * hq * sq;
             ensure!(count <= l.len as u128, "lse offset {} past {} elements", count - 1, l.len);
             ensure!(l.ptr % 4 == 0, "lse {:#x} misaligned", l.ptr);
             let end = l.ptr as i128 + 4 * count as i128;
@@ -458,26 +467,8 @@ fn verify_varlen_launch(p: &AttentionParams, bufs: &Buffers, c: TileConfig, grid
             reads.push(("cu_seqlens_k", offsets_range("cu_seqlens_k", f.cu_seqlens_k, ck, bq + 1)?));
         }
     }
-    let mut writes = vec![("out", out_range)];
-    match bufs.lse {
-        None => ensure!(f.lse == 0, "lse address {:#x} without an lse buffer", f.lse),
-        Some(l) => {
-            ensure!(f.lse != 0, "lse buffer given but the kernel would skip it (null address)");
-            ensure!(f.lse == l.ptr, "lse address {:#x} vs {:#x}", f.lse, l.ptr);
-            let count = hq * tq;
-            ensure!(count <= l.len as u128, "lse offset {} past {} elements", count - 1, l.len);
-            ensure!(l.ptr % 4 == 0, "lse {:#x} misaligned", l.ptr);
-            let end = l.ptr as i128 + 4 * count as i128;
-            ensure!(end <= u64::MAX as i128 + 1, "lse addresses wrap");
-            writes.push(("lse", (l.ptr as i128, end)));
-        }
-    }
-    for (i, &(w, (w0, w1))) in writes.iter().enumerate() {
-        for &(other, (s0, s1)) in writes[i + 1..].iter().chain(reads.iter()) {
-            ensure!(w1 <= s0 || s1 <= w0, "{w} [{w0:#x}, {w1:#x}) overlaps {other} [{s0:#x}, {s1:#x})");
-        }
-    }
-    Ok(())
+    let writes = vec![("out", out_range)];
+    lse_and_overlaps(bufs, f, hq * tq, &reads, writes)
 }
 
 // ------------------------------------------------------------------------------------------
