@@ -538,6 +538,13 @@ pub struct BufferRef {
     pub len: usize,
 }
 
+impl BufferRef {
+    /// A cust slice's address and length (its true capacity).
+    pub(crate) fn of<T: DeviceCopy>(s: &DeviceSlice<T>) -> Self {
+        BufferRef { ptr: s.as_raw_ptr(), len: s.len() }
+    }
+}
+
 /// The buffers of one call, as device addresses and capacities.
 ///
 /// Built by [`Gpu::attention_forward`] from cust slices, or by the caller for
@@ -586,8 +593,7 @@ pub struct PagedCache<'a, T: DeviceCopy> {
 impl<T: DeviceCopy> PagedCache<'_, T> {
     /// The block table and key counts as the planner takes them.
     fn buffers(&self) -> PagedBuffers {
-        let i = |s: &DeviceSlice<i32>| BufferRef { ptr: s.as_raw_ptr(), len: s.len() };
-        PagedBuffers { block_table: i(self.block_table), seqused_k: self.seqused_k.map(i) }
+        PagedBuffers { block_table: BufferRef::of(self.block_table), seqused_k: self.seqused_k.map(BufferRef::of) }
     }
 }
 
@@ -1372,8 +1378,7 @@ impl Gpu {
         if !matches!(params.varlen, Some(Varlen::Device { .. })) {
             return Err(shape_err("varlen", "attention_forward_varlen needs offsets on the GPU (AttentionParams::new_varlen_device)"));
         }
-        let i = |s: &DeviceSlice<i32>| BufferRef { ptr: s.as_raw_ptr(), len: s.len() };
-        let varlen = VarlenBuffers { cu_seqlens_q: i(offsets.cu_seqlens_q), cu_seqlens_k: offsets.cu_seqlens_k.map(i) };
+        let varlen = VarlenBuffers { cu_seqlens_q: BufferRef::of(offsets.cu_seqlens_q), cu_seqlens_k: offsets.cu_seqlens_k.map(BufferRef::of) };
         let (k, v, paged) = match kv {
             KvSlices::Tensors { k, v } => (k, v, None),
             KvSlices::Paged(cache) => (cache.k, cache.v, Some(cache.buffers())),
@@ -1399,13 +1404,12 @@ impl Gpu {
         if params.dtype != T::DTYPE {
             return Err(shape_err("dtype", format!("params say {:?}, buffers hold {:?}", params.dtype, T::DTYPE)));
         }
-        let r = |s: &DeviceSlice<T>| BufferRef { ptr: s.as_raw_ptr(), len: s.len() };
         let bufs = Buffers {
-            q: r(q),
-            k: r(k),
-            v: r(v),
-            o: r(out),
-            lse: lse.map(|l| BufferRef { ptr: l.as_raw_ptr(), len: l.len() }),
+            q: BufferRef::of(q),
+            k: BufferRef::of(k),
+            v: BufferRef::of(v),
+            o: BufferRef::of(out),
+            lse: lse.map(|l| BufferRef::of(l)),
             paged,
             varlen,
         };

@@ -120,16 +120,14 @@ impl BenchBuffers {
 
     /// The buffers as the planner sees them (`with_lse`: also write the log-sum-exp).
     pub fn refs(&self, with_lse: bool) -> Buffers {
-        let r = |b: &DeviceBuffer<u16>| BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
-        let i = |b: &DeviceBuffer<i32>| BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
         Buffers {
-            q: r(&self.q),
-            k: r(&self.k),
-            v: r(&self.v),
-            o: r(&self.o),
-            lse: with_lse.then(|| BufferRef { ptr: self.lse.as_device_ptr().as_raw(), len: self.lse.len() }),
-            paged: self.table.as_ref().map(|(t, ..)| PagedBuffers { block_table: i(t), seqused_k: None }),
-            varlen: self.offsets.as_ref().map(|[q, k]| VarlenBuffers { cu_seqlens_q: i(q), cu_seqlens_k: Some(i(k)) }),
+            q: BufferRef::of(&self.q),
+            k: BufferRef::of(&self.k),
+            v: BufferRef::of(&self.v),
+            o: BufferRef::of(&self.o),
+            lse: with_lse.then(|| BufferRef::of(&self.lse)),
+            paged: self.table.as_ref().map(|(t, ..)| PagedBuffers { block_table: BufferRef::of(t), seqused_k: None }),
+            varlen: self.offsets.as_ref().map(|[q, k]| VarlenBuffers { cu_seqlens_q: BufferRef::of(q), cu_seqlens_k: Some(BufferRef::of(k)) }),
         }
     }
 

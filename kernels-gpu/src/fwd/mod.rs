@@ -251,18 +251,20 @@ macro_rules! fwd_kernels {
 }
 
 /// Declares the variable-length (`flash_fwd_varlen_*`), split-KV (`flash_fwd_split_*`), paged
-/// (`flash_fwd_paged_*`) or paged variable-length (`flash_fwd_varlen_paged_*`) entries of one
-/// configuration of [`config::VARLEN_CONFIGS`] / [`config::SPLIT_CONFIGS`]: the same kernel
-/// body with the per-CTA sequence lookup, the key-range split, the block-table addressing, or
-/// two of them compiled in (the plain entries compile all out).
+/// (`flash_fwd_paged_*`), split variable-length (`flash_fwd_varlen_split_*`) or paged
+/// variable-length (`flash_fwd_varlen_paged_*`) entries of one configuration of
+/// [`config::VARLEN_CONFIGS`] / [`config::SPLIT_CONFIGS`]: the same kernel body with the
+/// per-CTA sequence lookup, the key-range split and the block-table addressing compiled in as
+/// each variant needs (the plain entries compile all out). Split-capable entries write O and
+/// the log-sum-exp directly when a launch has one split.
 macro_rules! fwd_variant_kernels {
     ($table:ident, $varlen:literal, $split:literal, $paged:literal: $($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
         fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $f16, F16, $cfg);
         fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $bf16, Bf16, $cfg);
     )*};
     (@one $table:ident, $varlen:literal, $split:literal, $paged:literal, $name:ident, $t:ty, $cfg:literal) => {
-        /// Variable-length, split-KV, paged or paged variable-length forward entry point (see
-        /// [`FwdParams`]); launch with the geometry of its [`TileConfig`].
+        /// Variable-length, split-KV or paged forward entry point (see [`FwdParams`]); launch
+        /// with the geometry of its [`TileConfig`].
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
             const C: TileConfig = config::$table[$cfg];

@@ -14,7 +14,9 @@
 /// `[heads_q, total_q]`. The offsets may come unchecked from the caller's device memory: the
 /// kernels clamp every sequence into `0..total_q` / `0..total_k` and to the maxima (see
 /// `fwd::scheduler::Extent::varlen`), so no offset sends a read or write outside the packed
-/// tensors. Paged variable-length launches (`flash_fwd_varlen_paged_*`) take only the query
+/// tensors. Split and paged variable-length launches (`flash_fwd_varlen_split_*`,
+/// `flash_fwd_varlen_paged_*`) keep their split workspace rows at the longest sequence's
+/// `seqlen_q` per (batch, head). Paged variable-length launches take only the query
 /// rows from `cu_seqlens_q`; a sequence's key count comes from `seqused_k` when non-null, else
 /// from `cu_seqlens_k` when non-null (`cu_seqlens_k[b + 1] - cu_seqlens_k[b]`), else it is
 /// `seqlen_k`, and its keys from its block-table row. Split-KV launches (`flash_fwd_split_*`) run `num_splits` CTAs per
