@@ -5,7 +5,7 @@ use std::path::PathBuf;
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest.parent().unwrap().to_path_buf();
-    for p in ["kernels-gpu/src", "kernels-gpu/Cargo.toml", "rust-toolchain.toml"] {
+    for p in ["kernels-gpu/src", "kernels-gpu/Cargo.toml", "abi/src", "abi/Cargo.toml", "rust-toolchain.toml"] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     let mut build = xtask::Build::new(&root);

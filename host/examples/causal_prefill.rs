@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = common::open_gpu();
     let (b, h, s, d) = (1, 16, 1000, 64);
     let params = AttentionParams::new(b, s, s, h, d).causal(true).layout_bhsd();
-    let (n, _, n_lse) = params.contiguous_lens();
+    let (n, _, n_lse) = params.contiguous_lens()?;
     // Generated directly in [b, h, s, d], as a PyTorch caller would hold them.
     let (q, k, v) = (common::random::<f16>(n), common::random::<f16>(n), common::random::<f16>(n));
 

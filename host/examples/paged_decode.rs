@@ -5,7 +5,7 @@ mod common;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, PagedCache};
+use flashrs::{AttentionParams, DeviceIndex, PagedKv};
 use half::f16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,17 +18,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seqs: Vec<(Vec<f16>, Vec<f16>)> = lens.iter().map(|&n| (common::random(n * row), common::random(n * row))).collect();
     let caches = common::page_sequences(&seqs, row, page_size);
     let max_len = *lens.iter().max().unwrap();
-    let params = AttentionParams::new(lens.len(), 1, max_len, heads_q, head_dim).heads_kv(heads_kv).paged(caches.paged);
-    let (n_q, _, _) = params.contiguous_lens();
-    let q = common::random::<f16>(n_q);
-
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
-    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&caches.k)?, DeviceBuffer::from_slice(&caches.v)?);
+    // The block table and each sequence's length live on the GPU, as the engine keeps them.
     let table_d = DeviceBuffer::from_slice(&caches.table)?;
     let used_d = DeviceBuffer::from_slice(&lens.map(|n| n as i32))?;
+    let paged = PagedKv { pages: caches.pages, block_table: DeviceIndex::new(&table_d), seqused_k: Some(DeviceIndex::new(&used_d)) };
+    let params = AttentionParams::new(lens.len(), 1, max_len, heads_q, head_dim).heads_kv(heads_kv).paged(paged);
+    let (n_q, _, _) = params.contiguous_lens()?;
+    let q = common::random::<f16>(n_q);
+
+    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&caches.k)?, DeviceBuffer::from_slice(&caches.v)?);
     let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q])?;
-    let cache = PagedCache { k: &k_d, v: &v_d, block_table: &table_d, seqused_k: Some(&used_d) };
-    gpu.attention_forward_paged(&stream, &params, &q_d, cache, &mut out_d, None)?;
+    // K and V are the whole caches; the layout in `params` says how to read them.
+    gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, None)?;
     stream.synchronize()?;
 
     let mut out = vec![f16::ZERO; n_q];

@@ -6,7 +6,7 @@ mod common;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, KvSlices, PagedCache, VarlenOffsets};
+use flashrs::{AttentionParams, DeviceIndex, DeviceOffsets, PagedKv};
 use half::f16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,23 +26,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let total_q = *cu_seqlens_q.last().unwrap() as usize;
     let (max_q, max_k) = (seqs.iter().map(|s| s.0).max().unwrap(), seqs.iter().map(|s| s.1).max().unwrap());
-    // Packed queries against the paged cache; no packed keys (total_k 0), causal per sequence
-    // (a chunk's rows see the cache up to their own position).
-    let params = AttentionParams::new_varlen_device(seqs.len(), max_q, max_k, total_q, 0, heads_q, head_dim)
-        .heads_kv(heads_kv)
-        .causal(true)
-        .paged(caches.paged);
-    let q = common::random::<f16>(total_q * heads_q * head_dim);
-
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
-    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&caches.k)?, DeviceBuffer::from_slice(&caches.v)?);
     let table_d = DeviceBuffer::from_slice(&caches.table)?;
     let cu_q_d = DeviceBuffer::from_slice(&cu_seqlens_q)?;
     let used_d = DeviceBuffer::from_slice(&seqs.map(|(_, n)| n as i32))?;
+    // Packed queries against the paged cache; no packed keys (total_k 0), causal per sequence
+    // (a chunk's rows see the cache up to their own position).
+    let offsets = DeviceOffsets { cu_seqlens_q: DeviceIndex::new(&cu_q_d), cu_seqlens_k: None, total_q, total_k: 0 };
+    let paged = PagedKv { pages: caches.pages, block_table: DeviceIndex::new(&table_d), seqused_k: Some(DeviceIndex::new(&used_d)) };
+    let params = AttentionParams::new_varlen_device(seqs.len(), max_q, max_k, offsets, heads_q, head_dim)
+        .heads_kv(heads_kv)
+        .causal(true)
+        .paged(paged);
+    let q = common::random::<f16>(total_q * heads_q * head_dim);
+
+    let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&caches.k)?, DeviceBuffer::from_slice(&caches.v)?);
     let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; q.len()])?;
-    let cache = PagedCache { k: &k_d, v: &v_d, block_table: &table_d, seqused_k: Some(&used_d) };
-    let offsets = VarlenOffsets { cu_seqlens_q: &cu_q_d, cu_seqlens_k: None };
-    gpu.attention_forward_varlen(&stream, &params, &q_d, KvSlices::Paged(cache), offsets, &mut out_d, None)?;
+    gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, None)?;
     stream.synchronize()?;
 
     let mut out = vec![f16::ZERO; q.len()];

@@ -6,9 +6,13 @@ use cust::prelude::Stream;
 use cust::stream::StreamFlags;
 use rand::Rng;
 
-use crate::attention::{AttentionParams, BufferRef, Buffers, DType, LaunchPlan, PagedBuffers, PagedKv, Strides, Varlen, VarlenBuffers};
+use crate::buffers::{BufferRef, Buffers};
 use crate::device::Gpu;
-use crate::error::Result;
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::layout::{DeviceIndex, DeviceOffsets, Offsets, PagedKv, Pages, Rows};
+use crate::params::{AttentionParams, Strides};
+use crate::plan::LaunchPlan;
 
 /// Timings of one shape, in milliseconds.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,16 +46,27 @@ impl Timing {
     }
 }
 
+/// How a benchmark row stores a batch of equal-length sequences besides the plain tensors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BenchLayout {
+    /// Packed as one variable-length call, its offsets on the GPU (`Some(true)`) or the host.
+    pub packed: Option<bool>,
+    /// K and V in a paged cache of pages this many rows long.
+    pub page_size: Option<usize>,
+}
+
 /// Device buffers holding random normal inputs for a shape (contiguous or as `params`'
-/// strides; for a paged call, whole caches and a block table of shuffled pages).
+/// strides; for a paged call, whole caches and a block table of shuffled pages), and the index
+/// arrays of its [`BenchLayout`].
 pub struct BenchBuffers {
     q: DeviceBuffer<u16>,
     k: DeviceBuffer<u16>,
     v: DeviceBuffer<u16>,
     o: DeviceBuffer<u16>,
     lse: DeviceBuffer<f32>,
+    layout: BenchLayout,
     /// Paged calls: the block table, on the device and (to gather K and V back) on the host.
-    table: Option<(DeviceBuffer<i32>, Vec<i32>, PagedKv)>,
+    table: Option<(DeviceBuffer<i32>, Vec<i32>, Pages)>,
     /// Variable-length calls with offsets on the GPU: `cu_seqlens_q` and `cu_seqlens_k`.
     offsets: Option<[DeviceBuffer<i32>; 2]>,
 }
@@ -78,44 +93,71 @@ fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
 }
 
 impl BenchBuffers {
-    /// Allocates and fills buffers for `p`.
-    pub fn new(p: &AttentionParams) -> Result<Self> {
+    /// Allocates and fills buffers for the fixed-length call `p` stored as `layout` says.
+    pub fn new(p: &AttentionParams, layout: BenchLayout) -> Result<Self> {
         let d = p.head_dim;
+        let too_big = || Error::InvalidShape { what: "sizes", reason: "element counts overflow".into() };
         let dq = [p.batch, p.seqlen_q, p.heads_q, d];
-        let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
-        let [qs, ks, vs, os] = p.tensor_strides();
+        let [qs, ks, vs, os] = p.tensor_strides()?;
         // One element at least: a zero-length allocation has no address to plan with.
-        let extent = |dims, s: Strides| s.extent(dims).max(1);
-        // A paged cache holds whole pages: `[num_pages, page_size, heads_kv, d]`.
-        let dk = p.paged.map_or(dk, |pg| [pg.num_pages, pg.page_size, p.heads_kv, d]);
-        let table = match p.paged {
+        let extent = |dims, s: Strides| s.extent(dims).map(|n| n.max(1)).ok_or_else(too_big);
+        let pages = match layout.page_size {
+            Some(n) => Some(Pages::for_batch(p.batch, p.seqlen_k, n).ok_or_else(too_big)?),
+            None => None,
+        };
+        let kv_len = match pages {
+            // A paged cache holds whole contiguous pages: `[num_pages, page_size, heads_kv, d]`.
+            Some(pg) => pg.cache_len(p.heads_kv, d).ok_or_else(too_big)?.max(1),
+            None => extent([p.batch, p.seqlen_k, p.heads_kv, d], ks)?.max(extent([p.batch, p.seqlen_k, p.heads_kv, d], vs)?),
+        };
+        let table = match pages {
             Some(pg) => {
                 // Every sequence's pages scattered over the cache, as a long-running server's are.
-                let mut pages: Vec<i32> = (0..pg.num_pages as i32).collect();
-                rand::seq::SliceRandom::shuffle(&mut pages[..], &mut rand::rng());
-                pages.resize(p.batch * pg.pages_per_seq, 0);
-                Some((DeviceBuffer::from_slice(&pages)?, pages, pg))
+                let mut ids: Vec<i32> = (0..pg.num_pages as i32).collect();
+                rand::seq::SliceRandom::shuffle(&mut ids[..], &mut rand::rng());
+                ids.resize(p.batch * pg.pages_per_seq, 0);
+                Some((DeviceBuffer::from_slice(&ids)?, ids, pg))
             }
             None => None,
         };
         // The benchmark's variable-length rows are the batch's equal-length sequences packed:
         // exactly the contiguous batch's rows.
-        let offsets = match p.varlen {
-            Some(Varlen::Device { .. }) => {
-                let cu = |len: usize| DeviceBuffer::from_slice(&(0..=p.batch).map(|b| (b * len) as i32).collect::<Vec<_>>());
-                Some([cu(p.seqlen_q)?, cu(p.seqlen_k)?])
-            }
+        let offsets = match layout.packed {
+            Some(true) => Some([DeviceBuffer::from_slice(&equal_offsets(p.batch, p.seqlen_q))?, DeviceBuffer::from_slice(&equal_offsets(p.batch, p.seqlen_k))?]),
             _ => None,
         };
         Ok(BenchBuffers {
-            q: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dq, qs)))?,
-            k: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, ks)))?,
-            v: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dk, vs)))?,
-            o: DeviceBuffer::from_slice(&vec![0u16; extent(dq, os)])?,
+            q: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dq, qs)?))?,
+            k: DeviceBuffer::from_slice(&random_bits(p.dtype, kv_len))?,
+            v: DeviceBuffer::from_slice(&random_bits(p.dtype, kv_len))?,
+            o: DeviceBuffer::from_slice(&vec![0u16; extent(dq, os)?])?,
             lse: DeviceBuffer::from_slice(&vec![0f32; (p.batch * p.heads_q * p.seqlen_q).max(1)])?,
+            layout,
             table,
             offsets,
         })
+    }
+
+    /// The fixed-length call `p` (the one these buffers were made for) in their layout, its
+    /// index arrays borrowed from these buffers.
+    pub fn params<'a>(&'a self, p: &AttentionParams) -> AttentionParams<'a> {
+        let mut out = AttentionParams { layout: Default::default(), ..p.clone() };
+        out = match (self.layout.packed, &self.offsets) {
+            (Some(true), Some([q, k])) => {
+                let (total_q, total_k) = (p.batch * p.seqlen_q, p.batch * p.seqlen_k);
+                let offsets = DeviceOffsets { cu_seqlens_q: DeviceIndex::new(q), cu_seqlens_k: Some(DeviceIndex::new(k)), total_q, total_k };
+                out.rows(Rows::Packed(Offsets::Device(offsets)))
+            }
+            (Some(_), _) => {
+                let (cu_seqlens_q, cu_seqlens_k) = (equal_offsets(p.batch, p.seqlen_q), equal_offsets(p.batch, p.seqlen_k));
+                out.rows(Rows::Packed(Offsets::Host { cu_seqlens_q, cu_seqlens_k }))
+            }
+            (None, _) => out,
+        };
+        match &self.table {
+            Some((t, _, pages)) => out.paged(PagedKv { pages: *pages, block_table: DeviceIndex::new(t), seqused_k: None }),
+            None => out,
+        }
     }
 
     /// The buffers as the planner sees them (`with_lse`: also write the log-sum-exp).
@@ -126,8 +168,6 @@ impl BenchBuffers {
             v: BufferRef::of(&self.v),
             o: BufferRef::of(&self.o),
             lse: with_lse.then(|| BufferRef::of(&self.lse)),
-            paged: self.table.as_ref().map(|(t, ..)| PagedBuffers { block_table: BufferRef::of(t), seqused_k: None }),
-            varlen: self.offsets.as_ref().map(|[q, k]| VarlenBuffers { cu_seqlens_q: BufferRef::of(q), cu_seqlens_k: Some(BufferRef::of(k)) }),
         }
     }
 
@@ -158,6 +198,7 @@ impl BenchBuffers {
         };
         let [q, k, v] = [conv(&self.q)?, conv(&self.k)?, conv(&self.v)?];
         let Some((_, table, pg)) = &self.table else { return Ok([q, k, v]) };
+        let pg = *pg;
         let row = p.heads_kv * p.head_dim;
         let gather = |cache: &[f32]| -> Vec<f32> {
             let mut out = Vec::with_capacity(p.batch * p.seqlen_k * row);
@@ -200,9 +241,14 @@ impl TimingMode {
 /// host's enqueueing of two events and a launch.
 pub const QUEUE_HOLD_NS: u64 = 50_000;
 
+/// Offsets of `batch` sequences of `len` rows each, packed.
+fn equal_offsets(batch: usize, len: usize) -> Vec<i32> {
+    (0..=batch).map(|b| (b * len) as i32).collect()
+}
+
 /// Enqueues the spin kernel (`bench_spin`), holding `stream` for `ns` nanoseconds.
 fn hold_stream(gpu: &Gpu, stream: &Stream, ns: u64) -> Result<()> {
-    let f = gpu.kernel_function("bench_spin", 0)?;
+    let f = gpu.module().get_function("bench_spin")?.to_raw();
     let mut ns = ns;
     let mut args = [&mut ns as *mut u64 as *mut std::ffi::c_void];
     // SAFETY: one u64 argument, as `bench_spin` takes; a valid stream of this context.
@@ -212,12 +258,12 @@ fn hold_stream(gpu: &Gpu, stream: &Stream, ns: u64) -> Result<()> {
 
 /// Times `plan` on a fresh stream: `warmup` untimed launches, then `iters` launches each
 /// between two events, as `mode` says.
-pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, path: crate::attention::KernelPath, warmup: usize, iters: usize, mode: TimingMode) -> Result<Timing> {
+pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, warmup: usize, iters: usize, mode: TimingMode) -> Result<Timing> {
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let raw = stream.as_inner() as *mut std::ffi::c_void;
     for _ in 0..warmup {
         // SAFETY: the plan was validated against live buffers the caller keeps alive.
-        unsafe { gpu.launch_forward(raw, path, plan)? };
+        unsafe { gpu.launch(raw, plan)? };
     }
     let (start, stop) = (Event::new(EventFlags::DEFAULT)?, Event::new(EventFlags::DEFAULT)?);
     let mut samples = Vec::with_capacity(iters);
@@ -227,7 +273,7 @@ pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, path: crate::attention::KernelPat
         }
         start.record(&stream)?;
         // SAFETY: as above.
-        unsafe { gpu.launch_forward(raw, path, plan)? };
+        unsafe { gpu.launch(raw, plan)? };
         stop.record(&stream)?;
         stop.synchronize()?;
         samples.push(stop.elapsed_time_f32(&start)? as f64);

@@ -1,4 +1,5 @@
-//! The GPU: driver initialisation, context, and the kernel modules for its architecture.
+//! The GPU: driver initialisation, context, the kernel module for its architecture, and the
+//! kernels looked up in it.
 use cust::context::{Context, CurrentContext};
 use cust::device::{Device, DeviceAttribute};
 use cust::module::Module;
@@ -6,18 +7,12 @@ use cust::module::Module;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::error::{Error, Result};
-use crate::ptx;
-use crate::workspace::StreamWorkspaces;
+use flashrs_abi::Kernel;
 
-/// Which PTX module a GPU runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    /// Ampere and newer without Hopper's arch-specific features.
-    Sm80,
-    /// Hopper (compute capability 9.0): wgmma, TMA, setmaxnreg.
-    Sm90a,
-}
+use crate::error::{Error, Result, check_driver};
+use crate::ptx;
+use crate::target::{Arch, Target};
+use crate::workspace::{StreamWorkspaces, WorkspacePool};
 
 /// One GPU with a current context and its kernels loaded.
 ///
@@ -37,16 +32,15 @@ pub struct Gpu {
     // Field order matters: modules must unload before the context is destroyed.
     module: Module,
     device: Device,
-    arch: Arch,
-    cc: (i32, i32),
-    sm_count: u32,
-    max_smem_optin: u32,
+    target: Target,
     workspace_pool: Option<WorkspacePool>,
     /// CTAs per SM of kernels asked about so far ([`Gpu::resident_ctas`]).
-    occupancy: Mutex<HashMap<String, u32>>,
+    occupancy: Mutex<HashMap<Kernel, u32>>,
     /// Kernels looked up so far ([`Gpu::kernel_function`]): the handle (as an address, which
     /// keeps `Gpu` `Send` and `Sync`) and the dynamic shared memory it has been opted in to.
-    functions: Mutex<HashMap<String, (usize, u32)>>,
+    functions: Mutex<HashMap<Kernel, (usize, u32)>>,
+    /// The module's `upload_i32` kernel, as an address.
+    upload: usize,
     /// Split-KV workspaces kept per stream.
     pub(crate) workspaces: StreamWorkspaces,
     _context: Context,
@@ -73,27 +67,31 @@ impl Gpu {
             return Err(Error::UnsupportedGpu { major, minor });
         }
         let sm_count = device.get_attribute(DeviceAttribute::MultiprocessorCount)? as u32;
-        let max_smem_optin = smem_optin(device)?;
+        use cust::sys::CUdevice_attribute::*;
+        let target = Target {
+            arch: Arch::for_compute_capability(major as u32, minor as u32),
+            compute_capability: (major as u32, minor as u32),
+            sm_count,
+            max_smem_per_block: attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            smem_per_sm: attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        };
         let context = Context::new(device)?;
-        // sm_90a code runs on compute capability 9.0 only; later GPUs JIT the portable module.
-        let arch = if (major, minor) == (9, 0) { Arch::Sm90a } else { Arch::Sm80 };
-        let src = match arch {
+        let src = match target.arch {
             Arch::Sm80 => ptx::PTX_SM80,
             Arch::Sm90a => ptx::PTX_SM90A,
         };
         let module = Module::from_ptx(src, &[])?;
         let workspace_pool = WorkspacePool::new(ordinal as i32);
         let (occupancy, functions) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
+        let upload = module.get_function("upload_i32")?.to_raw() as usize;
         Ok(Gpu {
             module,
             device,
-            arch,
-            cc: (major, minor),
-            sm_count,
-            max_smem_optin,
+            target,
             workspace_pool,
             occupancy,
             functions,
+            upload,
             workspaces: StreamWorkspaces::new(),
             _context: context,
         })
@@ -123,61 +121,71 @@ impl Gpu {
 
     /// The PTX module this GPU runs.
     pub fn arch(&self) -> Arch {
-        self.arch
+        self.target.arch
     }
 
     /// Compute capability (major, minor).
     pub fn compute_capability(&self) -> (i32, i32) {
-        self.cc
+        let (major, minor) = self.target.compute_capability;
+        (major as i32, minor as i32)
     }
 
     /// Number of streaming multiprocessors.
     pub fn sm_count(&self) -> u32 {
-        self.sm_count
+        self.target.sm_count
     }
 
-    /// CTAs of kernel `name` that one SM holds at once with `threads` threads and `smem` bytes
-    /// of dynamic shared memory each, from the driver's occupancy calculator (registers,
-    /// shared memory, threads); cached per kernel, so a plan asks the driver once.
-    pub fn resident_ctas(&self, name: &str, threads: u32, smem: u32) -> Result<u32> {
-        let key = format!("{name}/{threads}/{smem}");
-        if let Some(&n) = self.occupancy.lock().map_err(|_| Error::LaunchLimit("occupancy cache poisoned".into()))?.get(&key) {
+    /// This GPU as kernel selection sees it (its limits read from the driver).
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// CTAs of `kernel` that one SM holds at once, from the driver's occupancy calculator
+    /// (registers, shared memory, threads); cached per kernel, so a plan asks the driver once.
+    pub fn resident_ctas(&self, kernel: Kernel) -> Result<u32> {
+        if let Some(&n) = self.occupancy.lock().map_err(|_| Error::LaunchLimit("occupancy cache poisoned".into()))?.get(&kernel) {
             return Ok(n);
         }
-        let func = self.kernel_function(name, smem)?;
+        let (threads, smem) = (kernel.threads() as i32, kernel.smem_bytes() as u32);
+        let func = self.kernel_function(kernel, smem)?;
         let mut n = 0i32;
         // SAFETY: a valid out-pointer and function.
-        let r = unsafe { cust::sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, func, threads as i32, smem as usize) };
-        crate::error::check_driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", r)?;
+        let r = unsafe { cust::sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, func, threads, smem as usize) };
+        check_driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", r)?;
         let n = n.max(0) as u32;
         if let Ok(mut cache) = self.occupancy.lock() {
-            cache.insert(key, n);
+            cache.insert(kernel, n);
         }
         Ok(n)
     }
 
-    /// Kernel `name` of this GPU's module, opted in to at least `smem` bytes of dynamic shared
+    /// `kernel` in this GPU's module, opted in to at least `smem` bytes of dynamic shared
     /// memory. Cached: a decode call is a few microseconds of GPU time, and looking the kernel
     /// up by name and setting its attribute on every launch cost a noticeable part of that.
-    pub(crate) fn kernel_function(&self, name: &str, smem: u32) -> Result<cust::sys::CUfunction> {
+    pub(crate) fn kernel_function(&self, kernel: Kernel, smem: u32) -> Result<cust::sys::CUfunction> {
         let poisoned = |_| Error::LaunchLimit("kernel cache poisoned".into());
         let mut cache = self.functions.lock().map_err(poisoned)?;
-        let (func, opted) = match cache.get(name) {
+        let (func, opted) = match cache.get(&kernel) {
             Some(&(f, opted)) if smem <= opted => return Ok(f as cust::sys::CUfunction),
             Some(&(f, opted)) => (f as cust::sys::CUfunction, opted),
-            None => (self.module.get_function(name)?.to_raw(), 0),
+            None => (self.module.get_function(kernel.to_string())?.to_raw(), 0),
         };
         use cust::sys::{CUfunction_attribute, cuFuncSetAttribute};
         let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
         // SAFETY: `func` is a function of this GPU's loaded module.
-        crate::error::check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(func, attr, smem as i32) })?;
-        cache.insert(name.to_owned(), (func as usize, smem.max(opted)));
+        check_driver("cuFuncSetAttribute", unsafe { cuFuncSetAttribute(func, attr, smem as i32) })?;
+        cache.insert(kernel, (func as usize, smem.max(opted)));
         Ok(func)
+    }
+
+    /// The module's `upload_i32` kernel (see [`crate::workspace`]).
+    pub(crate) fn upload_function(&self) -> cust::sys::CUfunction {
+        self.upload as cust::sys::CUfunction
     }
 
     /// Largest dynamic shared memory a block may opt in to, in bytes.
     pub fn max_shared_memory_per_block(&self) -> u32 {
-        self.max_smem_optin
+        self.target.max_smem_per_block
     }
 
     /// The device's name.
@@ -200,59 +208,11 @@ impl Drop for Gpu {
     }
 }
 
-// cust 0.3 has no enum variant for this attribute; ask the driver directly.
-fn smem_optin(device: Device) -> Result<u32> {
-    use cust::sys::{CUdevice_attribute, cuDeviceGetAttribute};
+// cust 0.3 has no enum variant for these attributes; ask the driver directly.
+fn attribute(device: Device, attr: cust::sys::CUdevice_attribute) -> Result<u32> {
     let mut v = 0i32;
-    let attr = CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
     // SAFETY: `v` is a valid out-pointer and `device` a device handle from the driver.
-    let r = unsafe { cuDeviceGetAttribute(&mut v, attr, device.as_raw()) };
-    crate::error::check_driver("cuDeviceGetAttribute", r)?;
-    Ok(v as u32)
+    let r = unsafe { cust::sys::cuDeviceGetAttribute(&mut v, attr, device.as_raw()) };
+    check_driver("cuDeviceGetAttribute", r)?;
+    Ok(v.max(0) as u32)
 }
-
-/// The library's own stream-ordered memory pool for per-launch workspaces.
-///
-/// The device's default pool has a release threshold of 0: memory freed by one launch goes back
-/// to the OS at the next synchronisation and the next launch maps it again, which costs more
-/// than a decode kernel. This pool keeps what it has mapped (threshold: unlimited) without
-/// changing the default pool other code in the process relies on.
-pub(crate) struct WorkspacePool(cust::sys::CUmemoryPool);
-
-impl WorkspacePool {
-    /// A pool on device `ordinal`, or `None` where the driver has no memory pools.
-    fn new(ordinal: i32) -> Option<Self> {
-        use cust::sys::*;
-        let props = CUmemPoolProps {
-            allocType: CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
-            handleTypes: CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
-            location: CUmemLocation { type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal },
-            win32SecurityAttributes: std::ptr::null_mut(),
-            reserved: [0; 64],
-        };
-        let mut pool: CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: valid properties and out-pointer.
-        if unsafe { cuMemPoolCreate(&mut pool, &props) } != CUresult::CUDA_SUCCESS {
-            return None;
-        }
-        let pool = WorkspacePool(pool);
-        let mut keep_all = u64::MAX;
-        let attr = CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
-        // SAFETY: the attribute takes a u64, passed by pointer.
-        let r = unsafe { cuMemPoolSetAttribute(pool.0, attr, &mut keep_all as *mut u64 as *mut std::ffi::c_void) };
-        (r == CUresult::CUDA_SUCCESS).then_some(pool)
-    }
-}
-
-impl Drop for WorkspacePool {
-    fn drop(&mut self) {
-        // SAFETY: the pool came from cuMemPoolCreate; with allocations still pending the driver
-        // releases it once they are freed.
-        unsafe { cust::sys::cuMemPoolDestroy(self.0) };
-    }
-}
-
-// SAFETY: a pool handle is a driver object usable from any thread of its context.
-unsafe impl Send for WorkspacePool {}
-// SAFETY: as above; the library only passes the handle to the driver.
-unsafe impl Sync for WorkspacePool {}

@@ -92,9 +92,20 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// The launch would exceed a hardware limit.
+    /// The launch would exceed a hardware limit (grid size, a kernel parameter's range).
     #[error("launch too large: {0}")]
     LaunchLimit(String),
+    /// The kernel a call needs takes more shared memory per CTA than the GPU allows: no
+    /// configuration of it fits (or the forced one does not).
+    #[error("{kernel} needs {needed} bytes of shared memory per CTA, the GPU allows {available}")]
+    SharedMemory {
+        /// The kernel.
+        kernel: String,
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes a CTA may have on the GPU.
+        available: u64,
+    },
 }
 
 /// Shorthand for results of this crate.

@@ -15,7 +15,7 @@
 //! // batch 2, 1024 query and 1024 key rows, 16 heads of dimension 128, causal; tensors are
 //! // contiguous [batch, seqlen, heads, head_dim] unless strides say otherwise.
 //! let params = AttentionParams::new(2, 1024, 1024, 16, 128).causal(true);
-//! let (n_q, n_kv, n_lse) = params.contiguous_lens();
+//! let (n_q, n_kv, n_lse) = params.contiguous_lens()?;
 //! let q = DeviceBuffer::from_slice(&vec![f16::from_f32(0.5); n_q])?;
 //! let k = DeviceBuffer::from_slice(&vec![f16::from_f32(-0.25); n_kv])?;
 //! let v = DeviceBuffer::from_slice(&vec![f16::from_f32(0.75); n_kv])?;
@@ -78,32 +78,42 @@
 //! * **Log-sum-exp**: optional f32 output, contiguous `[batch, heads_q, seqlen_q]`, natural
 //!   log of the sum of `exp(scale * q.k)` over the visible keys (what a backward pass or a
 //!   split-KV merge needs); 4-byte aligned.
-//! * **Kernel paths** ([`KernelPath`]): `Auto` (default) picks the fastest path the GPU has
-//!   for the call; `MmaSync` is the FlashAttention-2-style kernel on `mma.sync`, for every
-//!   sm_80+ GPU; `Wgmma` is the FlashAttention-3-style Hopper kernel (TMA loads, `wgmma`,
-//!   warp specialisation; sm_90a only, see [`hopper`]), which `Auto` uses on H100/H200
-//!   wherever it can take the call. Tile configurations ([`attention::config::CONFIGS`]) can
-//!   be forced for tuning ([`AttentionParams::config`]; this keeps `Auto` on `mma.sync`).
-//! * **GPUs**: compute capability 8.0 and newer (A100, RTX 30xx/40xx, L4/L40, H100/H200, ...).
-//!   Compute capability 9.0 loads the sm_90a module ([`ptx::PTX_SM90A`]), others the portable
-//!   sm_80 one ([`ptx::PTX_SM80`]).
-//! * **Inference shapes**: variable-length packed batches ([`Varlen`]; Hopper kernels on
-//!   H100/H200, else mma.sync) with the offsets on the GPU, as `flash_attn_varlen_func` takes
-//!   them ([`AttentionParams::new_varlen_device`], [`Gpu::attention_forward_varlen`]; the
-//!   kernels clamp them), or on the host ([`AttentionParams::new_varlen`]); paged K/V caches
-//!   with a block table and per-sequence key counts ([`PagedKv`],
-//!   [`Gpu::attention_forward_paged`]; mma.sync), also under packed queries (a serving step of
-//!   decode rows and prefill chunks in one call); decode with split-KV chosen for the GPU
-//!   ([`attention::auto_num_splits`]), GQA heads packed into one query block and 16-row tiles
-//!   whose warps split the keys.
+//! * **Kernels** ([`KernelChoice`]): `Auto` (default) picks the fastest kernel the GPU has for
+//!   the call; `MmaSync` is the FlashAttention-2-style kernel on `mma.sync`, for every sm_80+
+//!   GPU; `Wgmma` is the FlashAttention-3-style Hopper kernel (TMA loads, `wgmma`, warp
+//!   specialisation; sm_90a only), which `Auto` uses on H100/H200 wherever it can take the
+//!   call. Tile configurations ([`tiles::CONFIGS`], [`sm90::CONFIGS`]) can be forced for
+//!   tuning. Every kernel is a [`Kernel`], its entry name derived from its configuration.
+//! * **GPUs**: compute capability 8.0 and newer (A100, RTX 30xx/40xx, A10, L4/L40, H100/H200,
+//!   ...). Plans fit the GPU they are made for ([`Target`]): every chosen kernel fits its
+//!   shared memory (163 KB per CTA on sm_80, 99 KB on sm_86/89, 227 KB on sm_90), or planning
+//!   fails with a typed error. Compute capability 9.0 loads the sm_90a module
+//!   ([`ptx::PTX_SM90A`]), others the portable sm_80 one ([`ptx::PTX_SM80`]).
+//! * **Inference shapes**, all through the one entry point, the call's [`Layout`] saying which:
+//!   variable-length packed batches ([`Rows::Packed`]; Hopper kernels on H100/H200, else
+//!   mma.sync) with the offsets on the GPU, as `flash_attn_varlen_func` takes them
+//!   ([`AttentionParams::new_varlen_device`]; the kernels clamp them), or on the host
+//!   ([`AttentionParams::new_varlen`]); paged K/V caches with a block table and per-sequence
+//!   key counts ([`PagedKv`]; mma.sync), also under packed queries (a serving step of decode
+//!   rows and prefill chunks in one call); decode with split-KV chosen for the GPU, GQA heads
+//!   packed into one query block and 16-row tiles whose warps split the keys.
 //! * **Not covered**: the backward pass, dropout, ALiBi, sliding windows, soft-capping, fp8;
 //!   GQA packing for variable-length decode (decode-shaped variable-length calls split their
 //!   keys and run decode tiles, but each query head reads its K/V).
 //!
 //! Every call is validated on the host before anything is launched ([`AttentionParams::plan`],
-//! pure host code): a shape, stride, alignment or buffer-size problem, a null address, or an
-//! output overlapping another tensor is an [`Error`] naming the tensor and the problem, never
-//! an out-of-bounds access or a race.
+//! pure host code): a shape, stride, alignment or buffer-size problem, a null address, an
+//! output overlapping another tensor, or a kernel that does not fit the GPU is an [`Error`]
+//! naming the problem, never an out-of-bounds access, a race or a failed launch.
+//!
+//! # From a call to a launch
+//!
+//! One pipeline serves every call: [`validate`](mod@validate) checks the parameters and buffers
+//! into a value that exists only for a valid call; [`select`](mod@select) chooses the
+//! [`Kernel`] for the [`Target`] GPU (family, variant, tile configuration, splits, GQA packing,
+//! persistence); [`plan`](mod@plan) builds the [`LaunchPlan`], which holds everything the
+//! launch needs; [`Gpu::launch`] launches any plan. The kernel parameters, tile tables, kernel
+//! identities and grid order are the [`abi`] crate's, shared with the device code.
 //!
 //! # Two entry points
 //!
@@ -131,15 +141,13 @@
 //!     -> flashrs::Result<()>
 //! {
 //!     let params = AttentionParams::new(1, 4096, 4096, 32, 128).heads_kv(8).dtype(DType::Bf16);
-//!     let (n_q, n_kv, _) = params.contiguous_lens();
+//!     let (n_q, n_kv, _) = params.contiguous_lens()?;
 //!     let bufs = Buffers {
 //!         q: BufferRef { ptr: q, len: n_q },   // capacities in elements, not bytes
 //!         k: BufferRef { ptr: k, len: n_kv },
 //!         v: BufferRef { ptr: v, len: n_kv },
 //!         o: BufferRef { ptr: o, len: n_q },
 //!         lse: None,
-//!         paged: None,
-//!         varlen: None,
 //!     };
 //!     // SAFETY: the caller passes live allocations of at least these sizes, in device 0's
 //!     // primary context, untouched by other work until `stream` has run the kernel.
@@ -170,29 +178,44 @@
 //!
 //! # Modules
 //!
-//! * [`attention`]: parameters, validation ([`AttentionParams::plan`]), the launches.
-//! * [`hopper`]: planning and launching the sm_90a (`wgmma`) kernels.
-//! * [`device`]: [`Gpu`], context and module.
-//! * [`ptx`]: the embedded PTX, kernel names, kernel ABI.
-//! * [`error`]: [`Error`].
+//! * [`params`](mod@params) and [`layout`]: what a call computes and the shape of its data.
+//! * [`buffers`]: the tensors as the planner sees them.
+//! * [`validate`](mod@validate), [`select`](mod@select), [`plan`](mod@plan), [`launch`]: the
+//!   pipeline from a call to a launch; [`target`]: the GPU a plan is made for.
+//! * [`workspace`]: the workspaces split-KV, persistent and variable-length launches use.
+//! * [`device`]: [`Gpu`], context and module; [`ptx`]: the embedded PTX and the kernel ABI.
+//! * [`error`]: [`Error`]; [`element`]: [`Element`] and [`DType`].
 //! * [`reference`](mod@reference): the CPU f64 reference the kernels are tested against.
 //! * [`bench`](mod@bench): CUDA-event timing used by `flashrs benchmark`.
 //! * [`tensor_map`]: Hopper TMA descriptors (`cuTensorMapEncodeTiled`).
 #![deny(missing_docs)]
 
-pub mod attention;
+pub use flashrs_abi as abi;
+
 pub mod bench;
+pub mod buffers;
 pub mod device;
+pub mod element;
 pub mod error;
-pub mod hopper;
+mod forward;
+pub mod launch;
+pub mod layout;
+pub mod params;
+pub mod plan;
 pub mod ptx;
 pub mod reference;
+pub mod select;
+pub mod target;
 pub mod tensor_map;
+pub mod validate;
 pub mod workspace;
 
-pub use attention::{
-    AttentionParams, BufferRef, Buffers, DType, Element, KernelPath, KvSlices, LaunchPlan, PagedBuffers, PagedCache, PagedKv, SplitPlan, Strides,
-    Varlen, VarlenBuffers, VarlenOffsets,
-};
-pub use device::{Arch, Gpu};
+pub use buffers::{BufferRef, Buffers};
+pub use device::Gpu;
+pub use element::{DType, Element};
 pub use error::{Error, Result};
+pub use flashrs_abi::{FwdParams, HopperConfig, Kernel, TileConfig, Variant, sm90, tiles};
+pub use layout::{DeviceIndex, DeviceOffsets, Kv, Layout, Offsets, PagedKv, Pages, Rows};
+pub use params::{AttentionParams, DimOrder, KernelChoice, KernelPath, Strides};
+pub use plan::{LaunchPlan, SplitPlan};
+pub use target::{Arch, Target};

@@ -1,7 +1,7 @@
 //! CPU reference for forward attention, in f64: the independent check every kernel is tested
 //! against.
 
-use crate::attention::AttentionParams;
+use crate::params::AttentionParams;
 
 /// Inputs in contiguous `[batch, seqlen, heads, head_dim]` layout, as f32 (widened from the
 /// 16-bit values the GPU saw, so both sides start from identical numbers).

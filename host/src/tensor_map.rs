@@ -207,25 +207,16 @@ impl TensorMap {
 
     /// This map as a kernel parameter.
     pub fn param(&self) -> TensorMapParam {
-        TensorMapParam { head: [0; 6], map: self.opaque, tail: [0; 2] }
+        TensorMapParam(flashrs_abi::tma::TensorMapParam::new(self.opaque))
     }
 }
 
-/// A [`TensorMap`] as a by-value kernel parameter: 48 bytes of padding, the map, 16 bytes of
-/// padding (192 bytes). Mirrors `kernels_gpu::arch::tma::TensorMapParam`.
-///
-/// TMA needs the map 64-byte aligned, but rustc's PTX kernel ABI cannot declare a parameter
-/// aligned beyond 16 bytes, and on sm_90 kernel parameters start at constant-bank offset
-/// 0x210 (16 mod 64). Padding the map by 48 bytes puts it on a 64-byte boundary provided
-/// every `TensorMapParam` comes before all other parameters of the kernel. (The device side
-/// checks the alignment; the probe kernel reports a misplaced map instead of faulting.)
-#[repr(C, align(16))]
+/// A [`TensorMap`] as a by-value kernel parameter: the ABI's layout
+/// ([`flashrs_abi::tma::TensorMapParam`], which says why it pads the map to 192 bytes), as a
+/// `DeviceCopy` type. Every `TensorMapParam` comes before all other parameters of a kernel.
+#[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TensorMapParam {
-    head: [u64; 6],
-    map: [u64; 16],
-    tail: [u64; 2],
-}
+pub struct TensorMapParam(pub flashrs_abi::tma::TensorMapParam);
 
 // SAFETY: plain bytes, as for `TensorMap`.
 unsafe impl cust::memory::DeviceCopy for TensorMapParam {}

@@ -1,29 +1,132 @@
-//! Launch workspaces kept per stream: split-KV's counters and partials, persistent launches'
-//! tile counters, variable-length calls' offsets.
+//! Launch workspaces: split-KV's arrival counters and partial results, persistent launches'
+//! tile counters, variable-length calls' uploaded offsets.
 //!
-//! A split-KV launch needs arrival counters that are zero when it starts and room for its f32
-//! partial results (a variable-length call, room for its offsets, which a small kernel stores
-//! in stream order). Allocating, zeroing and freeing them per call costs host time before the
-//! kernel can start, which a decode call of a few tens of microseconds feels (about 2.5 us of
-//! a 57 us batch-1, 32k-key call on an H100). So each stream keeps one workspace: launches on
-//! one stream are ordered, so they can share it, and the kernel leaves every counter at zero
-//! (the last split of a query block resets its own), so it is ready for the next launch.
+//! A launch that needs one wants counters that are zero when it starts and scratch bytes.
+//! Allocating, zeroing and freeing them per call costs host time before the kernel can start,
+//! which a decode call of a few tens of microseconds feels (about 2.5 us of a 57 us batch-1,
+//! 32k-key call on an H100). So each stream keeps one workspace: launches on one stream are
+//! ordered, so they can share it, and the kernels leave every counter at zero (the last split
+//! of a query block resets its own), so it is ready for the next launch.
 //!
 //! Streams are told apart by `cuStreamGetId` (CUDA 12.0), which never reuses an ID, so a
 //! stream destroyed with work in flight cannot hand its workspace to a new stream that got the
-//! same handle. Where the driver lacks it, while a stream is being captured into a graph
-//! (whose replays could run on other streams at the same time), and for partial results
-//! larger than [`MAX_KEPT_BYTES`], launches take a per-call workspace instead.
+//! same handle. The kept workspaces are bounded ([`MAX_KEPT_STREAMS`] streams,
+//! [`MAX_KEPT_BYTES`] in all): an application that makes a stream per request would otherwise
+//! grow without bound, because the library cannot tell when a stream is gone. A stream that
+//! does not get a kept workspace (past the bounds, where the driver lacks `cuStreamGetId`,
+//! while the stream is being captured into a graph, whose replays could run on other streams at
+//! the same time) takes a per-launch one: a stream-ordered allocation from the library's own
+//! memory pool, freed with `cuMemFreeAsync` after the kernel. [`crate::Gpu::release_workspaces`]
+//! frees the kept ones.
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
 use cust::sys::{CUdeviceptr, CUmemoryPool, CUresult, CUstream};
+use flashrs_abi::upload::{UPLOAD_I32_MAX, UPLOAD_I32_THREADS, UploadI32};
 
+use crate::device::Gpu;
 use crate::error::{Result, check_driver};
 
-#[path = "../../kernels-gpu/src/upload.rs"]
-mod upload;
+/// Most streams that keep a workspace.
+pub const MAX_KEPT_STREAMS: usize = 16;
+
+/// Most bytes the kept workspaces hold together. One stream keeps at most half of it: larger
+/// split calls run long enough that a per-launch allocation does not matter, and keeping them
+/// would pin their memory.
+pub const MAX_KEPT_BYTES: usize = 64 << 20;
+
+/// Device addresses of a launch's workspace.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WorkspaceAddrs {
+    /// Where a host-offset plan's offsets were uploaded.
+    pub offsets: Option<u64>,
+    /// The u32 counters (zero at launch).
+    pub counters: u64,
+    /// The scratch bytes after them (past the offsets).
+    pub partials: u64,
+}
+
+impl WorkspaceAddrs {
+    /// A launch that needs no workspace.
+    pub const NONE: WorkspaceAddrs = WorkspaceAddrs { offsets: None, counters: 0, partials: 0 };
+}
+
+/// Bytes `counters` u32 counters take at the front of a workspace (16-byte aligned scratch
+/// follows).
+pub fn counter_bytes(counters: usize) -> usize {
+    (counters * 4).next_multiple_of(16)
+}
+
+impl Gpu {
+    /// Calls `launch` (which enqueues one kernel on `stream`) with a workspace holding
+    /// `offsets` (stored at the front of the scratch, in stream order, by [`upload_i32`]),
+    /// `counters` u32 counters that are zero when the kernel starts and that it leaves at zero,
+    /// and `partial_bytes` bytes of scratch: the stream's kept workspace where it can have one,
+    /// otherwise one stream-ordered allocation from the library's pool, its counters zeroed
+    /// before the launch and freed after it.
+    ///
+    /// # Safety
+    /// `stream` is a valid stream of this GPU's context, which is current.
+    pub(crate) unsafe fn with_workspace(
+        &self,
+        stream: *mut c_void,
+        offsets: &[i32],
+        counters: usize,
+        partial_bytes: usize,
+        launch: impl Fn(WorkspaceAddrs) -> Result<()>,
+    ) -> Result<()> {
+        use cust::sys::{cuMemFreeAsync, cuMemsetD32Async};
+        // The scratch: offsets (4-byte items padded to 16 bytes), then the partials.
+        let off_bytes = (offsets.len() * 4).next_multiple_of(16);
+        let with_offsets = |counters: u64, scratch: u64| -> Result<()> {
+            let mut ws = WorkspaceAddrs { offsets: None, counters, partials: scratch + off_bytes as u64 };
+            if !offsets.is_empty() {
+                // In launch parameters, not a pageable copy (which would wait for the stream).
+                // SAFETY: the scratch holds `off_bytes` bytes for them, ordered on `stream`.
+                unsafe { upload_i32(self.upload_function(), stream, scratch, offsets)? };
+                ws.offsets = Some(scratch);
+            }
+            launch(ws)
+        };
+        // SAFETY: as for this function; `with_offsets` enqueues on `stream` only.
+        if let Some(launched) = unsafe { self.workspaces.with(stream, self.workspace_pool(), counters, off_bytes + partial_bytes, with_offsets) } {
+            return launched;
+        }
+        // One allocation: the counters, then the scratch.
+        let counter_bytes = counter_bytes(counters);
+        let bytes = counter_bytes + off_bytes + partial_bytes;
+        // SAFETY: `stream` is valid per this function's contract.
+        let base = unsafe { alloc_async(stream, self.workspace_pool(), bytes.max(16))? };
+        let run = || -> Result<()> {
+            if counters > 0 {
+                // SAFETY: the counters lie in the allocation just made, ordered on `stream`.
+                check_driver("cuMemsetD32Async", unsafe { cuMemsetD32Async(base, 0, counters, stream as _) })?;
+            }
+            with_offsets(base, base + counter_bytes as u64)
+        };
+        let result = run();
+        // SAFETY: `base` came from a stream-ordered allocation; freed after the kernel in order.
+        let freed = check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(base, stream as _) });
+        result.and(freed)
+    }
+
+    /// Bytes the kept per-stream workspaces hold now.
+    pub fn kept_workspace_bytes(&self) -> usize {
+        self.workspaces.kept_bytes()
+    }
+
+    /// Frees every kept per-stream workspace, after waiting for the work queued in this GPU's
+    /// context (the next launch on a stream makes a new one).
+    pub fn release_workspaces(&self) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: this GPU's context is current.
+        check_driver("cuCtxSynchronize", unsafe { cust::sys::cuCtxSynchronize() })?;
+        // SAFETY: synchronised: no launch still uses them.
+        unsafe { self.workspaces.release() };
+        Ok(())
+    }
+}
 
 /// Stores `vals` at device address `dst` on `stream` through `upload_i32` launches (`func`),
 /// the values in the launches' parameters: unlike a copy from pageable host memory, this
@@ -34,20 +137,18 @@ mod upload;
 /// `stream` is a valid stream of the current context, `func` its module's `upload_i32`, and
 /// `dst` has room for `vals.len()` i32 values.
 pub(crate) unsafe fn upload_i32(func: cust::sys::CUfunction, stream: *mut c_void, dst: CUdeviceptr, vals: &[i32]) -> Result<()> {
-    for (i, chunk) in vals.chunks(upload::UPLOAD_I32_MAX).enumerate() {
-        let mut p = upload::UploadI32 { dst: dst + (i * upload::UPLOAD_I32_MAX * 4) as u64, len: chunk.len() as u32, vals: [0; upload::UPLOAD_I32_MAX] };
+    for (i, chunk) in vals.chunks(UPLOAD_I32_MAX).enumerate() {
+        let mut p = UploadI32 { dst: dst + (i * UPLOAD_I32_MAX * 4) as u64, len: chunk.len() as u32, vals: [0; UPLOAD_I32_MAX] };
         p.vals[..chunk.len()].copy_from_slice(chunk);
-        let mut args = [&mut p as *mut upload::UploadI32 as *mut c_void];
+        let mut args = [&mut p as *mut UploadI32 as *mut c_void];
         // SAFETY: one by-value `UploadI32` argument, as the kernel takes; the rest per the caller.
-        let r = unsafe { cust::sys::cuLaunchKernel(func, 1, 1, 1, 256, 1, 1, 0, stream as CUstream, args.as_mut_ptr(), std::ptr::null_mut()) };
+        let r = unsafe {
+            cust::sys::cuLaunchKernel(func, 1, 1, 1, UPLOAD_I32_THREADS, 1, 1, 0, stream as CUstream, args.as_mut_ptr(), std::ptr::null_mut())
+        };
         check_driver("cuLaunchKernel", r)?;
     }
     Ok(())
 }
-
-/// Largest workspace kept per stream: larger split calls run for long enough that a per-call
-/// allocation does not matter, and keeping them would pin their memory.
-pub const MAX_KEPT_BYTES: usize = 32 << 20;
 
 /// `cuStreamGetId`'s signature.
 type StreamGetId = unsafe extern "C" fn(CUstream, *mut u64) -> CUresult;
@@ -60,15 +161,23 @@ struct Workspace {
     partials: usize,
 }
 
+impl Workspace {
+    fn bytes(&self) -> usize {
+        counter_bytes(self.counters) + self.partials
+    }
+}
+
+/// Whether a stream may keep a workspace of `bytes` (replacing one of `old` bytes, if it keeps
+/// one) while `kept` streams keep `total` bytes.
+fn admits(kept: usize, total: usize, old: Option<usize>, bytes: usize) -> bool {
+    let streams = kept + usize::from(old.is_none());
+    streams <= MAX_KEPT_STREAMS && total - old.unwrap_or(0) + bytes <= MAX_KEPT_BYTES
+}
+
 /// The workspaces of one context's streams.
 pub(crate) struct StreamWorkspaces {
     get_id: Option<StreamGetId>,
     kept: Mutex<HashMap<u64, Workspace>>,
-}
-
-/// Bytes the counters take at the front of a workspace (16-byte aligned partials follow).
-pub fn counter_bytes(counters: usize) -> usize {
-    (counters * 4).next_multiple_of(16)
 }
 
 impl StreamWorkspaces {
@@ -80,6 +189,11 @@ impl StreamWorkspaces {
         // SAFETY: the driver returned its `cuStreamGetId`, whose C signature `StreamGetId` is.
         let get_id = (r == CUresult::CUDA_SUCCESS && !f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, StreamGetId>(f) });
         StreamWorkspaces { get_id, kept: Mutex::new(HashMap::new()) }
+    }
+
+    /// Bytes kept now.
+    fn kept_bytes(&self) -> usize {
+        self.kept.lock().map_or(0, |k| k.values().map(Workspace::bytes).sum())
     }
 
     /// Calls `launch(counters, partials)` with the addresses of `stream`'s kept workspace,
@@ -100,7 +214,8 @@ impl StreamWorkspaces {
         launch: impl FnOnce(CUdeviceptr, CUdeviceptr) -> Result<R>,
     ) -> Option<Result<R>> {
         let get_id = self.get_id?;
-        if partials > MAX_KEPT_BYTES || unsafe { capturing(stream) } {
+        // SAFETY: `stream` is valid per this function's contract.
+        if partials > MAX_KEPT_BYTES / 2 || unsafe { capturing(stream) } {
             return None;
         }
         let mut id = 0u64;
@@ -110,11 +225,15 @@ impl StreamWorkspaces {
         }
         let mut kept = self.kept.lock().ok()?;
         if !kept.get(&id).is_some_and(|w| w.counters >= counters && w.partials >= partials) {
-            let old = kept.remove(&id);
             // Room for the largest call so far, rounded up, so that a growing series of calls
             // reallocates a few times only.
-            let (c0, p0) = old.as_ref().map_or((0, 0), |w| (w.counters, w.partials));
+            let (c0, p0) = kept.get(&id).map_or((0, 0), |w| (w.counters, w.partials));
             let grown = Workspace { ptr: 0, counters: counters.max(c0).next_power_of_two(), partials: partials.max(p0).next_power_of_two() };
+            let total = kept.values().map(Workspace::bytes).sum();
+            if !admits(kept.len(), total, kept.get(&id).map(Workspace::bytes), grown.bytes()) {
+                return None;
+            }
+            let old = kept.remove(&id);
             // SAFETY: as for this function; the old workspace is freed in stream order, after
             // the launches that used it.
             match unsafe { allocate(stream, pool, grown, old) } {
@@ -128,8 +247,10 @@ impl StreamWorkspaces {
         Some(launch(w.ptr, w.ptr + counter_bytes(w.counters) as u64))
     }
 
-    /// Frees every kept workspace. The caller has synchronised the context (no launch still
-    /// uses them) and made it current.
+    /// Frees every kept workspace.
+    ///
+    /// # Safety
+    /// The caller has synchronised the context (no launch still uses them) and made it current.
     pub unsafe fn release(&self) {
         if let Ok(mut kept) = self.kept.lock() {
             for (_, w) in kept.drain() {
@@ -150,7 +271,7 @@ unsafe fn capturing(stream: *mut c_void) -> bool {
 }
 
 /// A stream-ordered allocation of `bytes` on `stream`, from `pool` (else the device's default
-/// pool): the per-call workspaces and the kept ones.
+/// pool): the per-launch workspaces and the kept ones.
 ///
 /// # Safety
 /// `stream` is a valid stream of the current context and `pool` (if any) a pool of its device.
@@ -178,7 +299,7 @@ unsafe fn allocate(stream: *mut c_void, pool: Option<CUmemoryPool>, mut w: Works
         check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(old.ptr, s) })?;
     }
     // SAFETY: `stream` and `pool` valid per the caller.
-    w.ptr = unsafe { alloc_async(stream, pool, counter_bytes(w.counters) + w.partials)? };
+    w.ptr = unsafe { alloc_async(stream, pool, w.bytes())? };
     // SAFETY: the counters lie at the front of the allocation just made, ordered on `stream`.
     let r = unsafe { cuMemsetD32Async(w.ptr, 0, w.counters, s) };
     if let Err(e) = check_driver("cuMemsetD32Async", r) {
@@ -187,4 +308,68 @@ unsafe fn allocate(stream: *mut c_void, pool: Option<CUmemoryPool>, mut w: Works
         return Err(e);
     }
     Ok(w)
+}
+
+/// The library's own stream-ordered memory pool for per-launch workspaces.
+///
+/// The device's default pool has a release threshold of 0: memory freed by one launch goes back
+/// to the OS at the next synchronisation and the next launch maps it again, which costs more
+/// than a decode kernel. This pool keeps what it has mapped (threshold: unlimited) without
+/// changing the default pool other code in the process relies on.
+pub(crate) struct WorkspacePool(pub CUmemoryPool);
+
+impl WorkspacePool {
+    /// A pool on device `ordinal`, or `None` where the driver has no memory pools.
+    pub fn new(ordinal: i32) -> Option<Self> {
+        use cust::sys::*;
+        let props = CUmemPoolProps {
+            allocType: CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+            handleTypes: CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            location: CUmemLocation { type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal },
+            win32SecurityAttributes: std::ptr::null_mut(),
+            reserved: [0; 64],
+        };
+        let mut pool: CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: valid properties and out-pointer.
+        if unsafe { cuMemPoolCreate(&mut pool, &props) } != CUresult::CUDA_SUCCESS {
+            return None;
+        }
+        let pool = WorkspacePool(pool);
+        let mut keep_all = u64::MAX;
+        let attr = CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+        // SAFETY: the attribute takes a u64, passed by pointer.
+        let r = unsafe { cuMemPoolSetAttribute(pool.0, attr, &mut keep_all as *mut u64 as *mut c_void) };
+        (r == CUresult::CUDA_SUCCESS).then_some(pool)
+    }
+}
+
+impl Drop for WorkspacePool {
+    fn drop(&mut self) {
+        // SAFETY: the pool came from cuMemPoolCreate; with allocations still pending the driver
+        // releases it once they are freed.
+        unsafe { cust::sys::cuMemPoolDestroy(self.0) };
+    }
+}
+
+// SAFETY: a pool handle is a driver object usable from any thread of its context.
+unsafe impl Send for WorkspacePool {}
+// SAFETY: as above; the library only passes the handle to the driver.
+unsafe impl Sync for WorkspacePool {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_workspaces_are_bounded_in_streams_and_bytes() {
+        // A new stream while fewer than the most are kept, within the bytes.
+        assert!(admits(0, 0, None, 1 << 20));
+        assert!(admits(MAX_KEPT_STREAMS - 1, 0, None, 16));
+        assert!(!admits(MAX_KEPT_STREAMS, 0, None, 16));
+        // A kept stream grows within the bytes, counting its old workspace as freed.
+        assert!(admits(MAX_KEPT_STREAMS, MAX_KEPT_BYTES, Some(MAX_KEPT_BYTES / 2), MAX_KEPT_BYTES / 2));
+        assert!(admits(2, MAX_KEPT_BYTES - 16, Some(16), 32));
+        assert!(!admits(2, MAX_KEPT_BYTES - 16, Some(16), 48));
+        assert!(!admits(1, MAX_KEPT_BYTES / 2, None, MAX_KEPT_BYTES / 2 + 16));
+    }
 }

@@ -34,7 +34,7 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
     let Some(gpu) = gpu_or_skip("raw_entry_matches_the_cust_entry_from_another_thread") else { return };
     // GQA, causal with seqlen_q > seqlen_k (rows without keys), head_dim padded 80 -> 128.
     let params = AttentionParams::new(2, 150, 130, 4, 80).heads_kv(2).causal(true);
-    let (n_q, n_kv, n_lse) = params.contiguous_lens();
+    let (n_q, n_kv, n_lse) = params.contiguous_lens().unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let q = DeviceBuffer::from_slice(&random(n_q)).unwrap();
     let k = DeviceBuffer::from_slice(&random(n_kv)).unwrap();
@@ -47,7 +47,7 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
     // NaN-filled, so a launch that never happened shows.
     let out_raw = DeviceBuffer::from_slice(&vec![f16::NAN; n_q]).unwrap();
     let lse_raw = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse]).unwrap();
-    let bufs = Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(&out_raw), lse: Some(r(&lse_raw)), paged: None, varlen: None };
+    let bufs = Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(&out_raw), lse: Some(r(&lse_raw)) };
     std::thread::scope(|s| {
         s.spawn(|| {
             // A fresh thread has no current context: the raw entry binds the Gpu's.
@@ -76,17 +76,17 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
 fn raw_entry_validates_before_launching() {
     let Some(gpu) = gpu_or_skip("raw_entry_validates_before_launching") else { return };
     let params = AttentionParams::new(1, 64, 64, 2, 64);
-    let (n_q, n_kv, _) = params.contiguous_lens();
+    let (n_q, n_kv, _) = params.contiguous_lens().unwrap();
     let buf = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q.max(n_kv)]).unwrap();
     let short = BufferRef { ptr: buf.as_device_ptr().as_raw(), len: n_kv - 1 };
-    let bufs = Buffers { q: r(&buf), k: short, v: r(&buf), o: r(&buf), lse: None, paged: None, varlen: None };
+    let bufs = Buffers { q: r(&buf), k: short, v: r(&buf), o: r(&buf), lse: None };
     // SAFETY: rejected by the planner before anything is launched.
     let e = unsafe { gpu.attention_forward_raw(std::ptr::null_mut(), &params, &bufs) }.unwrap_err();
     assert!(matches!(e, Error::BufferTooSmall { tensor: "k", .. }), "{e}");
 
     // Nothing to compute: Ok without looking at the (null, empty) buffers.
     let none = BufferRef { ptr: 0, len: 0 };
-    let empty = Buffers { q: none, k: none, v: none, o: none, lse: None, paged: None, varlen: None };
+    let empty = Buffers { q: none, k: none, v: none, o: none, lse: None };
     // SAFETY: an empty call launches nothing.
     unsafe { gpu.attention_forward_raw(std::ptr::null_mut(), &AttentionParams::new(0, 64, 64, 2, 64), &empty) }.unwrap();
 }

@@ -5,6 +5,8 @@ use crate::arch::mma::{FragA, FragB, FragC, mma_m16n8k16_f32_bf16, mma_m16n8k16_
 /// A 16-bit floating-point element: how to multiply it on the tensor cores and how to round
 /// f32 results back into it.
 pub trait Element: Copy {
+    /// Its identity in the ABI (entry names, kernel markers).
+    const DTYPE: flashrs_abi::DType;
     /// `mma.sync` m16n8k16 with f32 accumulation on this element type.
     fn mma_m16n8k16(c: &mut FragC, a: &FragA, b: &FragB);
     /// Packs two f32 into one register of two elements (`lo` first in memory).
@@ -19,6 +21,7 @@ pub struct F16;
 pub struct Bf16;
 
 impl Element for F16 {
+    const DTYPE: flashrs_abi::DType = flashrs_abi::DType::F16;
     #[inline(always)]
     fn mma_m16n8k16(c: &mut FragC, a: &FragA, b: &FragB) {
         mma_m16n8k16_f32_f16(c, a, b)
@@ -30,6 +33,7 @@ impl Element for F16 {
 }
 
 impl Element for Bf16 {
+    const DTYPE: flashrs_abi::DType = flashrs_abi::DType::Bf16;
     #[inline(always)]
     fn mma_m16n8k16(c: &mut FragC, a: &FragA, b: &FragB) {
         mma_m16n8k16_f32_bf16(c, a, b)

@@ -1,8 +1,12 @@
 //! Device code: attention kernels written in Rust, compiled to PTX by rustc's NVPTX backend.
+//! What the host must agree on (parameters, tile configurations, kernel identities, grid
+//! order) is the `flashrs-abi` crate's.
 //!
 //! * [`arch`]: one tiny `#[inline(always)]` wrapper per PTX instruction family.
 //! * [`layout`]: shared-memory layouts (swizzles) and tile copies built on the wrappers.
 //! * [`fwd`]: the FlashAttention-2-style forward kernel (mma.sync path, sm_80+).
+//! * `hopper`: the FlashAttention-3-style forward kernel (TMA, wgmma; sm_90a builds only).
+//! * [`lse`] and [`mask`]: the softmax, log-sum-exp and masking arithmetic both share.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
 //! * [`bench`]: a spin kernel the benchmark's queued timing holds the stream with.
 //! * [`upload`]: a kernel that stores small host arrays passed in its parameters.
@@ -17,6 +21,8 @@ pub mod fwd;
 #[cfg(target_feature = "sm_90a")]
 pub mod hopper;
 pub mod layout;
+pub mod lse;
+pub mod mask;
 pub mod probes;
 pub mod upload;
 

@@ -6,23 +6,9 @@
 //! is launched (and into the graph node when captured), so [`upload_i32`] takes the values by
 //! value and stores them where they are needed, [`UPLOAD_I32_MAX`] per launch.
 //!
-//! This file is compiled twice: into the device crate and, through `#[path]`, into the host
-//! library, so both sides see one layout.
+//! The parameter's layout is the ABI crate's ([`flashrs_abi::upload`]), shared with the host.
 
-/// Values one launch carries: the parameter struct stays within the 4 KB every GPU takes.
-pub const UPLOAD_I32_MAX: usize = 1000;
-
-/// The parameters of [`upload_i32`].
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct UploadI32 {
-    /// Device address of the first destination element.
-    pub dst: u64,
-    /// Values to store (at most [`UPLOAD_I32_MAX`]).
-    pub len: u32,
-    /// The values; those past `len` are ignored.
-    pub vals: [i32; UPLOAD_I32_MAX],
-}
+pub use flashrs_abi::upload::{UPLOAD_I32_MAX, UploadI32};
 
 /// `ld.param.b32` of the i32 `byte` bytes into [`upload_i32`]'s parameter. Indexing `p.vals`
 /// in Rust would make LLVM copy the whole 4 KB parameter to local memory first (in every

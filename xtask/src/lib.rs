@@ -7,15 +7,23 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use flashrs_abi::Kernel;
+
 /// One PTX module to build: the `-C target-cpu` it is compiled for.
 #[derive(Clone, Copy, Debug)]
 pub struct Arch {
     /// rustc / ptxas name of the architecture, e.g. `sm_90a`.
     pub name: &'static str,
+    /// The GPUs that run this module, each of which ptxas assembles it for (the driver
+    /// compiles the PTX for the GPU it loads on: a kernel that spills on one of them is slow
+    /// there).
+    pub assembled_for: &'static [&'static str],
 }
 
-/// The modules the host embeds: a portable Ampere+ one and a Hopper one (wgmma, TMA).
-pub const ARCHES: [Arch; 2] = [Arch { name: "sm_80" }, Arch { name: "sm_90a" }];
+/// The modules the host embeds: a portable Ampere+ one (A100, and the 99 KB-per-CTA sm_86 and
+/// sm_89 GPUs) and a Hopper one (wgmma, TMA).
+pub const ARCHES: [Arch; 2] =
+    [Arch { name: "sm_80", assembled_for: &["sm_80", "sm_86", "sm_89"] }, Arch { name: "sm_90a", assembled_for: &["sm_90a"] }];
 
 /// Kernels whose names start with this prefix are hot: they must not spill.
 pub const HOT_PREFIX: &str = "flash_";
@@ -29,6 +37,9 @@ pub enum PtxError {
     UnresolvedCall { arch: &'static str, symbols: Vec<String> },
     /// A hot kernel spills registers to local memory.
     Spills { arch: &'static str, kernels: Vec<String> },
+    /// A kernel entry's name is not the one its configuration gives, or the module does not
+    /// hold exactly the kernels the ABI lists ([`check_kernels`]).
+    KernelIdentity { arch: &'static str, problems: Vec<String> },
 }
 
 impl fmt::Display for PtxError {
@@ -43,6 +54,9 @@ impl fmt::Display for PtxError {
             ),
             PtxError::Spills { arch, kernels } => {
                 write!(f, "{arch}: hot kernels use local memory (spills or stack): {}", kernels.join(", "))
+            }
+            PtxError::KernelIdentity { arch, problems } => {
+                write!(f, "{arch}: kernel entries do not match their configurations:\n  {}", problems.join("\n  "))
             }
         }
     }
@@ -138,6 +152,7 @@ impl Build {
         if !symbols.is_empty() {
             return Err(PtxError::UnresolvedCall { arch: arch.name, symbols });
         }
+        check_kernels(arch, &ptx)?;
         std::fs::create_dir_all(&self.out_dir).map_err(|e| io_err("creating PTX folder", e))?;
         let out = self.ptx_path(arch);
         // Rewrite only on change so that the host's build script does not rerun needlessly.
@@ -231,6 +246,51 @@ pub fn inject_entry_directives(ptx: &str) -> Result<String, String> {
     Ok(text)
 }
 
+/// Each `.entry` of a PTX module with the kernel marker its body holds, if any
+/// ([`flashrs_abi::kernel`]).
+pub fn marked_entries(ptx: &str) -> Vec<(&str, Option<Kernel>)> {
+    let mut out: Vec<(&str, Option<Kernel>)> = Vec::new();
+    for line in ptx.lines() {
+        if let Some(rest) = line.split(".entry ").nth(1).filter(|_| line.trim_start().starts_with(".entry") || line.contains(" .entry ")) {
+            out.push((rest.split('(').next().unwrap_or(rest).trim(), None));
+        } else if let (Some((_, marker)), Some(k)) = (out.last_mut(), Kernel::from_marker(line)) {
+            // A second marker in one body (two entries inlined into one) is a mismatch too.
+            *marker = if marker.is_some() { None } else { Some(k) };
+        }
+    }
+    out
+}
+
+/// Ties every kernel entry (`flash_*`) of the module built for `arch` to the configuration it
+/// instantiates: its marker must name an instantiated [`Kernel`] whose derived name is the
+/// entry's, and the module must hold every kernel of [`Kernel::all`] it should (the Hopper ones
+/// in the sm_90a module only) and no other.
+pub fn check_kernels(arch: Arch, ptx: &str) -> Result<(), PtxError> {
+    let mut problems = Vec::new();
+    let mut found = std::collections::HashSet::new();
+    for (name, kernel) in marked_entries(ptx) {
+        if !name.starts_with(HOT_PREFIX) {
+            continue;
+        }
+        match kernel {
+            None => problems.push(format!("{name}: no single kernel marker")),
+            Some(k) if k.to_string() != name => problems.push(format!("{name}: instantiates {k:?}, which is named {k}")),
+            Some(k) if !k.is_instantiated() => problems.push(format!("{name}: {k:?} is not in the ABI's tables")),
+            Some(k) => {
+                found.insert(k);
+            }
+        }
+    }
+    let hopper = arch.name == "sm_90a";
+    for k in Kernel::all().filter(|k| hopper || !k.needs_sm90a()) {
+        if !found.remove(&k) {
+            problems.push(format!("{k}: listed by the ABI, missing from the module"));
+        }
+    }
+    problems.extend(found.iter().map(|k| format!("{k}: in the module, not for this architecture")));
+    if problems.is_empty() { Ok(()) } else { Err(PtxError::KernelIdentity { arch: arch.name, problems }) }
+}
+
 /// Names of functions the PTX declares `.extern` but never defines.
 pub fn unresolved_calls(ptx: &str) -> Vec<String> {
     ptx.lines()
@@ -261,13 +321,19 @@ pub fn find_ptxas(root: &Path) -> Option<PathBuf> {
     Some(PathBuf::from("ptxas"))
 }
 
-/// Assembles `ptx` for `arch` with `ptxas -v` and returns each kernel's resource usage.
-pub fn ptxas_report(ptxas: &Path, ptx: &Path, arch: Arch) -> Result<Vec<KernelReport>, PtxError> {
-    let cubin = ptx.with_extension("cubin");
+/// Assembles `ptx` for the GPU architecture `gpu` (one of an [`Arch`]'s `assembled_for`) with
+/// `ptxas -v` into `<ptx>.<gpu>.cubin`, and returns each kernel's resource usage.
+pub fn ptxas_report(ptxas: &Path, ptx: &Path, gpu: &str) -> Result<Vec<KernelReport>, PtxError> {
+    let cubin = cubin_path(ptx, gpu);
     let mut cmd = Command::new(ptxas);
-    cmd.arg(format!("-arch={}", arch.name)).arg("-v").arg(ptx).arg("-o").arg(&cubin);
-    let text = run(&mut cmd, &format!("ptxas ({})", arch.name))?;
+    cmd.arg(format!("-arch={gpu}")).arg("-v").arg(ptx).arg("-o").arg(&cubin);
+    let text = run(&mut cmd, &format!("ptxas ({gpu})"))?;
     Ok(parse_ptxas(&text))
+}
+
+/// Where [`ptxas_report`] writes the cubin of `ptx` for `gpu`.
+pub fn cubin_path(ptx: &Path, gpu: &str) -> PathBuf {
+    ptx.with_extension(format!("{gpu}.cubin"))
 }
 
 /// Parses `ptxas -v` output into per-kernel reports.
@@ -302,8 +368,8 @@ fn number_before(line: &str, label: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Fails when a hot kernel spills.
-pub fn check_spills(arch: Arch, reports: &[KernelReport]) -> Result<(), PtxError> {
+/// Fails when a hot kernel spills on `gpu`.
+pub fn check_spills(gpu: &'static str, reports: &[KernelReport]) -> Result<(), PtxError> {
     let kernels: Vec<String> = reports
         .iter()
         // A stack frame in a hot kernel is a register array that went to local memory: as
@@ -313,7 +379,7 @@ pub fn check_spills(arch: Arch, reports: &[KernelReport]) -> Result<(), PtxError
             format!("{} ({} B spill stores, {} B spill loads, {} B stack)", r.name, r.spill_stores, r.spill_loads, r.stack_frame)
         })
         .collect();
-    if kernels.is_empty() { Ok(()) } else { Err(PtxError::Spills { arch: arch.name, kernels }) }
+    if kernels.is_empty() { Ok(()) } else { Err(PtxError::Spills { arch: gpu, kernels }) }
 }
 
 #[cfg(test)]
@@ -345,6 +411,55 @@ mod tests {
         assert!(inject_entry_directives(clash).is_err());
     }
 
+    /// A module whose entries carry the markers of `kernels`, named `names`.
+    fn module(entries: &[(String, Option<Kernel>)]) -> String {
+        let mut ptx = String::from(".version 8.0\n");
+        for (name, k) in entries {
+            ptx += &format!(".visible .entry {name}(\n\t.param .align 8 .b8 {name}_param_0[256]\n)\n{{\n");
+            if let Some(Kernel::Mma { dtype, variant, config: c }) = k {
+                ptx += &format!("\t// begin inline asm\n\t// flashrs-kernel: mma {} {} {} {} {} {} {}\n\t// end inline asm\n",
+                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
+            }
+            if let Some(Kernel::Sm90 { dtype, varlen, config: c }) = k {
+                ptx += &format!("\t// flashrs-kernel: sm90 {} {} {} {} {} {} {}\n",
+                    *varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32);
+            }
+            ptx += "\tret;\n}\n";
+        }
+        ptx
+    }
+
+    #[test]
+    fn kernel_entries_must_match_their_markers_and_the_abi() {
+        let sm80 = ARCHES[0];
+        let mma: Vec<(String, Option<Kernel>)> = Kernel::all().filter(|k| !k.needs_sm90a()).map(|k| (k.to_string(), Some(k))).collect();
+        assert!(check_kernels(sm80, &module(&mma)).is_ok());
+        let all: Vec<(String, Option<Kernel>)> = Kernel::all().map(|k| (k.to_string(), Some(k))).collect();
+        assert!(check_kernels(ARCHES[1], &module(&all)).is_ok());
+        let problems = |entries: &[(String, Option<Kernel>)]| match check_kernels(sm80, &module(entries)) {
+            Err(PtxError::KernelIdentity { problems, .. }) => problems,
+            other => panic!("expected a mismatch, got {other:?}"),
+        };
+        // Hopper kernels do not belong in the sm_80 module.
+        assert!(problems(&all).iter().any(|p| p.contains("not for this architecture")));
+        // An entry named for one configuration that instantiates another.
+        let mut swapped = mma.clone();
+        let (a, b) = (swapped[0].1, swapped[1].1);
+        (swapped[0].1, swapped[1].1) = (b, a);
+        let p = problems(&swapped);
+        assert_eq!(p.iter().filter(|p| p.contains("which is named")).count(), 2, "{p:?}");
+        assert_eq!(p.iter().filter(|p| p.contains("missing from the module")).count(), 2, "{p:?}");
+        // A missing entry, and an entry without its marker.
+        assert!(problems(&mma[1..]).iter().any(|p| p.contains("missing from the module")));
+        let mut unmarked = mma.clone();
+        unmarked[3].1 = None;
+        assert!(problems(&unmarked).iter().any(|p| p.contains("no single kernel marker")));
+        // Entries that are not kernels (probes, upload) need no marker.
+        let mut extra = mma.clone();
+        extra.push(("probe_mma_m16n8k16".into(), None));
+        assert!(check_kernels(sm80, &module(&extra)).is_ok());
+    }
+
     #[test]
     fn parses_ptxas_verbose_output() {
         let text = "ptxas info    : 0 bytes gmem\n\
@@ -370,8 +485,7 @@ mod tests {
             }
         );
         assert_eq!((r[1].registers, r[1].spill_stores, r[1].smem), (40, 0, 0));
-        let arch = ARCHES[1];
-        assert!(matches!(check_spills(arch, &r), Err(PtxError::Spills { .. })));
-        assert!(check_spills(arch, &r[1..]).is_ok());
+        assert!(matches!(check_spills("sm_90a", &r), Err(PtxError::Spills { .. })));
+        assert!(check_spills("sm_90a", &r[1..]).is_ok());
     }
 }

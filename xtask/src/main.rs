@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use xtask::{ARCHES, Build, KernelReport, check_spills, find_ptxas, ptxas_report};
+use xtask::{ARCHES, Build, KernelReport, check_spills, cubin_path, find_ptxas, ptxas_report};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,9 +18,10 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: cargo xtask build-ptx\n  compiles kernels-gpu to target/ptx/<arch>.ptx for {}, \
-                 rejects unresolved calls, and with ptxas (\\$PTXAS, .deps/bin/ptxas or PATH) \
-                 reports registers/spills/smem per kernel, failing if a hot kernel (flash_*) spills; \
-                 with nvdisasm it counts the tensor-core instructions in the SASS",
+                 rejects unresolved calls, checks that every kernel entry is named for the \
+                 configuration it instantiates, and with ptxas (\\$PTXAS, .deps/bin/ptxas or PATH) reports registers/spills/smem per kernel \
+                 for every GPU the module serves, failing if a hot kernel (flash_*) spills; with \
+                 nvdisasm it counts the tensor-core instructions in the SASS",
                 ARCHES.map(|a| a.name).join(", ")
             );
             ExitCode::FAILURE
@@ -32,6 +33,7 @@ fn build_ptx() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let build = Build::new(&root);
     let ptxas = find_ptxas(&root);
+    let mut summary = Vec::new();
     for arch in ARCHES {
         let ptx = build.build(arch)?;
         println!("{}: {}", arch.name, ptx.display());
@@ -39,10 +41,24 @@ fn build_ptx() -> Result<(), Box<dyn std::error::Error>> {
             println!("  ptxas not found (run scripts/setup.sh): skipped register/spill check");
             continue;
         };
-        let reports = ptxas_report(ptxas, &ptx, arch)?;
-        let sass = find_nvdisasm(&root).map(|d| sass_counts(&d, &ptx.with_extension("cubin")));
-        print_table(&reports, sass.as_ref());
-        check_spills(arch, &reports)?;
+        for &gpu in arch.assembled_for {
+            let reports = ptxas_report(ptxas, &ptx, gpu)?;
+            if gpu == arch.name {
+                let sass = find_nvdisasm(&root).map(|d| sass_counts(&d, &cubin_path(&ptx, gpu)));
+                print_table(&reports, sass.as_ref());
+            }
+            check_spills(gpu, &reports)?;
+            let hot: Vec<&KernelReport> = reports.iter().filter(|r| r.is_hot()).collect();
+            let most = hot.iter().max_by_key(|r| r.registers);
+            summary.push(format!(
+                "{gpu}: {} kernels, most registers {}",
+                hot.len(),
+                most.map_or("-".into(), |r| format!("{} ({})", r.registers, r.name))
+            ));
+        }
+    }
+    if !summary.is_empty() {
+        println!("build-ptx: no spills; {}", summary.join("; "));
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! What every example shares: random inputs, and the comparison with the CPU reference.
 use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, Element, Gpu, PagedKv};
+use flashrs::{AttentionParams, Element, Gpu, Pages};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
@@ -28,7 +28,7 @@ pub fn random<T: Element>(n: usize) -> Vec<T> {
 pub fn random_forward<T: Element>(gpu: &Gpu, p: &AttentionParams) -> Result<[Vec<T>; 4], Box<dyn std::error::Error>> {
     use cust::memory::{CopyDestination, DeviceBuffer};
     use cust::stream::{Stream, StreamFlags};
-    let (n_q, n_kv, _) = p.contiguous_lens();
+    let (n_q, n_kv, _) = p.contiguous_lens()?;
     let (q, k, v) = (random::<T>(n_q), random::<T>(n_kv), random::<T>(n_kv));
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
@@ -58,8 +58,8 @@ pub fn check_against_reference<T: Element>(p: &AttentionParams, q: &[T], k: &[T]
 // Each example compiles this module on its own; those without a paged cache do not use it.
 #[allow(dead_code)]
 pub struct PagedCaches<T> {
-    /// The shape ([`AttentionParams::paged`]).
-    pub paged: PagedKv,
+    /// The page geometry.
+    pub pages: Pages,
     /// K cache, `[num_pages, page_size, heads_kv, head_dim]`.
     pub k: Vec<T>,
     /// V cache, laid out like K.
@@ -74,7 +74,7 @@ pub struct PagedCaches<T> {
 #[allow(dead_code)]
 pub fn page_sequences<T: Element>(seqs: &[(Vec<T>, Vec<T>)], row: usize, page_size: usize) -> PagedCaches<T> {
     let longest = seqs.iter().map(|(k, _)| k.len() / row).max().unwrap_or(0);
-    let paged = PagedKv::for_batch(seqs.len(), longest, page_size);
+    let paged = Pages::for_batch(seqs.len(), longest, page_size).expect("a page count that fits");
     let mut free: Vec<usize> = (0..paged.num_pages).collect();
     free.shuffle(&mut rand::rng());
     let page_elems = page_size * row;
@@ -88,5 +88,5 @@ pub fn page_sequences<T: Element>(seqs: &[(Vec<T>, Vec<T>)], row: usize, page_si
             v_cache[page * page_elems..][..vp.len()].copy_from_slice(vp);
         }
     }
-    PagedCaches { paged, k: k_cache, v: v_cache, table }
+    PagedCaches { pages: paged, k: k_cache, v: v_cache, table }
 }

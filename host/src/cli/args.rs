@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
-use flashrs::attention::TileConfig;
+use flashrs::TileConfig;
 use flashrs::{DType, KernelPath};
 
 use super::configs::{self, ConfigChoice};
@@ -255,7 +255,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::{CommandFactory, Parser};
-    use flashrs::attention::config::CONFIGS;
+    use flashrs::tiles::CONFIGS;
 
     fn parse(args: &str) -> Result<BenchmarkArgs, clap::Error> {
         let cli = Cli::try_parse_from(["flashrs", "benchmark"].into_iter().chain(args.split_whitespace()))?;

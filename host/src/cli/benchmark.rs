@@ -30,6 +30,9 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
+    if args.path == flashrs::KernelPath::Wgmma && choice != super::configs::ConfigChoice::Default {
+        return Err(CliError::Usage("--config and --all-configs name mma.sync configurations; --path wgmma takes the Hopper kernels' own".into()));
+    }
     let rows: Vec<Row> = shapes.iter().map(|s| (*s, choice.for_head_dim(s.head_dim))).collect();
     runner::preflight(&rows, &opts)?;
 

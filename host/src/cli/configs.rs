@@ -1,7 +1,7 @@
 //! Tile configurations on the command line: their tags and which ones a row runs.
 
-use flashrs::attention::TileConfig;
-use flashrs::attention::config::{CONFIGS, padded_head_dim};
+use flashrs::TileConfig;
+use flashrs::tiles::{CONFIGS, padded_head_dim};
 
 /// Short name of a configuration, e.g. `d128_128x64w8s2`: the kernel name without its
 /// `flash_fwd_<dtype>_` prefix.
@@ -55,13 +55,12 @@ impl ConfigChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flashrs::DType;
-    use flashrs::attention::kernel_name;
+    use flashrs::{DType, Kernel, Variant};
 
     #[test]
     fn tags_are_kernel_name_suffixes_and_round_trip() {
         for c in &CONFIGS {
-            assert!(kernel_name(DType::Bf16, c).ends_with(&format!("_{}", tag(c))));
+            assert!(Kernel::Mma { dtype: DType::Bf16, variant: Variant::Plain, config: *c }.to_string().ends_with(&format!("_{}", tag(c))));
             assert_eq!(parse_tag(&tag(c)), Ok(*c));
         }
         let err = parse_tag("d128_1x1w1s1").unwrap_err();

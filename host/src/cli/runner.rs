@@ -1,9 +1,8 @@
 //! Our rows on the GPU: buffers, optional verification against the CPU reference, timing.
 
-use flashrs::attention::{BufferRef, Buffers, PagedBuffers, TileConfig, VarlenBuffers};
-use flashrs::bench::{BenchBuffers, TimingMode, time_plan};
+use flashrs::bench::{BenchBuffers, BenchLayout, TimingMode, time_plan};
 use flashrs::reference::RefInputs;
-use flashrs::{AttentionParams, DType, Gpu, KernelPath, PagedKv, Varlen};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, Gpu, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Target, TileConfig};
 
 use super::CliError;
 use super::configs::tag;
@@ -42,39 +41,49 @@ pub struct Options {
 }
 
 impl Options {
-    /// Our parameters for `shape` with `config` under these options.
-    pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> AttentionParams {
+    /// Our fixed-length parameters for `shape` with `config` under these options (the
+    /// benchmark's variable-length and paged rows are this batch, packed or paged: see
+    /// [`Options::layout`]).
+    pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> AttentionParams<'static> {
         let p = shape.params(self.dtype, self.path, config).num_splits(self.num_splits);
-        let mut p = if self.bhsd { p.layout_bhsd() } else { p };
-        if self.varlen {
-            // Equal lengths: the packed rows lie exactly where the contiguous batch's do (and
-            // `BenchBuffers` puts device offsets there too).
-            let offsets = |len: usize| (0..=shape.batch).map(|b| (b * len) as i32).collect();
-            p.varlen = Some(if self.device_offsets {
-                Varlen::Device { total_q: shape.batch * shape.seqlen_q, total_k: shape.batch * shape.seqlen_k }
-            } else {
-                Varlen::Host { cu_seqlens_q: offsets(shape.seqlen_q), cu_seqlens_k: offsets(shape.seqlen_k) }
-            });
-        }
-        match self.page_size {
-            Some(page) => p.paged(PagedKv::for_batch(shape.batch, shape.seqlen_k, page)),
-            None => p,
-        }
+        if self.bhsd { p.layout_bhsd() } else { p }
+    }
+
+    /// How each row stores its batch besides the plain tensors.
+    pub fn layout(&self) -> BenchLayout {
+        BenchLayout { packed: self.varlen.then_some(self.device_offsets), page_size: self.page_size }
     }
 }
 
-/// Plans every row against stand-in buffers (planning never touches the GPU), so that a shape
-/// or configuration no kernel can take fails before any GPU time is spent.
+/// Plans every row against stand-in buffers for an H100 (planning never touches the GPU), so
+/// that a shape or configuration no kernel can take fails before the GPU is opened. Each row is
+/// planned again for the GPU it runs on.
 pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // Aligned, disjoint (the planner refuses outputs that overlap inputs), and large enough for
     // any shape: 2^40 elements apart.
     let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
-    let paged = opts.page_size.map(|_| PagedBuffers { block_table: stand_in(5), seqused_k: None });
-    let varlen = opts.device_offsets.then(|| VarlenBuffers { cu_seqlens_q: stand_in(6), cu_seqlens_k: Some(stand_in(7)) });
-    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged, varlen };
+    // SAFETY: planning reads no index array.
+    let index = |i: u64| unsafe { DeviceIndex::from_raw(i << 41, 1 << 40) };
+    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None };
     for (shape, configs) in rows {
         for &config in configs {
-            opts.params(shape, config).plan(&bufs).map_err(|source| CliError::Row { row: shape.label(), source })?;
+            let base = opts.params(shape, config);
+            let layout = opts.layout();
+            let mut p = base.clone();
+            if let Some(device) = layout.packed {
+                let equal = |len: usize| (0..=shape.batch).map(|b| (b * len) as i32).collect::<Vec<_>>();
+                let (total_q, total_k) = (shape.batch * shape.seqlen_q, shape.batch * shape.seqlen_k);
+                p = p.rows(Rows::Packed(match device {
+                    true => Offsets::Device(DeviceOffsets { cu_seqlens_q: index(6), cu_seqlens_k: Some(index(7)), total_q, total_k }),
+                    false => Offsets::Host { cu_seqlens_q: equal(shape.seqlen_q), cu_seqlens_k: equal(shape.seqlen_k) },
+                }));
+            }
+            if let Some(page_size) = layout.page_size {
+                let pages = Pages::for_batch(shape.batch, shape.seqlen_k, page_size)
+                    .ok_or_else(|| CliError::Usage(format!("{}: page size {page_size} gives no page count", shape.label())))?;
+                p = p.paged(PagedKv { pages, block_table: index(5), seqused_k: None });
+            }
+            p.plan(&bufs, &Target::H100).map_err(|source| CliError::Row { row: shape.label(), source })?;
         }
     }
     Ok(())
@@ -87,39 +96,42 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
     let mut records = Vec::new();
     let mut bufs: Option<BenchBuffers> = None;
     for &config in configs {
-        let params = opts.params(shape, config);
+        let fixed = opts.params(shape, config);
         // Configurations share the inputs, except when verifying: then each gets a fresh
         // (zeroed) output, so that elements a kernel fails to write cannot keep the values an
         // earlier kernel left there.
         if bufs.is_none() || opts.verify {
-            bufs = Some(BenchBuffers::new(&params).map_err(row_err)?);
+            bufs = Some(BenchBuffers::new(&fixed, opts.layout()).map_err(row_err)?);
         }
         let bufs = bufs.as_ref().expect("allocated above");
+        let params = bufs.params(&fixed);
         // Planned for this GPU: decode rows are split across CTAs as the library would.
         let plan = gpu.plan_forward(&params, &bufs.refs(false)).map_err(row_err)?;
-        // Under `--path auto` the kernel that runs depends on the GPU (wgmma on sm_90a).
-        let kernel = plan.kernel_for(gpu.arch()).to_string();
+        let kernel = plan.kernel.to_string();
         let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel);
-        // The tile configuration describes the mma.sync kernel only.
-        record.config = (kernel == plan.kernel).then(|| tag(&plan.config));
+        // The tile configuration describes the mma.sync kernels only.
+        record.config = match plan.kernel {
+            Kernel::Mma { config, .. } => Some(tag(&config)),
+            Kernel::Sm90 { .. } => None,
+        };
         let splits = plan.split.as_ref().map(|s| format!("{} splits", s.num_splits));
         let pages = opts.page_size.map(|n| format!("pages of {n} rows"));
         let packed = opts.varlen.then(|| if opts.device_offsets { "varlen, device offsets" } else { "varlen" }.to_string());
         record.note = [packed, pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
-            time_plan(gpu, &plan, opts.path, 0, 1, TimingMode::Call).map_err(row_err)?;
-            let [q, k, v] = bufs.inputs_f32(opts.dtype, &params).map_err(row_err)?;
+            time_plan(gpu, &plan, 0, 1, TimingMode::Call).map_err(row_err)?;
+            let [q, k, v] = bufs.inputs_f32(opts.dtype, &fixed).map_err(row_err)?;
             let out = bufs.output_f32(opts.dtype).map_err(row_err)?;
             let what = format!("{} ({kernel})", shape.label());
-            // The packed rows of a variable-length row are the contiguous batch's.
-            let fixed = AttentionParams { varlen: None, ..params.clone() };
+            // The packed rows of a variable-length row, and a paged row's gathered caches, are
+            // the contiguous batch's.
             let outcome = verify::check(&fixed, &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
                 .into_result(&what)
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
         }
-        let t = time_plan(gpu, &plan, opts.path, opts.warmup, opts.iters, opts.timing).map_err(row_err)?;
+        let t = time_plan(gpu, &plan, opts.warmup, opts.iters, opts.timing).map_err(row_err)?;
         records.push(record.timed(t.median_ms, t.min_ms));
         done();
     }
@@ -144,17 +156,17 @@ mod tests {
     }
 
     #[test]
-    fn varlen_rows_pack_the_batch_and_plan_the_hopper_kernel_beside() {
+    fn varlen_and_paged_rows_plan_for_an_h100() {
         let s = Shape { batch: 3, heads_q: 4, heads_kv: 2, seqlen_q: 300, seqlen_k: 500, head_dim: 128, causal: true };
-        let p = Options { varlen: true, path: KernelPath::Auto, ..opts() }.params(&s, None);
-        let Some(Varlen::Host { cu_seqlens_q, cu_seqlens_k }) = &p.varlen else { panic!("host offsets expected") };
-        assert_eq!((&cu_seqlens_q[..], &cu_seqlens_k[..]), (&[0, 300, 600, 900][..], &[0, 500, 1000, 1500][..]));
-        assert_eq!((p.batch, p.seqlen_q, p.seqlen_k), (3, 300, 500));
-        preflight(&[(s, vec![None])], &Options { varlen: true, ..opts() }).unwrap();
-        let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
-        let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None, paged: None, varlen: None };
-        let plan = p.plan(&bufs).unwrap();
-        assert!(plan.kernel.starts_with("flash_fwd_varlen_") && plan.wgmma.is_some(), "{}", plan.kernel);
+        let auto = Options { path: KernelPath::Auto, ..opts() };
+        for device_offsets in [false, true] {
+            let o = Options { varlen: true, device_offsets, ..auto };
+            assert_eq!(o.layout(), BenchLayout { packed: Some(device_offsets), page_size: None });
+            preflight(&[(s, vec![None])], &o).unwrap();
+        }
+        preflight(&[(s, vec![None])], &Options { page_size: Some(16), ..auto }).unwrap();
+        preflight(&[(s, vec![None])], &Options { page_size: Some(16), varlen: true, ..auto }).unwrap();
+        assert!(preflight(&[(s, vec![None])], &Options { page_size: Some(0), ..auto }).is_err());
     }
 
     #[test]
@@ -162,7 +174,7 @@ mod tests {
         let s = Shape { batch: 1, heads_q: 4, heads_kv: 4, seqlen_q: 128, seqlen_k: 128, head_dim: 100, causal: false };
         let err = preflight(&[(s, vec![None])], &opts()).unwrap_err().to_string();
         assert!(err.contains("D=100") && err.contains("head_dim"), "{err}");
-        let small = *flashrs::attention::config::CONFIGS.iter().find(|c| c.head_dim < 256).unwrap();
+        let small = *flashrs::tiles::CONFIGS.iter().find(|c| c.head_dim < 256).unwrap();
         let err = preflight(&[(Shape { head_dim: 256, ..s }, vec![Some(small)])], &opts()).unwrap_err().to_string();
         assert!(err.contains("D=256") && err.contains("config"), "{err}");
     }

@@ -1,6 +1,6 @@
 //! The shapes a benchmark run times: the standard sweep, narrowed or overridden by options.
 
-use flashrs::attention::TileConfig;
+use flashrs::TileConfig;
 use flashrs::{AttentionParams, DType, KernelPath};
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +37,7 @@ pub struct Shape {
 
 impl Shape {
     /// Library parameters for this shape (contiguous `[batch, seqlen, heads, head_dim]`).
-    pub fn params(&self, dtype: DType, path: KernelPath, config: Option<TileConfig>) -> AttentionParams {
+    pub fn params(&self, dtype: DType, path: KernelPath, config: Option<TileConfig>) -> AttentionParams<'static> {
         let p = AttentionParams::new(self.batch, self.seqlen_q, self.seqlen_k, self.heads_q, self.head_dim)
             .heads_kv(self.heads_kv)
             .causal(self.causal)

@@ -150,7 +150,7 @@ mod tests {
     use flashrs::reference::reference_forward;
 
     fn inputs(p: &AttentionParams) -> [Vec<f32>; 3] {
-        let (nq, nk, _) = p.contiguous_lens();
+        let (nq, nk, _) = p.contiguous_lens().unwrap();
         // Deterministic values in (-1, 1), different per tensor.
         let fill = |n: usize, salt: usize| (0..n).map(|i| (((i * 7919 + salt) % 1000) as f32 / 500.0) - 1.0).collect();
         [fill(nq, 1), fill(nk, 2), fill(nk, 3)]

@@ -19,26 +19,11 @@
 #[derive(Clone, Copy)]
 pub struct TensorMap(pub [u64; 16]);
 
-/// A [`TensorMap`] as a by-value kernel parameter (host mirror:
-/// `flashrs::tensor_map::TensorMapParam`): 48 bytes of padding, the map, 16 bytes of padding.
-///
-/// Why the padding: rustc's `ptx-kernel` ABI cannot declare a parameter aligned beyond 16 bytes
-/// (an `align(64)` struct makes it panic), and ptxas lays parameters out by their absolute
-/// offset in the constant bank, which starts at 0x210 (16 mod 64) on sm_90. A `TensorMapParam`
-/// that starts the parameter list (or follows other `TensorMapParam`s: the size is a multiple
-/// of 64) has its map at bank offset 0x240 + 192 * i, 64-byte aligned as TMA requires. Place
-/// every `TensorMapParam` before all other parameters; [`tensor_map_aligned`] checks at run time.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-pub struct TensorMapParam {
-    _head: [u64; 6],
-    /// The encoded map (`CUtensorMap` bytes).
-    pub map: [u64; 16],
-    _tail: [u64; 2],
-}
-
-/// Byte offset of [`TensorMapParam::map`] within the parameter.
-pub const TENSOR_MAP_PARAM_OFFSET: u64 = 48;
+/// A [`TensorMap`] as a by-value kernel parameter, and where in it the map lies: the ABI
+/// crate's layout ([`flashrs_abi::tma`], which says why the padding), shared with the host.
+/// Place every `TensorMapParam` before all other parameters; [`tensor_map_aligned`] checks at
+/// run time.
+pub use flashrs_abi::tma::{TENSOR_MAP_PARAM_OFFSET, TensorMapParam};
 
 /// Generic address of the map inside a by-value [`TensorMapParam`] kernel parameter.
 ///

@@ -5,7 +5,7 @@ use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
 use crate::arch::mma::{FragA, FragC};
 use crate::dtype::Element;
 use crate::layout::{LaneAddr, SmemTile};
-use super::params::FwdParams;
+use flashrs_abi::FwdParams;
 
 /// One thread's cursor for copying consecutive `ROWS x D` tiles of a `[seqlen, D]` matrix from
 /// global memory into swizzled shared tiles with cp.async.

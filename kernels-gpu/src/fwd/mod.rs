@@ -6,15 +6,13 @@
 //! cp.async ring in shared memory; each warp computes its scores in registers, folds them
 //! into an online softmax, and accumulates O in f32, normalising once at the end.
 //!
-//! Split as in FlashAttention-3: [`scheduler`] (which tile a CTA computes), [`mainloop`]
-//! (copies and GEMMs), [`mask`], [`softmax`], [`epilogue`], [`split_merge`] (split-KV's
-//! reduction); [`config`] and [`params`] are shared with the host.
-pub mod config;
+//! Split as in FlashAttention-3: [`mainloop`] (copies and GEMMs), [`softmax`],
+//! [`epilogue`], [`split_merge`] (split-KV's reduction), [`warp_merge`] (decode tiles' warps),
+//! the masking of [`crate::mask`];
+//! which tile a CTA computes, the tile configurations and the parameters are the ABI crate's
+//! ([`flashrs_abi::grid`], [`flashrs_abi::tiles`], [`FwdParams`]), shared with the host.
 pub mod epilogue;
 pub mod mainloop;
-pub mod mask;
-pub mod params;
-pub mod scheduler;
 pub mod softmax;
 pub mod split_merge;
 pub mod warp_merge;
@@ -25,12 +23,11 @@ use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
 use crate::arch::smem::dsmem_base;
 use crate::dtype::{Bf16, Element, F16};
 use crate::layout::SmemTile;
-use config::{CONFIGS, TileConfig};
 use epilogue::{store_lse, store_o};
+use flashrs_abi::grid::{Extent, div_rem, tile_for_block};
+use flashrs_abi::{FwdParams, TileConfig, Variant};
 use mainloop::{PagedCursor, TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
-use mask::Mask;
-use params::FwdParams;
-use scheduler::{Extent, tile_for_block};
+use crate::mask::Mask;
 use softmax::Softmax;
 
 /// Waits until at most `STAGES - 2` copy groups are pending: the tile about to be used landed.
@@ -83,7 +80,7 @@ unsafe fn flash_fwd<
     let warp_row0 = wm * MT * 16;
     let warp_key0 = wn * (BN / WN);
     // Split-KV: the split is the fastest-varying index, so a query block's splits run together.
-    let (block, split) = if SPLIT { scheduler::div_rem(block_idx_x(), p.num_splits) } else { (block_idx_x(), 0) };
+    let (block, split) = if SPLIT { div_rem(block_idx_x(), p.num_splits) } else { (block_idx_x(), 0) };
     let tile = tile_for_block(p, block);
     let m0 = tile.m_block * BM as u32;
     // Per-CTA sequence extent: variable-length launches read their sequence's first rows and
@@ -96,7 +93,7 @@ unsafe fn flash_fwd<
     if VARLEN && m0 >= seqlen_q {
         return;
     }
-    let (b, h, h_kv) = (tile.batch as i64, tile.head as i64, scheduler::div_rem(tile.head, p.group).0 as i64);
+    let (b, h, h_kv) = (tile.batch as i64, tile.head as i64, div_rem(tile.head, p.group).0 as i64);
     let [qb, qr, qh] = p.q_strides;
     let [kb, kr, kh] = p.k_strides;
     let [vb, vr, vh] = p.v_strides;
@@ -228,98 +225,37 @@ unsafe fn flash_fwd<
     }
 }
 
-/// Declares one kernel entry per (element type, configuration). Entry names are
-/// `flash_fwd_<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`, which the host derives from [`CONFIGS`].
-macro_rules! fwd_kernels {
-    ($($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
-        fwd_kernels!(@one $f16, F16, $cfg);
-        fwd_kernels!(@one $bf16, Bf16, $cfg);
+/// Declares the entry points of one [`Variant`], one per (configuration of its table, element
+/// type): the kernel body with the per-CTA sequence lookup, the key-range split and the
+/// block-table addressing compiled in as the variant needs (the plain entries compile all out;
+/// split-capable ones write O and the log-sum-exp directly when a launch has one split). Each
+/// entry carries its [`flashrs_abi::kernel`] marker, from which the build checks that its name
+/// is the one [`flashrs_abi::Kernel`] derives from the same configuration.
+macro_rules! mma_kernels {
+    ($variant:ident: $($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
+        mma_kernels!(@one $variant, $f16, F16, $idx);
+        mma_kernels!(@one $variant, $bf16, Bf16, $idx);
     )*};
-    (@one $name:ident, $t:ty, $cfg:literal) => {
-        /// Forward attention entry point (see the module docs); launch with the geometry of
-        /// its [`TileConfig`].
+    (@one $variant:ident, $name:ident, $t:ty, $idx:literal) => {
+        /// Forward attention entry point (see the module docs and [`FwdParams`]); launch with
+        /// the geometry of its [`TileConfig`].
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
-            const C: TileConfig = CONFIGS[$cfg];
+            const V: Variant = Variant::$variant;
+            const C: TileConfig = V.configs()[$idx];
             unsafe {
+                core::arch::asm!("// flashrs-kernel: mma {v} {t} {d} {bm} {bn} {w} {s}", v = const V.code(),
+                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
+                    bn = const C.block_n, w = const C.warps, s = const C.stages, options(nomem, nostack, preserves_flags));
                 flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
                     { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
-                    { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, false, false, false>(&p)
+                    { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, { V.varlen() }, { V.split() }, { V.paged() }>(&p)
             }
         }
     };
 }
 
-/// Declares the variable-length (`flash_fwd_varlen_*`), split-KV (`flash_fwd_split_*`), paged
-/// (`flash_fwd_paged_*`), split variable-length (`flash_fwd_varlen_split_*`) or paged
-/// variable-length (`flash_fwd_varlen_paged_*`) entries of one configuration of
-/// [`config::VARLEN_CONFIGS`] / [`config::SPLIT_CONFIGS`]: the same kernel body with the
-/// per-CTA sequence lookup, the key-range split and the block-table addressing compiled in as
-/// each variant needs (the plain entries compile all out). Split-capable entries write O and
-/// the log-sum-exp directly when a launch has one split.
-macro_rules! fwd_variant_kernels {
-    ($table:ident, $varlen:literal, $split:literal, $paged:literal: $($cfg:literal => $f16:ident, $bf16:ident;)*) => {$(
-        fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $f16, F16, $cfg);
-        fwd_variant_kernels!(@one $table, $varlen, $split, $paged, $bf16, Bf16, $cfg);
-    )*};
-    (@one $table:ident, $varlen:literal, $split:literal, $paged:literal, $name:ident, $t:ty, $cfg:literal) => {
-        /// Variable-length, split-KV or paged forward entry point (see [`FwdParams`]); launch
-        /// with the geometry of its [`TileConfig`].
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
-            const C: TileConfig = config::$table[$cfg];
-            unsafe {
-                flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
-                    { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
-                    { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, $varlen, $split, $paged>(&p)
-            }
-        }
-    };
-}
-
-fwd_variant_kernels! { VARLEN_CONFIGS, true, false, false:
-    0 => flash_fwd_varlen_f16_d64_128x64w4s2, flash_fwd_varlen_bf16_d64_128x64w4s2;
-    1 => flash_fwd_varlen_f16_d128_128x64w8s2, flash_fwd_varlen_bf16_d128_128x64w8s2;
-    2 => flash_fwd_varlen_f16_d256_128x64w8s2, flash_fwd_varlen_bf16_d256_128x64w8s2;
-}
-
-fwd_variant_kernels! { SPLIT_CONFIGS, false, true, false:
-    0 => flash_fwd_split_f16_d64_128x64w4s2, flash_fwd_split_bf16_d64_128x64w4s2;
-    1 => flash_fwd_split_f16_d128_64x64w4s2, flash_fwd_split_bf16_d128_64x64w4s2;
-    2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
-    3 => flash_fwd_split_f16_d128_16x128w4s2, flash_fwd_split_bf16_d128_16x128w4s2;
-    4 => flash_fwd_split_f16_d128_16x64w4s2, flash_fwd_split_bf16_d128_16x64w4s2;
-    5 => flash_fwd_split_f16_d64_16x64w4s2, flash_fwd_split_bf16_d64_16x64w4s2;
-}
-
-fwd_variant_kernels! { SPLIT_CONFIGS, false, true, true:
-    0 => flash_fwd_paged_f16_d64_128x64w4s2, flash_fwd_paged_bf16_d64_128x64w4s2;
-    1 => flash_fwd_paged_f16_d128_64x64w4s2, flash_fwd_paged_bf16_d128_64x64w4s2;
-    2 => flash_fwd_paged_f16_d256_128x64w8s2, flash_fwd_paged_bf16_d256_128x64w8s2;
-    3 => flash_fwd_paged_f16_d128_16x128w4s2, flash_fwd_paged_bf16_d128_16x128w4s2;
-    4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
-    5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
-}
-
-fwd_variant_kernels! { SPLIT_CONFIGS, true, true, false:
-    0 => flash_fwd_varlen_split_f16_d64_128x64w4s2, flash_fwd_varlen_split_bf16_d64_128x64w4s2;
-    1 => flash_fwd_varlen_split_f16_d128_64x64w4s2, flash_fwd_varlen_split_bf16_d128_64x64w4s2;
-    2 => flash_fwd_varlen_split_f16_d256_128x64w8s2, flash_fwd_varlen_split_bf16_d256_128x64w8s2;
-    3 => flash_fwd_varlen_split_f16_d128_16x128w4s2, flash_fwd_varlen_split_bf16_d128_16x128w4s2;
-    4 => flash_fwd_varlen_split_f16_d128_16x64w4s2, flash_fwd_varlen_split_bf16_d128_16x64w4s2;
-    5 => flash_fwd_varlen_split_f16_d64_16x64w4s2, flash_fwd_varlen_split_bf16_d64_16x64w4s2;
-}
-
-fwd_variant_kernels! { SPLIT_CONFIGS, true, true, true:
-    0 => flash_fwd_varlen_paged_f16_d64_128x64w4s2, flash_fwd_varlen_paged_bf16_d64_128x64w4s2;
-    1 => flash_fwd_varlen_paged_f16_d128_64x64w4s2, flash_fwd_varlen_paged_bf16_d128_64x64w4s2;
-    2 => flash_fwd_varlen_paged_f16_d256_128x64w8s2, flash_fwd_varlen_paged_bf16_d256_128x64w8s2;
-    3 => flash_fwd_varlen_paged_f16_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_d128_16x128w4s2;
-    4 => flash_fwd_varlen_paged_f16_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_d128_16x64w4s2;
-    5 => flash_fwd_varlen_paged_f16_d64_16x64w4s2, flash_fwd_varlen_paged_bf16_d64_16x64w4s2;
-}
-
-fwd_kernels! {
+mma_kernels! { Plain:
     0 => flash_fwd_f16_d64_128x64w4s2, flash_fwd_bf16_d64_128x64w4s2;
     1 => flash_fwd_f16_d64_128x128w8s2, flash_fwd_bf16_d64_128x128w8s2;
     2 => flash_fwd_f16_d64_128x64w4s3, flash_fwd_bf16_d64_128x64w4s3;
@@ -332,4 +268,52 @@ fwd_kernels! {
     9 => flash_fwd_f16_d128_16x128w4s2, flash_fwd_bf16_d128_16x128w4s2;
     10 => flash_fwd_f16_d128_16x64w4s2, flash_fwd_bf16_d128_16x64w4s2;
     11 => flash_fwd_f16_d64_16x64w4s2, flash_fwd_bf16_d64_16x64w4s2;
+    12 => flash_fwd_f16_d256_64x32w8s2, flash_fwd_bf16_d256_64x32w8s2;
+}
+
+mma_kernels! { Varlen:
+    0 => flash_fwd_varlen_f16_d64_128x64w4s2, flash_fwd_varlen_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_f16_d128_128x64w8s2, flash_fwd_varlen_bf16_d128_128x64w8s2;
+    2 => flash_fwd_varlen_f16_d256_128x64w8s2, flash_fwd_varlen_bf16_d256_128x64w8s2;
+    3 => flash_fwd_varlen_f16_d256_64x32w8s2, flash_fwd_varlen_bf16_d256_64x32w8s2;
+}
+
+mma_kernels! { Split:
+    0 => flash_fwd_split_f16_d64_128x64w4s2, flash_fwd_split_bf16_d64_128x64w4s2;
+    1 => flash_fwd_split_f16_d128_64x64w4s2, flash_fwd_split_bf16_d128_64x64w4s2;
+    2 => flash_fwd_split_f16_d256_128x64w8s2, flash_fwd_split_bf16_d256_128x64w8s2;
+    3 => flash_fwd_split_f16_d128_16x128w4s2, flash_fwd_split_bf16_d128_16x128w4s2;
+    4 => flash_fwd_split_f16_d128_16x64w4s2, flash_fwd_split_bf16_d128_16x64w4s2;
+    5 => flash_fwd_split_f16_d64_16x64w4s2, flash_fwd_split_bf16_d64_16x64w4s2;
+    6 => flash_fwd_split_f16_d256_64x32w8s2, flash_fwd_split_bf16_d256_64x32w8s2;
+}
+
+mma_kernels! { Paged:
+    0 => flash_fwd_paged_f16_d64_128x64w4s2, flash_fwd_paged_bf16_d64_128x64w4s2;
+    1 => flash_fwd_paged_f16_d128_64x64w4s2, flash_fwd_paged_bf16_d128_64x64w4s2;
+    2 => flash_fwd_paged_f16_d256_128x64w8s2, flash_fwd_paged_bf16_d256_128x64w8s2;
+    3 => flash_fwd_paged_f16_d128_16x128w4s2, flash_fwd_paged_bf16_d128_16x128w4s2;
+    4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
+    5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
+    6 => flash_fwd_paged_f16_d256_64x32w8s2, flash_fwd_paged_bf16_d256_64x32w8s2;
+}
+
+mma_kernels! { VarlenSplit:
+    0 => flash_fwd_varlen_split_f16_d64_128x64w4s2, flash_fwd_varlen_split_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_split_f16_d128_64x64w4s2, flash_fwd_varlen_split_bf16_d128_64x64w4s2;
+    2 => flash_fwd_varlen_split_f16_d256_128x64w8s2, flash_fwd_varlen_split_bf16_d256_128x64w8s2;
+    3 => flash_fwd_varlen_split_f16_d128_16x128w4s2, flash_fwd_varlen_split_bf16_d128_16x128w4s2;
+    4 => flash_fwd_varlen_split_f16_d128_16x64w4s2, flash_fwd_varlen_split_bf16_d128_16x64w4s2;
+    5 => flash_fwd_varlen_split_f16_d64_16x64w4s2, flash_fwd_varlen_split_bf16_d64_16x64w4s2;
+    6 => flash_fwd_varlen_split_f16_d256_64x32w8s2, flash_fwd_varlen_split_bf16_d256_64x32w8s2;
+}
+
+mma_kernels! { VarlenPaged:
+    0 => flash_fwd_varlen_paged_f16_d64_128x64w4s2, flash_fwd_varlen_paged_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_paged_f16_d128_64x64w4s2, flash_fwd_varlen_paged_bf16_d128_64x64w4s2;
+    2 => flash_fwd_varlen_paged_f16_d256_128x64w8s2, flash_fwd_varlen_paged_bf16_d256_128x64w8s2;
+    3 => flash_fwd_varlen_paged_f16_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_d128_16x128w4s2;
+    4 => flash_fwd_varlen_paged_f16_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_d128_16x64w4s2;
+    5 => flash_fwd_varlen_paged_f16_d64_16x64w4s2, flash_fwd_varlen_paged_bf16_d64_16x64w4s2;
+    6 => flash_fwd_varlen_paged_f16_d256_64x32w8s2, flash_fwd_varlen_paged_bf16_d256_64x32w8s2;
 }

@@ -2,10 +2,11 @@
 //!
 //! Each lane holds two rows of every 16-row tile (`lane/4` and `lane/4 + 8`) and, of each row,
 //! the columns `2*(lane%4) + {0,1}` of every 8-column tile; a row's four holders are the four
-//! lanes of a quad, so row reductions take two butterfly shuffles.
-use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32, rcp_approx_f32};
+//! lanes of a quad, so row reductions take two butterfly shuffles. The arithmetic is
+//! [`crate::lse`]'s, shared with the Hopper kernels.
 use crate::arch::mma::FragC;
 use crate::arch::shfl::{quad_max_f32 as quad_max, quad_sum_f32 as quad_sum};
+use crate::lse;
 
 /// Running max and (lane-partial) sum of `2 * MT` rows.
 pub struct Softmax<const MT: usize> {
@@ -14,8 +15,6 @@ pub struct Softmax<const MT: usize> {
     /// This lane's share of the running sum of `2^(s*scale_log2 - max*scale_log2)`.
     pub sum: [[f32; 2]; MT],
 }
-
-
 
 impl<const MT: usize> Softmax<MT> {
     /// No rows seen yet.
@@ -40,20 +39,18 @@ impl<const MT: usize> Softmax<MT> {
                     m = m.max(s[mt][j][2 * h]).max(s[mt][j][2 * h + 1]);
                 }
                 let m = quad_max(m);
-                // A row that has seen only masked keys keeps max = -inf; subtracting 0 instead
-                // of -inf keeps its probabilities at 0 rather than NaN.
-                let base = if m == f32::NEG_INFINITY { 0.0 } else { m * scale_log2 };
-                let alpha = ex2_approx_f32(self.max[mt][h] * scale_log2 - base);
+                let neg_base = lse::neg_base(m, scale_log2);
+                let alpha = lse::exp_scaled(self.max[mt][h], scale_log2, neg_base);
                 self.max[mt][h] = m;
                 let mut rowsum = 0.0;
                 for j in 0..SN {
                     for e in 0..2 {
-                        let p = ex2_approx_f32(s[mt][j][2 * h + e] * scale_log2 - base);
+                        let p = lse::exp_scaled(s[mt][j][2 * h + e], scale_log2, neg_base);
                         s[mt][j][2 * h + e] = p;
                         rowsum += p;
                     }
                 }
-                self.sum[mt][h] = self.sum[mt][h] * alpha + rowsum;
+                self.sum[mt][h] = lse::rescaled_sum(self.sum[mt][h], alpha, rowsum);
                 for j in 0..ON {
                     o[mt][j][2 * h] *= alpha;
                     o[mt][j][2 * h + 1] *= alpha;
@@ -66,22 +63,18 @@ impl<const MT: usize> Softmax<MT> {
     /// scaled scores (`-inf`, with `o` = 0, for rows that saw no key).
     #[inline(always)]
     pub fn finish<const ON: usize>(&self, o: &mut [[FragC; ON]; MT], scale_log2: f32) -> [[f32; 2]; MT] {
-        let mut lse = [[0.0; 2]; MT];
+        let mut out = [[0.0; 2]; MT];
         for mt in 0..MT {
             for h in 0..2 {
                 let sum = quad_sum(self.sum[mt][h]);
-                let inv = if sum == 0.0 { 0.0 } else { rcp_approx_f32(sum) };
+                let inv = lse::inv_sum(sum);
                 for j in 0..ON {
                     o[mt][j][2 * h] *= inv;
                     o[mt][j][2 * h + 1] *= inv;
                 }
-                lse[mt][h] = if sum == 0.0 {
-                    f32::NEG_INFINITY
-                } else {
-                    (self.max[mt][h] * scale_log2 + lg2_approx_f32(sum)) * core::f32::consts::LN_2
-                };
+                out[mt][h] = lse::of_row(self.max[mt][h], scale_log2, sum);
             }
         }
-        lse
+        out
     }
 }

@@ -9,13 +9,13 @@
 //! sum_s exp(lse_s - lse) O_s`; rows no split saw a key for get 0 and `-inf`.
 use crate::arch::atom::atom_acq_rel_gpu_add1_u32_to_shared;
 use crate::arch::barrier::bar_sync;
-use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32};
 use crate::arch::shfl::{shfl_sync_bfly_f32, shfl_sync_idx_u32};
 use crate::arch::smem::{ld_global_cg_f32, ld_global_cg_v2_f32, ld_global_cg_v4_f32, ld_shared_b32};
 use crate::dtype::Element;
+use crate::lse;
 
-use super::config::MAX_SPLITS;
-use super::params::FwdParams;
+use flashrs_abi::tiles::MAX_SPLITS;
+use flashrs_abi::FwdParams;
 
 /// f32 registers of partial outputs a lane holds at once: `D / 32` columns each of `2048 / D`
 /// splits (16 splits for head_dim 128), whose loads are all in flight together. The merge is
@@ -104,9 +104,8 @@ unsafe fn merge_row<T: Element, const D: usize>(p: &FwdParams, bh: u32, i: u32, 
     for x in [16, 8, 4, 2, 1] {
         m = m.max(shfl_sync_bfly_f32(m, x));
     }
-    const LOG2E: f32 = core::f32::consts::LOG2_E;
-    let base = if m == f32::NEG_INFINITY { 0.0 } else { m };
-    let e = ex2_approx_f32((l - base) * LOG2E);
+    let base = lse::merge_base(m);
+    let e = lse::part_weight(l, base);
     let mut sum = e;
     for x in [16, 8, 4, 2, 1] {
         sum += shfl_sync_bfly_f32(sum, x);
@@ -138,7 +137,6 @@ unsafe fn merge_row<T: Element, const D: usize>(p: &FwdParams, bh: u32, i: u32, 
         }
     }
     if lane == 0 && p.lse != 0 {
-        let lse = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
-        unsafe { *(p.lse as *mut f32).add(out.lse + i as usize) = lse };
+        unsafe { *(p.lse as *mut f32).add(out.lse + i as usize) = lse::merged(base, sum) };
     }
 }

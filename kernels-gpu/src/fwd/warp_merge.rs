@@ -7,9 +7,9 @@
 //! normalised partial outputs and log-sum-exps of the same rows, which merge like split-KV
 //! partials: `lse = log sum_w exp(lse_w)`, `O = sum_w exp(lse_w - lse) O_w`.
 use crate::arch::barrier::bar_sync;
-use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32};
 use crate::arch::mma::FragC;
 use crate::arch::smem::{ld_shared_v4, st_shared_v4};
+use crate::lse;
 
 /// Bytes of shared memory [`merge_warps`] needs for `WN` warps of `MT x ON` fragments.
 pub const fn scratch_bytes(wn: usize, mt: usize, on: usize) -> usize {
@@ -34,7 +34,7 @@ pub fn owns<const ON: usize, const WN: usize>(j: usize, wn: usize) -> bool {
 #[inline(always)]
 pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
     o: &mut [[FragC; ON]; MT],
-    lse: &mut [[f32; 2]; MT],
+    out: &mut [[f32; 2]; MT],
     scratch: u32,
     wn: usize,
     lane: usize,
@@ -52,11 +52,10 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
                 unsafe { st_shared_v4(at(wn, mt * ON + j), o[mt][j].map(f32::to_bits)) };
             }
         }
-        let l = [lse[mt][0].to_bits(), lse[mt][1].to_bits(), 0, 0];
+        let l = [out[mt][0].to_bits(), out[mt][1].to_bits(), 0, 0];
         unsafe { st_shared_v4(at(wn, MT * ON + mt), l) };
     }
     bar_sync();
-    const LOG2E: f32 = core::f32::consts::LOG2_E;
     for mt in 0..MT {
         // Each warp's weight for the lane's two rows: exp(lse_w - lse).
         let mut weight = [[0.0f32; WN]; 2];
@@ -65,14 +64,12 @@ pub unsafe fn merge_warps<const MT: usize, const ON: usize, const WN: usize>(
             for (w, p) in part.iter_mut().enumerate() {
                 *p = f32::from_bits(unsafe { ld_shared_v4(at(w, MT * ON + mt)) }[h]);
             }
-            let m = part.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-            // Rows no warp saw a key for keep O = 0 and lse = -inf.
-            let base = if m == f32::NEG_INFINITY { 0.0 } else { m };
-            let e = part.map(|l| ex2_approx_f32((l - base) * LOG2E));
+            let base = lse::merge_base(part.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)));
+            let e = part.map(|l| lse::part_weight(l, base));
             let sum: f32 = e.iter().sum();
             let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
             weight[h] = e.map(|x| x * inv);
-            lse[mt][h] = if sum > 0.0 { base + lg2_approx_f32(sum) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
+            out[mt][h] = lse::merged(base, sum);
         }
         // One copy of the sums per warp index, so that each warp issues only its own
         // fragments' (a runtime `owns` test would predicate every fragment's code instead).

@@ -20,7 +20,7 @@ use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::shfl::shfl_sync_idx_u32;
 use crate::arch::smem::ld_shared_b32;
 use crate::arch::wgmma::FragA;
-use crate::fwd::params::FwdParams;
+use flashrs_abi::FwdParams;
 
 /// `v`, hidden from the optimiser: what is computed from it cannot be hoisted above this point.
 #[inline(always)]

@@ -3,7 +3,7 @@
 //! Accumulator layout of `wgmma m64nNk16` (f32): thread (warp `w` of the warpgroup, lane
 //! `4g + t`) holds `s[4i + 2h + j]` = row `16w + g + 8h`, column `8i + 2t + j`.
 
-pub use crate::fwd::mask::Mask;
+pub use crate::mask::Mask;
 
 impl Mask {
     /// Sets masked scores to `-inf`. `row` is the thread's first row (`h = 0`), `col` its

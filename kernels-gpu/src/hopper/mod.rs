@@ -11,8 +11,8 @@
 //! consumers which tile each Q belongs to through a shared-memory slot. The other two or three warpgroups are consumers ([`consumer`]):
 //! they claim the registers (`setmaxnreg.inc`), and each computes 64 rows with `wgmma`
 //! ([`gemm`]), masking ([`mask`]) and an online softmax in registers ([`softmax`]), then writes
-//! O and the log-sum-exp ([`epilogue`]) and hands the Q tile back. [`config`] (shared with the
-//! host) lists the instantiations: a FlashAttention-3 schedule (softmax overlapping `P V`, the
+//! O and the log-sum-exp ([`epilogue`]) and hands the Q tile back. [`flashrs_abi::sm90`]
+//! (shared with the host) lists the instantiations: a FlashAttention-3 schedule (softmax overlapping `P V`, the
 //! consumers taking turns at the tensor cores) and a serial twin per head dimension; head_dim
 //! 64 with two and with three consumer warpgroups.
 //!
@@ -20,7 +20,6 @@
 //! [`FwdParams`] as the mma.sync kernels. Their `.entry` headers get `.maxntid` and
 //! `.minnctapersm` from the build (see [`entry_directives`]), without which ptxas would ignore
 //! `setmaxnreg` and could allocate more registers than all the warpgroups may hold.
-pub mod config;
 pub mod consumer;
 pub mod epilogue;
 pub mod gemm;
@@ -37,9 +36,9 @@ use crate::arch::ids::{thread_idx_x, warp_id};
 use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
-use crate::dtype::{Bf16, F16};
-use crate::fwd::params::FwdParams;
-use config::{CONFIGS, HopperConfig};
+use crate::dtype::{Bf16, Element, F16};
+use flashrs_abi::FwdParams;
+use flashrs_abi::sm90::{CONFIGS, HopperConfig};
 use gemm::WgElement;
 use pipeline::empty_arrivals;
 use producer::Maps;
@@ -124,10 +123,9 @@ unsafe fn flash_fwd_sm90<
     }
 }
 
-/// Declares one kernel entry per (element type, configuration, fixed or variable length);
-/// persistent configurations reuse their non-persistent twin's entry (only the launch
-/// differs). Entry names are `flash_fwd_sm90[_varlen]_<dtype>_d<D>_<BM>x<BN>s<stages>`
-/// (`_serial` for the serial schedule), which the host derives from [`CONFIGS`].
+/// Declares one kernel entry per (element type, configuration, fixed or variable length), each
+/// with its [`flashrs_abi::kernel`] marker (the build checks the name against it). A launch
+/// runs it one CTA per work tile or persistent; the entry is the same.
 macro_rules! sm90_kernels {
     ($($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
         sm90_kernels!(@one $f16, F16, $cfg, $varlen);
@@ -141,6 +139,11 @@ macro_rules! sm90_kernels {
         pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, p: FwdParams) {
             const C: HopperConfig = CONFIGS[$cfg];
             entry_directives::<{ C.threads() }>();
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {bn} {s} {c} {pipe}", v = const $varlen as u32,
+                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bn = const C.block_n,
+                    s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32, options(nomem, nostack, preserves_flags));
+            }
             let maps = Maps {
                 q: crate::param_tensor_map!($name, 0),
                 k: crate::param_tensor_map!($name, 1),
@@ -163,7 +166,7 @@ sm90_kernels! {
     5, false => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
     6, false => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
     7, false => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
-    // Variable-length twins of the defaults ([`config::DEFAULTS`]).
+    // Variable-length twins of the defaults ([`flashrs_abi::sm90::DEFAULTS`]).
     0, true => flash_fwd_sm90_varlen_f16_d64_192x128s3, flash_fwd_sm90_varlen_bf16_d64_192x128s3;
     1, true => flash_fwd_sm90_varlen_f16_d128_128x128s2, flash_fwd_sm90_varlen_bf16_d128_128x128s2;
     2, true => flash_fwd_sm90_varlen_f16_d256_128x64s2, flash_fwd_sm90_varlen_bf16_d256_128x64s2;

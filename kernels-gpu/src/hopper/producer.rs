@@ -13,7 +13,7 @@ use super::scheduler::{NO_TILE, Work, claim_next, first_tile, retire, tile_count
 use super::smem::Smem;
 use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_arrive_expect_tx};
 use crate::arch::smem::st_shared_b32;
-use crate::fwd::params::FwdParams;
+use flashrs_abi::FwdParams;
 use crate::arch::tma::{TensorMap, cp_async_bulk_tensor_4d_g2s, prefetch_tensormap};
 
 /// The CTA's tensor maps (4-D views `[head_dim, seqlen, heads, batch]`, innermost first, boxes

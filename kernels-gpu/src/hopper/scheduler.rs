@@ -2,8 +2,8 @@
 use crate::arch::atom::{atom_acq_rel_gpu_add_u32, atom_relaxed_gpu_add_u32};
 use crate::arch::ids::{block_idx_x, grid_dim_x};
 use crate::arch::shfl::shfl_sync_idx_u32;
-use crate::fwd::params::FwdParams;
-use crate::fwd::scheduler::{Extent, Tile, div_rem, tile_for_block};
+use flashrs_abi::FwdParams;
+use flashrs_abi::grid::{Extent, Tile, div_rem, tile_for_block};
 
 /// The work of one CTA.
 #[derive(Clone, Copy)]

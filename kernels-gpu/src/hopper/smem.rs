@@ -6,7 +6,7 @@
 //! `SWIZZLE_128B` writes, and the K-major (Q, K) or MN-major (V) layout the wgmma descriptors
 //! read. Tiles start on 1024-byte boundaries (the swizzle's period), so descriptors need no
 //! base offset.
-use super::config::q_buffers;
+use flashrs_abi::sm90::q_buffers;
 
 /// The CTA's dynamic shared memory, for head dimension `D`, `BM` query rows, `BN` keys per
 /// stage and `STAGES` stages. Layout: the Q tiles (`BM x D` each, [`Self::Q_BUFFERS`] of

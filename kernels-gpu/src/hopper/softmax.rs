@@ -1,13 +1,10 @@
 //! Online softmax over a consumer warpgroup's score accumulator (layout: see [`super::mask`]).
 //!
 //! A thread holds two rows (`h = 0, 1`); each row's values are spread over the 4 lanes of a
-//! quad (`t = 0..4`), so row reductions take two butterfly shuffles. Scores are exponentiated
-//! with `ex2`, the softmax scale folded into one FMA: `p = 2^(s * scale_log2 - max * scale_log2)`.
-use crate::arch::ex2::{ex2_approx_f32, lg2_approx_f32, rcp_approx_f32};
-use crate::arch::fma::fma_rn_f32;
+//! quad (`t = 0..4`), so row reductions take two butterfly shuffles. The arithmetic is
+//! [`crate::lse`]'s, shared with the mma.sync kernels.
 use crate::arch::shfl::{quad_max_f32 as quad_max, quad_sum_f32 as quad_sum};
-
-
+use crate::lse;
 
 /// Running max and (lane-partial) sum of the thread's two rows.
 pub struct OnlineSoftmax {
@@ -36,21 +33,19 @@ impl OnlineSoftmax {
                 m = m.max(s[4 * i + 2 * h]).max(s[4 * i + 2 * h + 1]);
             }
             let m = quad_max(m);
-            // A row that has seen only masked keys keeps max = -inf; subtracting 0 instead of
-            // -inf keeps its probabilities at 0 rather than NaN.
-            let neg_base = if m == f32::NEG_INFINITY { 0.0 } else { -(m * scale_log2) };
-            alpha[h] = ex2_approx_f32(fma_rn_f32(self.max[h], scale_log2, neg_base));
+            let neg_base = lse::neg_base(m, scale_log2);
+            alpha[h] = lse::exp_scaled(self.max[h], scale_log2, neg_base);
             self.max[h] = m;
             let mut rowsum = 0.0;
             for i in 0..SN / 4 {
                 for j in 0..2 {
                     let e = 4 * i + 2 * h + j;
-                    let p = ex2_approx_f32(fma_rn_f32(s[e], scale_log2, neg_base));
+                    let p = lse::exp_scaled(s[e], scale_log2, neg_base);
                     s[e] = p;
                     rowsum += p;
                 }
             }
-            self.sum[h] = fma_rn_f32(self.sum[h], alpha[h], rowsum);
+            self.sum[h] = lse::rescaled_sum(self.sum[h], alpha[h], rowsum);
         }
         alpha
     }
@@ -59,19 +54,15 @@ impl OnlineSoftmax {
     /// scaled scores (`-inf`, with `o` = 0, for rows that saw no key).
     #[inline(always)]
     pub fn finish<const ON: usize>(&self, o: &mut [f32; ON], scale_log2: f32) -> [f32; 2] {
-        let mut lse = [0.0; 2];
+        let mut out = [0.0; 2];
         let mut inv = [0.0; 2];
         for h in 0..2 {
             let sum = quad_sum(self.sum[h]);
-            inv[h] = if sum == 0.0 { 0.0 } else { rcp_approx_f32(sum) };
-            lse[h] = if sum == 0.0 {
-                f32::NEG_INFINITY
-            } else {
-                fma_rn_f32(self.max[h], scale_log2, lg2_approx_f32(sum)) * core::f32::consts::LN_2
-            };
+            inv[h] = lse::inv_sum(sum);
+            out[h] = lse::of_row(self.max[h], scale_log2, sum);
         }
         rescale(o, inv);
-        lse
+        out
     }
 }
 

@@ -1,7 +1,5 @@
-//! Launch parameters of the forward kernels.
-//!
-//! This file is compiled twice: into the device crate and, through `#[path]`, into the host
-//! library, so the `#[repr(C)]` layout both sides see comes from one source.
+//! Launch parameters of the forward kernels: the one `#[repr(C)]` struct every forward entry
+//! point takes by value (the Hopper ones after their three tensor maps).
 
 /// Everything one forward launch needs, passed by value as the kernel's only parameter.
 ///
@@ -13,7 +11,7 @@
 /// strides unused), `seqlen_q`/`seqlen_k` are then the maxima, and `lse` is f32
 /// `[heads_q, total_q]`. The offsets may come unchecked from the caller's device memory: the
 /// kernels clamp every sequence into `0..total_q` / `0..total_k` and to the maxima (see
-/// `fwd::scheduler::Extent::varlen`), so no offset sends a read or write outside the packed
+/// [`crate::grid::Extent::varlen`]), so no offset sends a read or write outside the packed
 /// tensors. Split and paged variable-length launches (`flash_fwd_varlen_split_*`,
 /// `flash_fwd_varlen_paged_*`) keep their split workspace rows at the longest sequence's
 /// `seqlen_q` per (batch, head). Paged variable-length launches take only the query
@@ -102,11 +100,11 @@ pub struct FwdParams {
     pub last_page: u32,
     /// Causal launches: the query blocks of this many consecutive (batch, head) pairs share
     /// one heaviest-first order in the grid (0 or 1: each pair's blocks on their own; see
-    /// `fwd::scheduler::tile_for_block`).
+    /// [`crate::grid::tile_for_block`]).
     pub interleave: u32,
     /// Hopper persistent launches: device address of two u32 counters, zero at launch (the
     /// next work tile to claim, less the grid size, and the CTAs done claiming; the last CTA
     /// zeroes both again), so that CTAs take work tiles as they free up; 0: each CTA walks
-    /// every grid-size-th tile (see `hopper::scheduler`).
+    /// every grid-size-th tile (see the device crate's `hopper::scheduler`).
     pub tile_counter: u64,
 }

@@ -1,7 +1,10 @@
-//! Maps a CTA to the (batch, head, query block) it computes.
+//! Grid order and sequence extents: which (batch, head, query block) a CTA computes, and where
+//! a sequence's rows lie in the (packed) tensors. Both kernel families use these, and the host
+//! plans by them (the interleave groups) and relies on them (the clamps that keep unchecked
+//! device offsets inside the tensors), so they are part of the contract.
 use core::num::NonZeroU32;
 
-use super::params::FwdParams;
+use crate::params::FwdParams;
 
 /// `a / b` and `a % b` without the divide-by-zero panic path (which would leave unresolved
 /// calls in the PTX). The host guarantees `b > 0`.

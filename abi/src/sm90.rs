@@ -1,10 +1,9 @@
-//! Tile shapes of the Hopper (wgmma) forward kernels, one per padded head dimension.
-//!
-//! Compiled into both the device crate and the host library (through `#[path]`), like
-//! `fwd/config.rs`, so launch geometry and kernel names come from one table.
+//! Tile shapes of the Hopper (wgmma) forward kernels: the table their entry points are
+//! instantiated from, and the launch geometry (threads, shared memory, register split) each
+//! shape implies.
 
 /// Tile shape of one Hopper forward kernel instantiation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HopperConfig {
     /// Padded head dimension (a multiple of 64: K/V/Q tiles are 64-column TMA boxes); inputs
     /// with a smaller head_dim are zero-filled by TMA past their last column.
@@ -22,11 +21,6 @@ pub struct HopperConfig {
     /// `t - 1`, the consumer warpgroups taking turns at the tensor cores); `false` is the
     /// serial schedule (each GEMM waited for at once), kept as a reference and for debugging.
     pub pipelined: bool,
-    /// Launch one CTA per SM, each claiming work tiles from a launch counter as it frees up
-    /// (barriers set up once; the next tile's Q, where two Q tiles fit, and its first K/V
-    /// tiles loading while the current tile computes and stores), instead of one CTA per
-    /// tile. The same kernel serves both: only the host's grid and counter differ.
-    pub persistent: bool,
 }
 
 impl HopperConfig {
@@ -90,40 +84,47 @@ pub const fn q_buffers(q_bytes: usize, kv_bytes: usize, stages: usize) -> usize 
     if smem_bytes(q_bytes, kv_bytes, stages, 2) <= MAX_SMEM { 2 } else { 1 }
 }
 
-/// Every configuration: the pipelined kernels (the default per padded head dimension, then
-/// head_dim 64 with two consumer warpgroups, its default before the three-warpgroup one, kept
-/// to compare), their serial twins (kernels 0..8 are instantiated, each for f16 and bf16), and
-/// persistent launches of the pipelined kernels.
-pub const CONFIGS: [HopperConfig; 12] = [
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: false, persistent: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true, persistent: true },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true, persistent: true },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true, persistent: true },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true, persistent: true },
+/// Every instantiated configuration (each for f16 and bf16): the pipelined kernels (the default
+/// per padded head dimension, then head_dim 64 with two consumer warpgroups, its default before
+/// the three-warpgroup one, kept to compare), then their serial twins. Each can be launched one
+/// CTA per work tile or persistent (one CTA per SM claiming tiles); the kernel is the same.
+pub const CONFIGS: [HopperConfig; 8] = [
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: false },
+    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: false },
+    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: false },
+    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: false },
 ];
 
-/// Index into [`CONFIGS`] of the default for each padded head dimension (64, 128, 256); these
-/// also have a variable-length kernel (persistent or not, through the same entry).
+/// Index into [`CONFIGS`] of the default for each padded head dimension
+/// ([`crate::tiles::HEAD_DIMS`]); these also have a variable-length kernel.
 pub const DEFAULTS: [usize; 3] = [0, 1, 2];
-
-/// The padded head dimensions, smallest first.
-pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
 /// The default configuration for `head_dim` (padded up to 64, 128 or 256), if any serves it.
 pub const fn default_config(head_dim: usize) -> Option<HopperConfig> {
+    let dims = crate::tiles::HEAD_DIMS;
     let mut i = 0;
-    while i < HEAD_DIMS.len() {
-        if head_dim <= HEAD_DIMS[i] {
+    while i < dims.len() {
+        if head_dim <= dims[i] {
             return Some(CONFIGS[DEFAULTS[i]]);
         }
         i += 1;
     }
     None
+}
+
+/// True when `c` is one of the defaults, which also have a variable-length kernel.
+pub const fn is_default(c: &HopperConfig) -> bool {
+    let mut i = 0;
+    while i < DEFAULTS.len() {
+        let d = CONFIGS[DEFAULTS[i]];
+        if d.head_dim == c.head_dim && d.block_n == c.block_n && d.stages == c.stages && d.consumers == c.consumers && d.pipelined == c.pipelined {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }

@@ -1,5 +1,6 @@
-//! Key-length and causal masking of score fragments (the `mma.sync` layout; the wgmma
-//! layout's [`Mask::apply_wgmma`] is in `hopper::mask`).
+//! Key-length and causal masking: which keys a query row sees (both kernel families), and
+//! applying that to the `mma.sync` fragment layout (the wgmma layout's `Mask::apply_wgmma` is
+//! in `hopper::mask`).
 use crate::arch::mma::FragC;
 
 /// Which keys each query row may see.

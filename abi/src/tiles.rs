@@ -1,11 +1,9 @@
-//! Tile shapes of the forward kernels, one per padded head dimension.
-//!
-//! Compiled into both the device crate and the host library (through `#[path]`), so the host's
-//! launch geometry (threads, shared memory, grid) and the kernels' const generics come from
-//! this one table.
+//! Tile shapes of the `mma.sync` forward kernels: the tables their entry points are
+//! instantiated from, and the launch geometry (threads, shared memory) each shape implies.
+//! The host's launch geometry and the kernels' const generics come from these tables alone.
 
 /// Tile shape of one forward kernel instantiation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TileConfig {
     /// Padded head dimension the kernel is compiled for (inputs with a smaller head_dim are
     /// zero-padded on load).
@@ -47,8 +45,10 @@ impl TileConfig {
 /// shared-memory reads per MMA (each K/V fragment feeds two MMAs) but sit near the 255-register
 /// limit: head_dim 128 fits them only with 32-row K/V tiles (64-row ones spill).
 /// A CTA's threads must cover whole 8-row swizzle groups per copy pass: `threads >=
-/// 8 * head_dim / 8`, so head_dim 256 needs 8 warps.
-pub const CONFIGS: [TileConfig; 12] = [
+/// 8 * head_dim / 8`, so head_dim 256 needs 8 warps. The last one, head_dim 256 in 64-row
+/// blocks whose warp pairs split each tile's keys, is the one that fits the 99 KB a CTA may
+/// have on sm_86 and sm_89 (RTX 30xx/40xx, A10, L4, L40).
+pub const CONFIGS: [TileConfig; 13] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 128, warps: 8, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 3 },
@@ -61,7 +61,13 @@ pub const CONFIGS: [TileConfig; 12] = [
     TileConfig { head_dim: 128, block_m: 16, block_n: 128, warps: 4, stages: 2 },
     TileConfig { head_dim: 128, block_m: 16, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 16, block_n: 64, warps: 4, stages: 2 },
+    SMALL_D256,
 ];
+
+/// Head_dim 256 in the least shared memory: 64 query rows, 32-key tiles, 8 warps (so 2 per 16
+/// rows, each taking half of every tile's keys), 96 KB. Every table has it, so that GPUs whose
+/// CTAs get 99 KB (sm_86, sm_89) or 163 KB (sm_80) run every variant at head_dim 256.
+pub const SMALL_D256: TileConfig = TileConfig { head_dim: 256, block_m: 64, block_n: 32, warps: 8, stages: 2 };
 
 /// The default configuration for each padded head dimension (64, 128, 256): the fastest
 /// measured on the H100 over the standard sweep (see the README's benchmark section).
@@ -71,13 +77,14 @@ pub const DEFAULTS: [TileConfig; 3] = [
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
 ];
 
-/// Configurations of the variable-length kernels (`flash_fwd_varlen_*`), one per padded head
-/// dimension (same order as [`HEAD_DIMS`]): the per-CTA sequence bounds cost registers, so
-/// these leave headroom below the 255-register limit.
-pub const VARLEN_CONFIGS: [TileConfig; 3] = [
+/// Configurations of the variable-length kernels (`flash_fwd_varlen_*`): first the default for
+/// each padded head dimension (same order as [`HEAD_DIMS`]; the per-CTA sequence bounds cost
+/// registers, so these leave headroom below the 255-register limit), then [`SMALL_D256`].
+pub const VARLEN_CONFIGS: [TileConfig; 4] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 128, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
+    SMALL_D256,
 ];
 
 /// Configurations of the split-KV and paged kernels (`flash_fwd_split_*`, `flash_fwd_paged_*`),
@@ -87,13 +94,14 @@ pub const VARLEN_CONFIGS: [TileConfig; 3] = [
 /// keys; the others can be forced for tuning. Head_dim 128 takes 128-key tiles for decode: on
 /// the H100 they beat 64-key ones on every decode row measured (one CTA per SM, each K/V
 /// stage twice as large).
-pub const SPLIT_CONFIGS: [TileConfig; 6] = [
+pub const SPLIT_CONFIGS: [TileConfig; 7] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 128, block_m: 64, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 256, block_m: 128, block_n: 64, warps: 8, stages: 2 },
     TileConfig { head_dim: 128, block_m: 16, block_n: 128, warps: 4, stages: 2 },
     TileConfig { head_dim: 128, block_m: 16, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 16, block_n: 64, warps: 4, stages: 2 },
+    SMALL_D256,
 ];
 
 /// Most split-KV CTAs per query block: the merge gives each split one lane of a warp.

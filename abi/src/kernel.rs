@@ -1,0 +1,299 @@
+//! The identity of every kernel entry point: family, variant, element type and configuration.
+//!
+//! A [`Kernel`] names one entry point of the PTX modules. Its entry name is derived from it in
+//! exactly one place, its [`Display`](core::fmt::Display) implementation, which the host uses
+//! to look the function up. [`Kernel::all`] lists every entry the device crate instantiates.
+//!
+//! # Markers
+//!
+//! Each device entry point carries a comment in its PTX body, emitted from the constants it is
+//! instantiated with (an empty inline-assembly statement with `const` operands):
+//!
+//! ```text
+//! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages>
+//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined>
+//! ```
+//!
+//! with [`Variant::code`], [`DType::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
+//! it back, so a build can check without a GPU that every entry's name is the name of the
+//! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
+use core::fmt;
+
+use crate::dtype::DType;
+use crate::sm90::{self, HopperConfig};
+use crate::tiles::{self, TileConfig};
+
+/// The text before a kernel marker's fields (see the module docs).
+pub const MARKER: &str = "flashrs-kernel:";
+
+/// What an `mma.sync` entry point compiles in besides the plain kernel: the per-CTA sequence
+/// lookup of packed variable-length batches, the key-range split with its partial epilogue and
+/// merge (split-capable entries write the output directly when a launch has one split), and
+/// block-table addressing of a paged K/V cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// `[batch, seqlen, heads, head_dim]` tensors.
+    Plain,
+    /// Packed variable-length sequences.
+    Varlen,
+    /// Split-KV.
+    Split,
+    /// Paged K/V cache (split-capable).
+    Paged,
+    /// Packed variable-length sequences, split-capable (decode-shaped calls).
+    VarlenSplit,
+    /// Packed queries against a paged K/V cache (split-capable).
+    VarlenPaged,
+}
+
+impl Variant {
+    /// Every variant, in the order of their codes.
+    pub const ALL: [Variant; 6] = [Variant::Plain, Variant::Varlen, Variant::Split, Variant::Paged, Variant::VarlenSplit, Variant::VarlenPaged];
+
+    /// Per-CTA sequence lookup from the offsets.
+    pub const fn varlen(self) -> bool {
+        matches!(self, Variant::Varlen | Variant::VarlenSplit | Variant::VarlenPaged)
+    }
+    /// Key-range split (taken when a launch has more than one split).
+    pub const fn split(self) -> bool {
+        matches!(self, Variant::Split | Variant::Paged | Variant::VarlenSplit | Variant::VarlenPaged)
+    }
+    /// Block-table K/V addressing.
+    pub const fn paged(self) -> bool {
+        matches!(self, Variant::Paged | Variant::VarlenPaged)
+    }
+    /// The configurations this variant is instantiated for.
+    pub const fn configs(self) -> &'static [TileConfig] {
+        match self {
+            Variant::Plain => &tiles::CONFIGS,
+            Variant::Varlen => &tiles::VARLEN_CONFIGS,
+            _ => &tiles::SPLIT_CONFIGS,
+        }
+    }
+    /// The variant's part of an entry name.
+    const fn infix(self) -> &'static str {
+        match self {
+            Variant::Plain => "",
+            Variant::Varlen => "varlen_",
+            Variant::Split => "split_",
+            Variant::Paged => "paged_",
+            Variant::VarlenSplit => "varlen_split_",
+            Variant::VarlenPaged => "varlen_paged_",
+        }
+    }
+    /// Number of this variant in kernel markers.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+    /// The variant of marker number `code`.
+    pub const fn from_code(code: u32) -> Option<Variant> {
+        if (code as usize) < Variant::ALL.len() { Some(Variant::ALL[code as usize]) } else { None }
+    }
+}
+
+/// One kernel entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// A FlashAttention-2-style `mma.sync` kernel (sm_80 and newer; in both modules).
+    Mma {
+        /// Element type.
+        dtype: DType,
+        /// What it compiles in.
+        variant: Variant,
+        /// Its tile configuration, one of [`Variant::configs`].
+        config: TileConfig,
+    },
+    /// A FlashAttention-3-style Hopper kernel (TMA, wgmma; in the sm_90a module only).
+    Sm90 {
+        /// Element type.
+        dtype: DType,
+        /// The variable-length twin (only the defaults have one, [`sm90::is_default`]).
+        varlen: bool,
+        /// Its tile configuration, one of [`sm90::CONFIGS`].
+        config: HopperConfig,
+    },
+}
+
+impl Kernel {
+    /// Every kernel the device crate instantiates: each `mma.sync` variant for each
+    /// configuration of its table, then each Hopper configuration and, for the defaults, its
+    /// variable-length twin; each for f16 and bf16.
+    pub fn all() -> impl Iterator<Item = Kernel> + Clone {
+        let mma = Variant::ALL.into_iter().flat_map(|variant| {
+            variant.configs().iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, variant, config }))
+        });
+        let sm90 = sm90::CONFIGS.into_iter().flat_map(|config| {
+            let twins = if sm90::is_default(&config) { 2 } else { 1 };
+            [false, true].into_iter().take(twins).flat_map(move |varlen| DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config }))
+        });
+        mma.chain(sm90)
+    }
+
+    /// True when the device crate instantiates this kernel (it is one of [`Kernel::all`]).
+    pub fn is_instantiated(&self) -> bool {
+        match *self {
+            Kernel::Mma { variant, config, .. } => variant.configs().contains(&config),
+            Kernel::Sm90 { varlen, config, .. } => sm90::CONFIGS.contains(&config) && (!varlen || sm90::is_default(&config)),
+        }
+    }
+
+    /// True for kernels only the sm_90a module holds.
+    pub const fn needs_sm90a(&self) -> bool {
+        matches!(self, Kernel::Sm90 { .. })
+    }
+
+    /// Element type.
+    pub const fn dtype(&self) -> DType {
+        match *self {
+            Kernel::Mma { dtype, .. } | Kernel::Sm90 { dtype, .. } => dtype,
+        }
+    }
+
+    /// The padded head dimension it computes.
+    pub const fn head_dim(&self) -> usize {
+        match self {
+            Kernel::Mma { config, .. } => config.head_dim,
+            Kernel::Sm90 { config, .. } => config.head_dim,
+        }
+    }
+
+    /// Query rows per CTA (per work tile).
+    pub const fn block_m(&self) -> usize {
+        match self {
+            Kernel::Mma { config, .. } => config.block_m,
+            Kernel::Sm90 { config, .. } => config.block_m(),
+        }
+    }
+
+    /// Key rows per K/V tile.
+    pub const fn block_n(&self) -> usize {
+        match self {
+            Kernel::Mma { config, .. } => config.block_n,
+            Kernel::Sm90 { config, .. } => config.block_n,
+        }
+    }
+
+    /// Threads per CTA.
+    pub const fn threads(&self) -> usize {
+        match self {
+            Kernel::Mma { config, .. } => config.threads(),
+            Kernel::Sm90 { config, .. } => config.threads(),
+        }
+    }
+
+    /// Dynamic shared memory per CTA, bytes.
+    pub const fn smem_bytes(&self) -> usize {
+        match self {
+            Kernel::Mma { config, .. } => config.smem_bytes(),
+            Kernel::Sm90 { config, .. } => config.smem_bytes(),
+        }
+    }
+
+    /// The kernel a marker line describes (the text from [`MARKER`] on, or a PTX line holding
+    /// it), if it is one.
+    pub fn from_marker(line: &str) -> Option<Kernel> {
+        let (_, rest) = line.split_once(MARKER)?;
+        let mut words = rest.split_whitespace();
+        let family = words.next()?;
+        let mut n = [0usize; 7];
+        for x in n.iter_mut() {
+            *x = words.next()?.parse().ok()?;
+        }
+        if words.next().is_some() {
+            return None;
+        }
+        let flag = |x: usize| match x {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        };
+        let dtype = DType::from_code(u32::try_from(n[1]).ok()?)?;
+        match family {
+            "mma" => {
+                let variant = Variant::from_code(u32::try_from(n[0]).ok()?)?;
+                let config = TileConfig { head_dim: n[2], block_m: n[3], block_n: n[4], warps: n[5], stages: n[6] };
+                Some(Kernel::Mma { dtype, variant, config })
+            }
+            "sm90" => {
+                let config = HopperConfig { head_dim: n[2], block_n: n[3], stages: n[4], consumers: n[5], pipelined: flag(n[6])? };
+                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The entry point's name: `flash_fwd_[<variant>_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>` for
+/// `mma.sync` kernels, `flash_fwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]` for
+/// Hopper ones.
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kernel::Mma { dtype, variant, config: c } => {
+                let (v, t) = (variant.infix(), dtype.name());
+                write!(f, "flash_fwd_{v}{t}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
+            }
+            Kernel::Sm90 { dtype, varlen, config: c } => {
+                let (v, t) = (if *varlen { "varlen_" } else { "" }, dtype.name());
+                let serial = if c.pipelined { "" } else { "_serial" };
+                write!(f, "flash_fwd_sm90_{v}{t}_d{}_{}x{}s{}{serial}", c.head_dim, c.block_m(), c.block_n, c.stages)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::string::ToString;
+
+    #[test]
+    fn names_follow_the_configuration() {
+        let c = TileConfig { head_dim: 128, block_m: 16, block_n: 128, warps: 4, stages: 2 };
+        let k = Kernel::Mma { dtype: DType::Bf16, variant: Variant::VarlenPaged, config: c };
+        assert_eq!(k.to_string(), "flash_fwd_varlen_paged_bf16_d128_16x128w4s2");
+        assert_eq!(Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c }.to_string(), "flash_fwd_f16_d128_16x128w4s2");
+        let h = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0] };
+        assert_eq!(h.to_string(), "flash_fwd_sm90_varlen_f16_d64_192x128s3");
+        let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5] };
+        assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
+    }
+
+    #[test]
+    fn every_kernel_has_its_own_name_and_reads_back_from_its_marker() {
+        let all: std::vec::Vec<Kernel> = Kernel::all().collect();
+        let names: HashSet<_> = all.iter().map(|k| k.to_string()).collect();
+        assert_eq!(names.len(), all.len(), "two kernels share a name");
+        let mma = Variant::ALL.iter().map(|v| v.configs().len()).sum::<usize>();
+        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len();
+        assert_eq!(all.len(), 2 * (mma + sm90));
+        for k in &all {
+            assert!(k.is_instantiated(), "{k}");
+            let marker = match *k {
+                Kernel::Mma { dtype, variant, config: c } => std::format!(
+                    "\t// {MARKER} mma {} {} {} {} {} {} {}",
+                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages
+                ),
+                Kernel::Sm90 { dtype, varlen, config: c } => std::format!(
+                    "// {MARKER} sm90 {} {} {} {} {} {} {}",
+                    varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32
+                ),
+            };
+            assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
+        }
+        // Not instantiated: a variable-length twin of a non-default, a config from another table.
+        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3] }.is_instantiated());
+        let c = tiles::CONFIGS[6];
+        assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: c }.is_instantiated());
+    }
+
+    #[test]
+    fn malformed_markers_read_as_none() {
+        for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4", "flashrs-kernel: mma 9 0 64 128 64 4 2",
+            "flashrs-kernel: mma 0 7 64 128 64 4 2", "flashrs-kernel: sm90 2 0 64 128 3 3 1", "flashrs-kernel: tc 0 0 64 128 64 4 2",
+            "flashrs-kernel: mma 0 0 64 128 64 4 2 1", "flashrs-kernel: mma 0 0 64 128 x 4 2"] {
+            assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The contract between the flashrs host library and its GPU kernels.
+//!
+//! Everything both sides must agree on, bit for bit, lives here once: the host library and the
+//! `no_std` device crate (`kernels-gpu`, compiled to PTX) both depend on this crate, so a field
+//! added to the launch parameters or a tile configuration added to a table changes both at
+//! once.
+//!
+//! * [`params`]: [`FwdParams`], the forward kernels' one by-value parameter.
+//! * [`tiles`] and [`sm90`]: the tile configurations each kernel family is instantiated for,
+//!   and from them the launch geometry (threads, shared memory).
+//! * [`kernel`]: [`Kernel`], the identity of every kernel entry point (family, variant, element
+//!   type, configuration), from which its entry name is derived in one place
+//!   ([`core::fmt::Display`]), and the marker each entry carries in its PTX so that a build
+//!   can check that an entry instantiates the configuration its name says.
+//! * [`grid`]: which (batch, head, query block) a CTA computes, and where a sequence's rows lie
+//!   (the clamps that keep unchecked device offsets inside the tensors).
+//! * [`upload`] and [`tma`]: the layouts of the offset-upload kernel's parameter and of a tensor
+//!   map passed by value.
+//!
+//! `no_std`, no dependencies, no allocation: the device crate compiles it for
+//! `nvptx64-nvidia-cuda`. Functions the kernels call are `#[inline(always)]`.
+#![cfg_attr(not(test), no_std)]
+
+pub mod dtype;
+pub mod grid;
+pub mod kernel;
+pub mod params;
+pub mod sm90;
+pub mod tiles;
+pub mod tma;
+pub mod upload;
+
+pub use dtype::DType;
+pub use kernel::{Kernel, Variant};
+pub use params::FwdParams;
+pub use sm90::HopperConfig;
+pub use tiles::TileConfig;

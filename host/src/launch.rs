@@ -1,0 +1,164 @@
+//! The last stage: one function launches every [`LaunchPlan`] ([`Gpu::launch`]).
+//!
+//! It looks the kernel up (cached per [`Kernel`]), encodes the Hopper kernels' tensor maps
+//! (they hold raw device addresses, so they are made per launch), binds the plan's workspace
+//! (uploaded host offsets, split-KV counters and partials, a persistent launch's tile
+//! counters; see [`crate::workspace`]) into the parameters, and calls `cuLaunchKernel`.
+//!
+//! Tensor maps: each tensor as a 4-D view `[head_dim, seqlen, heads, batch]` (innermost first)
+//! with its strides, read in boxes of 64 columns (128 bytes, the 128-byte swizzle's width) by
+//! the kernel's `block_m` (Q) or `block_n` (K, V) rows. Rows past the sequence and columns past
+//! `head_dim` arrive as zeros, which is how ragged lengths and padded head dimensions are
+//! handled. GQA/MQA index K and V by `head / group` in the map coordinates, without copies.
+use std::ffi::c_void;
+
+use flashrs_abi::{DType, FwdParams, Kernel};
+
+use crate::device::Gpu;
+use crate::error::{Error, Result, check_driver};
+use crate::plan::LaunchPlan;
+use crate::select::MAX_STRIDE_BYTES;
+use crate::target::Arch;
+use crate::tensor_map::{Swizzle, TensorDataType, TensorMap, TensorMapParam};
+use crate::workspace::WorkspaceAddrs;
+
+impl Gpu {
+    /// Launches a plan on a raw `CUstream` (null: the legacy default stream): sets the kernel's
+    /// dynamic shared memory opt-in and launches it with the plan's geometry, with the
+    /// workspace it needs (the one this GPU keeps for `stream`, else one stream-ordered
+    /// allocation for this launch, see [`crate::workspace`]). Does nothing for an empty plan.
+    /// Useful to launch one plan many times without validating again (the benchmark does);
+    /// unlike [`Gpu::attention_forward_raw`] it does not make the context current.
+    ///
+    /// Errors: a plan for a Hopper kernel on a GPU without sm_90a, or one needing more shared
+    /// memory than this GPU allows (a plan made for another target).
+    ///
+    /// # Safety
+    /// The plan's buffers must be live device allocations of this GPU's context, not freed or
+    /// written by anything else until the stream reaches the kernel's end, and `stream` must
+    /// be a valid stream of this context (or null). The plan must come unchanged from
+    /// [`AttentionParams::plan`](crate::AttentionParams::plan) or [`Gpu::plan_forward`] with
+    /// true capacities (its fields are public, and a plan edited by hand is not checked
+    /// again), and this GPU's context must be current on the calling thread.
+    pub unsafe fn launch(&self, stream: *mut c_void, plan: &LaunchPlan) -> Result<()> {
+        if plan.is_empty() {
+            return Ok(());
+        }
+        if plan.kernel.needs_sm90a() && self.arch() != Arch::Sm90a {
+            let (major, minor) = self.compute_capability();
+            return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major, minor });
+        }
+        let available = self.max_shared_memory_per_block();
+        if plan.smem > available {
+            return Err(Error::SharedMemory { kernel: plan.kernel.to_string(), needed: plan.smem as u64, available: available as u64 });
+        }
+        let func = self.kernel_function(plan.kernel, plan.smem)?;
+        let maps = match plan.kernel {
+            Kernel::Sm90 { dtype, .. } => Some(encode_maps(dtype, plan)?),
+            Kernel::Mma { .. } => None,
+        };
+        let run = |ws: WorkspaceAddrs| {
+            let mut params = plan.params;
+            bind(plan, &mut params, ws);
+            // SAFETY: the plan was validated for these buffers, the workspace is set up for
+            // this launch, and the arguments match the kernel's parameters.
+            unsafe { launch_raw(func, stream, plan, &params, maps.as_ref()) }
+        };
+        let (counters, partial_bytes) = plan.workspace();
+        let offsets = plan.upload.as_deref().unwrap_or(&[]);
+        if counters == 0 && partial_bytes == 0 && offsets.is_empty() {
+            return run(WorkspaceAddrs::NONE);
+        }
+        // SAFETY: as for this function; `run` enqueues on `stream` only.
+        unsafe { self.with_workspace(stream, offsets, counters, partial_bytes, run) }
+    }
+}
+
+/// Points the parameters at a launch's workspace: uploaded host offsets (the query offsets,
+/// then the key offsets where the plan has them), split-KV counters and partials (O, then the
+/// log-sum-exps), a persistent launch's tile counters.
+fn bind(plan: &LaunchPlan, params: &mut FwdParams, ws: WorkspaceAddrs) {
+    if let (Some(base), Some(offsets)) = (ws.offsets, &plan.upload) {
+        let per_array = params.batch as u64 + 1;
+        params.cu_seqlens_q = base;
+        params.cu_seqlens_k = if offsets.len() as u64 > per_array { base + 4 * per_array } else { 0 };
+    }
+    if let Some(s) = &plan.split {
+        params.split_counters = ws.counters;
+        params.o_accum = ws.partials;
+        params.lse_accum = ws.partials + (s.o_accum_len * 4) as u64;
+    }
+    if plan.persistent {
+        params.tile_counter = ws.counters;
+    }
+}
+
+/// `cuLaunchKernel` of a plan's kernel: by-value [`FwdParams`], after three tensor maps for
+/// the Hopper kernels.
+///
+/// # Safety
+/// `func` is the plan's kernel of the current context's module, `params` valid for its
+/// geometry, `stream` a valid stream of the context.
+unsafe fn launch_raw(func: cust::sys::CUfunction, stream: *mut c_void, plan: &LaunchPlan, params: &FwdParams, maps: Option<&[TensorMapParam; 3]>) -> Result<()> {
+    let mut params = *params;
+    let mut maps = maps.copied();
+    let p = &mut params as *mut FwdParams as *mut c_void;
+    let map = |m: &mut TensorMapParam| m as *mut TensorMapParam as *mut c_void;
+    // The driver reads as many arguments as the kernel has parameters.
+    let mut args: [*mut c_void; 4] = match maps.as_mut() {
+        Some([q, k, v]) => [map(q), map(k), map(v), p],
+        None => [p, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()],
+    };
+    // SAFETY: per this function's contract; `args` point at live values of the parameter types.
+    let r = unsafe {
+        cust::sys::cuLaunchKernel(func, plan.grid, 1, 1, plan.block, 1, 1, plan.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
+    };
+    check_driver("cuLaunchKernel", r)
+}
+
+/// The map of one `[batch, seqlen, heads, head_dim]` tensor: 4-D `[head_dim, seqlen, heads,
+/// batch]`, boxes of 64 columns x `box_rows` rows, 128-byte swizzle, zero fill.
+fn encode_map(dtype: DType, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_dim: usize, box_rows: u32) -> Result<TensorMap> {
+    let data_type = match dtype {
+        DType::F16 => TensorDataType::F16,
+        DType::Bf16 => TensorDataType::Bf16,
+    };
+    let [batch, seqlen, heads] = dims;
+    let [sb, sr, sh] = strides;
+    // A dimension of one index is never stepped: any legal stride describes it.
+    let bytes = |stride: i64, extent: usize| {
+        let b = stride as u64 * 2;
+        if extent <= 1 && (b == 0 || b >= MAX_STRIDE_BYTES) { 16 } else { b }
+    };
+    TensorMap::tiled(
+        data_type,
+        ptr,
+        &[head_dim as u64, seqlen as u64, heads as u64, batch as u64],
+        &[bytes(sr, seqlen), bytes(sh, heads), bytes(sb, batch)],
+        &[64, box_rows, 1, 1],
+    )
+    .swizzle(Swizzle::B128)
+    .encode()
+}
+
+/// The Q, K and V maps of a Hopper launch. With no keys, K and V are never read (and their
+/// strides were never validated): Q's map stands in for them.
+fn encode_maps(dtype: DType, plan: &LaunchPlan) -> Result<[TensorMapParam; 3]> {
+    let p = &plan.params;
+    let d = p.head_dim as usize;
+    let (hq, hkv) = (p.heads_q as usize, (p.heads_q / p.group) as usize);
+    // Packed rows (variable-length) are one sequence: the maps end where the buffers' rows do,
+    // so the last sequence's tiles read zeros past them.
+    let (batch, [rows_q, rows_k]) = match plan.packed_rows {
+        Some(rows) => (1, rows),
+        None => (p.batch as usize, [p.seqlen_q as usize, p.seqlen_k as usize]),
+    };
+    let q = encode_map(dtype, p.q, p.q_strides, [batch, rows_q, hq], d, plan.kernel.block_m() as u32)?;
+    if rows_k == 0 {
+        return Ok([q.param(), q.param(), q.param()]);
+    }
+    let bn = plan.kernel.block_n() as u32;
+    let k = encode_map(dtype, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
+    let v = encode_map(dtype, p.v, p.v_strides, [batch, rows_k, hkv], d, bn)?;
+    Ok([q.param(), k.param(), v.param()])
+}

@@ -1,0 +1,227 @@
+//! The shape of a call: how its query rows are stored (a batch of equal-length sequences, or
+//! packed variable-length sequences with their offsets on the host or the GPU) and where K and
+//! V come from (tensors, or a paged cache read through a block table). [`Layout`] is the one
+//! place a call says which, and it holds the index arrays that shape needs, so a paged call
+//! without a block table, or offsets given to a fixed-length call, cannot be written.
+use std::marker::PhantomData;
+
+use cust::memory::{DeviceCopy, DeviceMemory, DeviceSlice};
+
+use crate::buffers::BufferRef;
+
+/// An i32 array on the GPU that a call reads (sequence offsets, a block table, key counts),
+/// borrowed for `'a`: the safe entry point can then rely on it staying allocated while it
+/// queues the kernel, as it does for the tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceIndex<'a> {
+    buf: BufferRef,
+    _borrow: PhantomData<&'a [i32]>,
+}
+
+impl<'a> DeviceIndex<'a> {
+    /// The array a cust slice holds.
+    pub fn new(slice: &'a DeviceSlice<i32>) -> Self {
+        DeviceIndex { buf: BufferRef::of(slice), _borrow: PhantomData }
+    }
+
+    /// An array given by address and length in i32 elements, for the raw entry point
+    /// ([`crate::Gpu::attention_forward_raw`]) and for planning.
+    ///
+    /// # Safety
+    /// Launching a call that holds it (through any entry point) reads `len` i32 values from
+    /// `ptr`: they must lie in one live allocation usable in the GPU's context, untouched by
+    /// other work until the stream has passed the kernel. Planning alone reads nothing.
+    pub unsafe fn from_raw(ptr: u64, len: usize) -> DeviceIndex<'static> {
+        DeviceIndex { buf: BufferRef { ptr, len }, _borrow: PhantomData }
+    }
+
+    /// Device address and capacity (in i32 elements).
+    pub fn buffer(&self) -> BufferRef {
+        self.buf
+    }
+}
+
+/// How a call's query rows (and, for tensors, key rows) are stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Rows<'a> {
+    /// `batch` sequences of `seqlen_q` query and `seqlen_k` key rows each, in `[batch, seqlen,
+    /// heads, head_dim]` tensors.
+    #[default]
+    Batched,
+    /// Variable-length sequences packed into `[total, heads, head_dim]` tensors, as
+    /// `flash_attn_varlen_func` takes them; see [`Offsets`].
+    Packed(Offsets<'a>),
+}
+
+/// The sequence offsets of a variable-length call: sequence `b` owns query rows
+/// `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and key rows `cu_seqlens_k[b]..cu_seqlens_k[b + 1]`
+/// of the packed tensors.
+///
+/// In a variable-length call [`AttentionParams::batch`](crate::AttentionParams::batch) is the
+/// number of sequences and `seqlen_q` / `seqlen_k` are `max_seqlen_q` / `max_seqlen_k` (the grid
+/// covers `batch * heads_q * ceil(max_seqlen_q / block_m)` CTAs; those past their sequence exit
+/// at once), the strides' `batch` fields are ignored, causal masking aligns to each sequence's
+/// own bottom-right corner, and the log-sum-exp is f32 `[heads_q, total_q]`
+/// (FlashAttention-2's varlen layout).
+///
+/// With a paged K/V cache ([`Kv::Paged`]) only the query rows are packed: a sequence's key
+/// count is its `seqused_k` entry when the cache has one, else `cu_seqlens_k[b + 1] -
+/// cu_seqlens_k[b]` when key offsets are given, else `seqlen_k`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Offsets<'a> {
+    /// Offsets on the host: the planner validates them (`batch + 1` entries each, starting at
+    /// 0, non-decreasing, no sequence longer than the maxima, the totals within the buffers)
+    /// and each launch uploads them itself (in a small kernel's launch parameters, so the
+    /// launch neither waits for the stream nor breaks a graph capture).
+    Host {
+        /// `batch + 1` query row offsets: `0, len_0, len_0 + len_1, ..., total_q`.
+        cu_seqlens_q: Vec<i32>,
+        /// `batch + 1` key row offsets (paged calls: empty, or the sequences' key counts as
+        /// differences).
+        cu_seqlens_k: Vec<i32>,
+    },
+    /// Offsets already on the GPU (as serving engines keep them). The planner cannot read
+    /// them, so the kernels clamp each sequence into the packed rows (`start <= end <= total`)
+    /// and to the maxima: wrong offsets give wrong rows (or rows left unwritten), never an
+    /// access outside the buffers.
+    Device(DeviceOffsets<'a>),
+}
+
+/// Offsets on the GPU ([`Offsets::Device`]), as `flash_attn_varlen_func(q, k, v, cu_seqlens_q,
+/// cu_seqlens_k, ...)` takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceOffsets<'a> {
+    /// i32 `[batch + 1]` query row offsets.
+    pub cu_seqlens_q: DeviceIndex<'a>,
+    /// i32 `[batch + 1]` key row offsets; `None` only in paged calls.
+    pub cu_seqlens_k: Option<DeviceIndex<'a>>,
+    /// Packed query rows: the row count of Q, the output and the log-sum-exp (`q.shape[0]`).
+    pub total_q: usize,
+    /// Packed key/value rows (`k.shape[0]`); ignored by paged calls.
+    pub total_k: usize,
+}
+
+impl Offsets<'_> {
+    /// Total packed query rows (host offsets: the last one, 0 when there are none).
+    pub fn total_q(&self) -> usize {
+        match self {
+            Offsets::Host { cu_seqlens_q, .. } => cu_seqlens_q.last().map_or(0, |&x| x.max(0) as usize),
+            Offsets::Device(d) => d.total_q,
+        }
+    }
+
+    /// Total packed key/value rows.
+    pub fn total_k(&self) -> usize {
+        match self {
+            Offsets::Host { cu_seqlens_k, .. } => cu_seqlens_k.last().map_or(0, |&x| x.max(0) as usize),
+            Offsets::Device(d) => d.total_k,
+        }
+    }
+
+    /// Each sequence's (query rows, key rows) where the host knows them: host offsets with key
+    /// offsets of the same count; `None` otherwise.
+    pub fn lengths(&self) -> Option<Vec<(usize, usize)>> {
+        let Offsets::Host { cu_seqlens_q, cu_seqlens_k } = self else { return None };
+        let d = |c: &[i32]| c.windows(2).map(|w| (w[1] as i64 - w[0] as i64).max(0) as usize).collect::<Vec<_>>();
+        (cu_seqlens_k.len() == cu_seqlens_q.len()).then(|| d(cu_seqlens_q).into_iter().zip(d(cu_seqlens_k)).collect())
+    }
+}
+
+/// Where K and V come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kv<'a> {
+    /// `[batch, seqlen_k, heads_kv, head_dim]` tensors (packed `[total_k, heads_kv, head_dim]`
+    /// in a variable-length call).
+    #[default]
+    Tensors,
+    /// A paged cache; see [`PagedKv`].
+    Paged(PagedKv<'a>),
+}
+
+/// The page geometry of a paged K/V cache: K and V each `[num_pages, page_size, heads_kv,
+/// head_dim]`, sequence `b`'s key row `r` in page `block_table[b][r / page_size]` at row `r %
+/// page_size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pages {
+    /// Rows (tokens) per page: a power of two from 16 to 2^20.
+    pub page_size: usize,
+    /// Pages in each of the K and V caches.
+    pub num_pages: usize,
+    /// Entries per block-table row: the most pages one sequence may hold.
+    pub pages_per_seq: usize,
+}
+
+impl Pages {
+    /// Caches sized for `batch` sequences of up to `seqlen_k` keys each: `ceil(seqlen_k /
+    /// page_size)` pages per sequence (at least one), `batch` times that many pages; `None`
+    /// when `page_size` is 0 or the count overflows.
+    pub fn for_batch(batch: usize, seqlen_k: usize, page_size: usize) -> Option<Self> {
+        if page_size == 0 {
+            return None;
+        }
+        let pages_per_seq = seqlen_k.div_ceil(page_size).max(1);
+        Some(Pages { page_size, num_pages: batch.checked_mul(pages_per_seq)?, pages_per_seq })
+    }
+
+    /// Elements each of the K and V caches holds, contiguous: `num_pages * page_size * heads_kv
+    /// * head_dim` (`None` on overflow).
+    pub fn cache_len(&self, heads_kv: usize, head_dim: usize) -> Option<usize> {
+        self.num_pages.checked_mul(self.page_size)?.checked_mul(heads_kv)?.checked_mul(head_dim)
+    }
+}
+
+/// A paged K/V cache (as `flash_attn_with_kvcache` with a block table, and vLLM): its pages and
+/// the index arrays the kernels read.
+///
+/// In a paged call [`AttentionParams::seqlen_k`](crate::AttentionParams::seqlen_k) is the longest
+/// sequence's key count (at most `pages_per_seq * page_size`), the K/V strides' `batch` fields
+/// are the strides between pages, and causal masking aligns to each sequence's own
+/// bottom-right corner. Table entries and key counts live on the GPU, so the kernel clamps them
+/// (page indices to `0..num_pages`, counts to `0..=seqlen_k`): a wrong entry gives wrong
+/// numbers, never an access outside the caches or the table. Paged calls run on the `mma.sync`
+/// kernels, split-KV included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedKv<'a> {
+    /// The page geometry.
+    pub pages: Pages,
+    /// i32 `[batch, pages_per_seq]`: sequence `b`'s `i`-th page.
+    pub block_table: DeviceIndex<'a>,
+    /// i32 `[batch]`: each sequence's key count (FlashAttention's `cache_seqlens`), or `None`
+    /// for `seqlen_k` keys in every sequence.
+    pub seqused_k: Option<DeviceIndex<'a>>,
+}
+
+/// The shape of a call: its rows and its K/V source (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout<'a> {
+    /// How the query rows are stored.
+    pub rows: Rows<'a>,
+    /// Where K and V come from.
+    pub kv: Kv<'a>,
+}
+
+impl BufferRef {
+    /// A cust slice's address and length (its true capacity).
+    pub fn of<T: DeviceCopy>(s: &DeviceSlice<T>) -> Self {
+        BufferRef { ptr: s.as_raw_ptr(), len: s.len() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_for_a_batch_hold_every_key_and_refuse_overflow() {
+        let p = Pages::for_batch(3, 100, 16).unwrap();
+        assert_eq!((p.pages_per_seq, p.num_pages), (7, 21));
+        assert_eq!(Pages::for_batch(2, 0, 16).unwrap().pages_per_seq, 1);
+        assert_eq!(Pages::for_batch(2, 16, 16).unwrap().pages_per_seq, 1);
+        assert_eq!(Pages::for_batch(2, 17, 16).unwrap().pages_per_seq, 2);
+        assert_eq!(Pages::for_batch(1, 5, 16).unwrap().pages_per_seq, 1);
+        assert!(Pages::for_batch(2, 10, 0).is_none());
+        assert!(Pages::for_batch(usize::MAX, 100, 16).is_none());
+        assert_eq!(p.cache_len(4, 128), Some(21 * 16 * 4 * 128));
+        assert!(Pages { page_size: 1 << 20, num_pages: usize::MAX / 2, pages_per_seq: 1 }.cache_len(8, 8).is_none());
+    }
+}

@@ -1,0 +1,331 @@
+//! The second stage of planning: which kernel runs a validated call on a target GPU, split how
+//! many ways, GQA-packed or not, persistent or not. Every choice is a [`Kernel`] that the
+//! target runs and whose shared memory fits it; a call no kernel can take is a typed error
+//! here, not a failed launch.
+//!
+//! The rules, in order:
+//!
+//! * **GQA packing** (`mma.sync` only): one query row per sequence with GQA/MQA, fixed-length:
+//!   the query heads of a K/V group become the rows of one query block, so a CTA reads its K/V
+//!   once for all of them (as FlashAttention does for decode).
+//! * **Split-KV** ([`auto_splits`]): decode-shaped calls (at most 16 rows per query block) whose
+//!   CTAs would fill fewer than four waves of the target's CTA slots split their key ranges.
+//! * **Variant**: variable-length, split-capable and paged calls take the variant kernels of
+//!   [`flashrs_abi::Variant`]; decode-shaped calls take 16-row decode tiles where one holds
+//!   their rows.
+//! * **Hopper**: on sm_90a, `Auto` takes the wgmma kernels wherever they can take the call
+//!   (not paged, split or packed, strides a tensor map can describe); `Wgmma` insists.
+//! * **Fit**: of a table's configurations for the head dimension, the preferred one that fits
+//!   the target's shared memory (head_dim 256 on sm_80 and sm_86/89, decode tiles of 128 keys
+//!   on sm_86/89).
+use flashrs_abi::tiles::{self, CONFIGS, MAX_SPLITS, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
+use flashrs_abi::{HopperConfig, Kernel, Variant, sm90};
+
+use crate::error::{Error, Result};
+use crate::params::KernelChoice;
+use crate::target::{Arch, Target};
+use crate::validate::Call;
+
+/// What runs a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Selection {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// CTAs per query block (1: no split).
+    pub num_splits: usize,
+    /// The query heads of each K/V group are packed into one query block's rows.
+    pub pack_gqa: bool,
+    /// One CTA per SM claiming work tiles (Hopper kernels only).
+    pub persistent: bool,
+}
+
+/// CTA slots (SMs times resident CTAs) the target has for a kernel.
+pub(crate) type Slots<'s> = &'s dyn Fn(&Kernel) -> usize;
+
+/// Longest key sequence of a non-causal call the default Hopper kernel launches persistent
+/// (head_dim up to 128; see [`persistent_pays`]).
+pub const PERSISTENT_MAX_KEYS: usize = 4096;
+
+fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidShape { what, reason: reason.into() }
+}
+
+fn fits(c: &TileConfig, t: &Target) -> bool {
+    c.smem_bytes() <= t.max_smem_per_block as usize
+}
+
+/// A [`Error::SharedMemory`] for `kernel` on `t`.
+pub(crate) fn too_big(kernel: Kernel, t: &Target) -> Error {
+    Error::SharedMemory { kernel: kernel.to_string(), needed: kernel.smem_bytes() as u64, available: t.max_smem_per_block as u64 }
+}
+
+/// Chooses the kernel for `call` on `t`; `slots` counts the target's CTA slots per kernel.
+pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection> {
+    let p = call.p;
+    let (forced, wgmma) = match p.kernel {
+        KernelChoice::Auto => (None, None),
+        KernelChoice::MmaSync { config } => (config, None),
+        KernelChoice::Wgmma { config, persistent } => (None, Some((config, persistent))),
+    };
+    if wgmma.is_some() && t.arch != Arch::Sm90a {
+        let (major, minor) = t.compute_capability;
+        return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major: major as i32, minor: minor as i32 });
+    }
+    let padded = tiles::padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+    let (varlen, paged) = (call.packed.is_some(), call.paged.is_some());
+    let pack_gqa = wgmma.is_none() && p.seqlen_q == 1 && p.heads_q > p.heads_kv && !varlen;
+    let block_rows = if pack_gqa { call.group } else { p.seqlen_q };
+    let split_cfg = match forced {
+        Some(c) if c.head_dim == padded && SPLIT_CONFIGS.contains(&c) => Some(c),
+        _ => split_config(padded, block_rows, t),
+    };
+    let split_variant = match (varlen, paged) {
+        (true, true) => Variant::VarlenPaged,
+        (true, false) => Variant::VarlenSplit,
+        (false, true) => Variant::Paged,
+        (false, false) => Variant::Split,
+    };
+    let asked = match call.num_splits {
+        Some(n) => n,
+        None if wgmma.is_some() || forced.is_some_and(|c| !SPLIT_CONFIGS.contains(&c)) => 1,
+        None => split_cfg.map_or(1, |c| {
+            let heads = if pack_gqa { p.heads_kv } else { p.heads_q };
+            let kernel = Kernel::Mma { dtype: p.dtype, variant: split_variant, config: c };
+            auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots(&kernel))
+        }),
+    };
+    // At least one K/V tile per split, and no split without tiles: `n` splits of `ceil(tiles /
+    // n)` tiles may need fewer CTAs than `n`.
+    let num_splits = match split_cfg {
+        Some(c) if asked > 1 => {
+            let tiles = p.seqlen_k.div_ceil(c.block_n);
+            if tiles < 2 { 1 } else { tiles.div_ceil(tiles.div_ceil(asked.min(tiles))) }
+        }
+        _ => 1,
+    };
+    if num_splits > 1 && wgmma.is_some() {
+        return Err(shape_err("wgmma path", "split-KV runs on the mma.sync path"));
+    }
+    // A decode tile (16 rows) holds a sequence's few rows where a variable-length kernel's
+    // 128-row block would be mostly padding.
+    let decode_tile = wgmma.is_none() && split_cfg.is_some_and(|c| block_rows <= c.block_m && c.block_m <= 16);
+    let variant = match (varlen, paged, num_splits > 1) {
+        (true, true, _) => Variant::VarlenPaged,
+        (true, false, true) => Variant::VarlenSplit,
+        (true, false, false) if decode_tile => Variant::VarlenSplit,
+        (true, false, false) => Variant::Varlen,
+        (false, true, _) => Variant::Paged,
+        (false, false, true) => Variant::Split,
+        (false, false, false) => Variant::Plain,
+    };
+    if t.arch == Arch::Sm90a && forced.is_none() && !matches!(p.kernel, KernelChoice::MmaSync { .. }) {
+        let hopper = if matches!(variant, Variant::Plain | Variant::Varlen) && !pack_gqa {
+            hopper_kernel(call, wgmma.and_then(|w| w.0))
+        } else {
+            Err(format!("{} calls have no Hopper kernel", variant_name(variant, pack_gqa)))
+        };
+        match (hopper, wgmma) {
+            (Ok(config), _) => {
+                let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal, p.seqlen_k));
+                return Ok(Selection { kernel: Kernel::Sm90 { dtype: p.dtype, varlen, config }, num_splits: 1, pack_gqa: false, persistent });
+            }
+            (Err(reason), Some(_)) => return Err(shape_err("wgmma path", reason)),
+            (Err(_), None) => {}
+        }
+    }
+    let config = mma_config(call, variant, forced, split_cfg, block_rows, padded, t)?;
+    let kernel = Kernel::Mma { dtype: p.dtype, variant, config };
+    if !fits(&config, t) {
+        return Err(too_big(kernel, t));
+    }
+    Ok(Selection { kernel, num_splits, pack_gqa, persistent: false })
+}
+
+fn variant_name(v: Variant, pack_gqa: bool) -> &'static str {
+    match v {
+        _ if pack_gqa => "GQA-packed decode",
+        Variant::Plain | Variant::Varlen => "these",
+        Variant::Split | Variant::VarlenSplit => "split-KV",
+        Variant::Paged | Variant::VarlenPaged => "paged",
+    }
+}
+
+/// The `mma.sync` configuration of `variant` for the call.
+fn mma_config(
+    call: &Call,
+    variant: Variant,
+    forced: Option<TileConfig>,
+    split_cfg: Option<TileConfig>,
+    block_rows: usize,
+    padded: usize,
+    t: &Target,
+) -> Result<TileConfig> {
+    let p = call.p;
+    let none_fits = |table: &[TileConfig], variant| {
+        let c = table.iter().find(|c| c.head_dim == padded).copied().ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+        Err(too_big(Kernel::Mma { dtype: p.dtype, variant, config: c }, t))
+    };
+    let own = match variant {
+        Variant::Plain => None,
+        Variant::Varlen => Some(VARLEN_CONFIGS.iter().find(|c| c.head_dim == padded && fits(c, t)).copied()),
+        _ => Some(split_cfg),
+    };
+    match (own, forced) {
+        (Some(None), _) => none_fits(variant.configs(), variant),
+        (Some(Some(c)), Some(given)) if given != c => {
+            Err(shape_err("config", format!("{} calls take {c:?}", variant_name(variant, false))))
+        }
+        (Some(Some(c)), _) => Ok(c),
+        (None, Some(c)) => {
+            if !CONFIGS.contains(&c) {
+                return Err(shape_err("config", format!("{c:?} is not an instantiated configuration")));
+            }
+            if c.head_dim < p.head_dim {
+                return Err(shape_err("config", format!("head_dim {} does not fit config for {}", p.head_dim, c.head_dim)));
+            }
+            Ok(c)
+        }
+        (None, None) => {
+            let default = tiles::default_config(p.head_dim).filter(|c| fits(c, t));
+            let Some(default) = default.or_else(|| CONFIGS.iter().find(|c| c.head_dim == padded && fits(c, t)).copied()) else {
+                return none_fits(&CONFIGS, Variant::Plain);
+            };
+            // Decode-shaped calls (few query rows, or packed GQA heads) take a decode tile
+            // where one is smaller than the default's (16 or 64 rows instead of mostly padding).
+            Ok(match split_config(padded, block_rows, t) {
+                Some(c) if block_rows <= c.block_m && c.block_m < default.block_m => c,
+                _ => default,
+            })
+        }
+    }
+}
+
+/// The default split-KV (and paged, and decode) configuration for the padded head dimension
+/// and query blocks of `rows` rows on `t`: of [`SPLIT_CONFIGS`] that fit, the smallest block
+/// that holds every row (fewest padding rows in the MMAs), else the largest; the first listed
+/// among equals.
+fn split_config(padded: usize, rows: usize, t: &Target) -> Option<TileConfig> {
+    let mut fit: Vec<&TileConfig> = SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded && fits(c, t)).collect();
+    // Blocks that hold every row first, smallest first; then the others, largest first.
+    // Stable: equal blocks keep their listed order.
+    fit.sort_by_key(|c| if c.block_m >= rows { c.block_m } else { usize::MAX - c.block_m });
+    fit.first().map(|&&c| c)
+}
+
+/// The split count for a decode-shaped call of `batch * heads` query blocks of `rows` rows on a
+/// target with `slots` CTA slots for configuration `c`: 1 (no split) unless `seqlen_q` is 1 to
+/// 16 and the call's CTAs fill fewer than four waves of the slots. Then the fewest splits whose
+/// CTAs fill their waves to 95% (else the fewest within 0.5% of the best fill), keeping at least
+/// two K/V tiles per split and at most [`MAX_SPLITS`]: a partly filled last wave costs as much
+/// time as a full one (measured on the H200 at batch 8, 8 KV heads, 8k-128k keys: 4 splits, one
+/// wave of 256 CTAs, 3.6-4.6 TB/s; 9 splits, 2.2 waves, 2.9-3.9 TB/s).
+pub(crate) fn auto_splits(batch: usize, heads: usize, rows: usize, seqlen_q: usize, seqlen_k: usize, c: &TileConfig, slots: usize) -> usize {
+    if seqlen_q == 0 || seqlen_q > 16 {
+        return 1;
+    }
+    let ctas = batch.saturating_mul(heads).saturating_mul(rows.div_ceil(c.block_m));
+    let slots = slots.max(1);
+    if ctas == 0 || ctas >= 4 * slots {
+        return 1;
+    }
+    let most = (seqlen_k.div_ceil(c.block_n) / 2).clamp(1, MAX_SPLITS);
+    // How full the launch's waves are, in [0, 1]: waves / ceil(waves).
+    let fill = |s: usize| {
+        let n = ctas * s;
+        n as f64 / (n.div_ceil(slots) * slots) as f64
+    };
+    if let Some(s) = (1..=most).find(|&s| fill(s) >= 0.95) {
+        return s;
+    }
+    let best = (1..=most).map(fill).fold(0.0, f64::max);
+    (1..=most).find(|&s| fill(s) >= 0.995 * best).unwrap_or(most)
+}
+
+/// Largest byte stride a tensor map takes (exclusive).
+pub(crate) const MAX_STRIDE_BYTES: u64 = 1 << 40;
+
+/// The Hopper configuration for a call the wgmma kernels can take (`forced`, else the default
+/// for the head dimension), or why they cannot: tensor maps need strides below 2^40 bytes, and
+/// a dimension of more than one index with stride 0 (a broadcast view) is left to `mma.sync`.
+fn hopper_kernel(call: &Call, forced: Option<HopperConfig>) -> std::result::Result<HopperConfig, String> {
+    let p = call.p;
+    let config = match forced {
+        Some(c) if !sm90::CONFIGS.contains(&c) => return Err(format!("{c:?} is not an instantiated Hopper configuration")),
+        Some(c) if c.head_dim < p.head_dim => return Err(format!("head_dim {} does not fit {c:?}", p.head_dim)),
+        Some(c) => c,
+        None => sm90::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
+    };
+    if call.packed.is_some() && !sm90::is_default(&config) {
+        return Err(format!("{config:?} has no variable-length kernel"));
+    }
+    if call.empty {
+        return Ok(config);
+    }
+    let ([bq, sq], [bk, sk]) = match &call.packed {
+        Some(v) => ([1, v.total_q], [1, v.total_k]),
+        None => ([p.batch, p.seqlen_q], [p.batch, p.seqlen_k]),
+    };
+    let extents = [[bq, sq, p.heads_q], [bk, sk, p.heads_kv], [bk, sk, p.heads_kv], [bq, sq, p.heads_q]];
+    for ((name, strides), extents) in ["q", "k", "v", "out"].into_iter().zip(call.strides).zip(extents) {
+        if extents.contains(&0) {
+            // Never read (no keys): its strides were not even validated.
+            continue;
+        }
+        for ((stride, extent), dim) in strides.iter().zip(extents).zip(["batch", "row", "head"]) {
+            // Packed rows' batch strides are unused (one batch entry).
+            if extent > 1 && (*stride == 0 || *stride as u64 * 2 >= MAX_STRIDE_BYTES) {
+                return Err(format!("{name}'s {dim} stride {stride} cannot be described to TMA (nonzero, below 2^40 bytes)"));
+            }
+        }
+    }
+    Ok(config)
+}
+
+/// Whether a Hopper launch of `c` runs persistent (one CTA per SM claiming work tiles): where it
+/// keeps two Q tiles (head_dim up to 128), so the next tile's Q and first K/V tiles load while
+/// the current one computes and stores, and where the work tiles are short enough for that to
+/// matter: causal calls (most blocks see a part of the keys) and up to [`PERSISTENT_MAX_KEYS`]
+/// keys. Measured on an H100 against one CTA per tile (16k-token batches): 2k keys 3-13%
+/// faster, 4k 1-7%, causal head_dim 64 8k-16k 3-9%, causal head_dim 128 8k-16k 0.5-2% slower
+/// (two runs; kept for one rule); head_dim 256 (one Q tile: the next Q waits for the epilogue)
+/// up to 15% slower. See docs/PERF-NOTES.md.
+fn persistent_pays(c: &HopperConfig, causal: bool, seqlen_k: usize) -> bool {
+    c.q_buffers() == 2 && (causal || seqlen_k <= PERSISTENT_MAX_KEYS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Split and paged calls take the smallest decode tile that holds their rows, and rows
+    /// that no tile holds (prefill) the largest: 16-row tiles for a 2k-row prefill would do 4x
+    /// the tiles' fixed work. GPUs with 99 KB per CTA take what fits.
+    #[test]
+    fn split_configs_hold_the_rows_or_are_the_largest_that_fit() {
+        let bm = |d: usize, rows: usize, t: &Target| split_config(d, rows, t).unwrap().block_m;
+        let h = &Target::H100;
+        assert_eq!([bm(128, 1, h), bm(128, 16, h), bm(128, 17, h), bm(128, 64, h), bm(128, 65, h), bm(128, 2048, h)], [16, 16, 64, 64, 64, 64]);
+        assert_eq!([bm(64, 4, h), bm(64, 100, h), bm(64, 5000, h)], [16, 128, 128]);
+        assert_eq!([bm(256, 1, h), bm(256, 300, h)], [64, 128]);
+        // Among equal blocks the first listed: head_dim 128's 16x128 before 16x64, where it fits.
+        assert_eq!(split_config(128, 8, h).unwrap().block_n, 128);
+        assert_eq!(split_config(128, 8, &Target::L4).unwrap().block_n, 64);
+        // Head_dim 256 on GPUs of 163 or 99 KB per CTA: the small configuration.
+        for t in [Target::A100, Target::A10, Target::L4] {
+            assert_eq!(split_config(256, 1000, &t), Some(tiles::SMALL_D256));
+        }
+    }
+
+    #[test]
+    fn auto_splits_fill_whole_waves() {
+        let c = SPLIT_CONFIGS[3]; // 16x128
+        // 64 CTAs of 132 slots: 2 splits (one wave), not 3 (a second wave 45% full).
+        assert_eq!(auto_splits(8, 8, 4, 1, 32768, &c, 132), 2);
+        assert_eq!(auto_splits(1, 8, 4, 1, 8192, &c, 132), 16);
+        // At most half the tiles (8 tiles of 128 keys: 4).
+        assert_eq!(auto_splits(1, 8, 4, 1, 1024, &c, 132), 4);
+        // Full GPUs and prefill never split.
+        assert_eq!(auto_splits(64, 8, 4, 1, 8192, &c, 132), 1);
+        assert_eq!(auto_splits(1, 32, 128, 128, 8192, &c, 132), 1);
+    }
+}

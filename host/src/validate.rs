@@ -1,0 +1,334 @@
+//! The first stage of planning: a call's parameters and buffers checked into a [`Call`], which
+//! exists only for a valid call. Everything that does not depend on the kernel is checked here
+//! (sizes, GQA ratio, scale, offsets, page geometry, every tensor's strides, alignment and
+//! extent, overlaps); what does (tile configurations, the grid, shared memory) is checked when
+//! a kernel is chosen ([`crate::select`]) and its launch is built ([`crate::plan`]).
+use crate::buffers::{BufferRef, Buffers};
+use crate::error::{Error, Result};
+use crate::layout::{Kv, Offsets, Pages, Rows};
+use crate::params::{AttentionParams, KernelChoice, Strides};
+use flashrs_abi::tiles::MAX_SPLITS;
+
+/// Longest sequence (and query block) the kernels' 32-bit masks take.
+pub const MAX_SEQLEN: usize = i32::MAX as usize / 2;
+
+/// A validated call: the parameters with everything resolved that the later stages need.
+#[derive(Clone, Debug)]
+pub(crate) struct Call<'p> {
+    /// The parameters it was made from.
+    pub p: &'p AttentionParams<'p>,
+    /// The buffers, checked.
+    pub bufs: Buffers,
+    /// `scale * log2(e)`.
+    pub scale_log2: f32,
+    /// Query heads per K/V head (1 when there are no heads).
+    pub group: usize,
+    /// Variable-length calls: the packed rows and where the offsets are.
+    pub packed: Option<Packed>,
+    /// Paged calls: the pages and the index arrays.
+    pub paged: Option<PagedIndex>,
+    /// Strides (batch, row, head) of Q, K, V and the output as the kernels index them
+    /// (packed rows: batch strides 0; K and V: zeros when never read).
+    pub strides: [[i64; 3]; 4],
+    /// Split-KV count asked for (`None`: the planner's choice; at most [`MAX_SPLITS`]).
+    pub num_splits: Option<usize>,
+    /// Nothing to compute: no batch, head or query row (or no packed query row).
+    pub empty: bool,
+}
+
+/// The packed rows of a variable-length call.
+#[derive(Clone, Debug)]
+pub(crate) struct Packed {
+    /// Query rows (the output's and, `[heads_q, total_q]`, the log-sum-exp's).
+    pub total_q: usize,
+    /// Key rows (0 in paged calls, whose keys are in pages).
+    pub total_k: usize,
+    /// Host offsets to upload per launch (`cu_seqlens_q`, then `cu_seqlens_k` unless a paged
+    /// call left them out), or `None` for device offsets.
+    pub upload: Option<Vec<i32>>,
+    /// Device offsets' addresses (0: none).
+    pub cu_seqlens: [u64; 2],
+}
+
+/// A paged call's pages and index arrays.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PagedIndex {
+    /// The geometry.
+    pub pages: Pages,
+    /// The block table's address.
+    pub block_table: u64,
+    /// The key counts' address (0: none).
+    pub seqused_k: u64,
+}
+
+impl Call<'_> {
+    /// Query rows of one batch entry: the sequence's (variable-length: all packed rows).
+    pub fn rows_q(&self) -> usize {
+        self.packed.as_ref().map_or(self.p.seqlen_q, |v| v.total_q)
+    }
+}
+
+fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidShape { what, reason: reason.into() }
+}
+
+/// Validates `p` with `bufs` (see the module docs).
+pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result<Call<'p>> {
+    if p.head_dim == 0 || p.head_dim % 8 != 0 || p.head_dim > 256 {
+        return Err(Error::UnsupportedHeadDim(p.head_dim));
+    }
+    if p.heads_kv == 0 && p.heads_q > 0 {
+        return Err(shape_err("heads_kv", "must be at least 1"));
+    }
+    if p.heads_kv > 0 && p.heads_q % p.heads_kv != 0 {
+        return Err(Error::GqaRatio { heads_q: p.heads_q, heads_kv: p.heads_kv });
+    }
+    for (what, n) in [("seqlen_q", p.seqlen_q), ("seqlen_k", p.seqlen_k)] {
+        if n > MAX_SEQLEN {
+            return Err(shape_err(what, format!("{n} exceeds {MAX_SEQLEN}")));
+        }
+    }
+    let scale = p.scale();
+    // The kernels track the running max of raw scores and scale inside exp2, which is right
+    // only for a positive scale (zero makes `-inf * 0` NaN), with `scale * log2(e)` finite.
+    if !(scale > 0.0 && (scale * std::f32::consts::LOG2_E).is_finite()) {
+        return Err(shape_err("softmax_scale", format!("{scale} is not positive and finite (times log2 e)")));
+    }
+    let num_splits = match p.num_splits {
+        Some(n) if n > MAX_SPLITS => return Err(shape_err("num_splits", format!("{n} exceeds {MAX_SPLITS}"))),
+        n => n.map(|n| n.max(1)),
+    };
+    let paged_pages = match &p.layout.kv {
+        Kv::Paged(pg) => Some(check_pages(p, &pg.pages)?),
+        Kv::Tensors => None,
+    };
+    let mut packed = match &p.layout.rows {
+        Rows::Packed(o) => Some(check_offsets(p, o)?),
+        Rows::Batched => None,
+    };
+    let empty = p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || packed.as_ref().is_some_and(|v| v.total_q == 0);
+    let mut call = Call {
+        p,
+        bufs: *bufs,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        group: p.heads_q.checked_div(p.heads_kv).unwrap_or(1).max(1),
+        packed: None,
+        paged: None,
+        strides: [[0; 3]; 4],
+        num_splits,
+        empty,
+    };
+    if empty {
+        call.packed = packed;
+        return Ok(call);
+    }
+    let d = p.head_dim;
+    let [q_s, k_s, v_s, o_s] = p.tensor_strides()?;
+    // Variable-length: one packed "batch" of total rows, batch strides unused.
+    let (nb, rows_q, rows_k) = match &packed {
+        Some(v) => (1, v.total_q, v.total_k),
+        None => (p.batch, p.seqlen_q, p.seqlen_k),
+    };
+    let unbatched = |st: Strides, packed: bool| if packed { Strides { batch: 0, ..st } } else { st };
+    let (q_s, o_s) = (unbatched(q_s, packed.is_some()), unbatched(o_s, packed.is_some()));
+    // Paged caches: `[num_pages, page_size, heads_kv, D]`, pages in the batch dimension (also in
+    // variable-length calls, whose packing is the queries' only).
+    let ((kv_batch, kv_rows), kv_packed) = match paged_pages {
+        Some(pg) => ((pg.num_pages, pg.page_size), false),
+        None => ((nb, rows_k), packed.is_some()),
+    };
+    let (k_s, v_s) = (unbatched(k_s, kv_packed), unbatched(v_s, kv_packed));
+    let (q_strides, q_end) = check_tensor("q", bufs.q, q_s, [nb, rows_q, p.heads_q, d], 2)?;
+    let (o_strides, o_end) = check_tensor("out", bufs.o, o_s, [nb, rows_q, p.heads_q, d], 2)?;
+    if !no_self_overlap(o_s, [nb, rows_q, p.heads_q, d]) {
+        let reason = format!("{o_s:?} put distinct output elements at the same address");
+        return Err(Error::InvalidStrides { tensor: "out", reason });
+    }
+    // Address ranges [start, end) of everything the kernel touches, written ones first.
+    let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
+    call.strides[0] = q_strides;
+    call.strides[3] = o_strides;
+    // With no keys, K and V are never read: any (even null) buffer will do.
+    let reads_kv = if paged_pages.is_some() { p.seqlen_k > 0 } else { rows_k > 0 };
+    if reads_kv {
+        let (k_strides, k_end) = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
+        let (v_strides, v_end) = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
+        spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
+        (call.strides[1], call.strides[2]) = (k_strides, v_strides);
+    }
+    if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, paged_pages) {
+        // The kernel reads every table row it is launched for and a count per sequence.
+        let entries = p.batch.checked_mul(pages.pages_per_seq).ok_or_else(|| shape_err("block_table", "entries overflow"))?;
+        spans.push(check_i32("block_table", pg.block_table.buffer(), entries)?);
+        let mut index = PagedIndex { pages, block_table: pg.block_table.buffer().ptr, seqused_k: 0 };
+        if let Some(used) = pg.seqused_k {
+            spans.push(check_i32("seqused_k", used.buffer(), p.batch)?);
+            index.seqused_k = used.buffer().ptr;
+        }
+        call.paged = Some(index);
+    }
+    if let (Some(v), Rows::Packed(Offsets::Device(d))) = (packed.as_mut(), &p.layout.rows) {
+        // The kernels read `batch + 1` offsets of each.
+        let n = p.batch.checked_add(1).ok_or_else(|| shape_err("batch", "overflows"))?;
+        spans.push(check_i32("cu_seqlens_q", d.cu_seqlens_q.buffer(), n)?);
+        v.cu_seqlens[0] = d.cu_seqlens_q.buffer().ptr;
+        if let Some(k) = d.cu_seqlens_k {
+            spans.push(check_i32("cu_seqlens_k", k.buffer(), n)?);
+            v.cu_seqlens[1] = k.buffer().ptr;
+        }
+    }
+    if let Some(lse) = bufs.lse {
+        // `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length calls.
+        let needed = (nb as u128 * p.heads_q as u128 * rows_q as u128).min(u64::MAX as u128) as u64;
+        if (lse.len as u64) < needed {
+            return Err(Error::BufferTooSmall { tensor: "lse", needed, len: lse.len as u64 });
+        }
+        if lse.ptr % 4 != 0 {
+            return Err(Error::Misaligned { tensor: "lse", reason: format!("base address {:#x} is not 4-byte aligned", lse.ptr) });
+        }
+        // A null address would make the kernel skip the log-sum-exp silently.
+        if lse.ptr == 0 {
+            return Err(Error::InvalidBuffer { tensor: "lse", reason: "null address".into() });
+        }
+        let end = needed.checked_mul(4).and_then(|b| lse.ptr.checked_add(b));
+        let end = end.ok_or_else(|| Error::InvalidStrides { tensor: "lse", reason: "addresses overflow 64 bits".into() })?;
+        spans.insert(1, ("lse", lse.ptr, end));
+    }
+    // What the kernel writes must not share memory with anything else it touches, or the
+    // result depends on CTA timing. Checked on ranges: an output interleaved with the inputs in
+    // one allocation is refused even where no element is shared.
+    let written = 1 + bufs.lse.is_some() as usize;
+    for (i, &(w, w0, w1)) in spans[..written].iter().enumerate() {
+        if let Some(&(other, ..)) = spans[i + 1..].iter().find(|&&(_, s0, s1)| w0 < s1 && s0 < w1) {
+            return Err(Error::InvalidBuffer { tensor: w, reason: format!("overlaps {other}") });
+        }
+    }
+    call.packed = packed;
+    Ok(call)
+}
+
+/// Checks a variable-length call's offsets: host ones entirely, device ones as far as the host
+/// can (key offsets present where needed, totals in the kernels' 32-bit range).
+fn check_offsets(p: &AttentionParams, o: &Offsets) -> Result<Packed> {
+    let paged = matches!(p.layout.kv, Kv::Paged(_));
+    match o {
+        Offsets::Host { cu_seqlens_q, cu_seqlens_k } => {
+            let keys = (!(cu_seqlens_k.is_empty() && paged)).then_some(("cu_seqlens_k", cu_seqlens_k, p.seqlen_k));
+            for (what, cu, max) in std::iter::once(("cu_seqlens_q", cu_seqlens_q, p.seqlen_q)).chain(keys) {
+                // `batch + 1` in u128: any usize batch, however hostile, is an error, not a wrap.
+                if cu.len() as u128 != p.batch as u128 + 1 {
+                    return Err(shape_err(what, format!("has {} offsets, batch {} needs {}", cu.len(), p.batch, p.batch as u128 + 1)));
+                }
+                if cu[0] != 0 {
+                    return Err(shape_err(what, format!("starts at {}, not 0", cu[0])));
+                }
+                if let Some(w) = cu.windows(2).find(|w| w[1] < w[0]) {
+                    return Err(shape_err(what, format!("decreases ({} then {})", w[0], w[1])));
+                }
+                if let Some(w) = cu.windows(2).find(|w| (w[1] - w[0]) as usize > max) {
+                    let name = if what == "cu_seqlens_q" { "seqlen_q (max_seqlen_q)" } else { "seqlen_k (max_seqlen_k)" };
+                    return Err(shape_err(what, format!("a sequence of {} rows exceeds {name} = {max}", w[1] - w[0])));
+                }
+            }
+            let upload = if paged && cu_seqlens_k.is_empty() { cu_seqlens_q.clone() } else { [&cu_seqlens_q[..], &cu_seqlens_k[..]].concat() };
+            Ok(Packed { total_q: o.total_q(), total_k: if paged { 0 } else { o.total_k() }, upload: Some(upload), cu_seqlens: [0; 2] })
+        }
+        Offsets::Device(d) => {
+            if d.cu_seqlens_k.is_none() && !paged {
+                let reason = "unpaged variable-length calls need key offsets".into();
+                return Err(Error::InvalidBuffer { tensor: "cu_seqlens_k", reason });
+            }
+            // Row indices (and the kernels' clamps) are 32-bit.
+            for (what, n) in [("total_q", d.total_q), ("total_k", d.total_k)] {
+                if n > i32::MAX as usize {
+                    return Err(shape_err(what, format!("{n} exceeds {}", i32::MAX)));
+                }
+            }
+            Ok(Packed { total_q: d.total_q, total_k: if paged { 0 } else { d.total_k }, upload: None, cu_seqlens: [0; 2] })
+        }
+    }
+}
+
+/// Checks a paged call's page geometry.
+fn check_pages(p: &AttentionParams, pg: &Pages) -> Result<Pages> {
+    if !pg.page_size.is_power_of_two() || pg.page_size < 16 || pg.page_size > 1 << 20 {
+        return Err(shape_err("page_size", format!("{} is not a power of two from 16 to 2^20", pg.page_size)));
+    }
+    if pg.num_pages == 0 || pg.num_pages > i32::MAX as usize {
+        return Err(shape_err("num_pages", format!("{} is not between 1 and {}", pg.num_pages, i32::MAX)));
+    }
+    if pg.pages_per_seq == 0 || pg.pages_per_seq > i32::MAX as usize {
+        return Err(shape_err("pages_per_seq", format!("{} is not between 1 and {}", pg.pages_per_seq, i32::MAX)));
+    }
+    if p.seqlen_k > pg.pages_per_seq.saturating_mul(pg.page_size) {
+        let reason = format!("{} keys do not fit {} pages of {} rows", p.seqlen_k, pg.pages_per_seq, pg.page_size);
+        return Err(shape_err("seqlen_k", reason));
+    }
+    if matches!(p.kernel, KernelChoice::Wgmma { .. }) {
+        return Err(shape_err("wgmma path", "paged calls run on the mma.sync path"));
+    }
+    Ok(*pg)
+}
+
+/// Checks an i32 buffer of `needed` elements the kernel reads; returns its byte span.
+fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<(&'static str, u64, u64)> {
+    if buf.ptr == 0 {
+        return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
+    }
+    if buf.ptr % 4 != 0 {
+        return Err(Error::Misaligned { tensor, reason: format!("base address {:#x} is not 4-byte aligned", buf.ptr) });
+    }
+    if buf.len < needed {
+        return Err(Error::BufferTooSmall { tensor, needed: needed as u64, len: buf.len as u64 });
+    }
+    let end = (needed as u64).checked_mul(4).and_then(|b| buf.ptr.checked_add(b));
+    let end = end.ok_or_else(|| Error::InvalidBuffer { tensor, reason: "addresses overflow 64 bits".into() })?;
+    Ok((tensor, buf.ptr, end))
+}
+
+/// Checks one tensor's address, strides, alignment and extent; returns its strides and the end
+/// (exclusive) of the bytes it spans.
+fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [usize; 4], elem_bytes: u64) -> Result<([i64; 3], u64)> {
+    let s = [strides.batch, strides.row, strides.head];
+    if buf.ptr == 0 {
+        return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
+    }
+    if s.iter().any(|&x| x < 0) {
+        return Err(Error::InvalidStrides { tensor, reason: format!("negative stride in {s:?}") });
+    }
+    // The kernels move 16-byte chunks: 8 elements of every row must be one aligned vector.
+    if buf.ptr % 16 != 0 {
+        return Err(Error::Misaligned { tensor, reason: format!("base address {:#x} is not 16-byte aligned", buf.ptr) });
+    }
+    if let Some(bad) = s.iter().find(|&&x| (x as u64).wrapping_mul(elem_bytes) % 16 != 0) {
+        return Err(Error::Misaligned { tensor, reason: format!("stride {bad} elements is not a multiple of 16 bytes") });
+    }
+    // Highest element offset reached, in checked 64-bit arithmetic.
+    let overflow = || Error::InvalidStrides { tensor, reason: "element offsets overflow 64 bits".into() };
+    let reach = |n: usize, stride: i64| i64::try_from(n - 1).ok().and_then(|n| n.checked_mul(stride));
+    let last = [reach(dims[0], s[0]), reach(dims[1], s[1]), reach(dims[2], s[2])]
+        .into_iter()
+        .try_fold(dims[3] as i64, |acc, x| x.and_then(|x| acc.checked_add(x)))
+        .ok_or_else(overflow)?;
+    // Byte offsets must fit in signed 64 bits too (the kernels form addresses as base + offset
+    // * 2), and so must the addresses.
+    let end = last.checked_mul(elem_bytes as i64).and_then(|b| buf.ptr.checked_add(b as u64)).ok_or_else(overflow)?;
+    if last as u64 > buf.len as u64 {
+        return Err(Error::BufferTooSmall { tensor, needed: last as u64, len: buf.len as u64 });
+    }
+    Ok((s, end))
+}
+
+/// True when no two elements of a `dims` tensor with strides `s` share memory, by the usual
+/// sufficient test: taken by increasing stride, each dimension of extent > 1 steps over all
+/// the dimensions inside it. Only the output needs it: inputs may alias themselves (broadcast).
+fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
+    let mut by_stride = [(s.batch, dims[0]), (s.row, dims[1]), (s.head, dims[2])];
+    by_stride.sort_unstable();
+    let mut span = dims[3] as i64;
+    by_stride.iter().filter(|&&(_, n)| n > 1).all(|&(stride, n)| {
+        let clears = stride >= span;
+        span += stride * (n as i64 - 1); // no overflow: check_tensor bounded the whole sum
+        clears
+    })
+}
