@@ -114,3 +114,100 @@ impl Extent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Launch parameters of a variable-length launch over `cq` / `ck` (host arrays standing in
+    /// for device memory): maxima `seqlen`, packed rows `total`.
+    fn varlen_params(cq: &[i32], ck: &[i32], heads_q: u32, [seqlen_q, seqlen_k]: [u32; 2], [total_q, total_k]: [u32; 2]) -> FwdParams {
+        FwdParams {
+            batch: cq.len() as u32 - 1,
+            heads_q,
+            seqlen_q,
+            seqlen_k,
+            total_q,
+            total_k,
+            cu_seqlens_q: cq.as_ptr() as u64,
+            cu_seqlens_k: ck.as_ptr() as u64,
+            ..Default::default()
+        }
+    }
+
+    /// A sequence's extent comes from the offsets in a variable-length launch (read here from
+    /// host memory, as the kernels read device memory), and its log-sum-exp rows sit at
+    /// `head * total_q + q_start`; fixed-length launches use their own lengths.
+    #[test]
+    fn sequence_extents_and_lse_rows_follow_the_offsets() {
+        let (cq, ck) = ([0i32, 3, 3, 10], [0i32, 5, 7, 20]);
+        let p = varlen_params(&cq, &ck, 4, [7, 13], [10, 20]);
+        // SAFETY: both arrays hold batch + 1 offsets.
+        let e = unsafe { Extent::varlen(&p, 2) };
+        assert_eq!((e.seqlen_q, e.seqlen_k, e.q_start, e.k_start), (7, 13, 3, 7));
+        assert_eq!(e.lse_first(&p, 2, 1, true), 10 + 3);
+        let empty = unsafe { Extent::varlen(&p, 1) };
+        assert_eq!((empty.seqlen_q, empty.seqlen_k), (0, 2));
+        let f = Extent::fixed(&p);
+        assert_eq!((f.seqlen_q, f.seqlen_k, f.q_start, f.k_start), (7, 13, 0, 0));
+        assert_eq!(f.lse_first(&p, 2, 1, false), (2 * 4 + 1) * 7);
+    }
+
+    /// Offsets read from the caller's device memory are clamped into the packed rows and to
+    /// the maxima, whatever they hold, so a kernel's rows (`q_start + row < q_start + seqlen_q
+    /// <= total_q`, likewise for keys) stay inside the tensors; paged launches take their key
+    /// counts from `seqused_k` (clamped) or, without key offsets, `seqlen_k`.
+    #[test]
+    fn device_offsets_are_clamped_into_the_packed_rows() {
+        let (cq, ck) = ([5i32, -4, 9, 100, i32::MIN, i32::MAX, 3], [0i32, 30, 2, -1, 7, 7, 8]);
+        let p = varlen_params(&cq, &ck, 1, [4, 13], [10, 20]);
+        let extents: std::vec::Vec<_> = (0..6)
+            .map(|b| {
+                // SAFETY: both arrays hold batch + 1 offsets.
+                let e = unsafe { Extent::varlen(&p, b) };
+                assert!(e.q_start + e.seqlen_q <= p.total_q && e.k_start + e.seqlen_k <= p.total_k, "{b}");
+                (e.q_start, e.seqlen_q, e.k_start, e.seqlen_k)
+            })
+            .collect();
+        // Decreasing, negative, past the totals, longer than the maxima.
+        let want = [(5, 0, 0, 13), (0, 4, 20, 0), (9, 1, 2, 0), (10, 0, 0, 7), (0, 4, 7, 0), (10, 0, 7, 1)];
+        assert_eq!(extents, want);
+
+        // Paged: no key offsets, then seqused_k overriding (clamped to 0..=seqlen_k).
+        let used = [-3i32, 2, 1000, 13, 0, 7];
+        let paged = FwdParams { cu_seqlens_k: 0, ..p };
+        let counts: std::vec::Vec<u32> = (0..6).map(|b| unsafe { Extent::varlen(&paged, b) }.seqlen_k).collect();
+        assert_eq!(counts, [13; 6]);
+        let with_used = FwdParams { seqused_k: used.as_ptr() as u64, ..paged };
+        // SAFETY: `used` holds a count per sequence.
+        let counts: std::vec::Vec<u32> = (0..6).map(|b| unsafe { Extent::varlen(&with_used, b).with_seqused_k(&with_used, b) }.seqlen_k).collect();
+        assert_eq!(counts, [0, 2, 13, 13, 0, 7]);
+        let fixed = unsafe { Extent::fixed(&paged).with_seqused_k(&paged, 3) };
+        assert_eq!(fixed.seqlen_k, 13, "no seqused_k: every sequence has seqlen_k keys");
+    }
+
+    /// The grid order of `interleave` groups visits every (batch, head, query block) once, and
+    /// the launch ends on query block 0 (the lightest causal one) of a whole group.
+    #[test]
+    fn interleaved_grid_order_is_a_permutation_ending_on_light_blocks() {
+        for (batch, heads, m_blocks) in [(1, 7, 60), (8, 32, 11), (2, 3, 5), (1, 1, 9), (3, 5, 1)] {
+            let pairs = batch * heads;
+            for g in [1, 2, 4, 5, pairs] {
+                let p = FwdParams { batch, heads_q: heads, m_blocks, interleave: g, ..Default::default() };
+                let grid = pairs * m_blocks;
+                let mut seen = std::vec![false; grid as usize];
+                for block in 0..grid {
+                    let t = tile_for_block(&p, block);
+                    assert!(t.batch < batch && t.head < heads && t.m_block < m_blocks, "{p:?} block {block}");
+                    let i = ((t.batch * heads + t.head) * m_blocks + t.m_block) as usize;
+                    assert!(!core::mem::replace(&mut seen[i], true), "{p:?}: block {block} repeats a tile");
+                }
+                // Every block of the last whole group's last round is a query block 0.
+                let last_round = g.min(pairs);
+                for block in grid - last_round..grid {
+                    assert_eq!(tile_for_block(&p, block).m_block, 0, "{p:?} block {block}");
+                }
+            }
+        }
+    }
+}

@@ -133,3 +133,46 @@ pub const fn default_config(head_dim: usize) -> Option<TileConfig> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_instantiated_and_serve_every_head_dim() {
+        for (i, (d, c)) in HEAD_DIMS.iter().zip(DEFAULTS).enumerate() {
+            assert!(CONFIGS.contains(&c), "default {c:?} is not in CONFIGS");
+            assert_eq!((c.head_dim, VARLEN_CONFIGS[i].head_dim), (*d, *d));
+        }
+        for head_dim in (8..=256).step_by(8) {
+            let c = default_config(head_dim).expect("every multiple of 8 up to 256 is served");
+            assert!(c.head_dim >= head_dim && c.head_dim - head_dim < 128);
+            assert_eq!(padded_head_dim(head_dim), Some(c.head_dim));
+        }
+        assert_eq!((default_config(264), padded_head_dim(264)), (None, None));
+    }
+
+    /// Decode-shaped calls run the split table's tiles on the plain kernel too.
+    #[test]
+    fn split_configurations_are_plain_ones_too() {
+        for c in SPLIT_CONFIGS {
+            assert!(CONFIGS.contains(&c), "{c:?}");
+        }
+    }
+
+    /// Every configuration fits the copy loops and, key-splitting warps, the merge's scratch;
+    /// every table holds one for each head dimension that fits 99 KB per CTA (sm_86, sm_89).
+    #[test]
+    fn configurations_are_launchable_and_every_table_fits_small_gpus() {
+        for c in CONFIGS.iter().chain(&VARLEN_CONFIGS).chain(&SPLIT_CONFIGS) {
+            assert!(c.threads() >= c.head_dim, "{c:?}: threads must cover an 8-row swizzle group");
+            assert_eq!(c.block_m * c.warps_n() % (c.warps * 16), 0, "{c:?}");
+            assert!(c.warps_n() == 1 || c.m_tiles() == 1, "{c:?}");
+        }
+        for table in [&CONFIGS[..], &VARLEN_CONFIGS[..], &SPLIT_CONFIGS[..]] {
+            for d in HEAD_DIMS {
+                assert!(table.iter().any(|c| c.head_dim == d && c.smem_bytes() <= 99 * 1024), "no head_dim {d} configuration fits 99 KB");
+            }
+        }
+    }
+}

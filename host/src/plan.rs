@@ -160,7 +160,10 @@ fn build(call: &Call, s: Selection, target: &Target) -> Result<LaunchPlan> {
     if empty {
         return Ok(plan);
     }
+    call.check_buffers()?;
     let [q_strides, k_strides, v_strides, o_strides] = call.strides;
+    // K and V are never read without keys: their strides were not checked.
+    let (k_strides, v_strides) = if call.reads_kv() { (k_strides, v_strides) } else { ([0; 3], [0; 3]) };
     let rows_q = call.rows_q();
     let varlen = call.packed.is_some();
     let hopper = matches!(k, Kernel::Sm90 { .. });

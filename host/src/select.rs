@@ -261,19 +261,21 @@ fn hopper_kernel(call: &Call, forced: Option<HopperConfig>) -> std::result::Resu
     if call.empty {
         return Ok(config);
     }
+    let reads_kv = call.reads_kv();
     let ([bq, sq], [bk, sk]) = match &call.packed {
         Some(v) => ([1, v.total_q], [1, v.total_k]),
         None => ([p.batch, p.seqlen_q], [p.batch, p.seqlen_k]),
     };
     let extents = [[bq, sq, p.heads_q], [bk, sk, p.heads_kv], [bk, sk, p.heads_kv], [bq, sq, p.heads_q]];
     for ((name, strides), extents) in ["q", "k", "v", "out"].into_iter().zip(call.strides).zip(extents) {
-        if extents.contains(&0) {
-            // Never read (no keys): its strides were not even validated.
+        if extents.contains(&0) || (!reads_kv && (name == "k" || name == "v")) {
+            // Never read (no keys).
             continue;
         }
         for ((stride, extent), dim) in strides.iter().zip(extents).zip(["batch", "row", "head"]) {
-            // Packed rows' batch strides are unused (one batch entry).
-            if extent > 1 && (*stride == 0 || *stride as u64 * 2 >= MAX_STRIDE_BYTES) {
+            // Packed rows' batch strides are unused (one batch entry); negative ones are the
+            // buffer checks' to report.
+            if extent > 1 && *stride >= 0 && (*stride == 0 || *stride as u64 * 2 >= MAX_STRIDE_BYTES) {
                 return Err(format!("{name}'s {dim} stride {stride} cannot be described to TMA (nonzero, below 2^40 bytes)"));
             }
         }

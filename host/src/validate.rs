@@ -1,8 +1,9 @@
-//! The first stage of planning: a call's parameters and buffers checked into a [`Call`], which
-//! exists only for a valid call. Everything that does not depend on the kernel is checked here
-//! (sizes, GQA ratio, scale, offsets, page geometry, every tensor's strides, alignment and
-//! extent, overlaps); what does (tile configurations, the grid, shared memory) is checked when
-//! a kernel is chosen ([`crate::select`]) and its launch is built ([`crate::plan`]).
+//! The first stage of planning: a call's parameters checked into a [`Call`], which exists only
+//! for a valid call: sizes, GQA ratio, scale, offsets, page geometry, every stride resolved in
+//! checked arithmetic. What depends on the kernel (tile configurations, the grid, shared
+//! memory) is checked when a kernel is chosen ([`crate::select`]) and its launch is built
+//! ([`crate::plan`]), which then checks the buffers ([`Call::check_buffers`]: every tensor's
+//! strides, alignment and extent, the index arrays, overlaps).
 use crate::buffers::{BufferRef, Buffers};
 use crate::error::{Error, Result};
 use crate::layout::{Kv, Offsets, Pages, Rows};
@@ -28,7 +29,7 @@ pub(crate) struct Call<'p> {
     /// Paged calls: the pages and the index arrays.
     pub paged: Option<PagedIndex>,
     /// Strides (batch, row, head) of Q, K, V and the output as the kernels index them
-    /// (packed rows: batch strides 0; K and V: zeros when never read).
+    /// (packed rows: batch strides 0), checked by [`Call::check_buffers`].
     pub strides: [[i64; 3]; 4],
     /// Split-KV count asked for (`None`: the planner's choice; at most [`MAX_SPLITS`]).
     pub num_splits: Option<usize>,
@@ -122,89 +123,107 @@ pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result
         call.packed = packed;
         return Ok(call);
     }
-    let d = p.head_dim;
     let [q_s, k_s, v_s, o_s] = p.tensor_strides()?;
-    // Variable-length: one packed "batch" of total rows, batch strides unused.
-    let (nb, rows_q, rows_k) = match &packed {
-        Some(v) => (1, v.total_q, v.total_k),
-        None => (p.batch, p.seqlen_q, p.seqlen_k),
-    };
-    let unbatched = |st: Strides, packed: bool| if packed { Strides { batch: 0, ..st } } else { st };
-    let (q_s, o_s) = (unbatched(q_s, packed.is_some()), unbatched(o_s, packed.is_some()));
-    // Paged caches: `[num_pages, page_size, heads_kv, D]`, pages in the batch dimension (also in
-    // variable-length calls, whose packing is the queries' only).
-    let ((kv_batch, kv_rows), kv_packed) = match paged_pages {
-        Some(pg) => ((pg.num_pages, pg.page_size), false),
-        None => ((nb, rows_k), packed.is_some()),
-    };
-    let (k_s, v_s) = (unbatched(k_s, kv_packed), unbatched(v_s, kv_packed));
-    let (q_strides, q_end) = check_tensor("q", bufs.q, q_s, [nb, rows_q, p.heads_q, d], 2)?;
-    let (o_strides, o_end) = check_tensor("out", bufs.o, o_s, [nb, rows_q, p.heads_q, d], 2)?;
-    if !no_self_overlap(o_s, [nb, rows_q, p.heads_q, d]) {
-        let reason = format!("{o_s:?} put distinct output elements at the same address");
-        return Err(Error::InvalidStrides { tensor: "out", reason });
-    }
-    // Address ranges [start, end) of everything the kernel touches, written ones first.
-    let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
-    call.strides[0] = q_strides;
-    call.strides[3] = o_strides;
-    // With no keys, K and V are never read: any (even null) buffer will do.
-    let reads_kv = if paged_pages.is_some() { p.seqlen_k > 0 } else { rows_k > 0 };
-    if reads_kv {
-        let (k_strides, k_end) = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
-        let (v_strides, v_end) = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
-        spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
-        (call.strides[1], call.strides[2]) = (k_strides, v_strides);
-    }
+    // Variable-length: one packed "batch" of total rows, batch strides unused; paged caches keep
+    // theirs (the strides between pages).
+    let unbatched = |st: Strides, packed: bool| if packed { [0, st.row, st.head] } else { [st.batch, st.row, st.head] };
+    let kv_packed = packed.is_some() && paged_pages.is_none();
+    call.strides = [unbatched(q_s, packed.is_some()), unbatched(k_s, kv_packed), unbatched(v_s, kv_packed), unbatched(o_s, packed.is_some())];
     if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, paged_pages) {
-        // The kernel reads every table row it is launched for and a count per sequence.
-        let entries = p.batch.checked_mul(pages.pages_per_seq).ok_or_else(|| shape_err("block_table", "entries overflow"))?;
-        spans.push(check_i32("block_table", pg.block_table.buffer(), entries)?);
-        let mut index = PagedIndex { pages, block_table: pg.block_table.buffer().ptr, seqused_k: 0 };
-        if let Some(used) = pg.seqused_k {
-            spans.push(check_i32("seqused_k", used.buffer(), p.batch)?);
-            index.seqused_k = used.buffer().ptr;
-        }
-        call.paged = Some(index);
+        let seqused_k = pg.seqused_k.map_or(0, |u| u.buffer().ptr);
+        call.paged = Some(PagedIndex { pages, block_table: pg.block_table.buffer().ptr, seqused_k });
     }
     if let (Some(v), Rows::Packed(Offsets::Device(d))) = (packed.as_mut(), &p.layout.rows) {
-        // The kernels read `batch + 1` offsets of each.
-        let n = p.batch.checked_add(1).ok_or_else(|| shape_err("batch", "overflows"))?;
-        spans.push(check_i32("cu_seqlens_q", d.cu_seqlens_q.buffer(), n)?);
-        v.cu_seqlens[0] = d.cu_seqlens_q.buffer().ptr;
-        if let Some(k) = d.cu_seqlens_k {
-            spans.push(check_i32("cu_seqlens_k", k.buffer(), n)?);
-            v.cu_seqlens[1] = k.buffer().ptr;
-        }
-    }
-    if let Some(lse) = bufs.lse {
-        // `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length calls.
-        let needed = (nb as u128 * p.heads_q as u128 * rows_q as u128).min(u64::MAX as u128) as u64;
-        if (lse.len as u64) < needed {
-            return Err(Error::BufferTooSmall { tensor: "lse", needed, len: lse.len as u64 });
-        }
-        if lse.ptr % 4 != 0 {
-            return Err(Error::Misaligned { tensor: "lse", reason: format!("base address {:#x} is not 4-byte aligned", lse.ptr) });
-        }
-        // A null address would make the kernel skip the log-sum-exp silently.
-        if lse.ptr == 0 {
-            return Err(Error::InvalidBuffer { tensor: "lse", reason: "null address".into() });
-        }
-        let end = needed.checked_mul(4).and_then(|b| lse.ptr.checked_add(b));
-        let end = end.ok_or_else(|| Error::InvalidStrides { tensor: "lse", reason: "addresses overflow 64 bits".into() })?;
-        spans.insert(1, ("lse", lse.ptr, end));
-    }
-    // What the kernel writes must not share memory with anything else it touches, or the
-    // result depends on CTA timing. Checked on ranges: an output interleaved with the inputs in
-    // one allocation is refused even where no element is shared.
-    let written = 1 + bufs.lse.is_some() as usize;
-    for (i, &(w, w0, w1)) in spans[..written].iter().enumerate() {
-        if let Some(&(other, ..)) = spans[i + 1..].iter().find(|&&(_, s0, s1)| w0 < s1 && s0 < w1) {
-            return Err(Error::InvalidBuffer { tensor: w, reason: format!("overlaps {other}") });
-        }
+        v.cu_seqlens = [d.cu_seqlens_q.buffer().ptr, d.cu_seqlens_k.map_or(0, |k| k.buffer().ptr)];
     }
     call.packed = packed;
     Ok(call)
+}
+
+impl Call<'_> {
+    /// Checks every buffer a non-empty call's kernel touches: each tensor's address, strides,
+    /// alignment and extent, the index arrays, and that nothing written overlaps anything else
+    /// touched. (After the kernel is chosen, so that a grid past the limits is named first.)
+    pub fn check_buffers(&self) -> Result<()> {
+        let (p, bufs) = (self.p, &self.bufs);
+        let d = p.head_dim;
+        let strides = |[batch, row, head]: [i64; 3]| Strides { batch, row, head };
+        let (nb, rows_q, rows_k) = match &self.packed {
+            Some(v) => (1, v.total_q, v.total_k),
+            None => (p.batch, p.seqlen_q, p.seqlen_k),
+        };
+        let (kv_batch, kv_rows) = match self.paged {
+            Some(pg) => (pg.pages.num_pages, pg.pages.page_size),
+            None => (nb, rows_k),
+        };
+        let [q_s, k_s, v_s, o_s] = self.strides.map(strides);
+        let q_end = check_tensor("q", bufs.q, q_s, [nb, rows_q, p.heads_q, d], 2)?;
+        let o_end = check_tensor("out", bufs.o, o_s, [nb, rows_q, p.heads_q, d], 2)?;
+        if !no_self_overlap(o_s, [nb, rows_q, p.heads_q, d]) {
+            let reason = format!("{o_s:?} put distinct output elements at the same address");
+            return Err(Error::InvalidStrides { tensor: "out", reason });
+        }
+        // Address ranges [start, end) of everything the kernel touches, written ones first.
+        let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
+        if self.reads_kv() {
+            let k_end = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
+            let v_end = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
+            spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
+        }
+        if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, self.paged) {
+            // The kernel reads every table row it is launched for and a count per sequence.
+            let entries = p.batch.checked_mul(pages.pages.pages_per_seq).ok_or_else(|| shape_err("block_table", "entries overflow"))?;
+            spans.push(check_i32("block_table", pg.block_table.buffer(), entries)?);
+            if let Some(used) = pg.seqused_k {
+                spans.push(check_i32("seqused_k", used.buffer(), p.batch)?);
+            }
+        }
+        if let Rows::Packed(Offsets::Device(o)) = &p.layout.rows {
+            // The kernels read `batch + 1` offsets of each.
+            let n = p.batch.checked_add(1).ok_or_else(|| shape_err("batch", "overflows"))?;
+            spans.push(check_i32("cu_seqlens_q", o.cu_seqlens_q.buffer(), n)?);
+            if let Some(k) = o.cu_seqlens_k {
+                spans.push(check_i32("cu_seqlens_k", k.buffer(), n)?);
+            }
+        }
+        if let Some(lse) = bufs.lse {
+            // `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length calls.
+            let needed = (nb as u128 * p.heads_q as u128 * rows_q as u128).min(u64::MAX as u128) as u64;
+            if (lse.len as u64) < needed {
+                return Err(Error::BufferTooSmall { tensor: "lse", needed, len: lse.len as u64 });
+            }
+            if lse.ptr % 4 != 0 {
+                return Err(Error::Misaligned { tensor: "lse", reason: format!("base address {:#x} is not 4-byte aligned", lse.ptr) });
+            }
+            // A null address would make the kernel skip the log-sum-exp silently.
+            if lse.ptr == 0 {
+                return Err(Error::InvalidBuffer { tensor: "lse", reason: "null address".into() });
+            }
+            let end = needed.checked_mul(4).and_then(|b| lse.ptr.checked_add(b));
+            let end = end.ok_or_else(|| Error::InvalidStrides { tensor: "lse", reason: "addresses overflow 64 bits".into() })?;
+            spans.insert(1, ("lse", lse.ptr, end));
+        }
+        // What the kernel writes must not share memory with anything else it touches, or the
+        // result depends on CTA timing. Checked on ranges: an output interleaved with the inputs
+        // in one allocation is refused even where no element is shared.
+        let written = 1 + bufs.lse.is_some() as usize;
+        for (i, &(w, w0, w1)) in spans[..written].iter().enumerate() {
+            if let Some(&(other, ..)) = spans[i + 1..].iter().find(|&&(_, s0, s1)| w0 < s1 && s0 < w1) {
+                return Err(Error::InvalidBuffer { tensor: w, reason: format!("overlaps {other}") });
+            }
+        }
+        Ok(())
+    }
+
+    /// True when the kernel reads K and V: with no keys it never does (any, even null, buffer
+    /// will do).
+    pub fn reads_kv(&self) -> bool {
+        match (&self.paged, &self.packed) {
+            (Some(_), _) => self.p.seqlen_k > 0,
+            (None, Some(v)) => v.total_k > 0,
+            (None, None) => self.p.seqlen_k > 0,
+        }
+    }
 }
 
 /// Checks a variable-length call's offsets: host ones entirely, device ones as far as the host
@@ -286,9 +305,9 @@ fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<(&'s
     Ok((tensor, buf.ptr, end))
 }
 
-/// Checks one tensor's address, strides, alignment and extent; returns its strides and the end
-/// (exclusive) of the bytes it spans.
-fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [usize; 4], elem_bytes: u64) -> Result<([i64; 3], u64)> {
+/// Checks one tensor's address, strides, alignment and extent; returns the end (exclusive) of
+/// the bytes it spans.
+fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [usize; 4], elem_bytes: u64) -> Result<u64> {
     let s = [strides.batch, strides.row, strides.head];
     if buf.ptr == 0 {
         return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
@@ -316,7 +335,7 @@ fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [u
     if last as u64 > buf.len as u64 {
         return Err(Error::BufferTooSmall { tensor, needed: last as u64, len: buf.len as u64 });
     }
-    Ok((s, end))
+    Ok(end)
 }
 
 /// True when no two elements of a `dims` tensor with strides `s` share memory, by the usual

@@ -1,11 +1,10 @@
 //! Running one forward attention case on the GPU and comparing it with the CPU reference.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::attention::{BufferRef, Buffers, Strides};
 use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, DType, Element, Gpu};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, Element, Gpu, KernelChoice, Strides};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 /// Errors of one case against the reference.
@@ -119,22 +118,22 @@ pub fn run_case<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32) ->
 
 /// [`run_case`], launching through `launch` when given.
 pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
-    let seed: u64 = rand::rng().random();
+    let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let d = p.head_dim;
     let dq = [p.batch, p.seqlen_q, p.heads_q, d];
     let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
-    let [qs, ks, vs, os] = p.tensor_strides();
+    let [qs, ks, vs, os] = p.tensor_strides().expect("the case's strides");
     let scale = |v: Vec<T>| v.into_iter().map(|x| T::from_f32(x.to_f32() * input_scale)).collect::<Vec<T>>();
     let q = scale(random_tensor::<T>(&mut rng, dq.iter().product()));
     let k = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
     let v = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
 
-    let upload = |x: &[T], dims, s| DeviceBuffer::from_slice(&scatter(x, dims, s, s.extent(dims).max(1))).unwrap();
+    let upload = |x: &[T], dims, s: Strides| DeviceBuffer::from_slice(&scatter(x, dims, s, s.extent(dims).unwrap().max(1))).unwrap();
     let (q_d, k_d, v_d) = (upload(&q, dq, qs), upload(&k, dk, ks), upload(&v, dk, vs));
     // Poison: NaN everywhere, so an element the kernel fails to write cannot pass.
     let nan = T::from_f32(f32::NAN);
-    let mut o_d = DeviceBuffer::from_slice(&vec![nan; os.extent(dq).max(1)]).unwrap();
+    let mut o_d = DeviceBuffer::from_slice(&vec![nan; os.extent(dq).unwrap().max(1)]).unwrap();
     let n_lse = p.batch * p.heads_q * p.seqlen_q;
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
 
@@ -149,8 +148,6 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
                 v: r(v_d.as_device_ptr().as_raw(), v_d.len()),
                 o: r(o_d.as_device_ptr().as_raw(), o_d.len()),
                 lse: Some(r(lse_d.as_device_ptr().as_raw(), lse_d.len())),
-                paged: None,
-                varlen: None,
             };
             launch(&stream, &bufs).expect("launch failed")
         }
@@ -188,9 +185,8 @@ pub fn check(gpu: &Gpu, p: &AttentionParams) {
     let e = run_dyn(gpu, p, 1.0);
     let tol = out_tolerance(p.dtype);
     println!(
-        "{:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} cfg={:?}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}",
-        p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal,
-        p.config.map(|c| flashrs::attention::kernel_name(p.dtype, &c)), e.out, e.lse
+        "{:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} kernel={:?}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}",
+        p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.kernel, e.out, e.lse
     );
     assert!(e.out <= tol, "output error {} > {tol} for {p:?} (seed {})", e.out, e.seed);
     assert!(e.lse <= LSE_TOLERANCE, "lse error {} for {p:?} (seed {})", e.lse, e.seed);
@@ -224,7 +220,7 @@ pub fn check_many_with(gpu: &Gpu, cases: &[AttentionParams], launch: Option<&dyn
             "{} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}: out err {:.2e} (tol {:.0e}), lse err {:.2e}, \
              lse -inf mismatches {} (seed {})",
             if ok { "ok  " } else { "FAIL" },
-            p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.path.name(),
+            p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, kernel_label(&p.kernel),
             e.out, tol(p), e.lse, e.lse_inf_mismatch, e.seed
         );
         println!("{line}");
@@ -233,6 +229,15 @@ pub fn check_many_with(gpu: &Gpu, cases: &[AttentionParams], launch: Option<&dyn
         }
     }
     assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// The kernel choice in a case line: the path, and a forced configuration.
+pub fn kernel_label(k: &KernelChoice) -> String {
+    match k {
+        KernelChoice::MmaSync { config: Some(c) } => format!("mma.sync {c:?}"),
+        KernelChoice::Wgmma { config: Some(c), persistent } => format!("wgmma {c:?} persistent {persistent:?}"),
+        _ => k.path().name().into(),
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,37 @@
 //! Shared helpers of the integration tests.
+//!
+//! Two environment variables serve runs on GPU machines:
+//! * `FLASHRS_REQUIRE_GPU=1`: a GPU test that would skip (no GPU, or a Hopper test on another
+//!   GPU) fails instead, so a run on a GPU machine cannot pass by skipping.
+//! * `FLASHRS_SEED=<n>`: the base seed of every random input ([`case_seed`]); each test binary
+//!   prints the one it used, so a failure can be replayed.
+use std::cell::Cell;
+use std::hash::{Hash, Hasher};
 use std::io::Write;
+use std::sync::OnceLock;
+
+use flashrs::{Arch, Target};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 
 pub mod attn;
 pub mod expect;
 pub mod paged;
 pub mod varlen;
+
+/// True when `FLASHRS_REQUIRE_GPU=1`: skipping is a failure.
+fn gpu_required() -> bool {
+    std::env::var("FLASHRS_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
+/// Reports a skipped test (straight to the handles: libtest captures print!/eprint!, and a skip
+/// must be seen), or fails it under `FLASHRS_REQUIRE_GPU=1`.
+fn skip(test: &str, why: &str) {
+    assert!(!gpu_required(), "{test}: FLASHRS_REQUIRE_GPU=1, but it would skip: {why}");
+    let msg = format!("SKIPPED {test}: {why}");
+    let _ = writeln!(std::io::stderr(), "{msg}");
+    let _ = writeln!(std::io::stdout(), "{msg}");
+}
 
 /// Opens GPU 0, or reports the test as skipped (with the reason) and returns `None` where no
 /// GPU or driver is present. Any other failure to open the GPU is a test failure.
@@ -12,8 +39,7 @@ pub fn gpu_or_skip(test: &str) -> Option<flashrs::Gpu> {
     match flashrs::Gpu::new(0) {
         Ok(gpu) => Some(gpu),
         Err(flashrs::Error::NoGpu(reason)) => {
-            // Straight to the handle: libtest captures print!/eprint!, and a skip must be seen.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no GPU ({reason})");
+            skip(test, &format!("no GPU ({reason})"));
             None
         }
         Err(e) => panic!("{test}: opening the GPU failed: {e}"),
@@ -24,12 +50,49 @@ pub fn gpu_or_skip(test: &str) -> Option<flashrs::Gpu> {
 /// (the Hopper kernels need an H100/H200).
 pub fn hopper_or_skip(test: &str) -> Option<flashrs::Gpu> {
     let gpu = gpu_or_skip(test)?;
-    if gpu.arch() != flashrs::Arch::Sm90a {
+    if gpu.arch() != Arch::Sm90a {
         let (major, minor) = gpu.compute_capability();
-        let msg = format!("SKIPPED {test}: needs an sm_90a GPU (H100/H200), this one is sm_{major}{minor}");
-        let _ = writeln!(std::io::stderr(), "{msg}");
-        let _ = writeln!(std::io::stdout(), "{msg}");
+        skip(test, &format!("needs an sm_90a GPU (H100/H200), this one is sm_{major}{minor}"));
         return None;
     }
     Some(gpu)
+}
+
+/// The target GPU-free planning tests plan for: an H100, whose plans take every path.
+pub const H100: Target = Target::H100;
+
+/// The base seed of this test binary's random inputs: `FLASHRS_SEED`, or a fresh one; printed
+/// once.
+pub fn base_seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        let given = std::env::var("FLASHRS_SEED").ok().and_then(|s| s.parse().ok());
+        let seed = given.unwrap_or_else(rand::random);
+        let _ = writeln!(std::io::stderr(), "random inputs from FLASHRS_SEED={seed} (set it to replay)");
+        seed
+    })
+}
+
+/// A seed for one case: the base seed mixed with the running test (its thread's name) and the
+/// case's position in it, so that `FLASHRS_SEED` replays every case of every test, whatever
+/// order the tests run in.
+pub fn case_seed() -> u64 {
+    thread_local!(static NEXT: Cell<u64> = const { Cell::new(0) });
+    let n = NEXT.with(|c| c.replace(c.get() + 1));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (base_seed(), std::thread::current().name().unwrap_or(""), n).hash(&mut h);
+    h.finish()
+}
+
+/// An RNG seeded by [`case_seed`], and its seed (print it with a failure).
+pub fn case_rng() -> (StdRng, u64) {
+    let seed = case_seed();
+    (StdRng::seed_from_u64(seed), seed)
+}
+
+/// An index array at a made-up address, for planning tests: planning reads no index array, and
+/// a plan holding one is never launched.
+pub fn planning_index(ptr: u64, len: usize) -> flashrs::DeviceIndex<'static> {
+    // SAFETY: only planned, never launched (see above).
+    unsafe { flashrs::DeviceIndex::from_raw(ptr, len) }
 }

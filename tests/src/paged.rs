@@ -3,10 +3,10 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::reference::{RefInputs, reference_row};
-use flashrs::{AttentionParams, DType, Element, Gpu, PagedCache, PagedKv};
+use flashrs::{AttentionParams, DType, DeviceIndex, Element, Gpu, PagedKv, Pages};
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
@@ -14,8 +14,10 @@ use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 /// One paged case.
 #[derive(Clone, Debug)]
 pub struct PagedCase {
-    /// The call: [`AttentionParams::paged`] set, `seqlen_k` the longest sequence.
-    pub p: AttentionParams,
+    /// The call without its layout: `seqlen_k` the longest sequence.
+    pub p: AttentionParams<'static>,
+    /// The cache's pages.
+    pub pages: Pages,
     /// Each sequence's key count, passed as `seqused_k`; `None` passes none (every sequence
     /// then has `seqlen_k` keys).
     pub used: Option<Vec<usize>>,
@@ -25,11 +27,11 @@ impl PagedCase {
     /// `batch` sequences of `used[b]` keys (or `seqlen_k` each), `page_size`-row pages, a table
     /// row of exactly the pages the longest sequence needs plus `extra_entries`, and three
     /// spare pages no sequence uses (filled with NaN, like every row past a sequence's end).
-    pub fn new(p: AttentionParams, page_size: usize, used: Option<Vec<usize>>, extra_entries: usize) -> Self {
+    pub fn new(p: AttentionParams<'static>, page_size: usize, used: Option<Vec<usize>>, extra_entries: usize) -> Self {
         let pages_per_seq = p.seqlen_k.div_ceil(page_size).max(1) + extra_entries;
         let needed = pages_needed(p.batch, page_size, &|b| used.as_ref().map_or(p.seqlen_k, |u| u[b]));
         let num_pages = needed + 3;
-        PagedCase { p: p.paged(PagedKv { page_size, num_pages, pages_per_seq }), used }
+        PagedCase { p, pages: Pages { page_size, num_pages, pages_per_seq }, used }
     }
 
     fn used(&self, b: usize) -> usize {
@@ -64,7 +66,7 @@ pub struct PagedCopy<T> {
 /// [`TableFill::AllWild`]: all entries) hold wild values.
 pub fn page_copy<T: Element>(
     rng: &mut StdRng,
-    pg: PagedKv,
+    pg: Pages,
     batch: usize,
     seqlen_k: usize,
     row_elems: usize,
@@ -106,11 +108,10 @@ pub fn pages_needed(batch: usize, page_size: usize, used: &dyn Fn(usize) -> usiz
 /// Runs a paged case; returns its errors against the reference (with [`TableFill::AllWild`],
 /// `out` is 0 when every output is finite and NaN otherwise, the other fields 0).
 pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseErrors {
-    let seed: u64 = rand::rng().random();
+    let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
-    let p = &c.p;
-    let pg = p.paged.expect("paged case");
-    let (b, sq, sk, hq, hkv, d) = (p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim);
+    let pg = c.pages;
+    let (b, sq, sk, hq, hkv, d) = (c.p.batch, c.p.seqlen_q, c.p.seqlen_k, c.p.heads_q, c.p.heads_kv, c.p.head_dim);
     let mut normal = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
     let q = normal(b * sq * hq * d);
     // The unpaged equivalent: contiguous [b, sk, hkv, d].
@@ -134,8 +135,9 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
     let n_lse = b * hq * sq;
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    let cache = PagedCache { k: &k_d, v: &v_d, block_table: &t_d, seqused_k: c.used.as_ref().map(|_| &*u_d) };
-    gpu.attention_forward_paged(&stream, p, &q_d, cache, &mut o_d, Some(&mut lse_d)).expect("launch failed");
+    let seqused_k = c.used.as_ref().map(|_| DeviceIndex::new(&u_d));
+    let p = &c.p.clone().paged(PagedKv { pages: pg, block_table: DeviceIndex::new(&t_d), seqused_k });
+    gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed");
     stream.synchronize().expect("kernel failed");
     let mut out = vec![T::default(); o_d.len()];
     o_d.copy_to(&mut out[..]).unwrap();
@@ -151,7 +153,7 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
     for bi in 0..b {
         let used = c.used(bi);
         // Sequence `bi` alone, unpaged, with its own key count.
-        let one = AttentionParams { batch: 1, seqlen_k: used, paged: None, varlen: None, num_splits: None, ..p.clone() };
+        let one = AttentionParams { batch: 1, seqlen_k: used, layout: Default::default(), num_splits: None, ..p.clone() };
         let qs = f(&q[bi * sq * hq * d..][..sq * hq * d]);
         let ks = f(&k[bi * sk * row_elems..][..used * row_elems]);
         let vs = f(&v[bi * sk * row_elems..][..used * row_elems]);
@@ -179,8 +181,7 @@ pub fn check_paged(gpu: &Gpu, cases: &[PagedCase]) {
             DType::F16 => run_paged::<half::f16>(gpu, c, TableFill::WildTail),
             DType::Bf16 => run_paged::<half::bf16>(gpu, c, TableFill::WildTail),
         };
-        let p = &c.p;
-        let pg = p.paged.unwrap();
+        let (p, pg) = (&c.p, c.pages);
         let tol = out_tolerance(p.dtype);
         let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
         let line = format!(

@@ -3,9 +3,9 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, DType, Element, Gpu, KernelPath, KvSlices, PagedCache, PagedKv, VarlenOffsets};
+use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, Element, Gpu, KernelPath, PagedKv, Pages};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
@@ -55,7 +55,7 @@ pub struct VarlenCase {
     pub dtype: DType,
     /// Kernel path (`Auto` takes the Hopper kernels on an H100/H200).
     pub path: KernelPath,
-    /// Offsets already on the GPU ([`flashrs::Varlen::Device`]) instead of the host.
+    /// Offsets already on the GPU ([`flashrs::Offsets::Device`]) instead of the host.
     pub device_offsets: bool,
     /// Packed K/V or a paged cache.
     pub kv: VarlenKv,
@@ -92,16 +92,18 @@ impl VarlenCase {
     }
 
     /// Whether the call passes key offsets.
-    fn passes_key_offsets(&self) -> bool {
+    pub fn passes_key_offsets(&self) -> bool {
         matches!(self.kv, VarlenKv::Packed | VarlenKv::Paged { counts: KeyCounts::KeyOffsets, .. })
     }
 
-    /// The call's parameters (without the paged cache's shape).
-    pub fn params(&self) -> AttentionParams {
+    /// The call's parameters (without a paged cache): with `device`, the offsets on the GPU
+    /// (the case must ask for them), else its host offsets.
+    pub fn params<'a>(&self, device: Option<DeviceOffsets<'a>>) -> AttentionParams<'a> {
         let (cq, ck) = self.offsets();
         let (b, max_q, max_k) = (self.lens.len(), self.lens.iter().map(|l| l.0).max().unwrap_or(0), self.lens.iter().map(|l| l.1).max().unwrap_or(0));
-        let p = if self.device_offsets {
-            AttentionParams::new_varlen_device(b, max_q, max_k, cq[b] as usize, ck[b] as usize, self.heads_q, self.head_dim)
+        assert_eq!(device.is_some(), self.device_offsets, "device offsets exactly for a case that asks for them");
+        let p = if let Some(offsets) = device {
+            AttentionParams::new_varlen_device(b, max_q, max_k, offsets, self.heads_q, self.head_dim)
         } else {
             let mut p = AttentionParams::new_varlen(&cq, if self.passes_key_offsets() { &ck } else { &[] }, self.heads_q, self.head_dim);
             p.seqlen_k = max_k;
@@ -131,11 +133,14 @@ impl VarlenCase {
 
 /// Errors of one variable-length case against the reference run on each sequence alone.
 pub fn run_varlen<T: Element>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
-    let seed: u64 = rand::rng().random();
+    let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
-    let p = c.params();
     let (cq, ck) = c.offsets();
     let (b, tq, tk) = (c.lens.len(), *cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
+    let (cq_d, ck_d) = (DeviceBuffer::from_slice(&cq).unwrap(), DeviceBuffer::from_slice(&ck).unwrap());
+    let cu_seqlens_k = c.passes_key_offsets().then(|| DeviceIndex::new(&ck_d));
+    let device = c.device_offsets.then(|| DeviceOffsets { cu_seqlens_q: DeviceIndex::new(&cq_d), cu_seqlens_k, total_q: tq, total_k: tk });
+    let p = c.params(device);
     let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
     let row_q = hq * d;
     let row_kv = hkv * d;
@@ -159,34 +164,21 @@ pub fn run_varlen<T: Element>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
     let mut o_d = DeviceBuffer::from_slice(&vec![T::from_f32(f32::NAN); (tq * row_q).max(1)]).unwrap();
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; (hq * tq).max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    let (cq_d, ck_d) = (up_i32(&cq), up_i32(&ck));
-    let offsets = VarlenOffsets { cu_seqlens_q: &cq_d, cu_seqlens_k: c.passes_key_offsets().then_some(&*ck_d) };
     let launched = match c.kv {
         VarlenKv::Packed => {
             let (k_d, v_d) = (up(&k), up(&v));
-            if c.device_offsets {
-                gpu.attention_forward_varlen(&stream, &p, &q_d, KvSlices::Tensors { k: &k_d, v: &v_d }, offsets, &mut o_d, Some(&mut lse_d))
-            } else {
-                gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d))
-            }
-            .map(|()| stream.synchronize())
+            gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).map(|()| stream.synchronize())
         }
         VarlenKv::Paged { page_size, counts } => {
             let used = |bi: usize| c.keys(bi);
             let pages_per_seq = p.seqlen_k.div_ceil(page_size).max(1);
-            let pg = PagedKv { page_size, num_pages: pages_needed(b, page_size, &used) + 2, pages_per_seq };
+            let pg = Pages { page_size, num_pages: pages_needed(b, page_size, &used) + 2, pages_per_seq };
             let PagedCopy { k: kc, v: vc, table } = page_copy(&mut rng, pg, b, p.seqlen_k, row_kv, [&k, &v], &used, TableFill::WildTail);
             let (k_d, v_d, t_d) = (up(&kc), up(&vc), up_i32(&table));
             let counts_d = up_i32(&c.lens.iter().map(|l| l.1 as i32).collect::<Vec<_>>());
-            let seqused_k = (counts == KeyCounts::SequsedK).then_some(&*counts_d);
-            let cache = PagedCache { k: &k_d, v: &v_d, block_table: &t_d, seqused_k };
-            let p = p.clone().paged(pg);
-            if c.device_offsets {
-                gpu.attention_forward_varlen(&stream, &p, &q_d, KvSlices::Paged(cache), offsets, &mut o_d, Some(&mut lse_d))
-            } else {
-                gpu.attention_forward_paged(&stream, &p, &q_d, cache, &mut o_d, Some(&mut lse_d))
-            }
-            .map(|()| stream.synchronize())
+            let seqused_k = (counts == KeyCounts::SequsedK).then(|| DeviceIndex::new(&counts_d));
+            let p = p.clone().paged(PagedKv { pages: pg, block_table: DeviceIndex::new(&t_d), seqused_k });
+            gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).map(|()| stream.synchronize())
         }
     };
     launched.expect("launch failed").expect("kernel failed");

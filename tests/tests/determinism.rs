@@ -95,8 +95,8 @@ fn case<T: Element>(gpu: &Gpu, p: &AttentionParams, seed: u64) {
 fn kernel_for(gpu: &Gpu, p: &AttentionParams) -> String {
     let (nq, nk) = (p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.batch * p.seqlen_k * p.heads_kv * p.head_dim);
     let b = |ptr, len| BufferRef { ptr, len };
-    let bufs = Buffers { q: b(1 << 40, nq), k: b(2 << 40, nk), v: b(3 << 40, nk), o: b(4 << 40, nq), lse: None, paged: None, varlen: None };
-    p.plan(&bufs).unwrap().kernel_for(gpu.arch()).to_string()
+    let bufs = Buffers { q: b(1 << 40, nq), k: b(2 << 40, nk), v: b(3 << 40, nk), o: b(4 << 40, nq), lse: None };
+    gpu.plan_forward(p, &bufs).unwrap().kernel.to_string()
 }
 
 fn diff(a: &[u32], b: &[u32]) -> usize {

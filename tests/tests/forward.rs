@@ -1,16 +1,15 @@
 //! Forward attention on the GPU against the CPU f64 reference, on every kernel path, over
 //! dtype x head_dim x causal x GQA ratio x ragged lengths x layouts. Skips (saying so) where no
 //! GPU is present.
-use flashrs::attention::config::CONFIGS;
-use flashrs::attention::Strides;
-use flashrs::{AttentionParams, Arch, DType, Gpu, KernelPath};
+use flashrs::tiles::CONFIGS;
+use flashrs::{Arch, AttentionParams, DType, Gpu, KernelChoice, KernelPath, Strides};
 use flashrs_tests::gpu_or_skip;
 
 /// Checks `p` on the mma.sync path and, where the GPU picks another one for it (wgmma on
 /// sm_90a), on that path too: every semantic holds on every path.
 fn check(gpu: &Gpu, p: &AttentionParams) {
     flashrs_tests::attn::check(gpu, &p.clone().path(KernelPath::MmaSync));
-    if gpu.arch() == Arch::Sm90a && p.config.is_none() {
+    if gpu.arch() == Arch::Sm90a && !matches!(p.kernel, KernelChoice::MmaSync { config: Some(_) }) {
         flashrs_tests::attn::check(gpu, p);
     }
 }

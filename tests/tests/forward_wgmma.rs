@@ -12,10 +12,8 @@
 //! serial-schedule twins (if they pass where the pipelined kernels fail, the fault is in the
 //! pipelined schedule: ping-pong barriers, overlapped waits, not the TMA/wgmma layouts), the
 //! head_dim-64 kernel with two consumer warpgroups, and the persistent launches.
-use flashrs::attention::{BufferRef, Buffers, Strides};
-use flashrs::hopper::config::{CONFIGS, default_config};
-use flashrs::hopper::plan_with;
-use flashrs::{AttentionParams, DType, Error, KernelPath};
+use flashrs::sm90::{CONFIGS, default_config};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, Error, Kernel, KernelChoice, KernelPath, Strides, Target};
 use flashrs_tests::attn::{check, check_many, check_many_with};
 use flashrs_tests::{gpu_or_skip, hopper_or_skip};
 use cust::memory::{CopyDestination, DeviceBuffer};
@@ -24,7 +22,7 @@ use rand::{Rng, SeedableRng};
 
 const DTYPES: [DType; 2] = [DType::F16, DType::Bf16];
 
-fn wgmma(p: AttentionParams) -> AttentionParams {
+fn wgmma(p: AttentionParams<'static>) -> AttentionParams<'static> {
     p.path(KernelPath::Wgmma)
 }
 
@@ -209,8 +207,8 @@ fn long_sequences_and_decode() {
     check_many(&gpu, &cases);
 }
 
-/// The configurations besides the defaults, through `hopper::plan_with`: the serial-schedule
-/// twins (each GEMM waited for at once, no ping-pong), head_dim 64 with two consumer
+/// The configurations besides the defaults, forced through [`KernelChoice::Wgmma`]: the
+/// serial-schedule twins (each GEMM waited for at once, no ping-pong), head_dim 64 with two consumer
 /// warpgroups (the default has three), and the persistent launches (one CTA per SM walking
 /// several work tiles: ring and barrier phases carried across tiles, the next tile's K/V
 /// loads overlapping the epilogue), on shapes that exercise masking, ragged tiles, ring
@@ -219,24 +217,24 @@ fn long_sequences_and_decode() {
 #[test]
 fn non_default_configs() {
     let Some(gpu) = hopper_or_skip("non_default_configs") else { return };
-    for config in CONFIGS.iter().filter(|c| default_config(c.head_dim) != Some(**c)) {
+    // Every non-default configuration one CTA per tile, and every pipelined one persistent.
+    let runs = CONFIGS.iter().filter(|c| default_config(c.head_dim) != Some(**c)).map(|c| (*c, false));
+    for (config, persistent) in runs.chain(CONFIGS.iter().filter(|c| c.pipelined).map(|c| (*c, true))) {
         let d = config.head_dim;
+        let choice = KernelChoice::Wgmma { config: Some(config), persistent: Some(persistent) };
         let mut cases = Vec::new();
         for dtype in DTYPES {
             for causal in [false, true] {
                 for (sq, sk) in [(1, 1), (127, 300), (300, 127), (1037, 1500)] {
-                    cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, d).causal(causal).dtype(dtype)));
+                    cases.push(AttentionParams::new(1, sq, sk, 2, d).causal(causal).dtype(dtype).kernel(choice));
                 }
                 // 4 * 16 * 8 = 512 work tiles (384 of 192 rows): several per CTA when persistent.
-                cases.push(wgmma(AttentionParams::new(4, 1000, 700, 16, d).heads_kv(4).causal(causal).dtype(dtype)));
+                cases.push(AttentionParams::new(4, 1000, 700, 16, d).heads_kv(4).causal(causal).dtype(dtype).kernel(choice));
             }
         }
-        println!("{} (head_dim {d}, pipelined {}, persistent {}):", flashrs::hopper::kernel_name(DType::F16, config), config.pipelined, config.persistent);
-        let launch = |p: &AttentionParams, stream: &cust::stream::Stream, bufs: &Buffers| {
-            let plan = plan_with(p, bufs, *config)?;
-            unsafe { gpu.launch_forward(stream.as_inner() as *mut std::ffi::c_void, KernelPath::Wgmma, &plan) }
-        };
-        check_many_with(&gpu, &cases, Some(&launch));
+        let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config };
+        println!("{name} (head_dim {d}, pipelined {}, persistent {persistent}):", config.pipelined);
+        check_many(&gpu, &cases);
     }
 }
 
@@ -246,18 +244,21 @@ fn path_selection() {
     let Some(gpu) = gpu_or_skip("path_selection") else { return };
     let p = AttentionParams::new(1, 256, 256, 2, 128);
     let b = |i: u64| BufferRef { ptr: (1 + i) << 32, len: 1 << 24 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None, varlen: None };
-    let auto = p.plan(&bufs).unwrap();
-    let forced = wgmma(p.clone()).plan(&bufs).unwrap();
-    assert!(forced.kernel.starts_with("flash_fwd_sm90_f16_d128_"), "{}", forced.kernel);
+    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None };
+    let auto = gpu.plan_forward(&p, &bufs).unwrap();
+    let forced = wgmma(p.clone()).plan(&bufs, &Target::H100).unwrap();
+    assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: false, config, .. } if config.head_dim == 128), "{}", forced.kernel);
     if gpu.arch() == flashrs::Arch::Sm90a {
-        assert_eq!(auto.kernel_for(gpu.arch()), forced.kernel);
+        assert_eq!(auto.kernel, forced.kernel);
         // And it computes the right thing through Auto too.
         check(&gpu, &p.clone().causal(true));
     } else {
-        assert_eq!(auto.kernel_for(gpu.arch()), auto.kernel);
+        assert!(matches!(auto.kernel, Kernel::Mma { .. }), "{}", auto.kernel);
+        let r = wgmma(p.clone()).plan(&bufs, &gpu.target());
+        assert!(matches!(r, Err(Error::PathUnavailable { path: "wgmma", .. })), "{r:?}");
+        // An H100's plan launched here.
         let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
-        let r = unsafe { gpu.launch_forward(stream.as_inner() as *mut std::ffi::c_void, KernelPath::Wgmma, &forced) };
+        let r = unsafe { gpu.launch(stream.as_inner() as *mut std::ffi::c_void, &forced) };
         assert!(matches!(r, Err(Error::PathUnavailable { path: "wgmma", .. })), "{r:?}");
     }
 }
@@ -275,10 +276,10 @@ fn persistent_launches_reuse_the_stream_workspace() {
     let short = AttentionParams::new(2, 2048, 2048, 16, 128).dtype(DType::Bf16);
     let decode = AttentionParams::new(1, 1, 8192, 32, 128).heads_kv(8);
     let b = |i: u64| BufferRef { ptr: (1 + i) << 36, len: 1 << 30 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None, varlen: None };
+    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None };
     for p in [&causal, &short] {
         let plan = gpu.plan_forward(p, &bufs).unwrap();
-        assert!(plan.wgmma.as_ref().is_some_and(|w| w.config.persistent && w.grid > gpu.sm_count()), "{p:?} must run persistent");
+        assert!(plan.persistent && plan.tiles > gpu.sm_count() && plan.grid == gpu.sm_count(), "{p:?} must run persistent");
     }
     assert!(gpu.plan_forward(&decode, &bufs).unwrap().split.is_some());
     let cases = [causal.clone(), decode.clone(), short, causal, decode.dtype(DType::Bf16)];

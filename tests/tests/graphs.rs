@@ -63,7 +63,7 @@ fn captured_graphs_replay_split_and_persistent_calls() {
         AttentionParams::new(1, 100, 300, 2, 256),
     ];
     let b = |i: u64| flashrs::BufferRef { ptr: (1 + i) << 36, len: 1 << 30 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None, paged: None, varlen: None };
+    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None };
     assert!(gpu.plan_forward(&cases[0], &bufs).unwrap().split.is_some(), "the decode step must split");
     let launch = |p: &AttentionParams, stream: &Stream, bufs: &Buffers| capture_and_replay(&gpu, p, stream, bufs);
     check_many_with(&gpu, &cases, Some(&launch));
@@ -87,7 +87,7 @@ fn captured_graphs_replay_varlen_calls() {
     let (q, k, v) = (DeviceBuffer::from_slice(&bits(tq * hq * d, 1)).unwrap(), DeviceBuffer::from_slice(&bits(tk * hkv * d, 2)).unwrap(), DeviceBuffer::from_slice(&bits(tk * hkv * d, 3)).unwrap());
     let outs = [0, 1].map(|_| DeviceBuffer::from_slice(&vec![0u16; tq * hq * d]).unwrap());
     let r = |b: &DeviceBuffer<u16>| flashrs::BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
-    let bufs = |o: &DeviceBuffer<u16>| Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(o), lse: None, paged: None, varlen: None };
+    let bufs = |o: &DeviceBuffer<u16>| Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(o), lse: None };
     let stream = Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
     // SAFETY: live buffers of the call's extents, this GPU's stream.
     unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut c_void, &p, &bufs(&outs[0])).unwrap() };

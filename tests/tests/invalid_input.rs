@@ -13,12 +13,12 @@
 //! first, as FlashAttention requires `stride(-1) == 1`).
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceMemory, DevicePointer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::attention::config::CONFIGS;
-use flashrs::attention::{BufferRef, Buffers, Strides, TileConfig};
+use flashrs::tiles::CONFIGS;
+use flashrs::{BufferRef, Buffers, Strides, TileConfig};
 use flashrs::{AttentionParams, DType, Element, Gpu, KernelPath};
 use flashrs_tests::attn::check_many;
 use flashrs_tests::expect::{Want, result_matches};
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::{H100, gpu_or_skip};
 
 const TENSORS: [&str; 5] = ["q", "k", "v", "out", "lse"];
 /// Fake allocations (planner part) live in distinct 1 TiB regions.
@@ -40,7 +40,7 @@ enum Place {
 #[derive(Clone, Debug)]
 struct Case {
     name: String,
-    p: AttentionParams,
+    p: AttentionParams<'static>,
     len: [usize; 5],
     place: [Place; 5],
     with_lse: bool,
@@ -59,11 +59,11 @@ fn needed(dims: [usize; 4], s: Strides) -> usize {
 
 impl Case {
     /// A valid call of `p` with exactly sized buffers and an lse.
-    fn valid(name: &str, p: AttentionParams) -> Self {
+    fn valid(name: &str, p: AttentionParams<'static>) -> Self {
         let d = p.head_dim;
         let dq = [p.batch, p.seqlen_q, p.heads_q, d];
         let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
-        let s = |given: Option<Strides>, sl, h| given.unwrap_or_else(|| Strides::bshd(sl, h, d));
+        let s = |given: Option<Strides>, sl, h| given.unwrap_or_else(|| Strides::bshd(sl, h, d).unwrap());
         let len = [
             needed(dq, s(p.q_strides, p.seqlen_q, p.heads_q)),
             needed(dk, s(p.k_strides, p.seqlen_k, p.heads_kv)),
@@ -98,12 +98,12 @@ impl Case {
             Place::In(j, off) => (j as u64 + 1) * REGION + off,
         };
         let r = |i: usize| BufferRef { ptr: addr(i), len: self.len[i] };
-        Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse: self.with_lse.then(|| r(4)), paged: None, varlen: None }
+        Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse: self.with_lse.then(|| r(4)) }
     }
 }
 
 /// A small valid shape the invalid cases start from: GQA, causal, ragged lengths.
-fn base() -> AttentionParams {
+fn base() -> AttentionParams<'static> {
     AttentionParams::new(2, 37, 45, 4, 64).heads_kv(2).causal(true)
 }
 
@@ -159,7 +159,7 @@ fn cases() -> Vec<Case> {
     v.push(ok.clone().place(4, Place::Own(2)).want(Want::Misaligned("lse")).named("lse base +2 bytes".into()));
     // Strides that break 16-byte alignment: rows of 68 elements (136 bytes).
     for i in 0..4 {
-        let (mut s, d) = ([Strides::bshd(37, 4, 64), Strides::bshd(45, 2, 64), Strides::bshd(45, 2, 64), Strides::bshd(37, 4, 64)], 64);
+        let (mut s, d) = ([Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(37, 4, 64).unwrap()], 64);
         s[i].row += 4;
         s[i].batch = s[i].row * if i == 0 || i == 3 { 37 } else { 45 };
         let p = base().strides(s[0], s[1], s[2], s[3]);
@@ -170,14 +170,14 @@ fn cases() -> Vec<Case> {
     }
     // Negative strides.
     for i in 0..4 {
-        let mut s = [Strides::bshd(37, 4, 64), Strides::bshd(45, 2, 64), Strides::bshd(45, 2, 64), Strides::bshd(37, 4, 64)];
+        let mut s = [Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(37, 4, 64).unwrap()];
         s[i].head = -64;
         let c = Case { p: base().strides(s[0], s[1], s[2], s[3]), ..ok.clone() };
         v.push(c.want(Want::Strides(TENSORS[i])).named(format!("{} negative head stride", TENSORS[i])));
     }
     // Offsets that overflow 64 bits: element offsets past i64, byte offsets past i64.
     for (i, stride, what) in [(0, i64::MAX / 4 & !7, "element"), (1, (1 << 62) / 44 + 8 & !7, "byte"), (3, 1 << 62, "element")] {
-        let mut s = [Strides::bshd(37, 4, 64), Strides::bshd(45, 2, 64), Strides::bshd(45, 2, 64), Strides::bshd(37, 4, 64)];
+        let mut s = [Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(37, 4, 64).unwrap()];
         s[i].row = stride;
         let c = Case { p: base().strides(s[0], s[1], s[2], s[3]), ..ok.clone() };
         v.push(c.want(Want::Strides(TENSORS[i])).named(format!("{} row stride {stride}: {what} offsets overflow", TENSORS[i])));
@@ -205,12 +205,12 @@ fn cases() -> Vec<Case> {
     for i in 0..5 {
         v.push(ok.clone().place(i, Place::Null).want(Want::Buffer(TENSORS[i])).named(format!("{} null", TENSORS[i])));
     }
-    let mut o = Strides::bshd(37, 4, 64);
+    let mut o = Strides::bshd(37, 4, 64).unwrap();
     o.row = 0;
-    v.push(Case { p: base().strides(Strides::bshd(37, 4, 64), Strides::bshd(45, 2, 64), Strides::bshd(45, 2, 64), o), ..ok.clone() }.want(Want::Strides("out")).named("out row stride 0".into()));
-    o = Strides::bshd(37, 4, 64);
+    v.push(Case { p: base().strides(Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), o), ..ok.clone() }.want(Want::Strides("out")).named("out row stride 0".into()));
+    o = Strides::bshd(37, 4, 64).unwrap();
     o.head = o.row;
-    let c = Case { p: base().strides(Strides::bshd(37, 4, 64), Strides::bshd(45, 2, 64), Strides::bshd(45, 2, 64), o), ..ok.clone() };
+    let c = Case { p: base().strides(Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), o), ..ok.clone() };
     v.push(c.clone().len(3, c.len[3] * 2).want(Want::Strides("out")).named("out head stride = row stride".into()));
     for (w, victim, off) in [(3, 0, 0), (3, 1, 256), (3, 2, 0), (3, 4, 0), (4, 0, 64), (4, 2, 0)] {
         let tensor = if (w, victim) == (3, 4) { "out" } else { TENSORS[w] };
@@ -282,7 +282,7 @@ fn invalid_inputs_give_typed_errors_and_touch_nothing() {
     // Planner part, no GPU needed. The dtype lives in the slices' element type, which the
     // planner does not see: those cases plan fine, and only attention_forward rejects them.
     for c in &cases {
-        let r = c.p.plan(&c.fake_buffers()).map(|plan| {
+        let r = c.p.plan(&c.fake_buffers(), &H100).map(|plan| {
             if matches!(c.want, Want::Ok) {
                 assert_eq!(plan.is_empty(), c.name != "valid control", "{}: plan {plan:?}", c.name);
             }
@@ -320,12 +320,12 @@ fn no_keys_gives_zero_rows_and_minus_inf_lse() {
     let cases: Vec<Case> = [false, true]
         .map(|causal| {
             let p = AttentionParams::new(2, 37, 0, 4, d).heads_kv(2).causal(causal);
-            let p = p.strides(Strides::bshd(37, 4, d), Strides::bshd(0, 2, d), Strides::bshd(0, 2, d), o);
+            let p = p.strides(Strides::bshd(37, 4, d).unwrap(), Strides::bshd(0, 2, d).unwrap(), Strides::bshd(0, 2, d).unwrap(), o);
             Case::valid("no keys", p).place(1, Place::Null).place(2, Place::Null).len(1, 0).len(2, 0)
         })
         .into();
     for c in &cases {
-        assert!(c.p.plan(&c.fake_buffers()).is_ok_and(|plan| !plan.is_empty()), "no keys must plan");
+        assert!(c.p.plan(&c.fake_buffers(), &H100).is_ok_and(|plan| !plan.is_empty()), "no keys must plan");
     }
     let Some(gpu) = gpu_or_skip("no_keys_gives_zero_rows_and_minus_inf_lse (GPU part)") else { return };
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
@@ -372,14 +372,17 @@ fn batch_times_heads_beyond_65535() {
     ];
     for p in &shapes {
         let c = Case::valid("big grid", p.clone());
-        let plan = p.plan(&c.fake_buffers()).unwrap();
-        assert_eq!(plan.grid as usize, p.batch * p.heads_q * p.seqlen_q.div_ceil(plan.config.block_m));
-        assert!(plan.grid > 65535);
+        let plan = p.plan(&c.fake_buffers(), &H100).unwrap();
+        assert_eq!(plan.tiles as usize, p.batch * p.heads_q * p.seqlen_q.div_ceil(plan.kernel.block_m()));
+        assert!(plan.tiles > 65535);
+        // On the mma.sync kernels, one CTA per tile.
+        let mma = p.plan(&c.fake_buffers(), &flashrs::Target::A100).unwrap();
+        assert!(mma.grid == mma.tiles && mma.grid > 65535);
     }
     let Some(gpu) = gpu_or_skip("batch_times_heads_beyond_65535 (GPU part)") else { return };
     // Every row against the reference (the rows are short), on the default path (the wgmma
     // kernel on sm_90a GPUs) and on mma.sync.
-    let cases: Vec<AttentionParams> =
+    let cases: Vec<AttentionParams<'static>> =
         [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |p| p.clone().path(path))).collect();
     check_many(&gpu, &cases);
 }

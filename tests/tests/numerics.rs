@@ -43,10 +43,9 @@ use std::time::Instant;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::attention::config::CONFIGS;
+use flashrs::tiles::CONFIGS;
 use flashrs::reference::{RefInputs, RefRow, reference_row};
-use flashrs::attention::TileConfig;
-use flashrs::{Arch, AttentionParams, DType, Element, Gpu, KernelPath};
+use flashrs::{Arch, AttentionParams, BufferRef, Buffers, DType, Element, Gpu, Kernel, KernelChoice, KernelPath, Target, Variant};
 use flashrs_tests::attn::{LSE_TOLERANCE, out_tolerance};
 use flashrs_tests::gpu_or_skip;
 use rand::rngs::StdRng;
@@ -140,29 +139,38 @@ impl Exec<'_> {
             _ => vec![KernelPath::Auto],
         }
     }
+    /// The kernel that runs `p`: the GPU's, or the unsplit `mma.sync` one the CPU emulates.
+    fn kernel(&self, p: &AttentionParams) -> Kernel {
+        match self {
+            Exec::Gpu(gpu) => plan_for(p, &gpu.target()).kernel,
+            // The mma.sync kernel, unsplit (on an H100, where every configuration fits).
+            Exec::Cpu => {
+                let p = p.clone().num_splits(Some(1));
+                let p = if p.kernel == KernelChoice::Auto { p.path(KernelPath::MmaSync) } else { p };
+                plan_for(&p, &Target::H100).kernel
+            }
+        }
+    }
     /// The kernel that runs `p`, for the summaries.
     fn label(&self, p: &AttentionParams) -> String {
         match self {
-            Exec::Gpu(gpu) => format!("GPU {}", plan_of(p).kernel_for(gpu.arch())),
-            Exec::Cpu => format!("CPU emulation of {}", plan_of(p).kernel),
+            Exec::Gpu(_) => format!("GPU {}", self.kernel(p)),
+            Exec::Cpu => format!("CPU emulation of {}", self.kernel(p)),
         }
     }
-    /// Tile geometry of the kernel that runs `p`.
-    fn tiles(&self, p: &AttentionParams) -> TileConfig {
-        let plan = plan_of(p);
-        match (self, &plan.wgmma) {
-            (Exec::Gpu(gpu), Some(w)) if gpu.arch() == Arch::Sm90a => flashrs::hopper::tile_config(&w.config),
-            _ => plan.config,
-        }
+    /// Tile geometry (query rows, key rows) of the kernel that runs `p`.
+    fn tiles(&self, p: &AttentionParams) -> (usize, usize) {
+        let k = self.kernel(p);
+        (k.block_m(), k.block_n())
     }
 }
 
-/// The plan of a call, with fake addresses (for its kernel and tile geometry).
-fn plan_of(p: &AttentionParams) -> flashrs::LaunchPlan {
+/// The plan of a call for `target`, with fake addresses (for its kernel and tile geometry).
+fn plan_for(p: &AttentionParams, target: &Target) -> flashrs::LaunchPlan {
     let (q, k) = Inputs::<half::f16>::dims(p);
-    let b = |ptr, len| flashrs::attention::BufferRef { ptr, len };
-    let bufs = flashrs::attention::Buffers { q: b(1 << 40, q), k: b(2 << 40, k), v: b(3 << 40, k), o: b(4 << 40, q), lse: Some(b(5 << 40, q)), paged: None, varlen: None };
-    p.plan(&bufs).expect("case does not plan")
+    let b = |ptr, len| BufferRef { ptr, len };
+    let bufs = Buffers { q: b(1 << 40, q), k: b(2 << 40, k), v: b(3 << 40, k), o: b(4 << 40, q), lse: Some(b(5 << 40, q)) };
+    p.plan(&bufs, target).expect("case does not plan")
 }
 
 /// The kernel's arithmetic on the CPU, row by row (kernels-gpu/src/fwd): a row of query block
@@ -171,8 +179,8 @@ fn plan_of(p: &AttentionParams) -> flashrs::LaunchPlan {
 /// max -inf subtracts 0; P = exp2(s * scale_log2 - max * scale_log2), summed in f32, rounded
 /// to the element type for the P V product; the output is scaled by 1 / sum (0 for sum 0).
 fn emulate<T: Element>(p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
-    let c = plan_of(p).config;
-    let (bm, bn, d) = (c.block_m, c.block_n, p.head_dim);
+    let (bm, bn) = Exec::Cpu.tiles(p);
+    let d = p.head_dim;
     let (sq, sk) = (p.seqlen_q as i64, p.seqlen_k as i64);
     let sl = p.scale() * std::f32::consts::LOG2_E;
     let group = p.heads_q / p.heads_kv;
@@ -196,11 +204,11 @@ fn emulate<T: Element>(p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
                 })
                 .collect();
             let m = s.iter().fold(max, |m, &v| m.max(v));
-            let base = if m == f32::NEG_INFINITY { 0.0 } else { m * sl };
-            let alpha = (max * sl - base).exp2();
+            let neg_base = if m == f32::NEG_INFINITY { 0.0 } else { -(m * sl) };
+            let alpha = max.mul_add(sl, neg_base).exp2();
             max = m;
-            let pr: Vec<f32> = s.iter().map(|&v| (v * sl - base).exp2()).collect();
-            sum = sum * alpha + pr.iter().sum::<f32>();
+            let pr: Vec<f32> = s.iter().map(|&v| v.mul_add(sl, neg_base).exp2()).collect();
+            sum = sum.mul_add(alpha, pr.iter().sum::<f32>());
             o.iter_mut().for_each(|v| *v *= alpha);
             for (j, &pj) in cols.zip(&pr) {
                 let pj = T::from_f32(pj).to_f32();
@@ -212,7 +220,7 @@ fn emulate<T: Element>(p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
         }
         let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
         o.iter_mut().for_each(|v| *v *= inv);
-        let lse = if sum == 0.0 { f32::NEG_INFINITY } else { (max * sl + sum.log2()) * std::f32::consts::LN_2 };
+        let lse = if sum == 0.0 { f32::NEG_INFINITY } else { max.mul_add(sl, sum.log2()) * std::f32::consts::LN_2 };
         (o, lse)
     };
     let rows = all_rows(p);
@@ -594,8 +602,7 @@ fn nan_v_case<T: Element>(ex: &Exec, p: &AttentionParams) {
     let mut x = Inputs::<T>::normal(p, 31, 1.0);
     x.v[Inputs::<T>::ki(p, nb, nj, nh, nc)] = T::from_f32(f32::NAN);
     let r = ex.run(p, &x);
-    let plan_cfg = ex.tiles(p);
-    let (bm, bn) = (plan_cfg.block_m, plan_cfg.block_n);
+    let (bm, bn) = ex.tiles(p);
     let off = p.seqlen_k as i64 - p.seqlen_q as i64;
     let loads_tile = |i: usize| {
         let m0 = (i / bm * bm) as i64;
@@ -633,7 +640,7 @@ fn rows_without_keys_are_exactly_zero_with_minus_inf_lse_on(ex: &Exec) {
             println!(
                 "no-key rows {} {}: {} rows exactly 0 / -inf, {} others: out err {:.2e}, lse err {:.2e}",
                 describe(&p),
-                flashrs::attention::kernel_name(dtype, &c),
+                Kernel::Mma { dtype, variant: Variant::Plain, config: c },
                 st.empty_rows,
                 st.rows - st.empty_rows,
                 st.out_err,

@@ -2,13 +2,12 @@
 //! 16 to 256, per-sequence key counts, decode and chunked prefill, causal, GQA, split-KV forced
 //! and automatic, every head_dim, wild table contents); and the planner's typed errors for bad
 //! paged calls (no GPU needed). GPU cases skip without a GPU.
-use flashrs::attention::{BufferRef, Buffers, PagedBuffers};
-use flashrs::{AttentionParams, DType, KernelPath, PagedKv, Varlen};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Variant};
 use flashrs_tests::expect::{Want, result_matches};
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::{H100, gpu_or_skip, planning_index};
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
 
-fn call(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams {
+fn call(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams<'static> {
     AttentionParams::new(b, sq, sk, hq, d).heads_kv(hkv)
 }
 
@@ -79,69 +78,52 @@ fn wild_table_entries_and_counts_stay_inside_the_caches() {
     }
 }
 
-/// Plans `p` on fake, disjoint buffers sized for `sized_for` (planning never touches them).
-fn planned(p: &AttentionParams, sized_for: &AttentionParams, paged: Option<PagedBuffers>) -> flashrs::Result<flashrs::LaunchPlan> {
-    let (nq, nk, nl) = sized_for.contiguous_lens();
+/// Plans `p` for an H100 on fake, disjoint buffers sized for `sized_for` (planning never
+/// touches them).
+fn planned(p: &AttentionParams, sized_for: &AttentionParams) -> flashrs::Result<flashrs::LaunchPlan> {
+    let (nq, nk, nl) = sized_for.contiguous_lens().unwrap();
     let r = |i: u64, len: usize| BufferRef { ptr: i << 36, len };
-    let bufs = Buffers { q: r(1, nq), k: r(2, nk), v: r(3, nk), o: r(4, nq), lse: Some(r(5, nl)), paged, varlen: None };
-    p.plan_for_sms(&bufs, 132)
+    let bufs = Buffers { q: r(1, nq), k: r(2, nk), v: r(3, nk), o: r(4, nq), lse: Some(r(5, nl)) };
+    p.plan(&bufs, &H100)
 }
 
+/// (A paged call without a block table, or a table given to an unpaged call, cannot be
+/// written: the table is part of the call's layout.)
 #[test]
 fn planner_refuses_bad_paged_calls() {
-    let pg = PagedKv { page_size: 16, num_pages: 100, pages_per_seq: 40 };
-    let ok = call(4, 1, 600, 32, 8, 128).paged(pg);
-    let table = |len: usize| BufferRef { ptr: 6 << 36, len };
-    let good = Some(PagedBuffers { block_table: table(160), seqused_k: Some(BufferRef { ptr: 7 << 36, len: 4 }) });
-    let with = |pg: PagedKv| call(4, 1, 600, 32, 8, 128).paged(pg);
-    let cases: Vec<(&str, AttentionParams, Option<PagedBuffers>, Want)> = vec![
-        ("valid", ok.clone(), good, Want::Ok),
-        ("valid without seqused_k", ok.clone(), Some(PagedBuffers { seqused_k: None, ..good.unwrap() }), Want::Ok),
-        ("page_size 24", with(PagedKv { page_size: 24, ..pg }), good, Want::Shape("page_size")),
-        ("page_size 8", with(PagedKv { page_size: 8, ..pg }), good, Want::Shape("page_size")),
-        ("no pages", with(PagedKv { num_pages: 0, ..pg }), good, Want::Shape("num_pages")),
-        ("empty table rows", with(PagedKv { pages_per_seq: 0, ..pg }), good, Want::Shape("pages_per_seq")),
-        ("seqlen_k past the table row", with(PagedKv { pages_per_seq: 37, ..pg }), good, Want::Shape("seqlen_k")),
-        ("no paged buffers", ok.clone(), None, Want::Buffer("block_table")),
-        ("paged buffers, unpaged call", call(4, 1, 600, 32, 8, 128), good, Want::Buffer("block_table")),
-        ("table one row short", ok.clone(), Some(PagedBuffers { block_table: table(120), ..good.unwrap() }), Want::TooSmall("block_table", 160, 120)),
-        ("table misaligned", ok.clone(), Some(PagedBuffers { block_table: BufferRef { ptr: (6 << 36) + 2, len: 160 }, ..good.unwrap() }), Want::Misaligned("block_table")),
-        ("table null", ok.clone(), Some(PagedBuffers { block_table: BufferRef { ptr: 0, len: 160 }, ..good.unwrap() }), Want::Buffer("block_table")),
-        (
-            "seqused_k short",
-            ok.clone(),
-            Some(PagedBuffers { seqused_k: Some(BufferRef { ptr: 7 << 36, len: 3 }), ..good.unwrap() }),
-            Want::TooSmall("seqused_k", 4, 3),
-        ),
-        (
-            "table overlaps the output",
-            ok.clone(),
-            Some(PagedBuffers { block_table: BufferRef { ptr: 4 << 36, len: 160 }, ..good.unwrap() }),
-            Want::Buffer("out"),
-        ),
-        ("k cache short", ok.clone().paged(PagedKv { num_pages: 101, ..pg }), good, Want::TooSmall("k", 101 * 16 * 8 * 128, 100 * 16 * 8 * 128)),
-        ("wgmma path", ok.clone().path(KernelPath::Wgmma), good, Want::Shape("wgmma path")),
-        (
-            "variable-length, a key count past seqlen_k",
-            AttentionParams { varlen: Some(Varlen::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: vec![0, 1, 2, 3, 604] }), ..ok.clone() },
-            good,
-            Want::Shape("cu_seqlens_k"),
-        ),
-        (
-            "variable-length, more splits than allowed",
-            AttentionParams { varlen: Some(Varlen::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: vec![] }), ..ok.clone().num_splits(Some(33)) },
-            good,
-            Want::Shape("num_splits"),
-        ),
+    let pages = Pages { page_size: 16, num_pages: 100, pages_per_seq: 40 };
+    let table = |ptr: u64, len: usize| planning_index(ptr, len);
+    let good = PagedKv { pages, block_table: table(6 << 36, 160), seqused_k: Some(table(7 << 36, 4)) };
+    let with = |pg: PagedKv<'static>| call(4, 1, 600, 32, 8, 128).paged(pg);
+    let geometry = |pages: Pages| with(PagedKv { pages, ..good });
+    let ok = with(good);
+    let packed = |cu_k: Vec<i32>| ok.clone().rows(Rows::Packed(Offsets::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: cu_k }));
+    let cases: Vec<(&str, AttentionParams, Want)> = vec![
+        ("valid", ok.clone(), Want::Ok),
+        ("valid without seqused_k", with(PagedKv { seqused_k: None, ..good }), Want::Ok),
+        ("page_size 24", geometry(Pages { page_size: 24, ..pages }), Want::Shape("page_size")),
+        ("page_size 8", geometry(Pages { page_size: 8, ..pages }), Want::Shape("page_size")),
+        ("no pages", geometry(Pages { num_pages: 0, ..pages }), Want::Shape("num_pages")),
+        ("empty table rows", geometry(Pages { pages_per_seq: 0, ..pages }), Want::Shape("pages_per_seq")),
+        ("seqlen_k past the table row", geometry(Pages { pages_per_seq: 37, ..pages }), Want::Shape("seqlen_k")),
+        ("table one row short", with(PagedKv { block_table: table(6 << 36, 120), ..good }), Want::TooSmall("block_table", 160, 120)),
+        ("table misaligned", with(PagedKv { block_table: table((6 << 36) + 2, 160), ..good }), Want::Misaligned("block_table")),
+        ("table null", with(PagedKv { block_table: table(0, 160), ..good }), Want::Buffer("block_table")),
+        ("seqused_k short", with(PagedKv { seqused_k: Some(table(7 << 36, 3)), ..good }), Want::TooSmall("seqused_k", 4, 3)),
+        ("table overlaps the output", with(PagedKv { block_table: table(4 << 36, 160), ..good }), Want::Buffer("out")),
+        ("k cache short", geometry(Pages { num_pages: 101, ..pages }), Want::TooSmall("k", 101 * 16 * 8 * 128, 100 * 16 * 8 * 128)),
+        ("wgmma path", ok.clone().path(KernelPath::Wgmma), Want::Shape("wgmma path")),
+        ("variable-length, a key count past seqlen_k", packed(vec![0, 1, 2, 3, 604]), Want::Shape("cu_seqlens_k")),
+        ("variable-length, more splits than allowed", packed(vec![]).num_splits(Some(33)), Want::Shape("num_splits")),
     ];
-    for (name, p, paged, want) in cases {
+    for (name, p, want) in cases {
         // Buffers sized for the valid call: "k cache short" claims one page more.
-        let got = planned(&p, &ok, paged);
+        let got = planned(&p, &ok);
         assert!(result_matches(&got, &want), "{name}: got {:?}, want {want:?}", got.map(|pl| pl.kernel));
     }
     // The valid plan runs the paged kernel with its table parameters.
-    let plan = planned(&ok, &ok, good).unwrap();
-    assert!(plan.kernel.starts_with("flash_fwd_paged_f16_d128_"), "{}", plan.kernel);
+    let plan = planned(&ok, &ok).unwrap();
+    assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Paged, config, .. } if config.head_dim == 128), "{}", plan.kernel);
     assert_eq!((plan.params.table_stride, plan.params.page_shift, plan.params.last_page), (40, 4, 99));
     assert_eq!(plan.params.block_table, 6 << 36);
     // Batch 4 x 8 KV heads cannot fill 132 SMs: decode splits automatically.

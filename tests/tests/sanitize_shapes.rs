@@ -7,7 +7,7 @@
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! Small on purpose: the sanitizers slow kernels down 10-100x. Skips without a GPU.
-use flashrs::attention::config::CONFIGS;
+use flashrs::tiles::CONFIGS;
 use flashrs::{AttentionParams, DType, KernelPath};
 use flashrs_tests::attn::check_many;
 use flashrs_tests::gpu_or_skip;
@@ -45,7 +45,7 @@ fn sanitize_edge_shapes() {
     ];
     // Auto runs the wgmma kernel on sm_90a GPUs (default config per head_dim); MmaSync the
     // mma.sync one.
-    let cases: Vec<AttentionParams> =
+    let cases: Vec<AttentionParams<'static>> =
         [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |p| p.clone().path(path))).collect();
     check_many(&gpu, &cases);
 }

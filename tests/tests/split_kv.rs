@@ -1,21 +1,19 @@
 //! Split-KV (decode) on the GPU against the CPU reference: forced splits 1..8 and automatic,
 //! causal and not, GQA, seqlen_q 1..16, seqlen_k up to 32k; plus the planner's split choice and
-//! the variant kernels' presence in the PTX (no GPU needed). GPU cases skip without a GPU.
-use flashrs::attention::{BufferRef, Buffers, auto_num_splits, variant_kernel_names};
-use flashrs::ptx::{PTX_SM80, PTX_SM90A};
-use flashrs::{AttentionParams, DType, KernelPath};
+//! GQA packing (no GPU needed). GPU cases skip without a GPU.
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, KernelPath, LaunchPlan, Target};
 use flashrs_tests::attn::{check_many, check_many_with};
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::{H100, gpu_or_skip};
 
-fn decode(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams {
+fn decode(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams<'static> {
     AttentionParams::new(b, sq, sk, hq, d).heads_kv(hkv)
 }
 
 fn print_cases(gpu: &flashrs::Gpu, cases: &[AttentionParams]) {
     for p in cases {
-        let (nq, nk, nl) = p.contiguous_lens();
+        let (nq, nk, nl) = p.contiguous_lens().unwrap();
         let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
+        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
         let plan = gpu.plan_forward(p, &bufs).expect("plan");
         println!(
             "case b{} sq{} sk{} hq{} hkv{} d{} causal={} {:?} num_splits={:?}: kernel {} grid {} splits {}",
@@ -117,78 +115,78 @@ fn one_stream_reuses_its_workspace() {
     check_many_with(&gpu, &cases, Some(&launch));
 }
 
+/// `p` planned for `t` on fake, exactly sized buffers.
+fn planned(p: &AttentionParams, t: &Target) -> LaunchPlan {
+    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+    p.plan(&bufs, t).unwrap()
+}
+
+/// The split count the planner picks for `p` on `t` (1: none).
+fn splits(p: &AttentionParams, t: &Target) -> u32 {
+    planned(p, t).split.map_or(1, |s| s.num_splits)
+}
+
 #[test]
 fn planner_packs_gqa_decode() {
     let p = decode(2, 1, 4096, 32, 8, 128).num_splits(Some(1));
-    let (nq, nk, nl) = p.contiguous_lens();
-    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
-    assert!(flashrs::attention::packs_gqa(&p));
-    // `plan` is the literal call; the GPU plan packs 4 query heads per K/V head into the rows.
-    let literal = p.plan(&bufs).unwrap();
-    assert_eq!((literal.params.heads_q, literal.params.seqlen_q, literal.params.group), (32, 1, 4));
-    let packed = p.plan_for_sms(&bufs, 132).unwrap();
+    // One query row per sequence: 4 query heads per K/V head packed into the rows of a block.
+    let packed = planned(&p, &H100);
+    assert!(packed.packs_gqa);
     let f = packed.params;
     assert_eq!((f.heads_q, f.seqlen_q, f.group, f.causal), (8, 4, 1, 0));
     assert_eq!(f.q_strides, [32 * 128, 128, 4 * 128]);
     assert_eq!(f.o_strides, [32 * 128, 128, 4 * 128]);
     assert_eq!(packed.grid, 2 * 8);
-    // Four packed rows take the 16-row decode tiles on head_dim 128; 32 rows the 64-row ones.
-    assert_eq!(packed.kernel, "flash_fwd_f16_d128_16x128w4s2");
-    let wide = decode(2, 32, 4096, 32, 8, 128).num_splits(Some(1));
-    let (nq, nk, nl) = wide.contiguous_lens();
-    let wide_bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
-    assert_eq!(wide.plan_for_sms(&wide_bufs, 132).unwrap().kernel, "flash_fwd_f16_d128_64x64w4s2");
-    assert!(literal.kernel.starts_with("flash_fwd_f16_d128_128x32"), "{}", literal.kernel);
-    assert!(packed.wgmma.is_none());
-    assert!(!flashrs::attention::packs_gqa(&decode(2, 2, 4096, 32, 8, 128)));
-    assert!(!flashrs::attention::packs_gqa(&decode(2, 1, 4096, 8, 8, 128)));
+    // Four packed rows take the 16-row decode tiles on head_dim 128 (128-key tiles where they
+    // fit, 64-key ones in 99 KB); 32 rows the 64-row ones, unpacked (on mma.sync: an H100
+    // takes the Hopper kernel for them).
+    assert_eq!(packed.kernel.to_string(), "flash_fwd_f16_d128_16x128w4s2");
+    assert_eq!(planned(&p, &Target::L4).kernel.to_string(), "flash_fwd_f16_d128_16x64w4s2");
+    let wide = planned(&decode(2, 32, 4096, 32, 8, 128).num_splits(Some(1)), &Target::A100);
+    assert_eq!((wide.kernel.to_string().as_str(), wide.packs_gqa), ("flash_fwd_f16_d128_64x64w4s2", false));
+    // The wgmma path never packs (its kernel is the literal call).
+    let literal = planned(&p.clone().path(KernelPath::Wgmma), &H100);
+    assert!(!literal.packs_gqa && literal.kernel.needs_sm90a());
+    assert_eq!((literal.params.heads_q, literal.params.seqlen_q, literal.params.group), (32, 1, 4));
+    assert!(!planned(&decode(2, 2, 4096, 32, 8, 128), &H100).packs_gqa);
+    assert!(!planned(&decode(2, 1, 4096, 8, 8, 128), &H100).packs_gqa);
 }
 
 #[test]
 fn planner_chooses_and_bounds_splits() {
     let p = decode(1, 1, 8192, 32, 8, 128);
     // 32 CTAs on 132 SMs: split; the same call with a big batch fills the GPU: no split.
-    let n = auto_num_splits(&p, 132);
+    let n = splits(&p, &H100);
     assert!((2..=32).contains(&n), "{n}");
-    assert_eq!(auto_num_splits(&decode(64, 1, 8192, 32, 8, 128), 132), 1);
-    assert_eq!(auto_num_splits(&decode(1, 128, 8192, 32, 8, 128), 132), 1, "prefill never splits");
-    assert_eq!(auto_num_splits(&p.clone().path(KernelPath::Wgmma), 132), 1);
+    assert_eq!(splits(&decode(64, 1, 8192, 32, 8, 128), &H100), 1);
+    assert_eq!(splits(&decode(1, 128, 8192, 32, 8, 128), &H100), 1, "prefill never splits");
+    assert_eq!(splits(&p.clone().path(KernelPath::Wgmma), &H100), 1);
     // Whole waves of the 132 CTA slots of the 16x128 decode tiles (one CTA per SM, 132 KB of
     // shared memory): batch 8 x 8 packed K/V heads = 64 CTAs take 2 splits (128 CTAs, one
     // wave), not 3 (192 CTAs, a second wave 45% full); batch 1 (8 CTAs) takes 16 at 8k keys,
     // and at most half its tiles at 1k (8 tiles of 128: 4).
-    assert_eq!(auto_num_splits(&decode(8, 1, 32768, 32, 8, 128), 132), 2);
-    assert_eq!(auto_num_splits(&decode(1, 1, 8192, 32, 8, 128), 132), 16);
-    assert_eq!(auto_num_splits(&decode(1, 1, 1024, 32, 8, 128), 132), 4);
-    let (nq, nk, nl) = p.contiguous_lens();
-    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)), paged: None, varlen: None };
-    // `plan` alone never splits; `plan_for_sms` does.
-    assert!(p.plan(&bufs).unwrap().split.is_none());
-    let plan = p.plan_for_sms(&bufs, 132).unwrap();
+    assert_eq!(splits(&decode(8, 1, 32768, 32, 8, 128), &H100), 2);
+    assert_eq!(splits(&decode(1, 1, 8192, 32, 8, 128), &H100), 16);
+    assert_eq!(splits(&decode(1, 1, 1024, 32, 8, 128), &H100), 4);
+    // Fewer SMs, fewer splits for the same fill.
+    assert!(splits(&p, &Target::L4) <= n);
+    let plan = planned(&p, &H100);
     let s = plan.split.as_ref().expect("split plan");
-    assert!(plan.kernel.starts_with("flash_fwd_split_f16_d128_"), "{}", plan.kernel);
+    assert_eq!(plan.kernel.to_string(), "flash_fwd_split_f16_d128_16x128w4s2");
     // Packed GQA decode: 8 K/V heads of 4 query rows each, times the splits.
     assert_eq!(plan.grid, 8 * s.num_splits);
     assert_eq!(s.counters_len, 8, "one arrival counter per query block");
     assert_eq!(plan.params.num_splits, s.num_splits);
-    assert!(plan.params.split_tiles * s.num_splits * plan.config.block_n as u32 >= 8192);
-    assert!(plan.wgmma.is_none());
+    assert!(plan.params.split_tiles * s.num_splits * plan.kernel.block_n() as u32 >= 8192);
     // Forced: capped by the K/V tiles (129 keys = 2 tiles of 128 for one query row's 16-row
     // decode tiles), refused past 32 or on wgmma.
-    let short = decode(1, 1, 129, 32, 8, 128).num_splits(Some(8));
-    assert_eq!(short.plan(&bufs).unwrap().split.unwrap().num_splits, 2);
-    assert!(decode(1, 1, 128, 32, 8, 128).num_splits(Some(8)).plan(&bufs).unwrap().split.is_none());
-    assert!(p.clone().num_splits(Some(33)).plan(&bufs).is_err());
-    assert!(p.clone().num_splits(Some(4)).path(KernelPath::Wgmma).plan(&bufs).is_err());
-}
-
-#[test]
-fn variant_kernels_are_in_both_modules() {
-    let has = |ptx: &str, name: &str| ptx.lines().any(|l| l.trim_start().starts_with(".visible .entry") && l.contains(&format!("{name}(")));
-    for name in variant_kernel_names() {
-        assert!(has(PTX_SM80, &name), "{name} missing from the sm_80 module");
-        assert!(has(PTX_SM90A, &name), "{name} missing from the sm_90a module");
-    }
+    assert_eq!(splits(&decode(1, 1, 129, 32, 8, 128).num_splits(Some(8)), &H100), 2);
+    assert_eq!(splits(&decode(1, 1, 128, 32, 8, 128).num_splits(Some(8)), &H100), 1);
+    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
+    assert!(p.clone().num_splits(Some(33)).plan(&bufs, &H100).is_err());
+    assert!(p.clone().num_splits(Some(4)).path(KernelPath::Wgmma).plan(&bufs, &H100).is_err());
 }

@@ -6,9 +6,8 @@ use std::ffi::c_void;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::attention::{BufferRef, Buffers, PagedBuffers, VarlenBuffers};
-use flashrs::{AttentionParams, DType, Error, KernelPath, PagedKv, Varlen};
-use flashrs_tests::gpu_or_skip;
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, Error, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Target, Variant};
+use flashrs_tests::{H100, gpu_or_skip};
 use flashrs_tests::varlen::{KeyCounts, VarlenCase, VarlenKv, check_varlen_many};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -143,7 +142,7 @@ fn wild_device_offsets_stay_inside_the_buffers() {
     let cq = [5, -4, 9, 1000, i32::MIN, i32::MAX, 3];
     let ck = [0, 250, 2, -1, 400, 699, 8];
     let batch = cq.len() - 1;
-    let pg = PagedKv { page_size: 16, num_pages: 30, pages_per_seq: max_k.div_ceil(16) };
+    let pg = Pages { page_size: 16, num_pages: 30, pages_per_seq: max_k.div_ceil(16) };
     let mut rng = StdRng::seed_from_u64(5);
     let f16s = |n: usize, rng: &mut StdRng| DeviceBuffer::from_slice(&(0..n).map(|_| half::f16::from_f32(rng.random_range(-1.0..1.0))).collect::<Vec<_>>()).unwrap();
     let q = f16s(tq * hq * d, &mut rng);
@@ -159,7 +158,6 @@ fn wild_device_offsets_stay_inside_the_buffers() {
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
     let raw_f16 = |b: &DeviceBuffer<half::f16>| r(b.as_device_ptr().as_raw(), b.len());
-    let raw_i32 = |b: &DeviceBuffer<i32>| r(b.as_device_ptr().as_raw(), b.len());
     // (path, paged, forced splits): split launches write partials for the clamped rows too.
     let mut runs = Vec::new();
     for path in paths(&gpu) {
@@ -169,12 +167,13 @@ fn wild_device_offsets_stay_inside_the_buffers() {
     for (path, paged, splits) in runs {
         let o = DeviceBuffer::from_slice(&vec![canary_o; tq * hq * d + 2 * GUARD]).unwrap();
         let lse = DeviceBuffer::from_slice(&vec![-9.0f32; hq * tq + 2 * GUARD]).unwrap();
-        let p = AttentionParams::new_varlen_device(batch, max_q, max_k, tq, tk, hq, d).heads_kv(hkv).causal(true).path(path).num_splits(splits);
-        let (p, k, v, paged_bufs) = if paged {
-            let pb = PagedBuffers { block_table: raw_i32(&table), seqused_k: Some(raw_i32(&used)) };
-            (p.paged(pg), raw_f16(&cache[0]), raw_f16(&cache[1]), Some(pb))
+        let offsets = DeviceOffsets { cu_seqlens_q: DeviceIndex::new(&cq_d), cu_seqlens_k: Some(DeviceIndex::new(&ck_d)), total_q: tq, total_k: tk };
+        let p = AttentionParams::new_varlen_device(batch, max_q, max_k, offsets, hq, d).heads_kv(hkv).causal(true).path(path).num_splits(splits);
+        let (p, k, v) = if paged {
+            let cache_kv = PagedKv { pages: pg, block_table: DeviceIndex::new(&table), seqused_k: Some(DeviceIndex::new(&used)) };
+            (p.paged(cache_kv), raw_f16(&cache[0]), raw_f16(&cache[1]))
         } else {
-            (p, raw_f16(&kv[0]), raw_f16(&kv[1]), None)
+            (p, raw_f16(&kv[0]), raw_f16(&kv[1]))
         };
         let bufs = Buffers {
             q: raw_f16(&q),
@@ -182,8 +181,6 @@ fn wild_device_offsets_stay_inside_the_buffers() {
             v,
             o: r(o.as_device_ptr().as_raw() + 2 * GUARD as u64, tq * hq * d),
             lse: Some(r(lse.as_device_ptr().as_raw() + 4 * GUARD as u64, hq * tq)),
-            paged: paged_bufs,
-            varlen: Some(VarlenBuffers { cu_seqlens_q: raw_i32(&cq_d), cu_seqlens_k: Some(raw_i32(&ck_d)) }),
         };
         // SAFETY: live buffers of at least these capacities, this GPU's stream.
         unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut c_void, &p, &bufs) }.expect("launch failed");
@@ -210,46 +207,49 @@ fn wild_device_offsets_stay_inside_the_buffers() {
 
 fn bufs(q: usize, k: usize, lse: usize) -> Buffers {
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)), paged: None, varlen: None }
+    Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)) }
 }
+
+/// The mma.sync kernels' target (an A100): Auto runs them there.
+const A100: Target = Target::A100;
 
 #[test]
 fn plan_validates_offsets_and_packed_extents() {
-    let (cq, ck) = (vec![0, 3, 3, 10], vec![0, 5, 7, 20]);
+    let (cq, ck) = (vec![0, 3, 3, 30], vec![0, 5, 7, 20]);
     let p = AttentionParams::new_varlen(&cq, &ck, 4, 64).heads_kv(2).causal(true);
-    assert_eq!((p.batch, p.seqlen_q, p.seqlen_k), (3, 7, 13));
-    let (nq, nk, nl) = p.contiguous_lens();
-    assert_eq!((nq, nk, nl), (10 * 4 * 64, 20 * 2 * 64, 4 * 10));
-    let plan = p.plan(&bufs(nq, nk, nl)).expect("valid varlen call");
-    assert!(plan.kernel.starts_with("flash_fwd_varlen_f16_d64_"), "{}", plan.kernel);
+    assert_eq!((p.batch, p.seqlen_q, p.seqlen_k), (3, 27, 13));
+    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    assert_eq!((nq, nk, nl), (30 * 4 * 64, 20 * 2 * 64, 4 * 30));
+    let plan = p.plan(&bufs(nq, nk, nl), &A100).expect("valid varlen call");
+    assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, config, .. } if config.head_dim == 64), "{}", plan.kernel);
     assert_eq!(plan.grid, 3 * 4);
     assert_eq!(plan.params.q_strides, [0, 4 * 64, 64]);
-    assert_eq!((plan.params.total_q, plan.params.total_k), (10, 20));
-    assert_eq!(plan.varlen_offsets.as_deref(), Some(&[0, 3, 3, 10, 0, 5, 7, 20][..]));
-    assert!(plan.split.is_none());
-    // Auto carries the Hopper launch beside: the packed rows as one sequence, the grid sized
-    // for the longest sequence (3 sequences x 4 heads x 1 block of 192 rows).
-    let w = plan.wgmma.as_ref().expect("variable-length calls have a Hopper launch");
-    assert_eq!((w.packed_rows, w.grid), (Some([10, 20]), 3 * 4));
+    assert_eq!((plan.params.total_q, plan.params.total_k), (30, 20));
+    assert_eq!(plan.upload.as_deref(), Some(&[0, 3, 3, 30, 0, 5, 7, 20][..]));
+    assert!(plan.split.is_none() && plan.packed_rows.is_none());
+    // On an H100 the Hopper kernel: the packed rows as one sequence, the grid sized for the
+    // longest sequence (3 sequences x 4 heads x 1 block of 192 rows).
+    let h = p.plan(&bufs(nq, nk, nl), &H100).unwrap();
+    assert!(matches!(h.kernel, Kernel::Sm90 { varlen: true, .. }), "{}", h.kernel);
+    assert_eq!((h.packed_rows, h.tiles), (Some([30, 20]), 3 * 4));
     // Buffers one element short of the packed totals are refused.
     for b in [bufs(nq - 1, nk, nl), bufs(nq, nk - 1, nl), bufs(nq, nk, nl - 1)] {
-        assert!(matches!(p.plan(&b), Err(Error::BufferTooSmall { .. })), "{b:?}");
+        assert!(matches!(p.plan(&b, &H100), Err(Error::BufferTooSmall { .. })), "{b:?}");
     }
     let bad = |cq: &[i32], ck: &[i32]| {
-        let mut q = p.clone();
-        q.varlen = Some(Varlen::Host { cu_seqlens_q: cq.to_vec(), cu_seqlens_k: ck.to_vec() });
-        q.plan(&bufs(nq, nk, nl))
+        let q = p.clone().rows(Rows::Packed(Offsets::Host { cu_seqlens_q: cq.to_vec(), cu_seqlens_k: ck.to_vec() }));
+        q.plan(&bufs(nq, nk, nl), &H100)
     };
-    assert!(bad(&[0, 3, 10], &ck).is_err(), "wrong count");
-    assert!(bad(&[1, 3, 3, 10], &ck).is_err(), "not starting at 0");
-    assert!(bad(&[0, 5, 3, 10], &ck).is_err(), "decreasing");
-    assert!(bad(&[0, 3, 3, 20], &ck).is_err(), "longer than max_seqlen_q");
+    assert!(bad(&[0, 3, 30], &ck).is_err(), "wrong count");
+    assert!(bad(&[1, 3, 3, 30], &ck).is_err(), "not starting at 0");
+    assert!(bad(&[0, 5, 3, 30], &ck).is_err(), "decreasing");
+    assert!(bad(&[0, 3, 3, 40], &ck).is_err(), "longer than max_seqlen_q");
     assert!(bad(&cq, &[]).is_err(), "unpaged calls need key offsets");
-    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).unwrap().is_wgmma());
+    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl), &H100).unwrap().kernel.needs_sm90a());
     // Forced splits need at least two key tiles per call (13 keys: one); more than 32 is an
     // error, and the wgmma path does not split.
-    assert!(p.clone().num_splits(Some(4)).plan(&bufs(nq, nk, nl)).unwrap().split.is_none());
-    assert!(matches!(p.clone().num_splits(Some(33)).plan(&bufs(nq, nk, nl)), Err(Error::InvalidShape { what: "num_splits", .. })));
+    assert!(p.clone().num_splits(Some(4)).plan(&bufs(nq, nk, nl), &H100).unwrap().split.is_none());
+    assert!(matches!(p.clone().num_splits(Some(33)).plan(&bufs(nq, nk, nl), &H100), Err(Error::InvalidShape { what: "num_splits", .. })));
 }
 
 /// Decode-shaped variable-length calls split their key ranges like fixed-length decode: the
@@ -259,96 +259,82 @@ fn plan_validates_offsets_and_packed_extents() {
 fn plan_splits_decode_shaped_varlen_calls() {
     let (cq, ck) = (vec![0, 1, 2, 3], vec![0, 4000, 4001, 7000]);
     let p = AttentionParams::new_varlen(&cq, &ck, 8, 128).heads_kv(2).num_splits(Some(5));
-    let (nq, nk, nl) = p.contiguous_lens();
-    let plan = p.plan(&bufs(nq, nk, nl)).expect("valid split varlen call");
-    assert_eq!(plan.kernel, "flash_fwd_varlen_split_f16_d128_16x128w4s2");
+    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let plan = p.plan(&bufs(nq, nk, nl), &H100).expect("valid split varlen call");
+    assert_eq!(plan.kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x128w4s2");
     let s = plan.split.as_ref().expect("a split plan");
     // 4000 keys: 32 tiles of 128, 5 splits of 7 tiles.
     assert_eq!((s.num_splits, plan.params.split_tiles, plan.grid), (5, 7, 3 * 8 * 5));
     assert_eq!((s.counters_len, s.o_accum_len, s.lse_accum_len), (3 * 8, 5 * 3 * 8 * 128, 5 * 3 * 8));
-    assert!(plan.wgmma.is_none(), "split calls run on mma.sync");
-    assert_eq!(plan.varlen_offsets.as_deref(), Some(&[0, 1, 2, 3, 0, 4000, 4001, 7000][..]));
-    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl)).is_err(), "the wgmma path does not split");
-    // Without a GPU to size for, the planner never splits on its own.
-    assert!(p.clone().num_splits(None).plan(&bufs(nq, nk, nl)).unwrap().split.is_none());
-    // A GPU plan runs decode-shaped calls on the decode tiles even unsplit, except on a forced
-    // wgmma path, which keeps its own variable-length kernel.
+    assert_eq!(plan.upload.as_deref(), Some(&[0, 1, 2, 3, 0, 4000, 4001, 7000][..]));
+    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl), &H100).is_err(), "the wgmma path does not split");
+    // The planner's own choice for the target: 24 CTAs on 132 SMs split.
+    assert!(p.clone().num_splits(None).plan(&bufs(nq, nk, nl), &H100).unwrap().split.is_some_and(|s| s.num_splits > 1));
+    // Decode-shaped calls run on the decode tiles even unsplit, except on a forced wgmma path,
+    // which keeps its own variable-length kernel; on GPUs of 99 KB per CTA, 64-key tiles.
     let one = p.clone().num_splits(Some(1));
-    assert_eq!(one.plan_for_sms(&bufs(nq, nk, nl), 132).unwrap().kernel, "flash_fwd_varlen_split_f16_d128_16x128w4s2");
-    let forced = one.path(KernelPath::Wgmma).plan_for_sms(&bufs(nq, nk, nl), 132).unwrap();
-    assert!(forced.is_wgmma() && forced.kernel.starts_with("flash_fwd_sm90_varlen_"), "{}", forced.kernel);
+    assert_eq!(one.plan(&bufs(nq, nk, nl), &H100).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x128w4s2");
+    assert_eq!(one.plan(&bufs(nq, nk, nl), &Target::L4).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x64w4s2");
+    let forced = one.path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl), &H100).unwrap();
+    assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: true, .. }), "{}", forced.kernel);
 }
 
 /// Offsets on the GPU: the plan points the kernel at them (no upload), sizes the packed
-/// tensors by the given totals, checks the offsets' own buffers, and refuses mismatched or
-/// missing ones with typed errors naming them.
+/// tensors by the given totals, checks the offsets' own buffers with typed errors naming them.
+/// (Device offsets for a fixed-length call, or none for a device-offset one, cannot be
+/// written: the offsets are part of the call's layout.)
 #[test]
 fn plan_takes_device_offsets_and_names_their_problems() {
-    let p = AttentionParams::new_varlen_device(3, 7, 13, 10, 20, 4, 64).heads_kv(2).causal(true);
-    let (nq, nk, nl) = p.contiguous_lens();
-    assert_eq!((nq, nk, nl), (10 * 4 * 64, 20 * 2 * 64, 4 * 10));
-    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let offsets = VarlenBuffers { cu_seqlens_q: r(6 << 32, 4), cu_seqlens_k: Some(r(7 << 32, 4)) };
-    let with = |v: Option<VarlenBuffers>| Buffers { varlen: v, ..bufs(nq, nk, nl) };
-    let plan = p.plan(&with(Some(offsets))).expect("valid device-offset call");
-    assert!(plan.kernel.starts_with("flash_fwd_varlen_f16_d64_"), "{}", plan.kernel);
+    let idx = flashrs_tests::planning_index;
+    let offsets = DeviceOffsets { cu_seqlens_q: idx(6 << 32, 4), cu_seqlens_k: Some(idx(7 << 32, 4)), total_q: 30, total_k: 20 };
+    let call = |o: DeviceOffsets<'static>| AttentionParams::new_varlen_device(3, 27, 13, o, 4, 64).heads_kv(2).causal(true);
+    let p = call(offsets);
+    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    assert_eq!((nq, nk, nl), (30 * 4 * 64, 20 * 2 * 64, 4 * 30));
+    let plan = p.plan(&bufs(nq, nk, nl), &A100).expect("valid device-offset call");
+    assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, .. }), "{}", plan.kernel);
     assert_eq!((plan.params.cu_seqlens_q, plan.params.cu_seqlens_k), (6 << 32, 7 << 32));
-    assert_eq!((plan.params.total_q, plan.params.total_k, plan.grid), (10, 20, 3 * 4));
-    assert!(plan.varlen_offsets.is_none(), "device offsets are not uploaded");
-    assert_eq!(plan.wgmma.as_ref().map(|w| w.packed_rows), Some(Some([10, 20])));
+    assert_eq!((plan.params.total_q, plan.params.total_k, plan.grid), (30, 20, 3 * 4));
+    assert!(plan.upload.is_none(), "device offsets are not uploaded");
+    assert_eq!(p.plan(&bufs(nq, nk, nl), &H100).unwrap().packed_rows, Some([30, 20]));
 
-    let err = |b: Buffers| p.plan(&b).unwrap_err();
-    assert!(matches!(err(with(None)), Error::InvalidBuffer { tensor: "cu_seqlens_q", .. }));
-    let short_q = VarlenBuffers { cu_seqlens_q: r(6 << 32, 3), ..offsets };
-    assert!(matches!(err(with(Some(short_q))), Error::BufferTooSmall { tensor: "cu_seqlens_q", needed: 4, len: 3 }));
-    let short_k = VarlenBuffers { cu_seqlens_k: Some(r(7 << 32, 1)), ..offsets };
-    assert!(matches!(err(with(Some(short_k))), Error::BufferTooSmall { tensor: "cu_seqlens_k", needed: 4, len: 1 }));
-    let misaligned = VarlenBuffers { cu_seqlens_q: r((6 << 32) + 2, 4), ..offsets };
-    assert!(matches!(err(with(Some(misaligned))), Error::Misaligned { tensor: "cu_seqlens_q", .. }));
-    let null = VarlenBuffers { cu_seqlens_q: r(0, 4), ..offsets };
-    assert!(matches!(err(with(Some(null))), Error::InvalidBuffer { tensor: "cu_seqlens_q", .. }));
-    let no_keys = VarlenBuffers { cu_seqlens_k: None, ..offsets };
-    assert!(matches!(err(with(Some(no_keys))), Error::InvalidBuffer { tensor: "cu_seqlens_k", .. }));
+    let err = |o: DeviceOffsets<'static>| call(o).plan(&bufs(nq, nk, nl), &H100).unwrap_err();
+    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx(6 << 32, 3), ..offsets }), Error::BufferTooSmall { tensor: "cu_seqlens_q", needed: 4, len: 3 }));
+    assert!(matches!(err(DeviceOffsets { cu_seqlens_k: Some(idx(7 << 32, 1)), ..offsets }), Error::BufferTooSmall { tensor: "cu_seqlens_k", needed: 4, len: 1 }));
+    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx((6 << 32) + 2, 4), ..offsets }), Error::Misaligned { tensor: "cu_seqlens_q", .. }));
+    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx(0, 4), ..offsets }), Error::InvalidBuffer { tensor: "cu_seqlens_q", .. }));
+    assert!(matches!(err(DeviceOffsets { cu_seqlens_k: None, ..offsets }), Error::InvalidBuffer { tensor: "cu_seqlens_k", .. }));
     // The output may not overlap the offsets (they are read while it is written).
-    let over = VarlenBuffers { cu_seqlens_q: r(4 << 32, 4), ..offsets };
-    assert!(matches!(err(with(Some(over))), Error::InvalidBuffer { tensor: "out", .. }));
+    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx(4 << 32, 4), ..offsets }), Error::InvalidBuffer { tensor: "out", .. }));
     // Too-small packed buffers for the given totals.
-    assert!(matches!(err(Buffers { varlen: Some(offsets), ..bufs(nq - 1, nk, nl) }), Error::BufferTooSmall { tensor: "q", .. }));
-    // Device buffers for host offsets, and for a call that is not variable-length.
-    let host = AttentionParams::new_varlen(&[0, 3, 3, 10], &[0, 5, 7, 20], 4, 64).heads_kv(2);
-    assert!(matches!(host.plan(&with(Some(offsets))), Err(Error::InvalidBuffer { tensor: "cu_seqlens_q", .. })));
-    let fixed = AttentionParams::new(1, 10, 20, 4, 64).heads_kv(2);
-    assert!(matches!(fixed.plan(&with(Some(offsets))), Err(Error::InvalidBuffer { tensor: "cu_seqlens_q", .. })));
+    assert!(matches!(p.plan(&bufs(nq - 1, nk, nl), &H100), Err(Error::BufferTooSmall { tensor: "q", .. })));
     // No packed query rows: nothing to launch.
-    let empty = AttentionParams::new_varlen_device(3, 7, 13, 0, 20, 4, 64).heads_kv(2);
-    assert!(empty.plan(&with(Some(offsets))).unwrap().is_empty());
+    assert!(call(DeviceOffsets { total_q: 0, ..offsets }).plan(&bufs(nq, nk, nl), &H100).unwrap().is_empty());
     // Totals past the 32-bit row indices.
-    let huge = AttentionParams::new_varlen_device(3, 7, 13, 1 << 31, 20, 4, 64).heads_kv(2);
-    assert!(matches!(huge.plan(&with(Some(offsets))), Err(Error::InvalidShape { what: "total_q", .. })));
+    assert!(matches!(err(DeviceOffsets { total_q: 1 << 31, ..offsets }), Error::InvalidShape { what: "total_q", .. }));
 }
 
 /// Paged variable-length calls: the queries packed, K and V from the cache (page strides kept),
 /// key offsets optional; the kernel is the paged variable-length one, on mma.sync.
 #[test]
 fn plan_pages_the_keys_of_packed_queries() {
-    let pg = PagedKv { page_size: 16, num_pages: 40, pages_per_seq: 20 };
-    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let table = PagedBuffers { block_table: r(8 << 32, 3 * 20), seqused_k: Some(r(9 << 32, 3)) };
+    let idx = flashrs_tests::planning_index;
+    let pages = Pages { page_size: 16, num_pages: 40, pages_per_seq: 20 };
+    let cache = PagedKv { pages, block_table: idx(8 << 32, 3 * 20), seqused_k: Some(idx(9 << 32, 3)) };
     for cu_k in [vec![], vec![0, 300, 301, 320]] {
-        let mut p = AttentionParams::new_varlen(&[0, 1, 38, 40], &cu_k, 8, 128).heads_kv(2).causal(true).paged(pg);
+        let mut p = AttentionParams::new_varlen(&[0, 1, 38, 40], &cu_k, 8, 128).heads_kv(2).causal(true).paged(cache);
         p.seqlen_k = 300;
-        let (nq, nk, nl) = p.contiguous_lens();
+        let (nq, nk, nl) = p.contiguous_lens().unwrap();
         assert_eq!((nq, nk, nl), (40 * 8 * 128, 40 * 16 * 2 * 128, 8 * 40));
-        let b = Buffers { paged: Some(table), ..bufs(nq, nk, nl) };
-        let plan = p.plan(&b).expect("valid paged varlen call");
-        assert!(plan.kernel.starts_with("flash_fwd_varlen_paged_f16_d128_"), "{}", plan.kernel);
-        assert!(plan.wgmma.is_none(), "paged calls stay on mma.sync");
+        let b = bufs(nq, nk, nl);
+        let plan = p.plan(&b, &H100).expect("valid paged varlen call");
+        assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::VarlenPaged, .. }), "{}", plan.kernel);
         assert_eq!(plan.params.k_strides[0], 16 * 2 * 128, "page stride kept");
         assert_eq!(plan.params.q_strides[0], 0, "queries packed");
-        assert_eq!(plan.varlen_offsets.as_ref().map(Vec::len), Some(4 + cu_k.len()));
-        let split = p.clone().num_splits(Some(2)).plan(&b).expect("paged varlen calls split too");
+        assert_eq!(plan.upload.as_ref().map(Vec::len), Some(4 + cu_k.len()));
+        let split = p.clone().num_splits(Some(2)).plan(&b, &H100).expect("paged varlen calls split too");
         assert_eq!(split.split.as_ref().map(|s| s.num_splits), Some(2));
-        assert!(split.kernel.starts_with("flash_fwd_varlen_paged_f16_d128_"), "{}", split.kernel);
-        assert!(p.clone().path(KernelPath::Wgmma).plan(&b).is_err(), "paged calls run on mma.sync");
+        assert!(matches!(split.kernel, Kernel::Mma { variant: Variant::VarlenPaged, .. }), "{}", split.kernel);
+        assert!(p.clone().path(KernelPath::Wgmma).plan(&b, &H100).is_err(), "paged calls run on mma.sync");
     }
 }
