@@ -75,6 +75,10 @@ impl Extent {
     /// grid covers `seqlen_q` rows per sequence), so wrong offsets give wrong rows, never an
     /// access outside the tensors. Valid offsets pass unchanged. Without key offsets (a paged
     /// launch whose key counts come from elsewhere) every sequence has `seqlen_k` keys.
+    ///
+    /// # Safety
+    /// `p.cu_seqlens_q` (and `p.cu_seqlens_k` when non-null) hold at least `batch + 2` i32
+    /// values readable from the calling thread.
     #[inline(always)]
     pub unsafe fn varlen(p: &FwdParams, batch: u32) -> Self {
         let b = batch as usize;
@@ -93,6 +97,10 @@ impl Extent {
     /// A paged sequence's own key count: `seqused_k[batch]` when the launch has one, clamped
     /// to `0..=seqlen_k` (the host checked that `seqlen_k` keys fit a block-table row), so no
     /// count reaches past the sequence's pages.
+    ///
+    /// # Safety
+    /// `p.seqused_k`, when non-null, holds at least `batch + 1` i32 values readable from the
+    /// calling thread.
     #[inline(always)]
     pub unsafe fn with_seqused_k(self, p: &FwdParams, batch: u32) -> Self {
         if p.seqused_k == 0 {

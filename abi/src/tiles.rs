@@ -66,8 +66,15 @@ pub const CONFIGS: [TileConfig; 13] = [
 
 /// Head_dim 256 in the least shared memory: 64 query rows, 32-key tiles, 8 warps (so 2 per 16
 /// rows, each taking half of every tile's keys), 96 KB. Every table has it, so that GPUs whose
-/// CTAs get 99 KB (sm_86, sm_89) or 163 KB (sm_80) run every variant at head_dim 256.
+/// CTAs get 99 KB (sm_86, sm_89) or 163 KB (sm_80) run every variant at head_dim 256. It is a
+/// fallback ([`is_fallback`]): chosen only where no other configuration fits.
 pub const SMALL_D256: TileConfig = TileConfig { head_dim: 256, block_m: 64, block_n: 32, warps: 8, stages: 2 };
+
+/// True for configurations that exist for GPUs with little shared memory per CTA, and are
+/// chosen only where no other configuration of their head dimension fits.
+pub const fn is_fallback(c: &TileConfig) -> bool {
+    c.head_dim == SMALL_D256.head_dim && c.block_m == SMALL_D256.block_m && c.block_n == SMALL_D256.block_n && c.warps == SMALL_D256.warps && c.stages == SMALL_D256.stages
+}
 
 /// The default configuration for each padded head dimension (64, 128, 256): the fastest
 /// measured on the H100 over the standard sweep (see the README's benchmark section).

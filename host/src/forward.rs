@@ -42,6 +42,7 @@ impl Gpu {
     ///
     /// Returns the first validation error without launching anything. `Ok` means the kernel was
     /// queued: errors while it runs surface at the next synchronisation.
+    #[allow(clippy::too_many_arguments)]
     pub fn attention_forward<T: Element>(
         &self,
         stream: &Stream,

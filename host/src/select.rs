@@ -201,11 +201,14 @@ fn mma_config(
 }
 
 /// The default split-KV (and paged, and decode) configuration for the padded head dimension
-/// and query blocks of `rows` rows on `t`: of [`SPLIT_CONFIGS`] that fit, the smallest block
-/// that holds every row (fewest padding rows in the MMAs), else the largest; the first listed
-/// among equals.
+/// and query blocks of `rows` rows on `t`: of [`SPLIT_CONFIGS`] that fit (fallbacks only where
+/// nothing else does, [`tiles::is_fallback`]), the smallest block that holds every row (fewest
+/// padding rows in the MMAs), else the largest; the first listed among equals.
 fn split_config(padded: usize, rows: usize, t: &Target) -> Option<TileConfig> {
-    let mut fit: Vec<&TileConfig> = SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded && fits(c, t)).collect();
+    let mut fit: Vec<&TileConfig> = SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded && fits(c, t) && !tiles::is_fallback(c)).collect();
+    if fit.is_empty() {
+        fit = SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded && fits(c, t)).collect();
+    }
     // Blocks that hold every row first, smallest first; then the others, largest first.
     // Stable: equal blocks keep their listed order.
     fit.sort_by_key(|c| if c.block_m >= rows { c.block_m } else { usize::MAX - c.block_m });
@@ -308,7 +311,7 @@ mod tests {
         let h = &Target::H100;
         assert_eq!([bm(128, 1, h), bm(128, 16, h), bm(128, 17, h), bm(128, 64, h), bm(128, 65, h), bm(128, 2048, h)], [16, 16, 64, 64, 64, 64]);
         assert_eq!([bm(64, 4, h), bm(64, 100, h), bm(64, 5000, h)], [16, 128, 128]);
-        assert_eq!([bm(256, 1, h), bm(256, 300, h)], [64, 128]);
+        assert_eq!([bm(256, 1, h), bm(256, 300, h)], [128, 128]);
         // Among equal blocks the first listed: head_dim 128's 16x128 before 16x64, where it fits.
         assert_eq!(split_config(128, 8, h).unwrap().block_n, 128);
         assert_eq!(split_config(128, 8, &Target::L4).unwrap().block_n, 64);

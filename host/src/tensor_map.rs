@@ -307,7 +307,7 @@ impl TiledTensorMap {
             ));
         }
         let addr_align = if self.interleave == Interleave::B32 { 32 } else { 16 };
-        if self.global_address == 0 || self.global_address % addr_align != 0 {
+        if self.global_address == 0 || !self.global_address.is_multiple_of(addr_align) {
             return bad(format!("global address {:#x} is not a non-null multiple of {addr_align}", self.global_address));
         }
         for (i, &d) in self.dims.iter().enumerate() {
@@ -331,7 +331,7 @@ impl TiledTensorMap {
         }
         let inner_bytes = self.box_dims[0] as u64 * esize;
         if self.interleave == Interleave::None {
-            if inner_bytes % 16 != 0 {
+            if !inner_bytes.is_multiple_of(16) {
                 return bad(format!("the box's inner dimension spans {inner_bytes} bytes, not a multiple of 16"));
             }
             if let Some(span) = self.swizzle.span_bytes()

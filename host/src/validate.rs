@@ -75,13 +75,13 @@ fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
 
 /// Validates `p` with `bufs` (see the module docs).
 pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result<Call<'p>> {
-    if p.head_dim == 0 || p.head_dim % 8 != 0 || p.head_dim > 256 {
+    if p.head_dim == 0 || !p.head_dim.is_multiple_of(8) || p.head_dim > 256 {
         return Err(Error::UnsupportedHeadDim(p.head_dim));
     }
     if p.heads_kv == 0 && p.heads_q > 0 {
         return Err(shape_err("heads_kv", "must be at least 1"));
     }
-    if p.heads_kv > 0 && p.heads_q % p.heads_kv != 0 {
+    if p.heads_kv > 0 && !p.heads_q.is_multiple_of(p.heads_kv) {
         return Err(Error::GqaRatio { heads_q: p.heads_q, heads_kv: p.heads_kv });
     }
     for (what, n) in [("seqlen_q", p.seqlen_q), ("seqlen_k", p.seqlen_k)] {
@@ -192,7 +192,7 @@ impl Call<'_> {
             if (lse.len as u64) < needed {
                 return Err(Error::BufferTooSmall { tensor: "lse", needed, len: lse.len as u64 });
             }
-            if lse.ptr % 4 != 0 {
+            if !lse.ptr.is_multiple_of(4) {
                 return Err(Error::Misaligned { tensor: "lse", reason: format!("base address {:#x} is not 4-byte aligned", lse.ptr) });
             }
             // A null address would make the kernel skip the log-sum-exp silently.
@@ -294,7 +294,7 @@ fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<(&'s
     if buf.ptr == 0 {
         return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
     }
-    if buf.ptr % 4 != 0 {
+    if !buf.ptr.is_multiple_of(4) {
         return Err(Error::Misaligned { tensor, reason: format!("base address {:#x} is not 4-byte aligned", buf.ptr) });
     }
     if buf.len < needed {
@@ -316,10 +316,10 @@ fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [u
         return Err(Error::InvalidStrides { tensor, reason: format!("negative stride in {s:?}") });
     }
     // The kernels move 16-byte chunks: 8 elements of every row must be one aligned vector.
-    if buf.ptr % 16 != 0 {
+    if !buf.ptr.is_multiple_of(16) {
         return Err(Error::Misaligned { tensor, reason: format!("base address {:#x} is not 16-byte aligned", buf.ptr) });
     }
-    if let Some(bad) = s.iter().find(|&&x| (x as u64).wrapping_mul(elem_bytes) % 16 != 0) {
+    if let Some(bad) = s.iter().find(|&&x| !(x as u64).wrapping_mul(elem_bytes).is_multiple_of(16)) {
         return Err(Error::Misaligned { tensor, reason: format!("stride {bad} elements is not a multiple of 16 bytes") });
     }
     // Highest element offset reached, in checked 64-bit arithmetic.

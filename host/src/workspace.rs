@@ -111,9 +111,10 @@ impl Gpu {
         result.and(freed)
     }
 
-    /// Bytes the kept per-stream workspaces hold now.
-    pub fn kept_workspace_bytes(&self) -> usize {
-        self.workspaces.kept_bytes()
+    /// The per-stream workspaces kept now: (streams, bytes). At most [`MAX_KEPT_STREAMS`]
+    /// and [`MAX_KEPT_BYTES`].
+    pub fn kept_workspaces(&self) -> (usize, usize) {
+        self.workspaces.kept()
     }
 
     /// Frees every kept per-stream workspace, after waiting for the work queued in this GPU's
@@ -191,9 +192,9 @@ impl StreamWorkspaces {
         StreamWorkspaces { get_id, kept: Mutex::new(HashMap::new()) }
     }
 
-    /// Bytes kept now.
-    fn kept_bytes(&self) -> usize {
-        self.kept.lock().map_or(0, |k| k.values().map(Workspace::bytes).sum())
+    /// Streams and bytes kept now.
+    fn kept(&self) -> (usize, usize) {
+        self.kept.lock().map_or((0, 0), |k| (k.len(), k.values().map(Workspace::bytes).sum()))
     }
 
     /// Calls `launch(counters, partials)` with the addresses of `stream`'s kept workspace,

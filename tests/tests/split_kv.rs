@@ -115,6 +115,48 @@ fn one_stream_reuses_its_workspace() {
     check_many_with(&gpu, &cases, Some(&launch));
 }
 
+/// A stream per call (as an application that makes one per request): the kept per-stream
+/// workspaces stay within their bounds however many streams there are, streams past the bounds
+/// run on per-launch workspaces with the same results, and releasing frees them all.
+#[test]
+fn kept_workspaces_stay_bounded_over_many_streams() {
+    use cust::memory::{CopyDestination, DeviceBuffer};
+    use cust::stream::{Stream, StreamFlags};
+    use flashrs::workspace::{MAX_KEPT_BYTES, MAX_KEPT_STREAMS};
+    let Some(gpu) = gpu_or_skip("kept_workspaces_stay_bounded_over_many_streams") else { return };
+    let p = decode(2, 1, 8192, 32, 8, 128).num_splits(Some(8));
+    let (nq, nk, _) = p.contiguous_lens().unwrap();
+    let (mut rng, seed) = flashrs_tests::case_rng();
+    let mut f16s = |n: usize| DeviceBuffer::from_slice(&(0..n).map(|_| half::f16::from_f32(rand::Rng::random_range(&mut rng, -1.0..1.0))).collect::<Vec<_>>()).unwrap();
+    let (q, k, v) = (f16s(nq), f16s(nk), f16s(nk));
+    let mut out = DeviceBuffer::from_slice(&vec![half::f16::ZERO; nq]).unwrap();
+    let read = |out: &DeviceBuffer<half::f16>| {
+        let mut h = vec![half::f16::ZERO; nq];
+        out.copy_to(&mut h[..]).unwrap();
+        h
+    };
+    let mut first = None;
+    let streams = 3 * MAX_KEPT_STREAMS;
+    for i in 0..streams {
+        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+        gpu.attention_forward(&stream, &p, &q, &k, &v, &mut out, None).unwrap();
+        stream.synchronize().unwrap();
+        let (kept, bytes) = gpu.kept_workspaces();
+        assert!(kept <= MAX_KEPT_STREAMS && bytes <= MAX_KEPT_BYTES, "stream {i}: {kept} workspaces of {bytes} bytes kept");
+        let got = read(&out);
+        assert!(got.iter().all(|x| x.is_finite()), "stream {i}: non-finite output (seed {seed})");
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert!(*f == got, "stream {i}: output differs from the first stream's (seed {seed})"),
+        }
+    }
+    let (kept, bytes) = gpu.kept_workspaces();
+    assert_eq!(kept, MAX_KEPT_STREAMS, "every stream up to the bound keeps one");
+    gpu.release_workspaces().unwrap();
+    assert_eq!(gpu.kept_workspaces(), (0, 0));
+    println!("kept workspaces over {streams} streams: at most {kept} streams, {bytes} bytes; released to none");
+}
+
 /// `p` planned for `t` on fake, exactly sized buffers.
 fn planned(p: &AttentionParams, t: &Target) -> LaunchPlan {
     let (nq, nk, nl) = p.contiguous_lens().unwrap();

@@ -361,8 +361,8 @@ pub fn parse_ptxas(text: &str) -> Vec<KernelReport> {
 fn number_before(line: &str, label: &str) -> u32 {
     line.split(label)
         .next()
-        .and_then(|head| head.split(|c: char| c == ',' || c == ':').next_back())
-        .and_then(|n| n.trim().split_whitespace().last())
+        .and_then(|head| head.split([',', ':']).next_back())
+        .and_then(|n| n.split_whitespace().last())
         .and_then(|n| n.parse().ok())
         .filter(|_| line.contains(label))
         .unwrap_or(0)
