@@ -45,9 +45,10 @@ impl TileConfig {
 /// shared-memory reads per MMA (each K/V fragment feeds two MMAs) but sit near the 255-register
 /// limit: head_dim 128 fits them only with 32-row K/V tiles (64-row ones spill).
 /// A CTA's threads must cover whole 8-row swizzle groups per copy pass: `threads >=
-/// 8 * head_dim / 8`, so head_dim 256 needs 8 warps. The last one, head_dim 256 in 64-row
-/// blocks whose warp pairs split each tile's keys, is the one that fits the 99 KB a CTA may
-/// have on sm_86 and sm_89 (RTX 30xx/40xx, A10, L4, L40).
+/// 8 * head_dim / 8`, so head_dim 256 needs 8 warps. The last one, head_dim 256 in 16-key
+/// tiles, is the one that fits the 99 KB a CTA may have on sm_86 and sm_89 (RTX 30xx/40xx, A10,
+/// L4, L40). Warps that split a tile's keys ([`TileConfig::warps_n`] > 1) share one 16-row
+/// group per CTA: the merge of their results keeps one scratch slot per warp of that group.
 pub const CONFIGS: [TileConfig; 13] = [
     TileConfig { head_dim: 64, block_m: 128, block_n: 64, warps: 4, stages: 2 },
     TileConfig { head_dim: 64, block_m: 128, block_n: 128, warps: 8, stages: 2 },
@@ -64,11 +65,11 @@ pub const CONFIGS: [TileConfig; 13] = [
     SMALL_D256,
 ];
 
-/// Head_dim 256 in the least shared memory: 64 query rows, 32-key tiles, 8 warps (so 2 per 16
-/// rows, each taking half of every tile's keys), 96 KB. Every table has it, so that GPUs whose
+/// Head_dim 256 in the least shared memory: 128 query rows in 8 warps (8 warps are what a
+/// head_dim-256 row's copy needs), 16-key tiles, 96 KB. Every table has it, so that GPUs whose
 /// CTAs get 99 KB (sm_86, sm_89) or 163 KB (sm_80) run every variant at head_dim 256. It is a
 /// fallback ([`is_fallback`]): chosen only where no other configuration fits.
-pub const SMALL_D256: TileConfig = TileConfig { head_dim: 256, block_m: 64, block_n: 32, warps: 8, stages: 2 };
+pub const SMALL_D256: TileConfig = TileConfig { head_dim: 256, block_m: 128, block_n: 16, warps: 8, stages: 2 };
 
 /// True for configurations that exist for GPUs with little shared memory per CTA, and are
 /// chosen only where no other configuration of their head dimension fits.
@@ -175,6 +176,8 @@ mod tests {
             assert!(c.threads() >= c.head_dim, "{c:?}: threads must cover an 8-row swizzle group");
             assert_eq!(c.block_m * c.warps_n() % (c.warps * 16), 0, "{c:?}");
             assert!(c.warps_n() == 1 || c.m_tiles() == 1, "{c:?}");
+            // Key-splitting warps only in a CTA of one 16-row group (their merge's scratch).
+            assert!(c.warps_n() == 1 || c.block_m == 16, "{c:?}");
         }
         for table in [&CONFIGS[..], &VARLEN_CONFIGS[..], &SPLIT_CONFIGS[..]] {
             for d in HEAD_DIMS {

@@ -132,9 +132,10 @@ fn build(call: &Call, s: Selection, target: &Target) -> Result<LaunchPlan> {
     let m_blocks = rows.div_ceil(block_m);
     let splits = s.num_splits;
     // Checked: a wrapped product could pass for a small (or empty) grid.
-    let tiles = (p.batch as u128) * (heads as u128) * (m_blocks as u128) * (splits as u128);
+    let tiles = [heads, m_blocks, splits].iter().try_fold(p.batch as u128, |n, &x| n.checked_mul(x as u128)).unwrap_or(u128::MAX);
     if tiles > i32::MAX as u128 {
-        return Err(Error::LaunchLimit(format!("{tiles} CTAs exceed the grid limit of {}", i32::MAX)));
+        let shown = if tiles == u128::MAX { "more than 2^128".to_string() } else { tiles.to_string() };
+        return Err(Error::LaunchLimit(format!("{shown} CTAs exceed the grid limit of {}", i32::MAX)));
     }
     let tiles = tiles as u32;
     let empty = call.empty || tiles == 0;

@@ -87,7 +87,8 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
     };
     let asked = match call.num_splits {
         Some(n) => n,
-        None if wgmma.is_some() || forced.is_some_and(|c| !SPLIT_CONFIGS.contains(&c)) => 1,
+        // A forced configuration other than the split one keeps the call whole.
+        None if wgmma.is_some() || forced.is_some_and(|c| Some(c) != split_cfg) => 1,
         None => split_cfg.map_or(1, |c| {
             let heads = if pack_gqa { p.heads_kv } else { p.heads_q };
             let kernel = Kernel::Mma { dtype: p.dtype, variant: split_variant, config: c };

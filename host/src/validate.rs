@@ -119,6 +119,15 @@ pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result
         num_splits,
         empty,
     };
+    // The layout's index arrays, read by a launch (an empty call has none, but its kernel is
+    // still the one its layout calls for).
+    if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, paged_pages) {
+        let seqused_k = pg.seqused_k.map_or(0, |u| u.buffer().ptr);
+        call.paged = Some(PagedIndex { pages, block_table: pg.block_table.buffer().ptr, seqused_k });
+    }
+    if let (Some(v), Rows::Packed(Offsets::Device(d))) = (packed.as_mut(), &p.layout.rows) {
+        v.cu_seqlens = [d.cu_seqlens_q.buffer().ptr, d.cu_seqlens_k.map_or(0, |k| k.buffer().ptr)];
+    }
     if empty {
         call.packed = packed;
         return Ok(call);
@@ -129,13 +138,6 @@ pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result
     let unbatched = |st: Strides, packed: bool| if packed { [0, st.row, st.head] } else { [st.batch, st.row, st.head] };
     let kv_packed = packed.is_some() && paged_pages.is_none();
     call.strides = [unbatched(q_s, packed.is_some()), unbatched(k_s, kv_packed), unbatched(v_s, kv_packed), unbatched(o_s, packed.is_some())];
-    if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, paged_pages) {
-        let seqused_k = pg.seqused_k.map_or(0, |u| u.buffer().ptr);
-        call.paged = Some(PagedIndex { pages, block_table: pg.block_table.buffer().ptr, seqused_k });
-    }
-    if let (Some(v), Rows::Packed(Offsets::Device(d))) = (packed.as_mut(), &p.layout.rows) {
-        v.cu_seqlens = [d.cu_seqlens_q.buffer().ptr, d.cu_seqlens_k.map_or(0, |k| k.buffer().ptr)];
-    }
     call.packed = packed;
     Ok(call)
 }

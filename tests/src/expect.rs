@@ -23,6 +23,10 @@ pub enum Want {
     Gqa(usize, usize),
     /// `LaunchLimit`.
     Launch,
+    /// `SharedMemory` with (needed, available) bytes.
+    SharedMemory(u64, u64),
+    /// `PathUnavailable` for the path.
+    PathUnavailable(&'static str),
 }
 
 /// True when `e` is the error `want` describes.
@@ -36,6 +40,8 @@ pub fn error_matches(e: &Error, want: &Want) -> bool {
         (Error::UnsupportedHeadDim(d), Want::HeadDim(w)) => d == w,
         (Error::GqaRatio { heads_q, heads_kv }, Want::Gqa(q, kv)) => heads_q == q && heads_kv == kv,
         (Error::LaunchLimit(_), Want::Launch) => true,
+        (Error::SharedMemory { needed, available, .. }, Want::SharedMemory(n, a)) => needed == n && available == a,
+        (Error::PathUnavailable { path, .. }, Want::PathUnavailable(w)) => path == w,
         _ => false,
     }
 }

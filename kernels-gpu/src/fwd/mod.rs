@@ -71,6 +71,9 @@ unsafe fn flash_fwd<
     const {
         assert!(BM == THREADS / 32 / WN * MT * 16 && SN == BN / WN / 8 && KP == BN / WN / 16 && ON == D / 8);
         assert!(STAGES >= 2 && STAGES <= 4 && (WN == 1 || MT == 1));
+        // Key-splitting warps share one 16-row group: the merge keeps one scratch slot per
+        // warp index of the group, not per group.
+        assert!(WN == 1 || BM == 16);
         assert!(WN == 1 || warp_merge::scratch_bytes(WN, MT, ON) <= 2 * STAGES * BN * D * 2);
     }
     let tid = thread_idx_x();
@@ -268,14 +271,14 @@ mma_kernels! { Plain:
     9 => flash_fwd_f16_d128_16x128w4s2, flash_fwd_bf16_d128_16x128w4s2;
     10 => flash_fwd_f16_d128_16x64w4s2, flash_fwd_bf16_d128_16x64w4s2;
     11 => flash_fwd_f16_d64_16x64w4s2, flash_fwd_bf16_d64_16x64w4s2;
-    12 => flash_fwd_f16_d256_64x32w8s2, flash_fwd_bf16_d256_64x32w8s2;
+    12 => flash_fwd_f16_d256_128x16w8s2, flash_fwd_bf16_d256_128x16w8s2;
 }
 
 mma_kernels! { Varlen:
     0 => flash_fwd_varlen_f16_d64_128x64w4s2, flash_fwd_varlen_bf16_d64_128x64w4s2;
     1 => flash_fwd_varlen_f16_d128_128x64w8s2, flash_fwd_varlen_bf16_d128_128x64w8s2;
     2 => flash_fwd_varlen_f16_d256_128x64w8s2, flash_fwd_varlen_bf16_d256_128x64w8s2;
-    3 => flash_fwd_varlen_f16_d256_64x32w8s2, flash_fwd_varlen_bf16_d256_64x32w8s2;
+    3 => flash_fwd_varlen_f16_d256_128x16w8s2, flash_fwd_varlen_bf16_d256_128x16w8s2;
 }
 
 mma_kernels! { Split:
@@ -285,7 +288,7 @@ mma_kernels! { Split:
     3 => flash_fwd_split_f16_d128_16x128w4s2, flash_fwd_split_bf16_d128_16x128w4s2;
     4 => flash_fwd_split_f16_d128_16x64w4s2, flash_fwd_split_bf16_d128_16x64w4s2;
     5 => flash_fwd_split_f16_d64_16x64w4s2, flash_fwd_split_bf16_d64_16x64w4s2;
-    6 => flash_fwd_split_f16_d256_64x32w8s2, flash_fwd_split_bf16_d256_64x32w8s2;
+    6 => flash_fwd_split_f16_d256_128x16w8s2, flash_fwd_split_bf16_d256_128x16w8s2;
 }
 
 mma_kernels! { Paged:
@@ -295,7 +298,7 @@ mma_kernels! { Paged:
     3 => flash_fwd_paged_f16_d128_16x128w4s2, flash_fwd_paged_bf16_d128_16x128w4s2;
     4 => flash_fwd_paged_f16_d128_16x64w4s2, flash_fwd_paged_bf16_d128_16x64w4s2;
     5 => flash_fwd_paged_f16_d64_16x64w4s2, flash_fwd_paged_bf16_d64_16x64w4s2;
-    6 => flash_fwd_paged_f16_d256_64x32w8s2, flash_fwd_paged_bf16_d256_64x32w8s2;
+    6 => flash_fwd_paged_f16_d256_128x16w8s2, flash_fwd_paged_bf16_d256_128x16w8s2;
 }
 
 mma_kernels! { VarlenSplit:
@@ -305,7 +308,7 @@ mma_kernels! { VarlenSplit:
     3 => flash_fwd_varlen_split_f16_d128_16x128w4s2, flash_fwd_varlen_split_bf16_d128_16x128w4s2;
     4 => flash_fwd_varlen_split_f16_d128_16x64w4s2, flash_fwd_varlen_split_bf16_d128_16x64w4s2;
     5 => flash_fwd_varlen_split_f16_d64_16x64w4s2, flash_fwd_varlen_split_bf16_d64_16x64w4s2;
-    6 => flash_fwd_varlen_split_f16_d256_64x32w8s2, flash_fwd_varlen_split_bf16_d256_64x32w8s2;
+    6 => flash_fwd_varlen_split_f16_d256_128x16w8s2, flash_fwd_varlen_split_bf16_d256_128x16w8s2;
 }
 
 mma_kernels! { VarlenPaged:
@@ -315,5 +318,5 @@ mma_kernels! { VarlenPaged:
     3 => flash_fwd_varlen_paged_f16_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_d128_16x128w4s2;
     4 => flash_fwd_varlen_paged_f16_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_d128_16x64w4s2;
     5 => flash_fwd_varlen_paged_f16_d64_16x64w4s2, flash_fwd_varlen_paged_bf16_d64_16x64w4s2;
-    6 => flash_fwd_varlen_paged_f16_d256_64x32w8s2, flash_fwd_varlen_paged_bf16_d256_64x32w8s2;
+    6 => flash_fwd_varlen_paged_f16_d256_128x16w8s2, flash_fwd_varlen_paged_bf16_d256_128x16w8s2;
 }
