@@ -1,4 +1,5 @@
 //! The tensors of a call as the planner sees them: device addresses and capacities.
+use cust::memory::{DeviceCopy, DeviceMemory, DeviceSlice};
 
 /// A buffer as the planner sees it: device address and capacity in elements.
 ///
@@ -12,6 +13,13 @@ pub struct BufferRef {
     pub ptr: u64,
     /// Capacity in elements.
     pub len: usize,
+}
+
+impl BufferRef {
+    /// A cust slice's address and length (its true capacity).
+    pub fn of<T: DeviceCopy>(s: &DeviceSlice<T>) -> Self {
+        BufferRef { ptr: s.as_raw_ptr(), len: s.len() }
+    }
 }
 
 /// The tensors of one call, as device addresses and capacities: built by

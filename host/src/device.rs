@@ -12,7 +12,7 @@ use flashrs_abi::Kernel;
 use crate::error::{Error, Result, check_driver};
 use crate::ptx;
 use crate::target::{Arch, Target};
-use crate::workspace::{StreamWorkspaces, WorkspacePool};
+use crate::workspace::Workspaces;
 
 /// One GPU with a current context and its kernels loaded.
 ///
@@ -33,16 +33,13 @@ pub struct Gpu {
     module: Module,
     device: Device,
     target: Target,
-    workspace_pool: Option<WorkspacePool>,
     /// CTAs per SM of kernels asked about so far ([`Gpu::resident_ctas`]).
     occupancy: Mutex<HashMap<Kernel, u32>>,
     /// Kernels looked up so far ([`Gpu::kernel_function`]): the handle (as an address, which
     /// keeps `Gpu` `Send` and `Sync`) and the dynamic shared memory it has been opted in to.
     functions: Mutex<HashMap<Kernel, (usize, u32)>>,
-    /// The module's `upload_i32` kernel, as an address.
-    upload: usize,
-    /// Split-KV workspaces kept per stream.
-    pub(crate) workspaces: StreamWorkspaces,
+    /// Launch workspaces: the kept per-stream ones and the pool of per-launch ones.
+    pub(crate) workspaces: Workspaces,
     _context: Context,
 }
 
@@ -81,27 +78,19 @@ impl Gpu {
             Arch::Sm90a => ptx::PTX_SM90A,
         };
         let module = Module::from_ptx(src, &[])?;
-        let workspace_pool = WorkspacePool::new(ordinal as i32);
         let (occupancy, functions) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
-        let upload = module.get_function("upload_i32")?.to_raw() as usize;
+        let workspaces = Workspaces::new(ordinal, module.get_function("upload_i32")?.to_raw());
         Ok(Gpu {
             module,
             device,
             target,
-            workspace_pool,
             occupancy,
             functions,
-            upload,
-            workspaces: StreamWorkspaces::new(),
+            workspaces,
             _context: context,
         })
     }
 
-    /// The pool per-launch workspaces (split-KV partials, variable-length offsets) come from,
-    /// if this GPU supports memory pools; `None` means the device's default pool.
-    pub(crate) fn workspace_pool(&self) -> Option<cust::sys::CUmemoryPool> {
-        self.workspace_pool.as_ref().map(|p| p.0)
-    }
 
     /// Makes this GPU's context current on the calling thread.
     pub fn make_current(&self) -> Result<()> {
@@ -178,9 +167,21 @@ impl Gpu {
         Ok(func)
     }
 
-    /// The module's `upload_i32` kernel (see [`crate::workspace`]).
-    pub(crate) fn upload_function(&self) -> cust::sys::CUfunction {
-        self.upload as cust::sys::CUfunction
+    /// The per-stream workspaces kept now: (streams, bytes). At most
+    /// [`crate::workspace::MAX_KEPT_STREAMS`] and [`crate::workspace::MAX_KEPT_BYTES`].
+    pub fn kept_workspaces(&self) -> (usize, usize) {
+        self.workspaces.kept()
+    }
+
+    /// Frees every kept per-stream workspace, after waiting for the work queued in this GPU's
+    /// context (the next launch on a stream makes a new one).
+    pub fn release_workspaces(&self) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: this GPU's context is current.
+        check_driver("cuCtxSynchronize", unsafe { cust::sys::cuCtxSynchronize() })?;
+        // SAFETY: synchronised: no launch still uses them.
+        unsafe { self.workspaces.release() };
+        Ok(())
     }
 
     /// Largest dynamic shared memory a block may opt in to, in bytes.

@@ -70,7 +70,7 @@ impl Gpu {
             return run(WorkspaceAddrs::NONE);
         }
         // SAFETY: as for this function; `run` enqueues on `stream` only.
-        unsafe { self.with_workspace(stream, offsets, counters, partial_bytes, run) }
+        unsafe { self.workspaces.with(stream, offsets, counters, partial_bytes, run) }
     }
 }
 

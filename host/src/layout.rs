@@ -5,7 +5,7 @@
 //! without a block table, or offsets given to a fixed-length call, cannot be written.
 use std::marker::PhantomData;
 
-use cust::memory::{DeviceCopy, DeviceMemory, DeviceSlice};
+use cust::memory::DeviceSlice;
 
 use crate::buffers::BufferRef;
 
@@ -198,13 +198,6 @@ pub struct Layout<'a> {
     pub rows: Rows<'a>,
     /// Where K and V come from.
     pub kv: Kv<'a>,
-}
-
-impl BufferRef {
-    /// A cust slice's address and length (its true capacity).
-    pub fn of<T: DeviceCopy>(s: &DeviceSlice<T>) -> Self {
-        BufferRef { ptr: s.as_raw_ptr(), len: s.len() }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! * **GQA packing** (`mma.sync` only): one query row per sequence with GQA/MQA, fixed-length:
 //!   the query heads of a K/V group become the rows of one query block, so a CTA reads its K/V
 //!   once for all of them (as FlashAttention does for decode).
-//! * **Split-KV** ([`auto_splits`]): decode-shaped calls (at most 16 rows per query block) whose
+//! * **Split-KV** (`auto_splits`): decode-shaped calls (at most 16 rows per query block) whose
 //!   CTAs would fill fewer than four waves of the target's CTA slots split their key ranges.
 //! * **Variant**: variable-length, split-capable and paged calls take the variant kernels of
 //!   [`flashrs_abi::Variant`]; decode-shaped calls take 16-row decode tiles where one holds
@@ -43,7 +43,7 @@ pub(crate) struct Selection {
 pub(crate) type Slots<'s> = &'s dyn Fn(&Kernel) -> usize;
 
 /// Longest key sequence of a non-causal call the default Hopper kernel launches persistent
-/// (head_dim up to 128; see [`persistent_pays`]).
+/// (head_dim up to 128; see `persistent_pays`).
 pub const PERSISTENT_MAX_KEYS: usize = 4096;
 
 fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {

@@ -1,8 +1,8 @@
-//! The first stage of planning: a call's parameters checked into a [`Call`], which exists only
+//! The first stage of planning: a call's parameters checked into a `Call`, which exists only
 //! for a valid call: sizes, GQA ratio, scale, offsets, page geometry, every stride resolved in
 //! checked arithmetic. What depends on the kernel (tile configurations, the grid, shared
 //! memory) is checked when a kernel is chosen ([`crate::select`]) and its launch is built
-//! ([`crate::plan`]), which then checks the buffers ([`Call::check_buffers`]: every tensor's
+//! ([`crate::plan`]), which then checks the buffers (`Call::check_buffers`: every tensor's
 //! strides, alignment and extent, the index arrays, overlaps).
 use crate::buffers::{BufferRef, Buffers};
 use crate::error::{Error, Result};

@@ -25,7 +25,6 @@ use std::sync::Mutex;
 use cust::sys::{CUdeviceptr, CUmemoryPool, CUresult, CUstream};
 use flashrs_abi::upload::{UPLOAD_I32_MAX, UPLOAD_I32_THREADS, UploadI32};
 
-use crate::device::Gpu;
 use crate::error::{Result, check_driver};
 
 /// Most streams that keep a workspace.
@@ -58,7 +57,40 @@ pub fn counter_bytes(counters: usize) -> usize {
     (counters * 4).next_multiple_of(16)
 }
 
-impl Gpu {
+/// A GPU's launch workspaces: the ones kept per stream, the library's pool the others come
+/// from, and the kernel that stores uploaded offsets.
+pub(crate) struct Workspaces {
+    kept: StreamWorkspaces,
+    pool: Option<WorkspacePool>,
+    /// The module's `upload_i32`, as an address (which keeps the owner `Send` and `Sync`).
+    upload: usize,
+}
+
+impl Workspaces {
+    /// The workspaces of GPU `ordinal`, whose module's `upload_i32` kernel is `upload`.
+    pub fn new(ordinal: u32, upload: cust::sys::CUfunction) -> Self {
+        Workspaces { kept: StreamWorkspaces::new(), pool: WorkspacePool::new(ordinal as i32), upload: upload as usize }
+    }
+
+    /// The pool per-launch workspaces come from; `None` means the device's default pool.
+    fn pool(&self) -> Option<CUmemoryPool> {
+        self.pool.as_ref().map(|p| p.0)
+    }
+
+    /// Streams and bytes kept now.
+    pub fn kept(&self) -> (usize, usize) {
+        self.kept.kept()
+    }
+
+    /// Frees every kept workspace.
+    ///
+    /// # Safety
+    /// The caller has synchronised the context (no launch still uses them) and made it current.
+    pub unsafe fn release(&self) {
+        // SAFETY: as for this function.
+        unsafe { self.kept.release() }
+    }
+
     /// Calls `launch` (which enqueues one kernel on `stream`) with a workspace holding
     /// `offsets` (stored at the front of the scratch, in stream order, by [`upload_i32`]),
     /// `counters` u32 counters that are zero when the kernel starts and that it leaves at zero,
@@ -67,8 +99,8 @@ impl Gpu {
     /// before the launch and freed after it.
     ///
     /// # Safety
-    /// `stream` is a valid stream of this GPU's context, which is current.
-    pub(crate) unsafe fn with_workspace(
+    /// `stream` is a valid stream of the GPU's context, which is current.
+    pub unsafe fn with(
         &self,
         stream: *mut c_void,
         offsets: &[i32],
@@ -84,20 +116,20 @@ impl Gpu {
             if !offsets.is_empty() {
                 // In launch parameters, not a pageable copy (which would wait for the stream).
                 // SAFETY: the scratch holds `off_bytes` bytes for them, ordered on `stream`.
-                unsafe { upload_i32(self.upload_function(), stream, scratch, offsets)? };
+                unsafe { upload_i32(self.upload as cust::sys::CUfunction, stream, scratch, offsets)? };
                 ws.offsets = Some(scratch);
             }
             launch(ws)
         };
         // SAFETY: as for this function; `with_offsets` enqueues on `stream` only.
-        if let Some(launched) = unsafe { self.workspaces.with(stream, self.workspace_pool(), counters, off_bytes + partial_bytes, with_offsets) } {
+        if let Some(launched) = unsafe { self.kept.with(stream, self.pool(), counters, off_bytes + partial_bytes, with_offsets) } {
             return launched;
         }
         // One allocation: the counters, then the scratch.
         let counter_bytes = counter_bytes(counters);
         let bytes = counter_bytes + off_bytes + partial_bytes;
         // SAFETY: `stream` is valid per this function's contract.
-        let base = unsafe { alloc_async(stream, self.workspace_pool(), bytes.max(16))? };
+        let base = unsafe { alloc_async(stream, self.pool(), bytes.max(16))? };
         let run = || -> Result<()> {
             if counters > 0 {
                 // SAFETY: the counters lie in the allocation just made, ordered on `stream`.
@@ -109,23 +141,6 @@ impl Gpu {
         // SAFETY: `base` came from a stream-ordered allocation; freed after the kernel in order.
         let freed = check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(base, stream as _) });
         result.and(freed)
-    }
-
-    /// The per-stream workspaces kept now: (streams, bytes). At most [`MAX_KEPT_STREAMS`]
-    /// and [`MAX_KEPT_BYTES`].
-    pub fn kept_workspaces(&self) -> (usize, usize) {
-        self.workspaces.kept()
-    }
-
-    /// Frees every kept per-stream workspace, after waiting for the work queued in this GPU's
-    /// context (the next launch on a stream makes a new one).
-    pub fn release_workspaces(&self) -> Result<()> {
-        self.make_current()?;
-        // SAFETY: this GPU's context is current.
-        check_driver("cuCtxSynchronize", unsafe { cust::sys::cuCtxSynchronize() })?;
-        // SAFETY: synchronised: no launch still uses them.
-        unsafe { self.workspaces.release() };
-        Ok(())
     }
 }
 
@@ -176,7 +191,7 @@ fn admits(kept: usize, total: usize, old: Option<usize>, bytes: usize) -> bool {
 }
 
 /// The workspaces of one context's streams.
-pub(crate) struct StreamWorkspaces {
+struct StreamWorkspaces {
     get_id: Option<StreamGetId>,
     kept: Mutex<HashMap<u64, Workspace>>,
 }
@@ -317,11 +332,11 @@ unsafe fn allocate(stream: *mut c_void, pool: Option<CUmemoryPool>, mut w: Works
 /// to the OS at the next synchronisation and the next launch maps it again, which costs more
 /// than a decode kernel. This pool keeps what it has mapped (threshold: unlimited) without
 /// changing the default pool other code in the process relies on.
-pub(crate) struct WorkspacePool(pub CUmemoryPool);
+struct WorkspacePool(CUmemoryPool);
 
 impl WorkspacePool {
     /// A pool on device `ordinal`, or `None` where the driver has no memory pools.
-    pub fn new(ordinal: i32) -> Option<Self> {
+    fn new(ordinal: i32) -> Option<Self> {
         use cust::sys::*;
         let props = CUmemPoolProps {
             allocType: CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,

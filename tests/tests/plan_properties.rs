@@ -1258,6 +1258,20 @@ fn hostile_dim(rng: &mut StdRng) -> usize {
     }
 }
 
+/// Replaces one stride of one tensor of `p` with a hostile value; false when `p`'s strides
+/// cannot be resolved to start from.
+fn hostile_tensor_stride(rng: &mut StdRng, p: &mut AttentionParams<'static>) -> bool {
+    let Ok(mut s) = call_strides(p) else { return false };
+    let t = rng.random_range(0..4);
+    match rng.random_range(0..3) {
+        0 => s[t].batch = hostile_stride(rng),
+        1 => s[t].row = hostile_stride(rng),
+        _ => s[t].head = hostile_stride(rng),
+    }
+    set_strides(p, s);
+    true
+}
+
 /// A hostile stride.
 fn hostile_stride(rng: &mut StdRng) -> i64 {
     match rng.random_range(0..10) {
@@ -1339,14 +1353,9 @@ fn hostile_case(rng: &mut StdRng) -> Case {
             }
             4 => c.p.head_dim = pick(rng, &[0, 8, 64, 72, 128, 136, 256, 264, usize::MAX]),
             5 => {
-                let Ok(mut s) = call_strides(&c.p) else { continue };
-                let t = rng.random_range(0..4);
-                match rng.random_range(0..3) {
-                    0 => s[t].batch = hostile_stride(rng),
-                    1 => s[t].row = hostile_stride(rng),
-                    _ => s[t].head = hostile_stride(rng),
+                if !hostile_tensor_stride(rng, &mut c.p) {
+                    continue;
                 }
-                set_strides(&mut c.p, s);
             }
             6 => {
                 let i = rng.random_range(0..4);
@@ -1822,14 +1831,9 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
                 }
                 5 => buf_mut(&mut c.b, rng.random_range(0..4)).ptr = pick(rng, &[0, 8, u64::MAX - 15, 1 << 63, REGION]),
                 6 => {
-                    let Ok(mut s) = call_strides(&c.p) else { continue };
-                    let t = rng.random_range(0..4);
-                    match rng.random_range(0..3) {
-                        0 => s[t].batch = hostile_stride(rng),
-                        1 => s[t].row = hostile_stride(rng),
-                        _ => s[t].head = hostile_stride(rng),
+                    if !hostile_tensor_stride(rng, &mut c.p) {
+                        continue;
                     }
-                    set_strides(&mut c.p, s);
                 }
                 7 => {
                     let (q, k) = (hostile_index(rng, 6, rows), hostile_index(rng, 7, rows));
