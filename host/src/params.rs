@@ -101,7 +101,8 @@ pub enum KernelChoice {
     /// The `mma.sync` kernels.
     MmaSync {
         /// A configuration of [`flashrs_abi::tiles::CONFIGS`] to force (`None`: the planner's).
-        /// Variant calls (variable-length, split, paged) take only their own table's.
+        /// Variant calls (variable-length, split, paged) take only their own table's
+        /// ([`flashrs_abi::Variant::configs`]) for the call's head dimension.
         config: Option<TileConfig>,
     },
     /// The Hopper kernels (sm_90a only).

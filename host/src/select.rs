@@ -166,9 +166,10 @@ fn mma_config(
         let c = table.iter().find(|c| c.head_dim == padded).copied().ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
         Err(too_big(Kernel::Mma { dtype: p.dtype, variant, config: c }, t))
     };
-    let own = match variant {
-        Variant::Plain => None,
-        Variant::Varlen => Some(VARLEN_CONFIGS.iter().find(|c| c.head_dim == padded && fits(c, t)).copied()),
+    let own = match (variant, forced) {
+        (Variant::Plain, _) => None,
+        (Variant::Varlen, Some(c)) if c.head_dim == padded && VARLEN_CONFIGS.contains(&c) => Some(Some(c)),
+        (Variant::Varlen, _) => Some(VARLEN_CONFIGS.iter().find(|c| c.head_dim == padded && fits(c, t)).copied()),
         _ => Some(split_cfg),
     };
     match (own, forced) {

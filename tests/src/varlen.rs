@@ -61,13 +61,15 @@ pub struct VarlenCase {
     pub kv: VarlenKv,
     /// Split-KV count to force (`None`: the library's choice for this GPU).
     pub num_splits: Option<usize>,
+    /// An `mma.sync` tile configuration to force (`None`: the library's choice).
+    pub config: Option<flashrs::TileConfig>,
 }
 
 impl VarlenCase {
     /// A case of `lens` with packed K/V and host offsets.
     pub fn new(lens: &[(usize, usize)], heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
         let path = KernelPath::Auto;
-        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path, device_offsets: false, kv: VarlenKv::Packed, num_splits: None }
+        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path, device_offsets: false, kv: VarlenKv::Packed, num_splits: None, config: None }
     }
 
     /// The key count sequence `b` is computed with: its own, or the longest where no counts
@@ -109,16 +111,21 @@ impl VarlenCase {
             p.seqlen_k = max_k;
             p
         };
-        p.heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path).num_splits(self.num_splits)
+        let p = p.heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path).num_splits(self.num_splits);
+        match self.config {
+            Some(c) => p.config(c),
+            None => p,
+        }
     }
 
     /// One line describing the case.
     pub fn label(&self) -> String {
         let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         format!(
-            "{:?} {} hq{} hkv{} d{} causal={} {} offsets, {:?}, splits {:?}, lens(q/k)=[{}]",
+            "{:?} {}{} hq{} hkv{} d{} causal={} {} offsets, {:?}, splits {:?}, lens(q/k)=[{}]",
             self.dtype,
             self.path.name(),
+            self.config.map_or(String::new(), |c| format!(" {c:?}")),
             self.heads_q,
             self.heads_kv,
             self.head_dim,

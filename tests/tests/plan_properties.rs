@@ -553,7 +553,12 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
                 }
                 Variant::Plain => {}
                 Variant::Varlen => {
-                    let want = varlen_config(pd, t);
+                    // A forced configuration of the variable-length table for the head_dim, else
+                    // the table's first that fits.
+                    let want = match forced {
+                        Some(f) if f.head_dim == pd && VARLEN_CONFIGS.contains(&f) => Some(f),
+                        _ => varlen_config(pd, t),
+                    };
                     ensure!(want == Some(config), "config {config:?} for a variable-length call of head_dim {} on the {tn} (want {want:?})", m.d);
                 }
                 _ => ensure!(Some(config) == split_cfg, "config {config:?} of {k} (want the split configuration {split_cfg:?})"),
@@ -1723,11 +1728,12 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             ("varlen split-KV past 32", Want::Shape("num_splits"), Same)
         }
         15 => {
-            // Unsplit, a variable-length call takes its own configuration; decode shapes, whose
-            // rows a decode tile holds, may take that split configuration instead, so they are
-            // offered none of the split table.
+            // Unsplit, a variable-length call takes a configuration of its own table for its
+            // head_dim; decode shapes, whose rows a decode tile holds, may take that split
+            // configuration instead, so they are offered none of the split table.
             c.p.num_splits = Some(1);
-            let own = varlen_config(padded(c.p.head_dim), &c.t).unwrap();
+            let pd = padded(c.p.head_dim);
+            let own = varlen_config(pd, &c.t).unwrap();
             let bogus = TileConfig { block_m: 96, ..own };
             let decode = c.p.seqlen_q <= 16;
             let others: Vec<TileConfig> = CONFIGS
@@ -1736,7 +1742,7 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
                 .chain(&VARLEN_CONFIGS)
                 .copied()
                 .chain([bogus])
-                .filter(|&x| x != own && !(decode && SPLIT_CONFIGS.contains(&x)))
+                .filter(|&x| !(x.head_dim == pd && VARLEN_CONFIGS.contains(&x)) && !(decode && SPLIT_CONFIGS.contains(&x)))
                 .collect();
             c.p = c.p.clone().config(pick(rng, &others));
             ("varlen config other than its own", Want::Shape("config"), Same)

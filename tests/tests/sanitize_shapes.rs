@@ -7,7 +7,7 @@
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! Small on purpose: the sanitizers slow kernels down 10-100x. Skips without a GPU.
-use flashrs::tiles::CONFIGS;
+use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, DType, KernelPath};
 use flashrs_tests::attn::check_many;
 use flashrs_tests::gpu_or_skip;
@@ -68,6 +68,40 @@ fn sanitize_varlen() {
         }
     }
     check_varlen_many(&gpu, &cases);
+}
+
+/// The head_dim-256 configuration GPUs of 99 or 163 KB per CTA fall back to (`SMALL_D256`), on
+/// every variant they run it in: plain, split, variable-length (unsplit and split, host and
+/// device offsets), paged, and paged under packed queries. (The H100 never chooses it: it is
+/// forced here.)
+#[test]
+fn sanitize_small_gpu_fallback() {
+    use flashrs_tests::varlen::{KeyCounts, VarlenKv};
+    let Some(gpu) = gpu_or_skip("sanitize_small_gpu_fallback") else { return };
+    let small = |p: AttentionParams<'static>| p.config(SMALL_D256);
+    check_many(
+        &gpu,
+        &[
+            small(AttentionParams::new(1, 77, 133, 4, 256).heads_kv(2).causal(true)),
+            small(AttentionParams::new(2, 1, 3000, 8, 256).heads_kv(2).num_splits(Some(4)).dtype(DType::Bf16)),
+            small(AttentionParams::new(2, 16, 700, 4, 248).heads_kv(1).causal(true)),
+        ],
+    );
+    let lens = vec![(130, 70), (0, 5), (1, 300), (200, 0), (77, 129)];
+    let base = VarlenCase { path: KernelPath::MmaSync, config: Some(SMALL_D256), ..VarlenCase::new(&lens, 4, 2, 256, true, DType::F16) };
+    let paged = VarlenKv::Paged { page_size: 16, counts: KeyCounts::SequsedK };
+    check_varlen_many(
+        &gpu,
+        &[
+            base.clone(),
+            VarlenCase { device_offsets: true, dtype: DType::Bf16, ..base.clone() },
+            VarlenCase { num_splits: Some(3), ..base.clone() },
+            VarlenCase { kv: paged, ..base.clone() },
+            VarlenCase { kv: paged, device_offsets: true, num_splits: Some(2), ..base },
+        ],
+    );
+    let call = |sq, splits| small(AttentionParams::new(3, sq, 300, 8, 256).heads_kv(2).causal(sq > 1).num_splits(splits));
+    check_paged(&gpu, &[PagedCase::new(call(1, None), 16, Some(vec![300, 0, 17]), 1), PagedCase::new(call(5, Some(3)), 64, Some(vec![1, 299, 64]), 0)]);
 }
 
 #[test]
