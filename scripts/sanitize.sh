@@ -4,12 +4,12 @@
 # both dtypes, ragged / causal / GQA / edge shapes). Fails if any tool reports an error, if a
 # test fails, or if the binary found no GPU (nothing would have been checked).
 #
-# Two steps, because the GPU machine may have no Rust:
+# Two steps, because the GPU host may have no Rust:
 #   bash scripts/sanitize.sh --build DIR [TEST...]
-#       (build machine) builds the test binaries (default: sanitize_shapes) and copies them to
-#       DIR/<test>. Name more tests (invalid_input numerics determinism ...) to carry them too.
+#       (where Rust is) builds the test binaries (default: sanitize_shapes) and copies them to
+#       DIR/<test>. Name more tests (invalid_input numerics determinism ...) to add them.
 #   bash scripts/sanitize.sh DIR [-- TEST-BINARY-ARGS...]
-#       (GPU machine, CUDA's compute-sanitizer on PATH or under $CUDA_HOME / /usr/local/cuda)
+#       (GPU host, CUDA's compute-sanitizer on PATH or under $CUDA_HOME / /usr/local/cuda)
 #       runs each tool over DIR/sanitize_shapes (or DIR/sanitize_shapes-<hash>, cargo's name)
 #       with --test-threads=1. Logs go to
 #       $SANITIZE_LOG_DIR (default: $OUT/sanitize-logs if $OUT is set, else ./sanitize-logs).
@@ -57,7 +57,7 @@ for t, exe in found.items():
     print(f"sanitize.sh: {dir}/{t} <- {exe}")
 EOF
   rm -f "$dir/.build.json"
-  echo "sanitize.sh: on the GPU machine run: bash scripts/sanitize.sh $dir"
+  echo "sanitize.sh: on the GPU host run: bash scripts/sanitize.sh $dir"
   exit 0
 fi
 

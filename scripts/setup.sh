@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what building, testing and benchmarking need, all project-local except the Rust toolchain:
+# Installs what building, testing and benchmarking need, all project-local except the Rust toolchains:
 #   - the nightly pinned in rust-toolchain.toml, with rust-src (for -Zbuild-std=core on nvptx64);
+#   - the stable Rust of Cargo.toml's rust-version (the library's dependents' oldest);
 #   - ptxas + nvdisasm from NVIDIA's PyPI wheels, under .deps/tools (links in .deps/bin);
 #   - libcuda.so under .deps/cuda/lib64, where .cargo/config.toml points cust_raw's link step.
 # Idempotent: a step runs only when its result is missing, so a second run takes a moment.
@@ -48,6 +49,15 @@ if ! sysroot=$(rustup run "$channel" rustc --print sysroot 2>/dev/null); then
 elif [[ ! -d $sysroot/lib/rustlib/src/rust/library ]]; then
   step "adding rust-src to $channel"
   quiet rustup component add rust-src --toolchain "$channel"
+fi
+
+# --- Rust: the oldest stable the library supports (rust-version), which the tests build it with
+# as a dependent would.
+msrv=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' Cargo.toml)
+[[ -n $msrv ]] || die "no rust-version found in Cargo.toml"
+if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
+  step "installing Rust $msrv (minimal)"
+  quiet rustup toolchain install "$msrv" --profile minimal
 fi
 
 # --- ptxas / nvdisasm: single files out of NVIDIA's PyPI wheels (no CUDA install needed).

@@ -1,6 +1,8 @@
 //! The element types of Q, K, V and the output.
 
 /// Element type of Q, K, V and the output (f32 accumulation and softmax either way).
+/// Non-exhaustive: more types (FP8) are to come.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
     /// IEEE binary16.

@@ -9,7 +9,7 @@ use half::f16;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = common::open_gpu();
     // [batch, seqlen, heads, head_dim], contiguous.
-    let params = AttentionParams::new(2, 512, 512, 8, 128);
+    let params = AttentionParams::builder().batch(2).seqlen(512).heads_q(8).head_dim(128).build()?;
     let (n_q, n_kv, _) = params.contiguous_lens()?;
     let (q, k, v) = (common::random::<f16>(n_q), common::random::<f16>(n_kv), common::random::<f16>(n_kv));
 

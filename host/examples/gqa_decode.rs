@@ -7,7 +7,7 @@ use half::f16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = common::open_gpu();
-    let params = AttentionParams::new(4, 1, 4096, 32, 128).heads_kv(8);
+    let params = AttentionParams::builder().batch(4).seqlen_q(1).seqlen_k(4096).heads_q(32).heads_kv(8).head_dim(128).build()?;
     let [q, k, v, out] = common::random_forward::<f16>(&gpu, &params)?;
     common::check_against_reference(&params, &q, &k, &v, &out, 2e-3);
     Ok(())

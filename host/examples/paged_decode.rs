@@ -22,8 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The block table and each sequence's length live on the GPU, as the engine keeps them.
     let table_d = DeviceBuffer::from_slice(&caches.table)?;
     let used_d = DeviceBuffer::from_slice(&lens.map(|n| n as i32))?;
-    let paged = PagedKv { pages: caches.pages, block_table: DeviceIndex::new(&table_d), seqused_k: Some(DeviceIndex::new(&used_d)) };
-    let params = AttentionParams::new(lens.len(), 1, max_len, heads_q, head_dim).heads_kv(heads_kv).paged(paged);
+    let paged = PagedKv::new(caches.pages, DeviceIndex::new(&table_d)).seqused_k(DeviceIndex::new(&used_d));
+    let params = AttentionParams::builder().batch(lens.len()).seqlen_q(1).seqlen_k(max_len).heads_q(heads_q).heads_kv(heads_kv).head_dim(head_dim).paged(paged).build()?;
     let (n_q, _, _) = params.contiguous_lens()?;
     let q = common::random::<f16>(n_q);
 
@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each sequence against the reference on its own contiguous keys and values.
     let per_seq = heads_q * head_dim;
     for (b, (k, v)) in seqs.iter().enumerate() {
-        let one = AttentionParams::new(1, 1, lens[b], heads_q, head_dim).heads_kv(heads_kv);
+        let one = AttentionParams::builder().batch(1).seqlen_q(1).seqlen_k(lens[b]).heads_q(heads_q).heads_kv(heads_kv).head_dim(head_dim).build()?;
         common::check_against_reference(&one, &q[b * per_seq..][..per_seq], k, v, &out[b * per_seq..][..per_seq], 2e-3);
     }
     Ok(())

@@ -32,12 +32,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let used_d = DeviceBuffer::from_slice(&seqs.map(|(_, n)| n as i32))?;
     // Packed queries against the paged cache; no packed keys (total_k 0), causal per sequence
     // (a chunk's rows see the cache up to their own position).
-    let offsets = DeviceOffsets { cu_seqlens_q: DeviceIndex::new(&cu_q_d), cu_seqlens_k: None, total_q, total_k: 0 };
-    let paged = PagedKv { pages: caches.pages, block_table: DeviceIndex::new(&table_d), seqused_k: Some(DeviceIndex::new(&used_d)) };
-    let params = AttentionParams::new_varlen_device(seqs.len(), max_q, max_k, offsets, heads_q, head_dim)
+    let offsets = DeviceOffsets::new(DeviceIndex::new(&cu_q_d), total_q);
+    let paged = PagedKv::new(caches.pages, DeviceIndex::new(&table_d)).seqused_k(DeviceIndex::new(&used_d));
+    let params = AttentionParams::builder()
+        .varlen_device(offsets)
+        .batch(seqs.len())
+        .seqlen_q(max_q)
+        .seqlen_k(max_k)
+        .heads_q(heads_q)
         .heads_kv(heads_kv)
+        .head_dim(head_dim)
         .causal(true)
-        .paged(paged);
+        .paged(paged)
+        .build()?;
     let q = common::random::<f16>(total_q * heads_q * head_dim);
 
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&caches.k)?, DeviceBuffer::from_slice(&caches.v)?);
@@ -50,7 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each sequence against the reference on its own rows and contiguous cache.
     let per_row = heads_q * head_dim;
     for (b, ((new, len), (k, v))) in seqs.iter().zip(&kv).enumerate() {
-        let one = AttentionParams::new(1, *new, *len, heads_q, head_dim).heads_kv(heads_kv).causal(true);
+        let one = AttentionParams::builder().batch(1).seqlen_q(*new).seqlen_k(*len).heads_q(heads_q).heads_kv(heads_kv).head_dim(head_dim).causal(true).build()?;
         let rows = cu_seqlens_q[b] as usize * per_row..cu_seqlens_q[b + 1] as usize * per_row;
         print!("sequence {b} ({new} new tokens, {len} cached): ");
         common::check_against_reference(&one, &q[rows.clone()], k, v, &out[rows], 2e-3);

@@ -15,14 +15,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(*end)
     })).collect();
     let (heads_q, heads_kv, head_dim) = (16, 4, 128);
-    let params = AttentionParams::new_varlen(&cu_seqlens, &cu_seqlens, heads_q, head_dim).heads_kv(heads_kv).causal(true);
+    let params = AttentionParams::builder().varlen(&cu_seqlens, &cu_seqlens).heads_q(heads_q).heads_kv(heads_kv).head_dim(head_dim).causal(true).build()?;
     let [q, k, v, out] = common::random_forward::<f16>(&gpu, &params)?;
 
     // Each prompt on its own is an ordinary causal call: check each slice of the packed output.
     let (row_q, row_kv) = (heads_q * head_dim, heads_kv * head_dim);
     for (b, &n) in lens.iter().enumerate() {
         let start = cu_seqlens[b] as usize;
-        let one = AttentionParams::new(1, n as usize, n as usize, heads_q, head_dim).heads_kv(heads_kv).causal(true);
+        let one = AttentionParams::builder().batch(1).seqlen(n as usize).heads_q(heads_q).heads_kv(heads_kv).head_dim(head_dim).causal(true).build()?;
         let (qs, ks) = (start * row_q..(start + n as usize) * row_q, start * row_kv..(start + n as usize) * row_kv);
         print!("prompt {b} ({n} tokens): ");
         common::check_against_reference(&one, &q[qs.clone()], &k[ks.clone()], &v[ks], &out[qs], 2e-3);

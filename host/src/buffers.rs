@@ -1,12 +1,13 @@
-//! The tensors of a call as the planner sees them: device addresses and capacities.
-use cust::memory::{DeviceCopy, DeviceMemory, DeviceSlice};
+//! The tensors of a call as the planner sees them: device addresses and capacities, and their
+//! element type.
+use crate::element::DType;
 
 /// A buffer as the planner sees it: device address and capacity in elements.
 ///
-/// The capacity counts elements of the tensor's own type: [`crate::AttentionParams::dtype`]
-/// (2 bytes) for Q, K, V and the output, `f32` for the log-sum-exp, `i32` for index arrays.
-/// The planner checks every element the kernel will touch against it, so it must be the
-/// allocation's true size (from `ptr` on), never more.
+/// The capacity counts elements of the tensor's own type: [`Buffers::dtype`] (2 bytes) for Q,
+/// K, V and the output, `f32` for the log-sum-exp, `i32` for index arrays. The planner checks
+/// every element the kernel will touch against it, so it must be the allocation's true size
+/// (from `ptr` on), never more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferRef {
     /// Device address.
@@ -16,18 +17,21 @@ pub struct BufferRef {
 }
 
 impl BufferRef {
-    /// A cust slice's address and length (its true capacity).
-    pub fn of<T: DeviceCopy>(s: &DeviceSlice<T>) -> Self {
-        BufferRef { ptr: s.as_raw_ptr(), len: s.len() }
+    /// The buffer at device address `ptr` holding `len` elements.
+    pub fn new(ptr: u64, len: usize) -> Self {
+        BufferRef { ptr, len }
     }
 }
 
-/// The tensors of one call, as device addresses and capacities: built by
-/// [`crate::Gpu::attention_forward`] from cust slices, or by the caller for
+/// The tensors of one call, as device addresses and capacities, and their element type: built
+/// by [`crate::Gpu::attention_forward`] from typed buffers, or by the caller for
 /// [`crate::Gpu::attention_forward_raw`] and [`crate::AttentionParams::plan`]. The index arrays
 /// of variable-length and paged calls are part of the call's [`crate::Layout`].
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Buffers {
+    /// Element type of Q, K, V and the output.
+    pub dtype: DType,
     /// Queries.
     pub q: BufferRef,
     /// Keys (a paged call: the K cache).
@@ -39,4 +43,17 @@ pub struct Buffers {
     /// Log-sum-exp output (f32 `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` in a
     /// variable-length call), if wanted.
     pub lse: Option<BufferRef>,
+}
+
+impl Buffers {
+    /// Q, K, V and the output, of element type `dtype`, without a log-sum-exp.
+    pub fn new(dtype: DType, q: BufferRef, k: BufferRef, v: BufferRef, o: BufferRef) -> Self {
+        Buffers { dtype, q, k, v, o, lse: None }
+    }
+
+    /// Adds the log-sum-exp output (f32).
+    pub fn lse(mut self, lse: BufferRef) -> Self {
+        self.lse = Some(lse);
+        self
+    }
 }

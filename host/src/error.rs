@@ -1,6 +1,7 @@
 //! The library's error type.
 
 /// Everything that can go wrong, each variant naming the problem.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No usable CUDA driver or GPU (the driver library is missing, or no device is present).
@@ -27,16 +28,25 @@ pub enum Error {
         minor: i32,
     },
     /// A CUDA driver call failed.
-    #[error("CUDA error: {0}")]
-    Cuda(#[from] cust::error::CudaError),
-    /// A raw driver call (one cust does not wrap) failed.
-    #[error("{call} failed with CUDA error {code}")]
+    #[error("{call} failed: {name} ({code})")]
     Driver {
         /// The driver function.
         call: &'static str,
         /// Its `CUresult`.
         code: u32,
+        /// The result's name (`CUDA_ERROR_INVALID_VALUE`).
+        name: String,
     },
+    /// The shipped kernels cannot be used: an image does not decompress to what the manifest
+    /// says, or the driver loads none of the images for this GPU.
+    #[error("kernels: {0}")]
+    Kernels(String),
+    /// A stream or context that is not this GPU's primary context.
+    #[error("wrong CUDA context: {0}")]
+    WrongContext(String),
+    /// A required parameter was not given to the builder.
+    #[error("{0} is required and was not set")]
+    MissingParam(&'static str),
     /// A size or dimension is invalid (zero heads, head_dim out of range, ...).
     #[error("invalid {what}: {reason}")]
     InvalidShape {
@@ -110,8 +120,3 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Turns a raw `CUresult` into [`Error::Driver`].
-pub(crate) fn check_driver(call: &'static str, r: cust::sys::CUresult) -> Result<()> {
-    if r == cust::sys::CUresult::CUDA_SUCCESS { Ok(()) } else { Err(Error::Driver { call, code: r as u32 }) }
-}

@@ -1,15 +1,15 @@
-//! The entry points: plan a call for this GPU and launch it, on cust buffers (safe) or on raw
-//! device addresses and a raw `CUstream` (for projects on other CUDA crates).
+//! The entry points: plan a call for this GPU and launch it, on typed buffers of any CUDA crate
+//! ([`crate::memory`]; safe) or on raw device addresses and a raw `CUstream`.
 use std::ffi::c_void;
 
-use cust::memory::DeviceSlice;
-use cust::prelude::Stream;
 use flashrs_abi::Kernel;
 
-use crate::buffers::{BufferRef, Buffers};
+use crate::buffers::Buffers;
 use crate::device::Gpu;
 use crate::element::Element;
-use crate::error::{Error, Result, check_driver};
+use crate::error::Result;
+use crate::layout::{Kv, Offsets, Rows};
+use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 use crate::params::AttentionParams;
 use crate::plan::{LaunchPlan, plan};
 
@@ -28,6 +28,12 @@ impl Gpu {
 
     /// Launches forward attention on `stream` (asynchronously) after validating every input.
     ///
+    /// The buffers are any CUDA crate's that implement the [`crate::memory`] traits: cust's
+    /// `DeviceBuffer` / `DeviceSlice` on a cust `Stream` (feature `cust`), cudarc's
+    /// `CudaSlice` / `CudaView` / `CudaViewMut` on a `CudaStream` (feature `cudarc`, which
+    /// also records each access for cudarc's stream synchronisation). The element type `T`
+    /// (`f16` or `bf16`) is the buffers'.
+    ///
     /// `q`, `k`, `v` and `out` hold the tensors the call's [`crate::Layout`] describes: `[batch,
     /// seqlen, heads, head_dim]` with the strides of `params` (contiguous by default), packed
     /// `[total, heads, head_dim]` rows for a variable-length call, whole `[num_pages,
@@ -36,42 +42,63 @@ impl Gpu {
     /// head, query row), `-inf` for rows that see no key (whose output is 0). A call with zero
     /// batch, heads or query rows does nothing and returns `Ok`.
     ///
-    /// `T` must match [`AttentionParams::dtype`]. This GPU's context must be current on the
-    /// calling thread (it is on the thread that created the `Gpu`; elsewhere call
-    /// [`Gpu::make_current`]), and `stream` must belong to it.
+    /// `stream` must belong to this GPU's context (the device's primary context), which is made
+    /// current on the calling thread where it is not.
     ///
     /// Returns the first validation error without launching anything. `Ok` means the kernel was
     /// queued: errors while it runs surface at the next synchronisation.
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_forward<T: Element>(
+    pub fn attention_forward<T, S, Q, K, V, O>(
         &self,
-        stream: &Stream,
+        stream: &S,
         params: &AttentionParams,
-        q: &DeviceSlice<T>,
-        k: &DeviceSlice<T>,
-        v: &DeviceSlice<T>,
-        out: &mut DeviceSlice<T>,
-        lse: Option<&mut DeviceSlice<f32>>,
-    ) -> Result<()> {
-        if params.dtype != T::DTYPE {
-            let reason = format!("params say {:?}, buffers hold {:?}", params.dtype, T::DTYPE);
-            return Err(Error::InvalidShape { what: "dtype", reason });
+        q: &Q,
+        k: &K,
+        v: &V,
+        out: &mut O,
+        lse: Option<&mut dyn DeviceWrite<f32, S>>,
+    ) -> Result<()>
+    where
+        T: Element,
+        S: LaunchStream + ?Sized,
+        Q: DeviceRead<T, S> + ?Sized,
+        K: DeviceRead<T, S> + ?Sized,
+        V: DeviceRead<T, S> + ?Sized,
+        O: DeviceWrite<T, S> + ?Sized,
+    {
+        self.make_current()?;
+        self.check_stream(stream.raw())?;
+        let mut guards = Guards::default();
+        let mut bufs = Buffers::new(T::DTYPE, q.read(stream, &mut guards), k.read(stream, &mut guards), v.read(stream, &mut guards), out.write(stream, &mut guards));
+        bufs.lse = lse.map(|l| l.write(stream, &mut guards));
+        let layout = &params.layout;
+        let offsets = match &layout.rows {
+            Rows::Packed(Offsets::Device(d)) => [Some(d.cu_seqlens_q), d.cu_seqlens_k],
+            _ => [None, None],
+        };
+        let pages = match &layout.kv {
+            Kv::Paged(p) => [Some(p.block_table), p.seqused_k],
+            Kv::Tensors => [None, None],
+        };
+        for index in offsets.iter().chain(&pages).flatten() {
+            stream.track(index, &mut guards);
         }
-        let bufs = Buffers { q: BufferRef::of(q), k: BufferRef::of(k), v: BufferRef::of(v), o: BufferRef::of(out), lse: lse.map(|l| BufferRef::of(l)) };
         let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked every address the kernel forms against these borrowed
-        // buffers and the index arrays `params` borrows.
-        unsafe { self.launch(stream.as_inner() as *mut c_void, &plan) }
+        // buffers and the index arrays `params` borrows; the stream is this context's.
+        let launched = unsafe { self.launch(stream.raw(), &plan) };
+        drop(guards);
+        launched
     }
 
     /// Launches forward attention on a raw `CUstream`, with the tensors given as device
     /// addresses and capacities: the entry point for projects whose buffers and streams come
     /// from another CUDA crate (cudarc, candle, a runtime-API library).
     ///
-    /// It is [`Gpu::attention_forward`] without the cust types: `bufs` holds each tensor's
-    /// device address and capacity **in elements** (of [`AttentionParams::dtype`] for Q, K, V
-    /// and the output, of `f32` for the log-sum-exp), and the same validation runs before
-    /// anything is launched. `stream` is any crate's `CUstream` handle cast to a pointer (for
+    /// It is [`Gpu::attention_forward`] without typed buffers: `bufs` holds each tensor's
+    /// device address and capacity **in elements** (of [`Buffers::dtype`] for Q, K, V and the
+    /// output, of `f32` for the log-sum-exp), and the same validation runs before anything is
+    /// launched. `stream` is any crate's `CUstream` handle cast to a pointer (for
     /// example `cudarc_stream.cu_stream() as *mut c_void`); null means the context's legacy
     /// default stream.
     ///
@@ -100,14 +127,8 @@ impl Gpu {
         if plan.is_empty() {
             return Ok(());
         }
-        use cust::sys::{CUcontext, cuCtxGetCurrent, cuCtxSetCurrent};
-        let mut current: CUcontext = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer.
-        check_driver("cuCtxGetCurrent", unsafe { cuCtxGetCurrent(&mut current) })?;
-        if current != self.raw_context() {
-            // SAFETY: this GPU's context, alive as long as `self`.
-            check_driver("cuCtxSetCurrent", unsafe { cuCtxSetCurrent(self.raw_context()) })?;
-        }
+        self.make_current()?;
+        self.check_stream(stream)?;
         // SAFETY: the plan checked every address against the capacities, which the caller
         // vouches for, as for the stream and the buffers' lifetimes.
         unsafe { self.launch(stream, &plan) }

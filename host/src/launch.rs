@@ -15,7 +15,8 @@ use std::ffi::c_void;
 use flashrs_abi::{DType, FwdParams, Kernel};
 
 use crate::device::Gpu;
-use crate::error::{Error, Result, check_driver};
+use crate::driver::{Driver, Handle};
+use crate::error::{Error, Result};
 use crate::plan::LaunchPlan;
 use crate::select::MAX_STRIDE_BYTES;
 use crate::target::Arch;
@@ -62,7 +63,7 @@ impl Gpu {
             bind(plan, &mut params, ws);
             // SAFETY: the plan was validated for these buffers, the workspace is set up for
             // this launch, and the arguments match the kernel's parameters.
-            unsafe { launch_raw(func, stream, plan, &params, maps.as_ref()) }
+            unsafe { launch_raw(self.driver, func, stream, plan, &params, maps.as_ref()) }
         };
         let (counters, partial_bytes) = plan.workspace();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);
@@ -99,7 +100,7 @@ fn bind(plan: &LaunchPlan, params: &mut FwdParams, ws: WorkspaceAddrs) {
 /// # Safety
 /// `func` is the plan's kernel of the current context's module, `params` valid for its
 /// geometry, `stream` a valid stream of the context.
-unsafe fn launch_raw(func: cust::sys::CUfunction, stream: *mut c_void, plan: &LaunchPlan, params: &FwdParams, maps: Option<&[TensorMapParam; 3]>) -> Result<()> {
+unsafe fn launch_raw(d: &Driver, func: Handle, stream: *mut c_void, plan: &LaunchPlan, params: &FwdParams, maps: Option<&[TensorMapParam; 3]>) -> Result<()> {
     let mut params = *params;
     let mut maps = maps.copied();
     let p = &mut params as *mut FwdParams as *mut c_void;
@@ -110,10 +111,8 @@ unsafe fn launch_raw(func: cust::sys::CUfunction, stream: *mut c_void, plan: &La
         None => [p, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()],
     };
     // SAFETY: per this function's contract; `args` point at live values of the parameter types.
-    let r = unsafe {
-        cust::sys::cuLaunchKernel(func, plan.grid, 1, 1, plan.block, 1, 1, plan.smem, stream as _, args.as_mut_ptr(), std::ptr::null_mut())
-    };
-    check_driver("cuLaunchKernel", r)
+    let r = unsafe { (d.launch_kernel)(func, plan.grid, 1, 1, plan.block, 1, 1, plan.smem, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
+    d.check("cuLaunchKernel", r)
 }
 
 /// The map of one `[batch, seqlen, heads, head_dim]` tensor: 4-D `[head_dim, seqlen, heads,
@@ -122,6 +121,7 @@ fn encode_map(dtype: DType, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_
     let data_type = match dtype {
         DType::F16 => TensorDataType::F16,
         DType::Bf16 => TensorDataType::Bf16,
+        other => return Err(Error::Kernels(format!("no Hopper kernel takes {other:?}"))),
     };
     let [batch, seqlen, heads] = dims;
     let [sb, sr, sh] = strides;

@@ -5,23 +5,42 @@
 //! without a block table, or offsets given to a fixed-length call, cannot be written.
 use std::marker::PhantomData;
 
-use cust::memory::DeviceSlice;
-
 use crate::buffers::BufferRef;
 
 /// An i32 array on the GPU that a call reads (sequence offsets, a block table, key counts),
 /// borrowed for `'a`: the safe entry point can then rely on it staying allocated while it
 /// queues the kernel, as it does for the tensors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct DeviceIndex<'a> {
     buf: BufferRef,
-    _borrow: PhantomData<&'a [i32]>,
+    source: Source<'a>,
+}
+
+/// Where a [`DeviceIndex`] comes from, for crates that track accesses.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// An address, or memory of a crate that tracks nothing (cust).
+    Untracked(PhantomData<&'a [i32]>),
+    /// A cudarc slice or view, whose reads the stream must record.
+    #[cfg(feature = "cudarc")]
+    Cudarc(&'a (dyn cudarc::driver::DevicePtr<i32> + Sync)),
+}
+
+/// Device memory of i32 values a call's layout can borrow as a [`DeviceIndex`]: cust's
+/// `DeviceSlice<i32>` and `DeviceBuffer<i32>`, cudarc's `CudaSlice<i32>` and `CudaView<i32>`.
+///
+/// # Safety
+/// [`IndexSource::index`] gives the true address and capacity of memory usable in the GPU's
+/// context that stays allocated while borrowed.
+pub unsafe trait IndexSource {
+    /// The array.
+    fn index(&self) -> DeviceIndex<'_>;
 }
 
 impl<'a> DeviceIndex<'a> {
-    /// The array a cust slice holds.
-    pub fn new(slice: &'a DeviceSlice<i32>) -> Self {
-        DeviceIndex { buf: BufferRef::of(slice), _borrow: PhantomData }
+    /// The array `memory` holds.
+    pub fn new<M: IndexSource + ?Sized>(memory: &'a M) -> Self {
+        memory.index()
     }
 
     /// An array given by address and length in i32 elements, for the raw entry point
@@ -32,7 +51,21 @@ impl<'a> DeviceIndex<'a> {
     /// `ptr`: they must lie in one live allocation usable in the GPU's context, untouched by
     /// other work until the stream has passed the kernel. Planning alone reads nothing.
     pub unsafe fn from_raw(ptr: u64, len: usize) -> DeviceIndex<'static> {
-        DeviceIndex { buf: BufferRef { ptr, len }, _borrow: PhantomData }
+        DeviceIndex::untracked(BufferRef { ptr, len })
+    }
+
+    pub(crate) fn untracked(buf: BufferRef) -> Self {
+        DeviceIndex { buf, source: Source::Untracked(PhantomData) }
+    }
+
+    #[cfg(feature = "cudarc")]
+    pub(crate) fn tracked(buf: BufferRef, memory: &'a (dyn cudarc::driver::DevicePtr<i32> + Sync)) -> Self {
+        DeviceIndex { buf, source: Source::Cudarc(memory) }
+    }
+
+    #[cfg_attr(not(feature = "cudarc"), allow(dead_code))]
+    pub(crate) fn source(&self) -> Source<'a> {
+        self.source
     }
 
     /// Device address and capacity (in i32 elements).
@@ -41,7 +74,23 @@ impl<'a> DeviceIndex<'a> {
     }
 }
 
+impl std::fmt::Debug for DeviceIndex<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceIndex").field("ptr", &format_args!("{:#x}", self.buf.ptr)).field("len", &self.buf.len).finish()
+    }
+}
+
+/// Two index arrays are equal when they are the same memory.
+impl PartialEq for DeviceIndex<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.buf == other.buf
+    }
+}
+
+impl Eq for DeviceIndex<'_> {}
+
 /// How a call's query rows (and, for tensors, key rows) are stored.
+#[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Rows<'a> {
     /// `batch` sequences of `seqlen_q` query and `seqlen_k` key rows each, in `[batch, seqlen,
@@ -67,6 +116,7 @@ pub enum Rows<'a> {
 /// With a paged K/V cache ([`Kv::Paged`]) only the query rows are packed: a sequence's key
 /// count is its `seqused_k` entry when the cache has one, else `cu_seqlens_k[b + 1] -
 /// cu_seqlens_k[b]` when key offsets are given, else `seqlen_k`.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Offsets<'a> {
     /// Offsets on the host: the planner validates them (`batch + 1` entries each, starting at
@@ -88,7 +138,9 @@ pub enum Offsets<'a> {
 }
 
 /// Offsets on the GPU ([`Offsets::Device`]), as `flash_attn_varlen_func(q, k, v, cu_seqlens_q,
-/// cu_seqlens_k, ...)` takes them.
+/// cu_seqlens_k, ...)` takes them: [`DeviceOffsets::new`] with the query offsets, then
+/// [`DeviceOffsets::keys`] (paged calls may leave the keys out).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceOffsets<'a> {
     /// i32 `[batch + 1]` query row offsets.
@@ -99,6 +151,21 @@ pub struct DeviceOffsets<'a> {
     pub total_q: usize,
     /// Packed key/value rows (`k.shape[0]`); ignored by paged calls.
     pub total_k: usize,
+}
+
+impl<'a> DeviceOffsets<'a> {
+    /// `cu_seqlens_q` (i32 `[batch + 1]`) and `total_q`, the packed query rows (`q.shape[0]`);
+    /// no key offsets.
+    pub fn new(cu_seqlens_q: DeviceIndex<'a>, total_q: usize) -> Self {
+        DeviceOffsets { cu_seqlens_q, cu_seqlens_k: None, total_q, total_k: 0 }
+    }
+
+    /// Adds `cu_seqlens_k` (i32 `[batch + 1]`) and `total_k`, the packed key rows (`k.shape[0]`).
+    pub fn keys(mut self, cu_seqlens_k: DeviceIndex<'a>, total_k: usize) -> Self {
+        self.cu_seqlens_k = Some(cu_seqlens_k);
+        self.total_k = total_k;
+        self
+    }
 }
 
 impl Offsets<'_> {
@@ -128,6 +195,7 @@ impl Offsets<'_> {
 }
 
 /// Where K and V come from.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Kv<'a> {
     /// `[batch, seqlen_k, heads_kv, head_dim]` tensors (packed `[total_k, heads_kv, head_dim]`
@@ -179,7 +247,8 @@ impl Pages {
 /// bottom-right corner. Table entries and key counts live on the GPU, so the kernel clamps them
 /// (page indices to `0..num_pages`, counts to `0..=seqlen_k`): a wrong entry gives wrong
 /// numbers, never an access outside the caches or the table. Paged calls run on the `mma.sync`
-/// kernels, split-KV included.
+/// kernels, split-KV included. Made with [`PagedKv::new`].
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PagedKv<'a> {
     /// The page geometry.
@@ -191,7 +260,22 @@ pub struct PagedKv<'a> {
     pub seqused_k: Option<DeviceIndex<'a>>,
 }
 
+impl<'a> PagedKv<'a> {
+    /// A cache of `pages` read through `block_table` (i32 `[batch, pages_per_seq]`), every
+    /// sequence holding `seqlen_k` keys.
+    pub fn new(pages: Pages, block_table: DeviceIndex<'a>) -> Self {
+        PagedKv { pages, block_table, seqused_k: None }
+    }
+
+    /// Each sequence's key count (i32 `[batch]`, FlashAttention's `cache_seqlens`).
+    pub fn seqused_k(mut self, seqused_k: DeviceIndex<'a>) -> Self {
+        self.seqused_k = Some(seqused_k);
+        self
+    }
+}
+
 /// The shape of a call: its rows and its K/V source (see the module docs).
+#[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout<'a> {
     /// How the query rows are stored.

@@ -6,7 +6,6 @@
 //! aligned to the bottom-right corner when `seqlen_q != seqlen_k`.
 use flashrs_abi::{HopperConfig, TileConfig};
 
-use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::layout::{DeviceOffsets, Kv, Layout, Offsets, PagedKv, Rows};
 
@@ -56,6 +55,7 @@ impl Strides {
 }
 
 /// The default strides of the four tensors (each can still be given explicitly).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DimOrder {
     /// Contiguous `[batch, seqlen, heads, head_dim]` (FlashAttention's).
@@ -66,6 +66,7 @@ pub enum DimOrder {
 }
 
 /// Which kernel family runs, by name (the command line's `--path`).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KernelPath {
     /// The fastest the GPU has for the call.
@@ -78,6 +79,15 @@ pub enum KernelPath {
 }
 
 impl KernelPath {
+    /// The kernel choice of this family, the planner choosing within it.
+    pub fn choice(self) -> KernelChoice {
+        match self {
+            KernelPath::Auto => KernelChoice::Auto,
+            KernelPath::MmaSync => KernelChoice::MmaSync { config: None },
+            KernelPath::Wgmma => KernelChoice::Wgmma { config: None, persistent: None },
+        }
+    }
+
     /// Name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -91,6 +101,7 @@ impl KernelPath {
 /// Which kernel runs: the planner's choice, or a kernel family with, for tuning, a tile
 /// configuration of that family (so a Hopper configuration on the `mma.sync` path cannot be
 /// asked for).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KernelChoice {
     /// The fastest kernel the target GPU has for the call: the Hopper kernels on sm_90a where
@@ -127,10 +138,10 @@ impl KernelChoice {
     }
 }
 
-/// Shape and options of one forward attention call: build with [`AttentionParams::new`] (or
-/// the variable-length constructors) and the chained setters; nothing is checked until
-/// [`AttentionParams::plan`] or a launch. `'a` is the lifetime of the GPU index arrays its
-/// [`Layout`] borrows (none for fixed-length calls).
+/// Shape and options of one forward attention call, made with [`AttentionParams::builder`].
+/// Nothing beyond the presence of the shape is checked until [`AttentionParams::plan`] or a
+/// launch. `'a` is the lifetime of the GPU index arrays its [`Layout`] borrows (none for
+/// fixed-length calls).
 ///
 /// Zero sizes are valid. Zero `batch`, `heads_q` or `seqlen_q`: nothing to compute, the call
 /// returns `Ok` without launching and no buffer is read or written. `seqlen_k == 0`: K and V
@@ -141,6 +152,10 @@ impl KernelChoice {
 /// rows of a query block at most `i32::MAX / 2` (the kernels' masks are 32-bit), at most
 /// `i32::MAX` CTAs, every field of the kernel parameters in its 32-bit range, and every element
 /// offset and address within signed 64 bits.
+///
+/// The element type is not a parameter: it is the buffers' ([`crate::Buffers::dtype`], or the
+/// element type of the typed entry point's buffers).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttentionParams<'a> {
     /// Batch size (variable-length calls: the number of sequences).
@@ -160,8 +175,6 @@ pub struct AttentionParams<'a> {
     /// Scale applied to `Q K^T`; `None` means `1 / sqrt(head_dim)`. Must be positive, with
     /// `scale * log2(e)` finite.
     pub softmax_scale: Option<f32>,
-    /// Element type.
-    pub dtype: DType,
     /// The default strides of the four tensors.
     pub dim_order: DimOrder,
     /// Q strides; `None`: [`AttentionParams::dim_order`]'s.
@@ -183,115 +196,78 @@ pub struct AttentionParams<'a> {
     pub layout: Layout<'a>,
 }
 
+/// Builds [`AttentionParams`] with named setters ([`AttentionParams::builder`]).
+///
+/// Required: `batch`, `seqlen_q`, `seqlen_k`, `heads_q` and `head_dim` (or what sets them:
+/// [`seqlen`](Self::seqlen) both lengths, [`varlen`](Self::varlen) the batch and lengths from
+/// host offsets). Everything else has a default: `heads_kv = heads_q`, not causal, scale
+/// `1 / sqrt(head_dim)`, contiguous `[batch, seqlen, heads, head_dim]` tensors, the planner's
+/// kernel and split count, fixed-length rows from K/V tensors.
+///
+/// ```
+/// use flashrs::AttentionParams;
+/// let p = AttentionParams::builder().batch(2).seqlen(1024).heads_q(32).heads_kv(8).head_dim(128).causal(true).build()?;
+/// assert_eq!((p.seqlen_q, p.seqlen_k, p.heads_kv), (1024, 1024, 8));
+/// assert!(AttentionParams::builder().batch(2).heads_q(32).head_dim(128).build().is_err()); // no lengths
+/// # Ok::<(), flashrs::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct AttentionParamsBuilder<'a> {
+    batch: Option<usize>,
+    seqlen_q: Option<usize>,
+    seqlen_k: Option<usize>,
+    heads_q: Option<usize>,
+    heads_kv: Option<usize>,
+    head_dim: Option<usize>,
+    /// The options, with the shape fields unset (0).
+    params: AttentionParams<'a>,
+}
+
 impl<'a> AttentionParams<'a> {
-    /// Plain multi-head attention (`heads_kv = heads_q`), f16, not causal, default scale,
-    /// contiguous `[batch, seqlen, heads, head_dim]` tensors.
-    pub fn new(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, head_dim: usize) -> Self {
-        AttentionParams {
-            batch,
-            seqlen_q,
-            seqlen_k,
-            heads_q,
-            heads_kv: heads_q,
-            head_dim,
-            causal: false,
-            softmax_scale: None,
-            dtype: DType::F16,
-            dim_order: DimOrder::Bshd,
-            q_strides: None,
-            k_strides: None,
-            v_strides: None,
-            o_strides: None,
-            kernel: KernelChoice::Auto,
-            num_splits: None,
-            layout: Layout::default(),
+    /// Starts describing a call (see [`AttentionParamsBuilder`]).
+    pub fn builder() -> AttentionParamsBuilder<'a> {
+        AttentionParamsBuilder {
+            batch: None,
+            seqlen_q: None,
+            seqlen_k: None,
+            heads_q: None,
+            heads_kv: None,
+            head_dim: None,
+            params: AttentionParams {
+                batch: 0,
+                seqlen_q: 0,
+                seqlen_k: 0,
+                heads_q: 0,
+                heads_kv: 0,
+                head_dim: 0,
+                causal: false,
+                softmax_scale: None,
+                dim_order: DimOrder::Bshd,
+                q_strides: None,
+                k_strides: None,
+                v_strides: None,
+                o_strides: None,
+                kernel: KernelChoice::Auto,
+                num_splits: None,
+                layout: Layout::default(),
+            },
         }
     }
 
-    /// A variable-length batch with its offsets on the host ([`Offsets::Host`]): `batch` is
-    /// `cu_seqlens_q.len() - 1`, `seqlen_q` / `seqlen_k` the longest sequences; plain
-    /// multi-head attention, f16, not causal, default scale, contiguous packed rows. Paged
-    /// calls may pass no key offsets (`&[]`) and set [`AttentionParams::seqlen_k`] afterwards.
-    pub fn new_varlen(cu_seqlens_q: &[i32], cu_seqlens_k: &[i32], heads_q: usize, head_dim: usize) -> Self {
-        let longest = |c: &[i32]| c.windows(2).map(|w| (w[1] as i64 - w[0] as i64).max(0) as usize).max().unwrap_or(0);
-        let batch = cu_seqlens_q.len().saturating_sub(1);
-        let offsets = Offsets::Host { cu_seqlens_q: cu_seqlens_q.to_vec(), cu_seqlens_k: cu_seqlens_k.to_vec() };
-        AttentionParams::new(batch, longest(cu_seqlens_q), longest(cu_seqlens_k), heads_q, head_dim).rows(Rows::Packed(offsets))
+    /// A builder holding these parameters, to derive another call from them.
+    pub fn to_builder(&self) -> AttentionParamsBuilder<'a> {
+        let p = self.clone();
+        AttentionParamsBuilder {
+            batch: Some(p.batch),
+            seqlen_q: Some(p.seqlen_q),
+            seqlen_k: Some(p.seqlen_k),
+            heads_q: Some(p.heads_q),
+            heads_kv: Some(p.heads_kv),
+            head_dim: Some(p.head_dim),
+            params: p,
+        }
     }
-
-    /// A variable-length batch whose offsets are on the GPU ([`Offsets::Device`]), as
-    /// `flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-    /// max_seqlen_k)` takes them: `batch` sequences, the longest `max_seqlen_q` query and
-    /// `max_seqlen_k` key rows; plain multi-head attention, f16, not causal, default scale,
-    /// contiguous packed rows.
-    pub fn new_varlen_device(batch: usize, max_seqlen_q: usize, max_seqlen_k: usize, offsets: DeviceOffsets<'a>, heads_q: usize, head_dim: usize) -> Self {
-        AttentionParams::new(batch, max_seqlen_q, max_seqlen_k, heads_q, head_dim).rows(Rows::Packed(Offsets::Device(offsets)))
-    }
-
-    /// Sets how the rows are stored.
-    pub fn rows(mut self, rows: Rows<'a>) -> Self {
-        self.layout.rows = rows;
-        self
-    }
-    /// Reads K and V from a paged cache; `seqlen_k` stays the longest sequence's key count.
-    pub fn paged(mut self, paged: PagedKv<'a>) -> Self {
-        self.layout.kv = Kv::Paged(paged);
-        self
-    }
-    /// Sets the split-KV count (see [`AttentionParams::num_splits`]).
-    pub fn num_splits(mut self, num_splits: Option<usize>) -> Self {
-        self.num_splits = num_splits;
-        self
-    }
-    /// Sets the number of key/value heads (grouped-query attention).
-    pub fn heads_kv(mut self, heads_kv: usize) -> Self {
-        self.heads_kv = heads_kv;
-        self
-    }
-    /// Sets causal masking.
-    pub fn causal(mut self, causal: bool) -> Self {
-        self.causal = causal;
-        self
-    }
-    /// Sets the softmax scale.
-    pub fn softmax_scale(mut self, scale: f32) -> Self {
-        self.softmax_scale = Some(scale);
-        self
-    }
-    /// Sets the element type.
-    pub fn dtype(mut self, dtype: DType) -> Self {
-        self.dtype = dtype;
-        self
-    }
-    /// Makes PyTorch's `[batch, heads, seqlen, head_dim]` the default strides of all four
-    /// tensors (explicit strides still win).
-    pub fn layout_bhsd(mut self) -> Self {
-        self.dim_order = DimOrder::Bhsd;
-        self
-    }
-    /// Sets explicit strides for Q, K, V and the output.
-    pub fn strides(mut self, q: Strides, k: Strides, v: Strides, o: Strides) -> Self {
-        (self.q_strides, self.k_strides, self.v_strides, self.o_strides) = (Some(q), Some(k), Some(v), Some(o));
-        self
-    }
-    /// Sets the kernel choice.
-    pub fn kernel(mut self, kernel: KernelChoice) -> Self {
-        self.kernel = kernel;
-        self
-    }
-    /// Asks for a kernel family, the planner choosing within it.
-    pub fn path(self, path: KernelPath) -> Self {
-        self.kernel(match path {
-            KernelPath::Auto => KernelChoice::Auto,
-            KernelPath::MmaSync => KernelChoice::MmaSync { config: None },
-            KernelPath::Wgmma => KernelChoice::Wgmma { config: None, persistent: None },
-        })
-    }
-    /// Forces an `mma.sync` tile configuration (for tuning).
-    pub fn config(self, config: TileConfig) -> Self {
-        self.kernel(KernelChoice::MmaSync { config: Some(config) })
-    }
-
     /// The scale actually applied.
     pub fn scale(&self) -> f32 {
         self.softmax_scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
@@ -373,6 +349,139 @@ impl<'a> AttentionParams<'a> {
     }
 }
 
+
+impl<'a> AttentionParamsBuilder<'a> {
+    /// The parameters; [`Error::MissingParam`] names a required field not set.
+    pub fn build(self) -> Result<AttentionParams<'a>> {
+        let need = |v: Option<usize>, name| v.ok_or(Error::MissingParam(name));
+        let mut p = self.params;
+        p.batch = need(self.batch, "batch")?;
+        p.seqlen_q = need(self.seqlen_q, "seqlen_q")?;
+        p.seqlen_k = need(self.seqlen_k, "seqlen_k")?;
+        p.heads_q = need(self.heads_q, "heads_q")?;
+        p.heads_kv = self.heads_kv.unwrap_or(p.heads_q);
+        p.head_dim = need(self.head_dim, "head_dim")?;
+        Ok(p)
+    }
+
+    /// Batch size (variable-length calls: the number of sequences).
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.batch = Some(batch);
+        self
+    }
+    /// Query rows per sequence (variable-length calls: the longest sequence's).
+    pub fn seqlen_q(mut self, seqlen_q: usize) -> Self {
+        self.seqlen_q = Some(seqlen_q);
+        self
+    }
+    /// Key rows per sequence (variable-length and paged calls: the longest sequence's).
+    pub fn seqlen_k(mut self, seqlen_k: usize) -> Self {
+        self.seqlen_k = Some(seqlen_k);
+        self
+    }
+    /// Sets `seqlen_q` and `seqlen_k` to `seqlen` (self-attention).
+    pub fn seqlen(self, seqlen: usize) -> Self {
+        self.seqlen_q(seqlen).seqlen_k(seqlen)
+    }
+    /// Query (and output) heads.
+    pub fn heads_q(mut self, heads_q: usize) -> Self {
+        self.heads_q = Some(heads_q);
+        self
+    }
+    /// Key/value heads (grouped-query attention; default `heads_q`).
+    pub fn heads_kv(mut self, heads_kv: usize) -> Self {
+        self.heads_kv = Some(heads_kv);
+        self
+    }
+    /// Head dimension.
+    pub fn head_dim(mut self, head_dim: usize) -> Self {
+        self.head_dim = Some(head_dim);
+        self
+    }
+    /// Causal masking.
+    pub fn causal(mut self, causal: bool) -> Self {
+        self.params.causal = causal;
+        self
+    }
+    /// The softmax scale (default `1 / sqrt(head_dim)`).
+    pub fn softmax_scale(mut self, scale: f32) -> Self {
+        self.params.softmax_scale = Some(scale);
+        self
+    }
+    /// The default strides of all four tensors ([`DimOrder::Bhsd`]: PyTorch's `[batch, heads,
+    /// seqlen, head_dim]`); explicit strides still win.
+    pub fn dim_order(mut self, order: DimOrder) -> Self {
+        self.params.dim_order = order;
+        self
+    }
+    /// Q's strides.
+    pub fn q_strides(mut self, s: Strides) -> Self {
+        self.params.q_strides = Some(s);
+        self
+    }
+    /// K's strides (a paged call: between pages, rows and heads of the cache).
+    pub fn k_strides(mut self, s: Strides) -> Self {
+        self.params.k_strides = Some(s);
+        self
+    }
+    /// V's strides (a paged call: between pages, rows and heads of the cache).
+    pub fn v_strides(mut self, s: Strides) -> Self {
+        self.params.v_strides = Some(s);
+        self
+    }
+    /// The output's strides.
+    pub fn o_strides(mut self, s: Strides) -> Self {
+        self.params.o_strides = Some(s);
+        self
+    }
+    /// The kernel choice.
+    pub fn kernel(mut self, kernel: KernelChoice) -> Self {
+        self.params.kernel = kernel;
+        self
+    }
+    /// A kernel family, the planner choosing within it.
+    pub fn path(self, path: KernelPath) -> Self {
+        self.kernel(path.choice())
+    }
+    /// Forces an `mma.sync` tile configuration (for tuning).
+    pub fn config(self, config: TileConfig) -> Self {
+        self.kernel(KernelChoice::MmaSync { config: Some(config) })
+    }
+    /// Splits each query block's keys across `num_splits` CTAs (1 to 32; default: the
+    /// planner's choice for the GPU).
+    pub fn num_splits(mut self, num_splits: usize) -> Self {
+        self.params.num_splits = Some(num_splits);
+        self
+    }
+    /// How the rows are stored.
+    pub fn rows(mut self, rows: Rows<'a>) -> Self {
+        self.params.layout.rows = rows;
+        self
+    }
+    /// Reads K and V from a paged cache (`seqlen_k`: the longest sequence's key count).
+    pub fn paged(mut self, paged: PagedKv<'a>) -> Self {
+        self.params.layout.kv = Kv::Paged(paged);
+        self
+    }
+    /// A variable-length batch with its offsets on the host ([`Offsets::Host`]): sets `batch`
+    /// to `cu_seqlens_q.len() - 1` and `seqlen_q` / `seqlen_k` to the longest sequences (a
+    /// paged call may pass no key offsets, `&[]`, and set `seqlen_k` itself).
+    pub fn varlen(self, cu_seqlens_q: &[i32], cu_seqlens_k: &[i32]) -> Self {
+        let longest = |c: &[i32]| c.windows(2).map(|w| (w[1] as i64 - w[0] as i64).max(0) as usize).max().unwrap_or(0);
+        let offsets = Offsets::Host { cu_seqlens_q: cu_seqlens_q.to_vec(), cu_seqlens_k: cu_seqlens_k.to_vec() };
+        let s = self.batch(cu_seqlens_q.len().saturating_sub(1)).seqlen_q(longest(cu_seqlens_q));
+        let s = if cu_seqlens_k.is_empty() { s } else { s.seqlen_k(longest(cu_seqlens_k)) };
+        s.rows(Rows::Packed(offsets))
+    }
+    /// A variable-length batch whose offsets are on the GPU ([`Offsets::Device`]), as
+    /// `flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+    /// max_seqlen_k)` takes them; `batch`, `seqlen_q` (`max_seqlen_q`) and `seqlen_k`
+    /// (`max_seqlen_k`) are still to be set.
+    pub fn varlen_device(self, offsets: DeviceOffsets<'a>) -> Self {
+        self.rows(Rows::Packed(Offsets::Device(offsets)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,12 +494,25 @@ mod tests {
         assert_eq!(Strides::bshd(5, 3, 8).unwrap().extent([2, 5, 3, 8]), Some(240));
         assert_eq!(Strides { batch: -8, row: 8, head: 8 }.extent([2, 1, 1, 8]), None);
         assert_eq!(Strides { batch: i64::MAX / 2 + 1, row: 8, head: 8 }.extent([3, 1, 1, 8]), None);
-        let huge = AttentionParams::new(1 << 40, 1 << 50, 1 << 50, 1 << 10, 256);
+        let huge = AttentionParams::builder().batch(1 << 40).seqlen(1 << 50).heads_q(1 << 10).head_dim(256).build().unwrap();
         assert!(huge.contiguous_lens().is_err());
-        assert!(huge.clone().layout_bhsd().tensor_strides().is_err());
+        assert!(huge.to_builder().dim_order(DimOrder::Bhsd).build().unwrap().tensor_strides().is_err());
         assert!(matches!(huge.tensor_strides(), Err(Error::InvalidStrides { tensor: "q", .. })));
-        let p = AttentionParams::new(2, 10, 20, 4, 64).heads_kv(2);
+        let p = AttentionParams::builder().batch(2).seqlen_q(10).seqlen_k(20).heads_q(4).heads_kv(2).head_dim(64).build().unwrap();
         assert_eq!(p.contiguous_lens().unwrap(), (2 * 10 * 4 * 64, 2 * 20 * 2 * 64, 2 * 4 * 10));
-        assert_eq!(p.clone().layout_bhsd().tensor_strides().unwrap()[1], Strides { batch: 2 * 20 * 64, row: 64, head: 20 * 64 });
+        let bhsd = p.to_builder().dim_order(DimOrder::Bhsd).build().unwrap();
+        assert_eq!(bhsd.tensor_strides().unwrap()[1], Strides { batch: 2 * 20 * 64, row: 64, head: 20 * 64 });
+    }
+
+    #[test]
+    fn the_builder_names_what_is_missing() {
+        let full = || AttentionParams::builder().batch(1).seqlen_q(2).seqlen_k(3).heads_q(4).head_dim(64);
+        assert_eq!(full().build().unwrap().heads_kv, 4);
+        assert!(matches!(AttentionParams::builder().seqlen(1).heads_q(1).head_dim(8).build(), Err(Error::MissingParam("batch"))));
+        assert!(matches!(AttentionParams::builder().batch(1).seqlen_q(1).heads_q(1).head_dim(8).build(), Err(Error::MissingParam("seqlen_k"))));
+        assert!(matches!(AttentionParams::builder().batch(1).seqlen(1).head_dim(8).build(), Err(Error::MissingParam("heads_q"))));
+        assert!(matches!(AttentionParams::builder().batch(1).seqlen(1).heads_q(1).build(), Err(Error::MissingParam("head_dim"))));
+        let v = AttentionParams::builder().varlen(&[0, 3, 10], &[0, 5, 6]).heads_q(2).head_dim(64).build().unwrap();
+        assert_eq!((v.batch, v.seqlen_q, v.seqlen_k), (2, 7, 5));
     }
 }

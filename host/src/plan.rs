@@ -16,6 +16,7 @@ use crate::validate::{Call, MAX_SEQLEN, validate};
 pub use crate::select::PERSISTENT_MAX_KEYS;
 
 /// A validated launch: the kernel, its geometry and parameters, and what its workspace holds.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchPlan {
     /// The kernel that runs.
@@ -50,6 +51,7 @@ pub struct LaunchPlan {
 /// The split-KV part of a plan: the kernel writes `num_splits` f32 partial outputs and
 /// log-sum-exps into a workspace, and the last split of each query block to finish merges
 /// them, counting arrivals in the workspace's zeroed counters.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitPlan {
     /// CTAs per query block.

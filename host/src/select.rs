@@ -91,7 +91,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         None if wgmma.is_some() || forced.is_some_and(|c| Some(c) != split_cfg) => 1,
         None => split_cfg.map_or(1, |c| {
             let heads = if pack_gqa { p.heads_kv } else { p.heads_q };
-            let kernel = Kernel::Mma { dtype: p.dtype, variant: split_variant, config: c };
+            let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant: split_variant, config: c };
             auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots(&kernel))
         }),
     };
@@ -128,14 +128,14 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         match (hopper, wgmma) {
             (Ok(config), _) => {
                 let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal, p.seqlen_k));
-                return Ok(Selection { kernel: Kernel::Sm90 { dtype: p.dtype, varlen, config }, num_splits: 1, pack_gqa: false, persistent });
+                return Ok(Selection { kernel: Kernel::Sm90 { dtype: call.bufs.dtype, varlen, config }, num_splits: 1, pack_gqa: false, persistent });
             }
             (Err(reason), Some(_)) => return Err(shape_err("wgmma path", reason)),
             (Err(_), None) => {}
         }
     }
     let config = mma_config(call, variant, forced, split_cfg, block_rows, padded, t)?;
-    let kernel = Kernel::Mma { dtype: p.dtype, variant, config };
+    let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant, config };
     if !fits(&config, t) {
         return Err(too_big(kernel, t));
     }
@@ -164,7 +164,7 @@ fn mma_config(
     let p = call.p;
     let none_fits = |table: &[TileConfig], variant| {
         let c = table.iter().find(|c| c.head_dim == padded).copied().ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
-        Err(too_big(Kernel::Mma { dtype: p.dtype, variant, config: c }, t))
+        Err(too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c }, t))
     };
     let own = match (variant, forced) {
         (Variant::Plain, _) => None,

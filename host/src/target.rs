@@ -3,6 +3,7 @@
 //! knows, and [`crate::Gpu::target`] reads a real one.
 
 /// Which PTX module a GPU runs.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Arch {
     /// Ampere and newer without Hopper's architecture-specific features: the `mma.sync`
@@ -20,7 +21,8 @@ impl Arch {
     }
 }
 
-/// A GPU as kernel selection sees it.
+/// A GPU as kernel selection sees it: a preset, [`Target::sm`], or [`crate::Gpu::target`].
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Target {
     /// The module it runs.

@@ -7,6 +7,7 @@
 //!
 //! Kernels take maps as [`TensorMapParam`] parameters placed before all their other parameters
 //! (see that type for why); `kernels-gpu/src/arch/tma.rs` is the device side.
+use crate::driver::Driver;
 use crate::error::{Error, Result};
 
 /// The most dimensions a tensor map describes.
@@ -131,18 +132,13 @@ pub enum OobFill {
     NanRequestZeroFma = 1,
 }
 
-/// An encoded tensor map: `CUtensorMap`, 128 opaque bytes, 64-byte aligned.
-///
-/// `DeviceCopy`, so it can also be copied into device memory; kernels normally take it as a
-/// [`TensorMapParam`].
+/// An encoded tensor map: `CUtensorMap`, 128 opaque bytes, 64-byte aligned. Kernels take it as
+/// a [`TensorMapParam`].
 #[repr(C, align(64))]
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct TensorMap {
     opaque: [u64; 16],
 }
-
-// SAFETY: plain bytes with no host pointers inside (the device address is just a number).
-unsafe impl cust::memory::DeviceCopy for TensorMap {}
 
 impl std::fmt::Debug for TensorMap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -212,14 +208,11 @@ impl TensorMap {
 }
 
 /// A [`TensorMap`] as a by-value kernel parameter: the ABI's layout
-/// ([`flashrs_abi::tma::TensorMapParam`], which says why it pads the map to 192 bytes), as a
-/// `DeviceCopy` type. Every `TensorMapParam` comes before all other parameters of a kernel.
+/// ([`flashrs_abi::tma::TensorMapParam`], which says why it pads the map to 192 bytes). Every
+/// `TensorMapParam` comes before all other parameters of a kernel.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TensorMapParam(pub flashrs_abi::tma::TensorMapParam);
-
-// SAFETY: plain bytes, as for `TensorMap`.
-unsafe impl cust::memory::DeviceCopy for TensorMapParam {}
 
 impl From<TensorMap> for TensorMapParam {
     fn from(m: TensorMap) -> Self {
@@ -349,17 +342,20 @@ impl TiledTensorMap {
         Ok(())
     }
 
-    /// Validates and encodes the map with `cuTensorMapEncodeTiled` (no GPU work; the driver
-    /// must be initialised, e.g. by [`crate::Gpu::new`]).
+    /// Validates and encodes the map with `cuTensorMapEncodeTiled` (no GPU work; a [`Gpu`]
+    /// must have been opened, which loads the driver).
+    ///
+    /// [`Gpu`]: crate::Gpu
     pub fn encode(&self) -> Result<TensorMap> {
         self.validate()?;
+        let d = Driver::get()?;
         let mut map = TensorMap { opaque: [0; 16] };
         // SAFETY: every array holds at least `rank` (strides: `rank - 1`) entries, as
         // `validate` checked; `map` is a writable, 64-byte-aligned 128-byte buffer. The global
         // address is only recorded, not dereferenced.
         let r = unsafe {
-            ffi::cuTensorMapEncodeTiled(
-                &mut map,
+            (d.tensor_map_encode_tiled)(
+                &mut map as *mut TensorMap as *mut std::ffi::c_void,
                 self.dtype as u32,
                 self.dims.len() as u32,
                 self.global_address as *mut std::ffi::c_void,
@@ -373,35 +369,8 @@ impl TiledTensorMap {
                 self.oob_fill as u32,
             )
         };
-        if r != 0 {
-            return Err(Error::Driver { call: "cuTensorMapEncodeTiled", code: r });
-        }
+        d.check("cuTensorMapEncodeTiled", r)?;
         Ok(map)
-    }
-}
-
-mod ffi {
-    use super::TensorMap;
-
-    // cust_raw 0.11 predates CUDA 12's tensor maps, so declare the entry point here; libcuda
-    // (linked by cust_raw) exports it since CUDA 12.0. Enums are passed as their C `int`
-    // values, and the result is read as a plain integer so that codes newer than cust_raw's
-    // `CUresult` enum cannot produce an invalid enum value.
-    unsafe extern "C" {
-        pub fn cuTensorMapEncodeTiled(
-            tensor_map: *mut TensorMap,
-            data_type: u32,
-            rank: u32,
-            global_address: *mut std::ffi::c_void,
-            global_dim: *const u64,
-            global_strides: *const u64,
-            box_dim: *const u32,
-            element_strides: *const u32,
-            interleave: u32,
-            swizzle: u32,
-            l2_promotion: u32,
-            oob_fill: u32,
-        ) -> u32;
     }
 }
 

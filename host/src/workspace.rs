@@ -22,10 +22,10 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-use cust::sys::{CUdeviceptr, CUmemoryPool, CUresult, CUstream};
 use flashrs_abi::upload::{UPLOAD_I32_MAX, UPLOAD_I32_THREADS, UploadI32};
 
-use crate::error::{Result, check_driver};
+use crate::driver::{CuDevicePtr, Driver, Handle, MemPoolProps, consts};
+use crate::error::Result;
 
 /// Most streams that keep a workspace.
 pub const MAX_KEPT_STREAMS: usize = 16;
@@ -60,6 +60,7 @@ pub fn counter_bytes(counters: usize) -> usize {
 /// A GPU's launch workspaces: the ones kept per stream, the library's pool the others come
 /// from, and the kernel that stores uploaded offsets.
 pub(crate) struct Workspaces {
+    driver: &'static Driver,
     kept: StreamWorkspaces,
     pool: Option<WorkspacePool>,
     /// The module's `upload_i32`, as an address (which keeps the owner `Send` and `Sync`).
@@ -68,13 +69,14 @@ pub(crate) struct Workspaces {
 
 impl Workspaces {
     /// The workspaces of GPU `ordinal`, whose module's `upload_i32` kernel is `upload`.
-    pub fn new(ordinal: u32, upload: cust::sys::CUfunction) -> Self {
-        Workspaces { kept: StreamWorkspaces::new(), pool: WorkspacePool::new(ordinal as i32), upload: upload as usize }
+    pub fn new(driver: &'static Driver, ordinal: u32, upload: Handle) -> Self {
+        let pool = WorkspacePool::new(driver, ordinal as i32);
+        Workspaces { driver, kept: StreamWorkspaces { driver, kept: Mutex::new(HashMap::new()) }, pool, upload: upload as usize }
     }
 
     /// The pool per-launch workspaces come from; `None` means the device's default pool.
-    fn pool(&self) -> Option<CUmemoryPool> {
-        self.pool.as_ref().map(|p| p.0)
+    fn pool(&self) -> Option<Handle> {
+        self.pool.as_ref().map(|p| p.handle as Handle)
     }
 
     /// Streams and bytes kept now.
@@ -108,7 +110,7 @@ impl Workspaces {
         partial_bytes: usize,
         launch: impl Fn(WorkspaceAddrs) -> Result<()>,
     ) -> Result<()> {
-        use cust::sys::{cuMemFreeAsync, cuMemsetD32Async};
+        let d = self.driver;
         // The scratch: offsets (4-byte items padded to 16 bytes), then the partials.
         let off_bytes = (offsets.len() * 4).next_multiple_of(16);
         let with_offsets = |counters: u64, scratch: u64| -> Result<()> {
@@ -116,7 +118,7 @@ impl Workspaces {
             if !offsets.is_empty() {
                 // In launch parameters, not a pageable copy (which would wait for the stream).
                 // SAFETY: the scratch holds `off_bytes` bytes for them, ordered on `stream`.
-                unsafe { upload_i32(self.upload as cust::sys::CUfunction, stream, scratch, offsets)? };
+                unsafe { upload_i32(d, self.upload as Handle, stream, scratch, offsets)? };
                 ws.offsets = Some(scratch);
             }
             launch(ws)
@@ -129,17 +131,17 @@ impl Workspaces {
         let counter_bytes = counter_bytes(counters);
         let bytes = counter_bytes + off_bytes + partial_bytes;
         // SAFETY: `stream` is valid per this function's contract.
-        let base = unsafe { alloc_async(stream, self.pool(), bytes.max(16))? };
+        let base = unsafe { alloc_async(d, stream, self.pool(), bytes.max(16))? };
         let run = || -> Result<()> {
             if counters > 0 {
                 // SAFETY: the counters lie in the allocation just made, ordered on `stream`.
-                check_driver("cuMemsetD32Async", unsafe { cuMemsetD32Async(base, 0, counters, stream as _) })?;
+                d.check("cuMemsetD32Async", unsafe { (d.memset_d32_async)(base, 0, counters, stream) })?;
             }
             with_offsets(base, base + counter_bytes as u64)
         };
         let result = run();
         // SAFETY: `base` came from a stream-ordered allocation; freed after the kernel in order.
-        let freed = check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(base, stream as _) });
+        let freed = d.check("cuMemFreeAsync", unsafe { (d.mem_free_async)(base, stream) });
         result.and(freed)
     }
 }
@@ -152,27 +154,22 @@ impl Workspaces {
 /// # Safety
 /// `stream` is a valid stream of the current context, `func` its module's `upload_i32`, and
 /// `dst` has room for `vals.len()` i32 values.
-pub(crate) unsafe fn upload_i32(func: cust::sys::CUfunction, stream: *mut c_void, dst: CUdeviceptr, vals: &[i32]) -> Result<()> {
+pub(crate) unsafe fn upload_i32(d: &Driver, func: Handle, stream: *mut c_void, dst: CuDevicePtr, vals: &[i32]) -> Result<()> {
     for (i, chunk) in vals.chunks(UPLOAD_I32_MAX).enumerate() {
         let mut p = UploadI32 { dst: dst + (i * UPLOAD_I32_MAX * 4) as u64, len: chunk.len() as u32, vals: [0; UPLOAD_I32_MAX] };
         p.vals[..chunk.len()].copy_from_slice(chunk);
         let mut args = [&mut p as *mut UploadI32 as *mut c_void];
         // SAFETY: one by-value `UploadI32` argument, as the kernel takes; the rest per the caller.
-        let r = unsafe {
-            cust::sys::cuLaunchKernel(func, 1, 1, 1, UPLOAD_I32_THREADS, 1, 1, 0, stream as CUstream, args.as_mut_ptr(), std::ptr::null_mut())
-        };
-        check_driver("cuLaunchKernel", r)?;
+        let r = unsafe { (d.launch_kernel)(func, 1, 1, 1, UPLOAD_I32_THREADS, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
+        d.check("cuLaunchKernel", r)?;
     }
     Ok(())
 }
 
-/// `cuStreamGetId`'s signature.
-type StreamGetId = unsafe extern "C" fn(CUstream, *mut u64) -> CUresult;
-
 /// One stream's workspace: `counters` u32 arrival counters (zero between launches) from `ptr`,
 /// then `partials` bytes.
 struct Workspace {
-    ptr: CUdeviceptr,
+    ptr: CuDevicePtr,
     counters: usize,
     partials: usize,
 }
@@ -190,23 +187,13 @@ fn admits(kept: usize, total: usize, old: Option<usize>, bytes: usize) -> bool {
     streams <= MAX_KEPT_STREAMS && total - old.unwrap_or(0) + bytes <= MAX_KEPT_BYTES
 }
 
-/// The workspaces of one context's streams.
+/// The workspaces of one context's streams (none where the driver lacks `cuStreamGetId`).
 struct StreamWorkspaces {
-    get_id: Option<StreamGetId>,
+    driver: &'static Driver,
     kept: Mutex<HashMap<u64, Workspace>>,
 }
 
 impl StreamWorkspaces {
-    /// Looks up `cuStreamGetId` in the driver (absent before CUDA 12.0: nothing is kept then).
-    pub fn new() -> Self {
-        let mut f: *mut c_void = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated name and a valid out-pointer.
-        let r = unsafe { cust::sys::cuGetProcAddress(c"cuStreamGetId".as_ptr(), &mut f, 12000, 0) };
-        // SAFETY: the driver returned its `cuStreamGetId`, whose C signature `StreamGetId` is.
-        let get_id = (r == CUresult::CUDA_SUCCESS && !f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, StreamGetId>(f) });
-        StreamWorkspaces { get_id, kept: Mutex::new(HashMap::new()) }
-    }
-
     /// Streams and bytes kept now.
     fn kept(&self) -> (usize, usize) {
         self.kept.lock().map_or((0, 0), |k| (k.len(), k.values().map(Workspace::bytes).sum()))
@@ -224,19 +211,20 @@ impl StreamWorkspaces {
     pub unsafe fn with<R>(
         &self,
         stream: *mut c_void,
-        pool: Option<CUmemoryPool>,
+        pool: Option<Handle>,
         counters: usize,
         partials: usize,
-        launch: impl FnOnce(CUdeviceptr, CUdeviceptr) -> Result<R>,
+        launch: impl FnOnce(CuDevicePtr, CuDevicePtr) -> Result<R>,
     ) -> Option<Result<R>> {
-        let get_id = self.get_id?;
+        let d = self.driver;
+        let get_id = d.stream_get_id?;
         // SAFETY: `stream` is valid per this function's contract.
-        if partials > MAX_KEPT_BYTES / 2 || unsafe { capturing(stream) } {
+        if partials > MAX_KEPT_BYTES / 2 || unsafe { capturing(d, stream) } {
             return None;
         }
         let mut id = 0u64;
         // SAFETY: `stream` is valid per this function's contract; `id` a valid out-pointer.
-        if unsafe { get_id(stream as CUstream, &mut id) } != CUresult::CUDA_SUCCESS {
+        if unsafe { get_id(stream, &mut id) } != 0 {
             return None;
         }
         let mut kept = self.kept.lock().ok()?;
@@ -252,7 +240,7 @@ impl StreamWorkspaces {
             let old = kept.remove(&id);
             // SAFETY: as for this function; the old workspace is freed in stream order, after
             // the launches that used it.
-            match unsafe { allocate(stream, pool, grown, old) } {
+            match unsafe { allocate(d, stream, pool, grown, old) } {
                 Ok(w) => {
                     kept.insert(id, w);
                 }
@@ -271,19 +259,18 @@ impl StreamWorkspaces {
         if let Ok(mut kept) = self.kept.lock() {
             for (_, w) in kept.drain() {
                 // SAFETY: allocated stream-ordered by `allocate`, no longer in use.
-                unsafe { cust::sys::cuMemFreeAsync(w.ptr, std::ptr::null_mut()) };
+                unsafe { (self.driver.mem_free_async)(w.ptr, std::ptr::null_mut()) };
             }
         }
     }
 }
 
 /// True while `stream` is capturing into a graph (or the query fails: then nothing is kept).
-unsafe fn capturing(stream: *mut c_void) -> bool {
-    use cust::sys::{CUstreamCaptureStatus, cuStreamIsCapturing};
-    let mut status = CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+unsafe fn capturing(d: &Driver, stream: *mut c_void) -> bool {
+    let mut status = consts::STREAM_CAPTURE_STATUS_NONE;
     // SAFETY: a valid stream per the caller, a valid out-pointer.
-    let r = unsafe { cuStreamIsCapturing(stream as CUstream, &mut status) };
-    r != CUresult::CUDA_SUCCESS || status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+    let r = unsafe { (d.stream_is_capturing)(stream, &mut status) };
+    r != 0 || status != consts::STREAM_CAPTURE_STATUS_NONE
 }
 
 /// A stream-ordered allocation of `bytes` on `stream`, from `pool` (else the device's default
@@ -291,36 +278,33 @@ unsafe fn capturing(stream: *mut c_void) -> bool {
 ///
 /// # Safety
 /// `stream` is a valid stream of the current context and `pool` (if any) a pool of its device.
-pub(crate) unsafe fn alloc_async(stream: *mut c_void, pool: Option<CUmemoryPool>, bytes: usize) -> Result<CUdeviceptr> {
-    use cust::sys::{cuMemAllocAsync, cuMemAllocFromPoolAsync};
-    let mut ptr: CUdeviceptr = 0;
+unsafe fn alloc_async(d: &Driver, stream: *mut c_void, pool: Option<Handle>, bytes: usize) -> Result<CuDevicePtr> {
+    let mut ptr: CuDevicePtr = 0;
     // SAFETY: a valid out-pointer; `stream` and `pool` valid per the caller.
     let r = unsafe {
         match pool {
-            Some(pool) => cuMemAllocFromPoolAsync(&mut ptr, bytes, pool, stream as CUstream),
-            None => cuMemAllocAsync(&mut ptr, bytes, stream as CUstream),
+            Some(pool) => (d.mem_alloc_from_pool_async)(&mut ptr, bytes, pool, stream),
+            None => (d.mem_alloc_async)(&mut ptr, bytes, stream),
         }
     };
-    check_driver("cuMemAllocAsync", r)?;
+    d.check("cuMemAllocAsync", r)?;
     Ok(ptr)
 }
 
 /// Allocates `w` on `stream` with zeroed counters, freeing `old` (if any) after the launches
 /// already queued there.
-unsafe fn allocate(stream: *mut c_void, pool: Option<CUmemoryPool>, mut w: Workspace, old: Option<Workspace>) -> Result<Workspace> {
-    use cust::sys::{cuMemFreeAsync, cuMemsetD32Async};
-    let s = stream as CUstream;
+unsafe fn allocate(d: &Driver, stream: *mut c_void, pool: Option<Handle>, mut w: Workspace, old: Option<Workspace>) -> Result<Workspace> {
     if let Some(old) = old {
         // SAFETY: stream-ordered free of a workspace only this stream used.
-        check_driver("cuMemFreeAsync", unsafe { cuMemFreeAsync(old.ptr, s) })?;
+        d.check("cuMemFreeAsync", unsafe { (d.mem_free_async)(old.ptr, stream) })?;
     }
     // SAFETY: `stream` and `pool` valid per the caller.
-    w.ptr = unsafe { alloc_async(stream, pool, w.bytes())? };
+    w.ptr = unsafe { alloc_async(d, stream, pool, w.bytes())? };
     // SAFETY: the counters lie at the front of the allocation just made, ordered on `stream`.
-    let r = unsafe { cuMemsetD32Async(w.ptr, 0, w.counters, s) };
-    if let Err(e) = check_driver("cuMemsetD32Async", r) {
+    let r = unsafe { (d.memset_d32_async)(w.ptr, 0, w.counters, stream) };
+    if let Err(e) = d.check("cuMemsetD32Async", r) {
         // SAFETY: as above; nothing uses it.
-        unsafe { cuMemFreeAsync(w.ptr, s) };
+        unsafe { (d.mem_free_async)(w.ptr, stream) };
         return Err(e);
     }
     Ok(w)
@@ -332,30 +316,33 @@ unsafe fn allocate(stream: *mut c_void, pool: Option<CUmemoryPool>, mut w: Works
 /// to the OS at the next synchronisation and the next launch maps it again, which costs more
 /// than a decode kernel. This pool keeps what it has mapped (threshold: unlimited) without
 /// changing the default pool other code in the process relies on.
-struct WorkspacePool(CUmemoryPool);
+struct WorkspacePool {
+    driver: &'static Driver,
+    /// The `CUmemoryPool`, as an address (keeps the owner `Send` and `Sync`).
+    handle: usize,
+}
 
 impl WorkspacePool {
     /// A pool on device `ordinal`, or `None` where the driver has no memory pools.
-    fn new(ordinal: i32) -> Option<Self> {
-        use cust::sys::*;
-        let props = CUmemPoolProps {
-            allocType: CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
-            handleTypes: CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
-            location: CUmemLocation { type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal },
-            win32SecurityAttributes: std::ptr::null_mut(),
+    fn new(d: &'static Driver, ordinal: i32) -> Option<Self> {
+        let props = MemPoolProps {
+            alloc_type: consts::MEM_ALLOCATION_TYPE_PINNED,
+            handle_types: 0,
+            location_type: consts::MEM_LOCATION_TYPE_DEVICE,
+            location_id: ordinal,
+            win32_security_attributes: std::ptr::null_mut(),
             reserved: [0; 64],
         };
-        let mut pool: CUmemoryPool = std::ptr::null_mut();
+        let mut pool: Handle = std::ptr::null_mut();
         // SAFETY: valid properties and out-pointer.
-        if unsafe { cuMemPoolCreate(&mut pool, &props) } != CUresult::CUDA_SUCCESS {
+        if unsafe { (d.mem_pool_create)(&mut pool, &props) } != 0 {
             return None;
         }
-        let pool = WorkspacePool(pool);
+        let pool = WorkspacePool { driver: d, handle: pool as usize };
         let mut keep_all = u64::MAX;
-        let attr = CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
         // SAFETY: the attribute takes a u64, passed by pointer.
-        let r = unsafe { cuMemPoolSetAttribute(pool.0, attr, &mut keep_all as *mut u64 as *mut c_void) };
-        (r == CUresult::CUDA_SUCCESS).then_some(pool)
+        let r = unsafe { (d.mem_pool_set_attribute)(pool.handle as Handle, consts::MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut keep_all as *mut u64 as *mut c_void) };
+        (r == 0).then_some(pool)
     }
 }
 
@@ -363,14 +350,9 @@ impl Drop for WorkspacePool {
     fn drop(&mut self) {
         // SAFETY: the pool came from cuMemPoolCreate; with allocations still pending the driver
         // releases it once they are freed.
-        unsafe { cust::sys::cuMemPoolDestroy(self.0) };
+        unsafe { (self.driver.mem_pool_destroy)(self.handle as Handle) };
     }
 }
-
-// SAFETY: a pool handle is a driver object usable from any thread of its context.
-unsafe impl Send for WorkspacePool {}
-// SAFETY: as above; the library only passes the handle to the driver.
-unsafe impl Sync for WorkspacePool {}
 
 #[cfg(test)]
 mod tests {

@@ -1,11 +1,15 @@
 //! Running one forward attention case on the GPU and comparing it with the CPU reference.
+use std::error::Error;
+
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, Element, Gpu, KernelChoice, Strides};
+use flashrs::{AttentionParams, Buffers, DType, Element, Gpu, KernelChoice, Strides};
+use flashrs_reference::{Problem, RefInputs, reference_forward};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
+
+use crate::{CustElement, buffer_of};
 
 /// Errors of one case against the reference.
 #[derive(Debug)]
@@ -54,6 +58,7 @@ pub fn out_tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::F16 => 2e-3,
         DType::Bf16 => 1.5e-2,
+        _ => unreachable!("no tolerance for {dtype:?}"),
     }
 }
 
@@ -63,6 +68,7 @@ pub fn half_ulp(dtype: DType, x: f64) -> f64 {
     let (mantissa_bits, min_exp) = match dtype {
         DType::F16 => (10, -14),
         DType::Bf16 => (7, -126),
+        _ => unreachable!("no format for {dtype:?}"),
     };
     let exp = if x == 0.0 { min_exp } else { (x.abs().log2().floor() as i32).max(min_exp) };
     2f64.powi(exp - mantissa_bits) / 2.0
@@ -106,18 +112,21 @@ fn random_tensor<T: Element>(rng: &mut StdRng, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32(StandardNormal.sample(rng))).collect()
 }
 
+/// The result of a test's own launch: the library's errors and cust's alike.
+pub type LaunchResult = Result<(), Box<dyn Error>>;
+
 /// Queues one case's kernel on a stream, given the case's buffers: lets a test launch a plan
 /// of its choosing instead of [`Gpu::attention_forward`]'s.
-pub type Launcher<'a> = &'a dyn Fn(&Stream, &Buffers) -> flashrs::Result<()>;
+pub type Launcher<'a> = &'a dyn Fn(&Stream, &Buffers) -> LaunchResult;
 
 /// Runs `p` on the GPU with fresh random normal inputs (scaled by `input_scale`) and returns
 /// its errors against the f64 reference.
-pub fn run_case<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32) -> CaseErrors {
+pub fn run_case<T: CustElement>(gpu: &Gpu, p: &AttentionParams, input_scale: f32) -> CaseErrors {
     run_case_with::<T>(gpu, p, input_scale, None)
 }
 
 /// [`run_case`], launching through `launch` when given.
-pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
+pub fn run_case_with<T: CustElement>(gpu: &Gpu, p: &AttentionParams, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
     let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let d = p.head_dim;
@@ -141,14 +150,7 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
     match launch {
         None => gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed"),
         Some(launch) => {
-            let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-            let bufs = Buffers {
-                q: r(q_d.as_device_ptr().as_raw(), q_d.len()),
-                k: r(k_d.as_device_ptr().as_raw(), k_d.len()),
-                v: r(v_d.as_device_ptr().as_raw(), v_d.len()),
-                o: r(o_d.as_device_ptr().as_raw(), o_d.len()),
-                lse: Some(r(lse_d.as_device_ptr().as_raw(), lse_d.len())),
-            };
+            let bufs = Buffers::new(T::DTYPE, buffer_of(&q_d), buffer_of(&k_d), buffer_of(&v_d), buffer_of(&o_d)).lse(buffer_of(&lse_d));
             launch(&stream, &bufs).expect("launch failed")
         }
     }
@@ -161,10 +163,10 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
 
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));
-    let (r_out, r_lse) = reference_forward(p, &RefInputs { q: &qf, k: &kf, v: &vf });
+    let (r_out, r_lse) = reference_forward(&Problem::from(p), &RefInputs { q: &qf, k: &kf, v: &vf });
     let mut e = CaseErrors::new(seed);
     for (g, &r) in out.iter().zip(&r_out) {
-        e.add_out(p.dtype, g.to_f32() as f64, r);
+        e.add_out(T::DTYPE, g.to_f32() as f64, r);
     }
     for (&g, &r) in lse_h[..n_lse].iter().zip(&r_lse) {
         e.add_lse(g, r);
@@ -172,56 +174,58 @@ pub fn run_case_with<T: Element>(gpu: &Gpu, p: &AttentionParams, input_scale: f3
     e
 }
 
-/// Runs `p` with the element type its dtype names.
-pub fn run_dyn(gpu: &Gpu, p: &AttentionParams, input_scale: f32) -> CaseErrors {
-    match p.dtype {
-        DType::F16 => run_case::<half::f16>(gpu, p, input_scale),
-        DType::Bf16 => run_case::<half::bf16>(gpu, p, input_scale),
+/// Runs `p` on buffers of `dtype`.
+pub fn run_dyn(gpu: &Gpu, p: &AttentionParams, dtype: DType, input_scale: f32) -> CaseErrors {
+    run_dyn_with(gpu, p, dtype, input_scale, None)
+}
+
+/// [`run_dyn`], launching through `launch` when given.
+fn run_dyn_with(gpu: &Gpu, p: &AttentionParams, dtype: DType, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
+    match dtype {
+        DType::F16 => run_case_with::<half::f16>(gpu, p, input_scale, launch),
+        DType::Bf16 => run_case_with::<half::bf16>(gpu, p, input_scale, launch),
+        _ => unreachable!("no kernels for {dtype:?}"),
     }
 }
 
-/// Runs `p` and asserts the issue's tolerances, printing one summary line.
-pub fn check(gpu: &Gpu, p: &AttentionParams) {
-    let e = run_dyn(gpu, p, 1.0);
-    let tol = out_tolerance(p.dtype);
+/// Runs `p` on buffers of `dtype` and asserts the issue's tolerances, printing one summary
+/// line.
+pub fn check(gpu: &Gpu, p: &AttentionParams, dtype: DType) {
+    let e = run_dyn(gpu, p, dtype, 1.0);
+    let tol = out_tolerance(dtype);
     println!(
-        "{:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} kernel={:?}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}",
-        p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.kernel, e.out, e.lse
+        "{dtype:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} kernel={:?}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}",
+        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.kernel, e.out, e.lse
     );
-    assert!(e.out <= tol, "output error {} > {tol} for {p:?} (seed {})", e.out, e.seed);
-    assert!(e.lse <= LSE_TOLERANCE, "lse error {} for {p:?} (seed {})", e.lse, e.seed);
-    assert_eq!(e.lse_inf_mismatch, 0, "rows with/without keys disagree for {p:?} (seed {})", e.seed);
+    assert!(e.out <= tol, "output error {} > {tol} for {dtype:?} {p:?} (seed {})", e.out, e.seed);
+    assert!(e.lse <= LSE_TOLERANCE, "lse error {} for {dtype:?} {p:?} (seed {})", e.lse, e.seed);
+    assert_eq!(e.lse_inf_mismatch, 0, "rows with/without keys disagree for {dtype:?} {p:?} (seed {})", e.seed);
 }
 
-/// Runs every case (each like [`check`]), printing one line per case with the kernel path, and
-/// panics at the end listing every case out of tolerance: one broken shape does not hide how
-/// the others fare. A launch or kernel failure still panics at once (the context is lost).
-pub fn check_many(gpu: &Gpu, cases: &[AttentionParams]) {
+/// Runs every case, a call and the element type of its buffers (each like [`check`]), printing
+/// one line per case with the kernel path, and panics at the end listing every case out of
+/// tolerance: one broken shape does not hide how the others fare. A launch or kernel failure
+/// still panics at once (the context is lost).
+pub fn check_many(gpu: &Gpu, cases: &[(AttentionParams, DType)]) {
     check_many_with(gpu, cases, None)
 }
 
 /// [`check_many`], launching each case through `launch` (given the case) when given.
-pub fn check_many_with(gpu: &Gpu, cases: &[AttentionParams], launch: Option<&dyn Fn(&AttentionParams, &Stream, &Buffers) -> flashrs::Result<()>>) {
-    let tol = |p: &AttentionParams| out_tolerance(p.dtype);
+pub fn check_many_with(gpu: &Gpu, cases: &[(AttentionParams, DType)], launch: Option<&dyn Fn(&AttentionParams, &Stream, &Buffers) -> LaunchResult>) {
     let mut failures = Vec::new();
-    for p in cases {
+    for (p, dtype) in cases {
         let e = match launch {
-            None => run_dyn(gpu, p, 1.0),
-            Some(f) => {
-                let l = |stream: &Stream, bufs: &Buffers| f(p, stream, bufs);
-                match p.dtype {
-                    DType::F16 => run_case_with::<half::f16>(gpu, p, 1.0, Some(&l)),
-                    DType::Bf16 => run_case_with::<half::bf16>(gpu, p, 1.0, Some(&l)),
-                }
-            }
+            None => run_dyn(gpu, p, *dtype, 1.0),
+            Some(f) => run_dyn_with(gpu, p, *dtype, 1.0, Some(&|stream: &Stream, bufs: &Buffers| f(p, stream, bufs))),
         };
-        let ok = e.out <= tol(p) && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
+        let tol = out_tolerance(*dtype);
+        let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
         let line = format!(
-            "{} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}: out err {:.2e} (tol {:.0e}), lse err {:.2e}, \
+            "{} {dtype:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}, \
              lse -inf mismatches {} (seed {})",
             if ok { "ok  " } else { "FAIL" },
-            p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, kernel_label(&p.kernel),
-            e.out, tol(p), e.lse, e.lse_inf_mismatch, e.seed
+            p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, kernel_label(&p.kernel),
+            e.out, e.lse, e.lse_inf_mismatch, e.seed
         );
         println!("{line}");
         if !ok {

@@ -10,7 +10,8 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::sync::OnceLock;
 
-use flashrs::{Arch, Target};
+use cust::memory::{DeviceCopy, DeviceMemory, DeviceSlice};
+use flashrs::{Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Element, Target};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -89,6 +90,41 @@ pub fn case_rng() -> (StdRng, u64) {
     let seed = case_seed();
     (StdRng::seed_from_u64(seed), seed)
 }
+
+/// A call of `batch` sequences of `seqlen_q` query and `seqlen_k` key rows, `heads_q` heads of
+/// `head_dim`, the rest to set: `params(2, 128, 128, 4, 64).heads_kv(2).build().unwrap()`.
+pub fn params<'a>(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, head_dim: usize) -> AttentionParamsBuilder<'a> {
+    AttentionParams::builder().batch(batch).seqlen_q(seqlen_q).seqlen_k(seqlen_k).heads_q(heads_q).head_dim(head_dim)
+}
+
+/// `p` built, its keys split `num_splits` ways (`None`: as the planner chooses).
+pub fn with_splits(p: AttentionParamsBuilder<'_>, num_splits: Option<usize>) -> AttentionParams<'_> {
+    match num_splits {
+        Some(n) => p.num_splits(n),
+        None => p,
+    }
+    .build()
+    .unwrap()
+}
+
+/// A cust slice as the planner sees it: its address and length (its true capacity).
+pub fn buffer_of<T: DeviceCopy>(s: &DeviceSlice<T>) -> BufferRef {
+    BufferRef::new(s.as_raw_ptr(), s.len())
+}
+
+/// The kernel image `gpu` loaded, as a cust module in its (current, primary) context: for
+/// launching the probe kernels, which are not part of the attention interface, with cust's
+/// `launch!`.
+pub fn probe_module(gpu: &flashrs::Gpu) -> cust::module::Module {
+    let image = gpu.image().bytes().expect("decompressing the GPU's kernel image");
+    // Takes PTX images too (the driver tells them apart).
+    cust::module::Module::from_cubin(image, &[]).expect("loading the GPU's kernel image")
+}
+
+/// An element type the tests keep in cust buffers: the library's [`Element`] (f16, bf16 of
+/// `half` 1), which does not imply cust's `DeviceCopy` (the library also serves cudarc).
+pub trait CustElement: Element + DeviceCopy {}
+impl<T: Element + DeviceCopy> CustElement for T {}
 
 /// An index array at a made-up address, for planning tests: planning reads no index array, and
 /// a plan holding one is never launched.

@@ -2,13 +2,14 @@
 //! sequence's first `used` key rows, contiguous, alone.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::reference::{RefInputs, reference_row};
 use flashrs::{AttentionParams, DType, DeviceIndex, Element, Gpu, PagedKv, Pages};
+use flashrs_reference::{Problem, RefInputs, reference_row};
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::CustElement;
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 
 /// One paged case.
@@ -16,6 +17,8 @@ use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 pub struct PagedCase {
     /// The call without its layout: `seqlen_k` the longest sequence.
     pub p: AttentionParams<'static>,
+    /// Element type of Q, K, V and the output.
+    pub dtype: DType,
     /// The cache's pages.
     pub pages: Pages,
     /// Each sequence's key count, passed as `seqused_k`; `None` passes none (every sequence
@@ -24,14 +27,15 @@ pub struct PagedCase {
 }
 
 impl PagedCase {
-    /// `batch` sequences of `used[b]` keys (or `seqlen_k` each), `page_size`-row pages, a table
-    /// row of exactly the pages the longest sequence needs plus `extra_entries`, and three
-    /// spare pages no sequence uses (filled with NaN, like every row past a sequence's end).
-    pub fn new(p: AttentionParams<'static>, page_size: usize, used: Option<Vec<usize>>, extra_entries: usize) -> Self {
+    /// `batch` sequences of `used[b]` keys (or `seqlen_k` each) in `dtype`, `page_size`-row
+    /// pages, a table row of exactly the pages the longest sequence needs plus
+    /// `extra_entries`, and three spare pages no sequence uses (filled with NaN, like every row
+    /// past a sequence's end).
+    pub fn new(p: AttentionParams<'static>, dtype: DType, page_size: usize, used: Option<Vec<usize>>, extra_entries: usize) -> Self {
         let pages_per_seq = p.seqlen_k.div_ceil(page_size).max(1) + extra_entries;
         let needed = pages_needed(p.batch, page_size, &|b| used.as_ref().map_or(p.seqlen_k, |u| u[b]));
         let num_pages = needed + 3;
-        PagedCase { p, pages: Pages { page_size, num_pages, pages_per_seq }, used }
+        PagedCase { p, dtype, pages: Pages { page_size, num_pages, pages_per_seq }, used }
     }
 
     fn used(&self, b: usize) -> usize {
@@ -105,9 +109,11 @@ pub fn pages_needed(batch: usize, page_size: usize, used: &dyn Fn(usize) -> usiz
     (0..batch).map(|b| used(b).div_ceil(page_size)).sum()
 }
 
-/// Runs a paged case; returns its errors against the reference (with [`TableFill::AllWild`],
-/// `out` is 0 when every output is finite and NaN otherwise, the other fields 0).
-pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseErrors {
+/// Runs a paged case of element type `T`; returns its errors against the reference (with
+/// [`TableFill::AllWild`], `out` is 0 when every output is finite and NaN otherwise, the other
+/// fields 0).
+pub fn run_paged<T: CustElement>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseErrors {
+    assert_eq!(c.dtype, T::DTYPE, "a {:?} case run on {:?} buffers", c.dtype, T::DTYPE);
     let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let pg = c.pages;
@@ -135,8 +141,9 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
     let n_lse = b * hq * sq;
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    let seqused_k = c.used.as_ref().map(|_| DeviceIndex::new(&u_d));
-    let p = &c.p.clone().paged(PagedKv { pages: pg, block_table: DeviceIndex::new(&t_d), seqused_k });
+    let mut paged = PagedKv::new(pg, DeviceIndex::new(&t_d));
+    paged.seqused_k = c.used.as_ref().map(|_| DeviceIndex::new(&u_d));
+    let p = &c.p.to_builder().paged(paged).build().unwrap();
     gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed");
     stream.synchronize().expect("kernel failed");
     let mut out = vec![T::default(); o_d.len()];
@@ -153,7 +160,7 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
     for bi in 0..b {
         let used = c.used(bi);
         // Sequence `bi` alone, unpaged, with its own key count.
-        let one = AttentionParams { batch: 1, seqlen_k: used, layout: Default::default(), num_splits: None, ..p.clone() };
+        let one = Problem { batch: 1, seqlen_k: used, ..Problem::from(p) };
         let qs = f(&q[bi * sq * hq * d..][..sq * hq * d]);
         let ks = f(&k[bi * sk * row_elems..][..used * row_elems]);
         let vs = f(&v[bi * sk * row_elems..][..used * row_elems]);
@@ -163,7 +170,7 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
                 let r = reference_row(&one, &x, 0, h, i);
                 let o = &out[((bi * sq + i) * hq + h) * d..][..d];
                 for (g, &want) in o.iter().zip(&r.out) {
-                    e.add_out(p.dtype, g.to_f32() as f64, want);
+                    e.add_out(T::DTYPE, g.to_f32() as f64, want);
                 }
                 e.add_lse(lse[(bi * hq + h) * sq + i], r.lse);
             }
@@ -177,18 +184,19 @@ pub fn run_paged<T: Element>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> CaseE
 pub fn check_paged(gpu: &Gpu, cases: &[PagedCase]) {
     let mut failures = Vec::new();
     for c in cases {
-        let e = match c.p.dtype {
+        let e = match c.dtype {
             DType::F16 => run_paged::<half::f16>(gpu, c, TableFill::WildTail),
             DType::Bf16 => run_paged::<half::bf16>(gpu, c, TableFill::WildTail),
+            dtype => unreachable!("no kernels for {dtype:?}"),
         };
         let (p, pg) = (&c.p, c.pages);
-        let tol = out_tolerance(p.dtype);
+        let tol = out_tolerance(c.dtype);
         let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
         let line = format!(
             "{} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} page {} splits {:?} used {:?}: out err {:.2e} (tol {tol:.0e}), \
              lse err {:.2e}, -inf mismatches {} (seed {})",
             if ok { "ok  " } else { "FAIL" },
-            p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, pg.page_size, p.num_splits,
+            c.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, pg.page_size, p.num_splits,
             c.used, e.out, e.lse, e.lse_inf_mismatch, e.seed
         );
         println!("{line}");

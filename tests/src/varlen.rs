@@ -2,12 +2,13 @@
 //! offsets on the host or on the GPU, K and V packed or in a paged cache.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::reference::{RefInputs, reference_forward};
-use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, Element, Gpu, KernelPath, PagedKv, Pages};
+use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, Gpu, KernelPath, PagedKv, Pages};
+use flashrs_reference::{Problem, RefInputs, reference_forward};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::CustElement;
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 use crate::paged::{PagedCopy, TableFill, page_copy, pages_needed};
 
@@ -104,18 +105,20 @@ impl VarlenCase {
         let (cq, ck) = self.offsets();
         let (b, max_q, max_k) = (self.lens.len(), self.lens.iter().map(|l| l.0).max().unwrap_or(0), self.lens.iter().map(|l| l.1).max().unwrap_or(0));
         assert_eq!(device.is_some(), self.device_offsets, "device offsets exactly for a case that asks for them");
-        let p = if let Some(offsets) = device {
-            AttentionParams::new_varlen_device(b, max_q, max_k, offsets, self.heads_q, self.head_dim)
-        } else {
-            let mut p = AttentionParams::new_varlen(&cq, if self.passes_key_offsets() { &ck } else { &[] }, self.heads_q, self.head_dim);
-            p.seqlen_k = max_k;
-            p
+        let p = AttentionParams::builder().heads_q(self.heads_q).heads_kv(self.heads_kv).head_dim(self.head_dim).causal(self.causal).path(self.path);
+        let p = match device {
+            Some(offsets) => p.varlen_device(offsets).batch(b).seqlen_q(max_q),
+            None => p.varlen(&cq, if self.passes_key_offsets() { &ck } else { &[] }),
         };
-        let p = p.heads_kv(self.heads_kv).causal(self.causal).dtype(self.dtype).path(self.path).num_splits(self.num_splits);
-        match self.config {
+        let p = p.seqlen_k(max_k);
+        let mut p = match self.config {
             Some(c) => p.config(c),
             None => p,
         }
+        .build()
+        .unwrap();
+        p.num_splits = self.num_splits;
+        p
     }
 
     /// One line describing the case.
@@ -138,15 +141,19 @@ impl VarlenCase {
     }
 }
 
-/// Errors of one variable-length case against the reference run on each sequence alone.
-pub fn run_varlen<T: Element>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
+/// Errors of one variable-length case (of element type `T`) against the reference run on each
+/// sequence alone.
+pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
+    assert_eq!(c.dtype, T::DTYPE, "a {:?} case run on {:?} buffers", c.dtype, T::DTYPE);
     let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let (cq, ck) = c.offsets();
     let (b, tq, tk) = (c.lens.len(), *cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
     let (cq_d, ck_d) = (DeviceBuffer::from_slice(&cq).unwrap(), DeviceBuffer::from_slice(&ck).unwrap());
-    let cu_seqlens_k = c.passes_key_offsets().then(|| DeviceIndex::new(&ck_d));
-    let device = c.device_offsets.then(|| DeviceOffsets { cu_seqlens_q: DeviceIndex::new(&cq_d), cu_seqlens_k, total_q: tq, total_k: tk });
+    let device = c.device_offsets.then(|| {
+        let offsets = DeviceOffsets::new(DeviceIndex::new(&cq_d), tq);
+        if c.passes_key_offsets() { offsets.keys(DeviceIndex::new(&ck_d), tk) } else { offsets }
+    });
     let p = c.params(device);
     let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
     let row_q = hq * d;
@@ -183,8 +190,9 @@ pub fn run_varlen<T: Element>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
             let PagedCopy { k: kc, v: vc, table } = page_copy(&mut rng, pg, b, p.seqlen_k, row_kv, [&k, &v], &used, TableFill::WildTail);
             let (k_d, v_d, t_d) = (up(&kc), up(&vc), up_i32(&table));
             let counts_d = up_i32(&c.lens.iter().map(|l| l.1 as i32).collect::<Vec<_>>());
-            let seqused_k = (counts == KeyCounts::SequsedK).then(|| DeviceIndex::new(&counts_d));
-            let p = p.clone().paged(PagedKv { pages: pg, block_table: DeviceIndex::new(&t_d), seqused_k });
+            let mut paged = PagedKv::new(pg, DeviceIndex::new(&t_d));
+            paged.seqused_k = (counts == KeyCounts::SequsedK).then(|| DeviceIndex::new(&counts_d));
+            let p = p.to_builder().paged(paged).build().unwrap();
             gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).map(|()| stream.synchronize())
         }
     };
@@ -199,12 +207,12 @@ pub fn run_varlen<T: Element>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
     let mut e = CaseErrors::new(seed);
     for (bi, &(lq, _)) in c.lens.iter().enumerate() {
         let (q0, k0, lk) = (cq[bi] as usize, key0(bi), c.keys(bi));
-        let sp = AttentionParams::new(1, lq, lk, hq, d).heads_kv(hkv).causal(c.causal).dtype(c.dtype);
+        let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
         let keys = k0 * row_kv..(k0 + lk) * row_kv;
         let x = RefInputs { q: &qf[q0 * row_q..(q0 + lq) * row_q], k: &kf[keys.clone()], v: &vf[keys] };
         let (r_out, r_lse) = reference_forward(&sp, &x);
         for (g, &r) in o_h[q0 * row_q..(q0 + lq) * row_q].iter().zip(&r_out) {
-            e.add_out(c.dtype, g.to_f32() as f64, r);
+            e.add_out(T::DTYPE, g.to_f32() as f64, r);
         }
         // Reference lse is [1, hq, lq]; the GPU's is [hq, total_q].
         for h in 0..hq {
@@ -223,6 +231,7 @@ pub fn check_varlen_many(gpu: &Gpu, cases: &[VarlenCase]) {
         let CaseErrors { out, lse, lse_inf_mismatch: mism, seed } = match c.dtype {
             DType::F16 => run_varlen::<half::f16>(gpu, c),
             DType::Bf16 => run_varlen::<half::bf16>(gpu, c),
+            dtype => unreachable!("no kernels for {dtype:?}"),
         };
         let tol = out_tolerance(c.dtype);
         let ok = out <= tol && lse <= LSE_TOLERANCE && mism == 0;

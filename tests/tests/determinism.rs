@@ -5,7 +5,7 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, BufferRef, Buffers, DType, Element, Gpu, KernelPath};
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::{CustElement, gpu_or_skip, params};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -18,7 +18,7 @@ fn bits<T: Element>(x: &[T]) -> Vec<u32> {
     x.iter().map(|v| v.to_f32().to_bits()).collect()
 }
 
-fn case<T: Element>(gpu: &Gpu, p: &AttentionParams, seed: u64) {
+fn case<T: CustElement>(gpu: &Gpu, p: &AttentionParams, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let nq = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
     let nk = p.batch * p.seqlen_k * p.heads_kv * p.head_dim;
@@ -50,12 +50,12 @@ fn case<T: Element>(gpu: &Gpu, p: &AttentionParams, seed: u64) {
         match &first {
             None => {
                 let finite = got.0.iter().all(|&b| f32::from_bits(b).is_finite());
-                assert!(finite, "{p:?}: output not finite (unwritten?)");
+                assert!(finite, "{:?} {p:?}: output not finite (unwritten?)", T::DTYPE);
                 first = Some(got);
             }
             Some(f) => {
                 let (od, ld) = (diff(&f.0, &got.0), diff(&f.1, &got.1));
-                assert!(od == 0 && ld == 0, "{p:?}: launch {n} differs from launch 0 in {od} outputs and {ld} lse values");
+                assert!(od == 0 && ld == 0, "{:?} {p:?}: launch {n} differs from launch 0 in {od} outputs and {ld} lse values", T::DTYPE);
             }
         }
     }
@@ -73,13 +73,13 @@ fn case<T: Element>(gpu: &Gpu, p: &AttentionParams, seed: u64) {
     for (i, (o, l)) in outs.iter().enumerate() {
         let got = read(o, l);
         let (od, ld) = (diff(&first.0, &got.0), diff(&first.1, &got.1));
-        assert!(od == 0 && ld == 0, "{p:?}: launch {i} on stream {} differs in {od} outputs and {ld} lse values", i % STREAMS);
+        assert!(od == 0 && ld == 0, "{:?} {p:?}: launch {i} on stream {} differs in {od} outputs and {ld} lse values", T::DTYPE, i % STREAMS);
     }
     println!(
         "determinism {} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={}: {LAUNCHES} launches on one stream and {} in flight on {STREAMS} \
          streams bit-identical ({nq} outputs, {n_lse} lse each)",
-        kernel_for(gpu, p),
-        p.dtype,
+        kernel_for(gpu, p, T::DTYPE),
+        T::DTYPE,
         p.batch,
         p.seqlen_q,
         p.seqlen_k,
@@ -91,11 +91,11 @@ fn case<T: Element>(gpu: &Gpu, p: &AttentionParams, seed: u64) {
     );
 }
 
-/// The kernel `gpu` runs for `p`.
-fn kernel_for(gpu: &Gpu, p: &AttentionParams) -> String {
+/// The kernel `gpu` runs for `p` on `dtype` tensors.
+fn kernel_for(gpu: &Gpu, p: &AttentionParams, dtype: DType) -> String {
     let (nq, nk) = (p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.batch * p.seqlen_k * p.heads_kv * p.head_dim);
     let b = |ptr, len| BufferRef { ptr, len };
-    let bufs = Buffers { q: b(1 << 40, nq), k: b(2 << 40, nk), v: b(3 << 40, nk), o: b(4 << 40, nq), lse: None };
+    let bufs = Buffers::new(dtype, b(1 << 40, nq), b(2 << 40, nk), b(3 << 40, nk), b(4 << 40, nq));
     gpu.plan_forward(p, &bufs).unwrap().kernel.to_string()
 }
 
@@ -107,19 +107,20 @@ fn diff(a: &[u32], b: &[u32]) -> usize {
 fn identical_inputs_give_bit_identical_outputs() {
     let Some(gpu) = gpu_or_skip("identical_inputs_give_bit_identical_outputs") else { return };
     let shapes = [
-        AttentionParams::new(2, 300, 517, 4, 128).heads_kv(2).causal(true),
-        AttentionParams::new(1, 1037, 1037, 2, 64).dtype(DType::Bf16),
-        AttentionParams::new(3, 77, 300, 8, 256).heads_kv(1).causal(true),
-        AttentionParams::new(4, 1, 4096, 8, 128).heads_kv(2),
-        AttentionParams::new(2, 200, 30, 2, 72).causal(true).dtype(DType::Bf16),
+        (params(2, 300, 517, 4, 128).heads_kv(2).causal(true), DType::F16),
+        (params(1, 1037, 1037, 2, 64), DType::Bf16),
+        (params(3, 77, 300, 8, 256).heads_kv(1).causal(true), DType::F16),
+        (params(4, 1, 4096, 8, 128).heads_kv(2), DType::F16),
+        (params(2, 200, 30, 2, 72).causal(true), DType::Bf16),
     ];
     // Auto runs the wgmma kernel on sm_90a GPUs; MmaSync the mma.sync one everywhere.
     for path in [KernelPath::Auto, KernelPath::MmaSync] {
-        for (seed, p) in shapes.iter().enumerate() {
-            let p = &p.clone().path(path);
-            match p.dtype {
+        for (seed, (p, dtype)) in shapes.iter().enumerate() {
+            let p = &p.clone().path(path).build().unwrap();
+            match dtype {
                 DType::F16 => case::<half::f16>(&gpu, p, seed as u64),
                 DType::Bf16 => case::<half::bf16>(&gpu, p, seed as u64),
+                _ => unreachable!("no kernels for {dtype:?}"),
             }
         }
     }

@@ -13,17 +13,17 @@
 //! pipelined schedule: ping-pong barriers, overlapped waits, not the TMA/wgmma layouts), the
 //! head_dim-64 kernel with two consumer warpgroups, and the persistent launches.
 use flashrs::sm90::{CONFIGS, default_config};
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, Error, Kernel, KernelChoice, KernelPath, Strides, Target};
-use flashrs_tests::attn::{check, check_many, check_many_with};
-use flashrs_tests::{gpu_or_skip, hopper_or_skip};
+use flashrs::{AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DimOrder, Error, Kernel, KernelChoice, KernelPath, Strides, Target};
+use flashrs_tests::attn::{LaunchResult, check, check_many, check_many_with};
+use flashrs_tests::{gpu_or_skip, hopper_or_skip, params, probe_module};
 use cust::memory::{CopyDestination, DeviceBuffer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const DTYPES: [DType; 2] = [DType::F16, DType::Bf16];
 
-fn wgmma(p: AttentionParams<'static>) -> AttentionParams<'static> {
-    p.path(KernelPath::Wgmma)
+fn wgmma(p: AttentionParamsBuilder<'static>) -> AttentionParams<'static> {
+    p.path(KernelPath::Wgmma).build().unwrap()
 }
 
 /// The `P V` building block alone (`probes/wgmma_tb.rs`): wgmma with A from registers and an
@@ -35,8 +35,9 @@ fn a1_probe_wgmma_n_major_b() {
     let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
     let mut rng = StdRng::seed_from_u64(0x7b5);
     let k = 64;
+    let module = probe_module(&gpu);
     for n in [64usize, 128, 256] {
-        let func = gpu.module().get_function(&format!("probe_wgmma_tb_m64n{n}k16")).unwrap();
+        let func = module.get_function(&format!("probe_wgmma_tb_m64n{n}k16")).unwrap();
         for mode in 0..2u32 {
             let enc = |v: f32| -> (u16, f64) {
                 if mode == 1 {
@@ -93,9 +94,9 @@ fn a1_probe_wgmma_n_major_b() {
 #[test]
 fn a0_smoke_one_tile() {
     let Some(gpu) = hopper_or_skip("a0_smoke_one_tile") else { return };
-    check(&gpu, &wgmma(AttentionParams::new(1, 64, 64, 1, 64)));
-    check(&gpu, &wgmma(AttentionParams::new(1, 128, 128, 1, 128)));
-    check(&gpu, &wgmma(AttentionParams::new(1, 128, 64, 1, 256)));
+    check(&gpu, &wgmma(params(1, 64, 64, 1, 64)), DType::F16);
+    check(&gpu, &wgmma(params(1, 128, 128, 1, 128)), DType::F16);
+    check(&gpu, &wgmma(params(1, 128, 64, 1, 256)), DType::F16);
 }
 
 #[test]
@@ -106,7 +107,7 @@ fn every_head_dim_dtype_causal_and_gqa() {
         for d in [64, 128, 256] {
             for causal in [false, true] {
                 for (sq, sk) in [(127, 300), (300, 127)] {
-                    cases.push(wgmma(AttentionParams::new(2, sq, sk, 4, d).heads_kv(2).causal(causal).dtype(dtype)));
+                    cases.push((wgmma(params(2, sq, sk, 4, d).heads_kv(2).causal(causal)), dtype));
                 }
             }
         }
@@ -125,7 +126,7 @@ fn ragged_lengths() {
         for d in [64, 128] {
             for (sq, sk) in lens {
                 for causal in [false, true] {
-                    cases.push(wgmma(AttentionParams::new(1, sq, sk, 2, d).causal(causal).dtype(dtype)));
+                    cases.push((wgmma(params(1, sq, sk, 2, d).causal(causal)), dtype));
                 }
             }
         }
@@ -141,7 +142,7 @@ fn head_dims_that_are_padded() {
     let mut cases = Vec::new();
     for d in [8, 40, 72, 96, 160, 200, 248] {
         for causal in [false, true] {
-            cases.push(wgmma(AttentionParams::new(1, 150, 190, 3, d).causal(causal)));
+            cases.push((wgmma(params(1, 150, 190, 3, d).causal(causal)), DType::F16));
         }
     }
     check_many(&gpu, &cases);
@@ -152,7 +153,7 @@ fn gqa_and_mqa_ratios() {
     let Some(gpu) = hopper_or_skip("gqa_and_mqa_ratios") else { return };
     let cases: Vec<_> = [1, 2, 4, 8]
         .into_iter()
-        .map(|heads_kv| wgmma(AttentionParams::new(2, 200, 333, 8, 64).heads_kv(heads_kv).causal(true)))
+        .map(|heads_kv| (wgmma(params(2, 200, 333, 8, 64).heads_kv(heads_kv).causal(true)), DType::F16))
         .collect();
     check_many(&gpu, &cases);
 }
@@ -167,10 +168,10 @@ fn strided_layouts() {
     check_many(
         &gpu,
         &[
-            wgmma(AttentionParams::new(b, s, s, h, d).layout_bhsd()),
-            wgmma(AttentionParams::new(b, s, s, h, d).layout_bhsd().causal(true).dtype(DType::Bf16)),
-            wgmma(AttentionParams::new(b, s, s, h, d).strides(packed, packed, packed, out)),
-            wgmma(AttentionParams::new(b, 300, 500, h, 128).layout_bhsd().causal(true)),
+            (wgmma(params(b, s, s, h, d).dim_order(DimOrder::Bhsd)), DType::F16),
+            (wgmma(params(b, s, s, h, d).dim_order(DimOrder::Bhsd).causal(true)), DType::Bf16),
+            (wgmma(params(b, s, s, h, d).q_strides(packed).k_strides(packed).v_strides(packed).o_strides(out)), DType::F16),
+            (wgmma(params(b, 300, 500, h, 128).dim_order(DimOrder::Bhsd).causal(true)), DType::F16),
         ],
     );
 }
@@ -181,10 +182,10 @@ fn no_keys_gives_zero_output_and_minus_inf_lse() {
     check_many(
         &gpu,
         &[
-            wgmma(AttentionParams::new(1, 64, 0, 2, 64)),
+            (wgmma(params(1, 64, 0, 2, 64)), DType::F16),
             // Causal with seqlen_q > seqlen_k: the first rows (whole CTAs) see no key.
-            wgmma(AttentionParams::new(2, 300, 40, 2, 128).causal(true)),
-            wgmma(AttentionParams::new(1, 700, 3, 2, 256).causal(true)),
+            (wgmma(params(2, 300, 40, 2, 128).causal(true)), DType::F16),
+            (wgmma(params(1, 700, 3, 2, 256).causal(true)), DType::F16),
         ],
     );
 }
@@ -199,9 +200,9 @@ fn long_sequences_and_decode() {
     for dtype in DTYPES {
         for d in [64, 128, 256] {
             for causal in [false, true] {
-                cases.push(wgmma(AttentionParams::new(1, 1500, 2100, 2, d).causal(causal).dtype(dtype)));
+                cases.push((wgmma(params(1, 1500, 2100, 2, d).causal(causal)), dtype));
             }
-            cases.push(wgmma(AttentionParams::new(3, 1, 4000, 8, d).heads_kv(1).dtype(dtype)));
+            cases.push((wgmma(params(3, 1, 4000, 8, d).heads_kv(1)), dtype));
         }
     }
     check_many(&gpu, &cases);
@@ -226,10 +227,10 @@ fn non_default_configs() {
         for dtype in DTYPES {
             for causal in [false, true] {
                 for (sq, sk) in [(1, 1), (127, 300), (300, 127), (1037, 1500)] {
-                    cases.push(AttentionParams::new(1, sq, sk, 2, d).causal(causal).dtype(dtype).kernel(choice));
+                    cases.push((params(1, sq, sk, 2, d).causal(causal).kernel(choice).build().unwrap(), dtype));
                 }
                 // 4 * 16 * 8 = 512 work tiles (384 of 192 rows): several per CTA when persistent.
-                cases.push(AttentionParams::new(4, 1000, 700, 16, d).heads_kv(4).causal(causal).dtype(dtype).kernel(choice));
+                cases.push((params(4, 1000, 700, 16, d).heads_kv(4).causal(causal).kernel(choice).build().unwrap(), dtype));
             }
         }
         let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config };
@@ -242,19 +243,19 @@ fn non_default_configs() {
 #[test]
 fn path_selection() {
     let Some(gpu) = gpu_or_skip("path_selection") else { return };
-    let p = AttentionParams::new(1, 256, 256, 2, 128);
+    let p = params(1, 256, 256, 2, 128).build().unwrap();
     let b = |i: u64| BufferRef { ptr: (1 + i) << 32, len: 1 << 24 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None };
+    let bufs = Buffers::new(DType::F16, b(0), b(1), b(2), b(3));
     let auto = gpu.plan_forward(&p, &bufs).unwrap();
-    let forced = wgmma(p.clone()).plan(&bufs, &Target::H100).unwrap();
+    let forced = wgmma(p.to_builder()).plan(&bufs, &Target::H100).unwrap();
     assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: false, config, .. } if config.head_dim == 128), "{}", forced.kernel);
     if gpu.arch() == flashrs::Arch::Sm90a {
         assert_eq!(auto.kernel, forced.kernel);
         // And it computes the right thing through Auto too.
-        check(&gpu, &p.clone().causal(true));
+        check(&gpu, &p.to_builder().causal(true).build().unwrap(), DType::F16);
     } else {
         assert!(matches!(auto.kernel, Kernel::Mma { .. }), "{}", auto.kernel);
-        let r = wgmma(p.clone()).plan(&bufs, &gpu.target());
+        let r = wgmma(p.to_builder()).plan(&bufs, &gpu.target());
         assert!(matches!(r, Err(Error::PathUnavailable { path: "wgmma", .. })), "{r:?}");
         // An H100's plan launched here.
         let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
@@ -272,18 +273,18 @@ fn persistent_launches_reuse_the_stream_workspace() {
     let Some(gpu) = hopper_or_skip("persistent_launches_reuse_the_stream_workspace") else { return };
     let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
     // 4 * 16 * 6 = 384 work tiles (and 2 * 16 * 16 = 512): more than one per SM.
-    let causal = AttentionParams::new(4, 1000, 700, 16, 64).heads_kv(4).causal(true);
-    let short = AttentionParams::new(2, 2048, 2048, 16, 128).dtype(DType::Bf16);
-    let decode = AttentionParams::new(1, 1, 8192, 32, 128).heads_kv(8);
+    let causal = params(4, 1000, 700, 16, 64).heads_kv(4).causal(true).build().unwrap();
+    let short = params(2, 2048, 2048, 16, 128).build().unwrap();
+    let decode = params(1, 1, 8192, 32, 128).heads_kv(8).build().unwrap();
     let b = |i: u64| BufferRef { ptr: (1 + i) << 36, len: 1 << 30 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None };
-    for p in [&causal, &short] {
-        let plan = gpu.plan_forward(p, &bufs).unwrap();
-        assert!(plan.persistent && plan.tiles > gpu.sm_count() && plan.grid == gpu.sm_count(), "{p:?} must run persistent");
+    let bufs = |dtype| Buffers::new(dtype, b(0), b(1), b(2), b(3));
+    for (p, dtype) in [(&causal, DType::F16), (&short, DType::Bf16)] {
+        let plan = gpu.plan_forward(p, &bufs(dtype)).unwrap();
+        assert!(plan.persistent && plan.tiles > gpu.sm_count() && plan.grid == gpu.sm_count(), "{dtype:?} {p:?} must run persistent");
     }
-    assert!(gpu.plan_forward(&decode, &bufs).unwrap().split.is_some());
-    let cases = [causal.clone(), decode.clone(), short, causal, decode.dtype(DType::Bf16)];
-    let launch = |p: &AttentionParams, _: &cust::stream::Stream, bufs: &Buffers| -> flashrs::Result<()> {
+    assert!(gpu.plan_forward(&decode, &bufs(DType::F16)).unwrap().split.is_some());
+    let cases = [(causal.clone(), DType::F16), (decode.clone(), DType::F16), (short, DType::Bf16), (causal, DType::F16), (decode, DType::Bf16)];
+    let launch = |p: &AttentionParams, _: &cust::stream::Stream, bufs: &Buffers| -> LaunchResult {
         for _ in 0..3 {
             // SAFETY: the case's live buffers, on a stream of this context.
             unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut std::ffi::c_void, p, bufs)? };

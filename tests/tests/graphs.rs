@@ -12,8 +12,8 @@ use cust::sys::{
     cuMemsetD32Async, cuStreamBeginCapture_v2, cuStreamEndCapture,
 };
 use flashrs::{AttentionParams, Buffers, DType};
-use flashrs_tests::attn::check_many_with;
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::attn::{LaunchResult, check_many_with};
+use flashrs_tests::{buffer_of, gpu_or_skip, params};
 
 fn ok(what: &str, r: CUresult) {
     assert_eq!(r, CUresult::CUDA_SUCCESS, "{what}");
@@ -22,11 +22,12 @@ fn ok(what: &str, r: CUresult) {
 /// Captures one forward call on `stream` into a graph, then replays it twice, each replay after
 /// NaN-filling the output and the log-sum-exp (outside the graph): what the check sees was
 /// written by the last replay.
-fn capture_and_replay(gpu: &flashrs::Gpu, p: &AttentionParams, stream: &Stream, bufs: &Buffers) -> flashrs::Result<()> {
+fn capture_and_replay(gpu: &flashrs::Gpu, p: &AttentionParams, stream: &Stream, bufs: &Buffers) -> LaunchResult {
     let s = stream.as_inner();
-    let nan16 = match p.dtype {
+    let nan16 = match bufs.dtype {
         DType::F16 => half::f16::NAN.to_bits(),
         DType::Bf16 => half::bf16::NAN.to_bits(),
+        dtype => unreachable!("no kernels for {dtype:?}"),
     };
     // SAFETY: the case's live buffers and stream, in this GPU's (current) context.
     unsafe {
@@ -57,14 +58,14 @@ fn capture_and_replay(gpu: &flashrs::Gpu, p: &AttentionParams, stream: &Stream, 
 fn captured_graphs_replay_split_and_persistent_calls() {
     let Some(gpu) = gpu_or_skip("captured_graphs_replay_split_and_persistent_calls") else { return };
     let cases = [
-        AttentionParams::new(1, 1, 8192, 32, 128).heads_kv(8),
-        AttentionParams::new(2, 4, 20000, 8, 64).heads_kv(2).causal(true).dtype(DType::Bf16),
-        AttentionParams::new(4, 1000, 700, 16, 64).heads_kv(4).causal(true),
-        AttentionParams::new(1, 100, 300, 2, 256),
+        (params(1, 1, 8192, 32, 128).heads_kv(8).build().unwrap(), DType::F16),
+        (params(2, 4, 20000, 8, 64).heads_kv(2).causal(true).build().unwrap(), DType::Bf16),
+        (params(4, 1000, 700, 16, 64).heads_kv(4).causal(true).build().unwrap(), DType::F16),
+        (params(1, 100, 300, 2, 256).build().unwrap(), DType::F16),
     ];
     let b = |i: u64| flashrs::BufferRef { ptr: (1 + i) << 36, len: 1 << 30 };
-    let bufs = Buffers { q: b(0), k: b(1), v: b(2), o: b(3), lse: None };
-    assert!(gpu.plan_forward(&cases[0], &bufs).unwrap().split.is_some(), "the decode step must split");
+    let bufs = Buffers::new(DType::F16, b(0), b(1), b(2), b(3));
+    assert!(gpu.plan_forward(&cases[0].0, &bufs).unwrap().split.is_some(), "the decode step must split");
     let launch = |p: &AttentionParams, stream: &Stream, bufs: &Buffers| capture_and_replay(&gpu, p, stream, bufs);
     check_many_with(&gpu, &cases, Some(&launch));
 }
@@ -79,15 +80,15 @@ fn captured_graphs_replay_varlen_calls() {
     use cust::memory::{CopyDestination, DeviceBuffer};
     let (cq, ck) = ([0, 300, 301, 1337, 1337], [0, 500, 1200, 2000, 2100]);
     let (hq, hkv, d) = (8, 2, 128);
-    let p = AttentionParams::new_varlen(&cq, &ck, hq, d).heads_kv(hkv).causal(true);
+    let p = AttentionParams::builder().varlen(&cq, &ck).heads_q(hq).heads_kv(hkv).head_dim(d).causal(true).build().unwrap();
     let (tq, tk) = (1337, 2100);
     let bits = |n: usize, seed: u32| -> Vec<u16> {
         (0..n as u32).map(|i| half::f16::from_f32(((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).to_bits()).collect()
     };
     let (q, k, v) = (DeviceBuffer::from_slice(&bits(tq * hq * d, 1)).unwrap(), DeviceBuffer::from_slice(&bits(tk * hkv * d, 2)).unwrap(), DeviceBuffer::from_slice(&bits(tk * hkv * d, 3)).unwrap());
     let outs = [0, 1].map(|_| DeviceBuffer::from_slice(&vec![0u16; tq * hq * d]).unwrap());
-    let r = |b: &DeviceBuffer<u16>| flashrs::BufferRef { ptr: b.as_device_ptr().as_raw(), len: b.len() };
-    let bufs = |o: &DeviceBuffer<u16>| Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(o), lse: None };
+    // f16 bits, held as u16.
+    let bufs = |o: &DeviceBuffer<u16>| Buffers::new(DType::F16, buffer_of(&q), buffer_of(&k), buffer_of(&v), buffer_of(o));
     let stream = Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
     // SAFETY: live buffers of the call's extents, this GPU's stream.
     unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut c_void, &p, &bufs(&outs[0])).unwrap() };

@@ -14,11 +14,11 @@
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceMemory, DevicePointer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::tiles::CONFIGS;
-use flashrs::{BufferRef, Buffers, Strides, TileConfig};
-use flashrs::{AttentionParams, DType, Element, Gpu, KernelPath};
+use flashrs::{BufferRef, Buffers, DeviceWrite, DimOrder, Strides, TileConfig};
+use flashrs::{AttentionParams, AttentionParamsBuilder, DType, Gpu, KernelPath};
 use flashrs_tests::attn::check_many;
 use flashrs_tests::expect::{Want, result_matches};
-use flashrs_tests::{H100, gpu_or_skip};
+use flashrs_tests::{CustElement, H100, gpu_or_skip, params};
 
 const TENSORS: [&str; 5] = ["q", "k", "v", "out", "lse"];
 /// Fake allocations (planner part) live in distinct 1 TiB regions.
@@ -44,8 +44,8 @@ struct Case {
     len: [usize; 5],
     place: [Place; 5],
     with_lse: bool,
-    /// Element type of the GPU buffers (differs from `p.dtype` only for the dtype case).
-    elem: DType,
+    /// Element type of the buffers.
+    dtype: DType,
     want: Want,
 }
 
@@ -58,8 +58,9 @@ fn needed(dims: [usize; 4], s: Strides) -> usize {
 }
 
 impl Case {
-    /// A valid call of `p` with exactly sized buffers and an lse.
-    fn valid(name: &str, p: AttentionParams<'static>) -> Self {
+    /// A valid call of `p` with exactly sized f16 buffers and an lse.
+    fn valid(name: &str, p: AttentionParamsBuilder<'static>) -> Self {
+        let p = p.build().unwrap();
         let d = p.head_dim;
         let dq = [p.batch, p.seqlen_q, p.heads_q, d];
         let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
@@ -71,7 +72,7 @@ impl Case {
             needed(dq, s(p.o_strides, p.seqlen_q, p.heads_q)),
             p.batch * p.heads_q * p.seqlen_q,
         ];
-        Case { name: name.into(), elem: p.dtype, p, len, place: [Place::Own(0); 5], with_lse: true, want: Want::Ok }
+        Case { name: name.into(), p, len, place: [Place::Own(0); 5], with_lse: true, dtype: DType::F16, want: Want::Ok }
     }
     fn want(mut self, want: Want) -> Self {
         self.want = want;
@@ -98,13 +99,20 @@ impl Case {
             Place::In(j, off) => (j as u64 + 1) * REGION + off,
         };
         let r = |i: usize| BufferRef { ptr: addr(i), len: self.len[i] };
-        Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse: self.with_lse.then(|| r(4)) }
+        let mut b = Buffers::new(self.dtype, r(0), r(1), r(2), r(3));
+        b.lse = self.with_lse.then(|| r(4));
+        b
     }
 }
 
 /// A small valid shape the invalid cases start from: GQA, causal, ragged lengths.
-fn base() -> AttentionParams<'static> {
-    AttentionParams::new(2, 37, 45, 4, 64).heads_kv(2).causal(true)
+fn base() -> AttentionParamsBuilder<'static> {
+    params(2, 37, 45, 4, 64).heads_kv(2).causal(true)
+}
+
+/// [`base`] with explicit strides (q, k, v, out).
+fn strided(s: [Strides; 4]) -> AttentionParamsBuilder<'static> {
+    base().q_strides(s[0]).k_strides(s[1]).v_strides(s[2]).o_strides(s[3])
 }
 
 fn cases() -> Vec<Case> {
@@ -120,9 +128,9 @@ fn cases() -> Vec<Case> {
     v.push(ok.clone().len(1, short_k).want(Want::TooSmall("k", ok.len[1] as u64, short_k as u64)).named("k sized for 40 keys, 45 declared".into()));
     let short_q = ok.len[0] / 2;
     v.push(ok.clone().len(0, short_q).want(Want::TooSmall("q", ok.len[0] as u64, short_q as u64)).named("q sized for 2 heads, 4 declared".into()));
-    let strided = Case::valid("", base().layout_bhsd());
+    let bhsd = Case::valid("", base().dim_order(DimOrder::Bhsd));
     v.push(
-        Case { len: ok.len, ..strided.clone() }
+        Case { len: ok.len, ..bhsd.clone() }
             .len(3, ok.len[3] - 64)
             .want(Want::TooSmall("out", ok.len[3] as u64, ok.len[3] as u64 - 64))
             .named("bhsd out one row short".into()),
@@ -134,22 +142,15 @@ fn cases() -> Vec<Case> {
         p.heads_q = hq;
         v.push(Case { p, ..c }.want(Want::Gqa(hq, hkv)).named(format!("heads_q {hq} heads_kv {hkv}")));
     }
-    let mut p = base();
+    let mut p = ok.p.clone();
     p.heads_kv = 0;
     v.push(Case { p, ..ok.clone() }.want(Want::Shape("heads_kv")).named("heads_kv 0".into()));
     // Unsupported head_dim.
     for d in [0, 7, 12, 264] {
-        let mut p = base();
+        let mut p = ok.p.clone();
         p.head_dim = d;
         v.push(Case { p, ..ok.clone() }.want(Want::HeadDim(d)).named(format!("head_dim {d}")));
     }
-    // dtype mismatch: params f16, buffers bf16 (only attention_forward sees element types).
-    v.push(Case { elem: DType::Bf16, ..ok.clone() }.want(Want::Shape("dtype")).named("params f16, buffers bf16".into()));
-    v.push(
-        Case { elem: DType::F16, ..Case::valid("", base().dtype(DType::Bf16)) }
-            .want(Want::Shape("dtype"))
-            .named("params bf16, buffers f16".into()),
-    );
     // Base addresses that break 16-byte alignment (4 bytes for the f32 lse), each tensor.
     for i in 0..4 {
         for off in [2, 8] {
@@ -162,8 +163,7 @@ fn cases() -> Vec<Case> {
         let (mut s, d) = ([Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(37, 4, 64).unwrap()], 64);
         s[i].row += 4;
         s[i].batch = s[i].row * if i == 0 || i == 3 { 37 } else { 45 };
-        let p = base().strides(s[0], s[1], s[2], s[3]);
-        let mut c = Case::valid("", p.clone());
+        let mut c = Case::valid("", strided(s));
         c.len = ok.len;
         c.len[i] = needed([2, if i == 0 || i == 3 { 37 } else { 45 }, if i == 0 || i == 3 { 4 } else { 2 }, d], s[i]);
         v.push(c.want(Want::Misaligned(TENSORS[i])).named(format!("{} row stride +4 elements", TENSORS[i])));
@@ -172,34 +172,34 @@ fn cases() -> Vec<Case> {
     for i in 0..4 {
         let mut s = [Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(37, 4, 64).unwrap()];
         s[i].head = -64;
-        let c = Case { p: base().strides(s[0], s[1], s[2], s[3]), ..ok.clone() };
+        let c = Case { p: strided(s).build().unwrap(), ..ok.clone() };
         v.push(c.want(Want::Strides(TENSORS[i])).named(format!("{} negative head stride", TENSORS[i])));
     }
     // Offsets that overflow 64 bits: element offsets past i64, byte offsets past i64.
     for (i, stride, what) in [(0, i64::MAX / 4 & !7, "element"), (1, (1 << 62) / 44 + 8 & !7, "byte"), (3, 1 << 62, "element")] {
         let mut s = [Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(37, 4, 64).unwrap()];
         s[i].row = stride;
-        let c = Case { p: base().strides(s[0], s[1], s[2], s[3]), ..ok.clone() };
+        let c = Case { p: strided(s).build().unwrap(), ..ok.clone() };
         v.push(c.want(Want::Strides(TENSORS[i])).named(format!("{} row stride {stride}: {what} offsets overflow", TENSORS[i])));
     }
     // Sequence lengths past the kernels' 32-bit masks.
     for (sq, sk, what) in [((i32::MAX / 2 + 1) as usize, 45, "seqlen_q"), (37, (i32::MAX / 2 + 1) as usize, "seqlen_k"), (37, usize::MAX, "seqlen_k")] {
-        let mut p = base();
+        let mut p = ok.p.clone();
         (p.seqlen_q, p.seqlen_k) = (sq, sk);
         v.push(Case { p, ..ok.clone() }.want(Want::Shape(what)).named(format!("{what} {}", sq.max(sk))));
     }
     // More CTAs than a 1-D grid holds, including a product that wraps 64 bits.
     for (b, h) in [(1usize << 31, 1usize), (1 << 32, 1 << 32), ((1 << 63) + 1, 2)] {
-        let mut p = base().heads_kv(1);
+        let mut p = base().heads_kv(1).build().unwrap();
         (p.batch, p.heads_q) = (b, h);
         v.push(Case { p, ..ok.clone() }.want(Want::Launch).named(format!("batch {b} x heads {h}")));
     }
     // Scales that are not positive and finite (times log2 e); a tile config that does not fit.
     for s in [f32::NAN, f32::INFINITY, 0.0, -1.0, 3e38] {
-        v.push(Case { p: base().softmax_scale(s), ..ok.clone() }.want(Want::Shape("softmax_scale")).named(format!("softmax_scale {s}")));
+        v.push(Case { p: base().softmax_scale(s).build().unwrap(), ..ok.clone() }.want(Want::Shape("softmax_scale")).named(format!("softmax_scale {s}")));
     }
     let small: TileConfig = CONFIGS[0];
-    let p = AttentionParams::new(2, 37, 45, 4, 128).heads_kv(2).config(small);
+    let p = params(2, 37, 45, 4, 128).heads_kv(2).config(small);
     v.push(Case::valid("", p).want(Want::Shape("config")).named("head_dim 128 forced onto a d64 config".into()));
     // Null addresses; output strides that alias; written buffers overlapping others.
     for i in 0..5 {
@@ -207,17 +207,18 @@ fn cases() -> Vec<Case> {
     }
     let mut o = Strides::bshd(37, 4, 64).unwrap();
     o.row = 0;
-    v.push(Case { p: base().strides(Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), o), ..ok.clone() }.want(Want::Strides("out")).named("out row stride 0".into()));
+    v.push(Case { p: strided([Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), o]).build().unwrap(), ..ok.clone() }.want(Want::Strides("out")).named("out row stride 0".into()));
     o = Strides::bshd(37, 4, 64).unwrap();
     o.head = o.row;
-    let c = Case { p: base().strides(Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), o), ..ok.clone() };
+    let c = Case { p: strided([Strides::bshd(37, 4, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), Strides::bshd(45, 2, 64).unwrap(), o]).build().unwrap(), ..ok.clone() };
     v.push(c.clone().len(3, c.len[3] * 2).want(Want::Strides("out")).named("out head stride = row stride".into()));
     for (w, victim, off) in [(3, 0, 0), (3, 1, 256), (3, 2, 0), (3, 4, 0), (4, 0, 64), (4, 2, 0)] {
         let tensor = if (w, victim) == (3, 4) { "out" } else { TENSORS[w] };
         v.push(ok.clone().place(w, Place::In(victim, off)).want(Want::Buffer(tensor)).named(format!("{} inside {}", TENSORS[w], TENSORS[victim])));
     }
     // Zero sizes: nothing to do, whatever the buffers (null, empty).
-    for (name, p) in [("batch 0", AttentionParams::new(0, 37, 45, 4, 64).heads_kv(2)), ("heads 0", AttentionParams::new(2, 37, 45, 0, 64).heads_kv(0)), ("seqlen_q 0", AttentionParams::new(2, 0, 45, 4, 64).heads_kv(2))] {
+    for (name, p) in [("batch 0", params(0, 37, 45, 4, 64).heads_kv(2)), ("heads 0", params(2, 37, 45, 0, 64).heads_kv(0)), ("seqlen_q 0", params(2, 0, 45, 4, 64).heads_kv(2))] {
+        let p = p.build().unwrap();
         v.push(Case { p: p.clone(), len: [0; 5], place: [Place::Null; 5], ..ok.clone() }.named(format!("{name}, null buffers: no-op")));
         v.push(Case { p, len: [1024; 5], ..ok.clone() }.named(format!("{name}, real buffers: no-op")));
     }
@@ -234,7 +235,7 @@ fn pattern(i: usize, bytes: usize) -> Vec<u8> {
 
 /// Runs a case on the GPU: allocations filled with patterns, slices at the case's places.
 /// Returns the call's result and the tensors whose allocation changed.
-fn gpu_run<T: Element>(gpu: &Gpu, stream: &Stream, c: &Case) -> (flashrs::Result<()>, Vec<&'static str>) {
+fn gpu_run<T: CustElement>(gpu: &Gpu, stream: &Stream, c: &Case) -> (flashrs::Result<()>, Vec<&'static str>) {
     let size = |i: usize| if i == 4 { 4 } else { 2 };
     let mut allocs: Vec<Option<(DeviceBuffer<u8>, Vec<u8>)>> = Vec::new();
     for i in 0..5 {
@@ -261,7 +262,7 @@ fn gpu_run<T: Element>(gpu: &Gpu, stream: &Stream, c: &Case) -> (flashrs::Result
     let slice = |i: usize| unsafe { DeviceSlice::<T>::from_raw_parts(DevicePointer::from_raw(addr(i)), c.len[i]) };
     let (q, k, v, mut o) = (slice(0), slice(1), slice(2), slice(3));
     let mut lse = unsafe { DeviceSlice::<f32>::from_raw_parts_mut(DevicePointer::from_raw(addr(4)), c.len[4]) };
-    let r = gpu.attention_forward::<T>(stream, &c.p, &q, &k, &v, &mut o, c.with_lse.then_some(&mut lse));
+    let r = gpu.attention_forward(stream, &c.p, &q, &k, &v, &mut o, c.with_lse.then_some(&mut lse as &mut dyn DeviceWrite<f32, Stream>));
     stream.synchronize().expect("stream failed after the call");
     let mut changed = Vec::new();
     for (i, a) in allocs.iter().enumerate() {
@@ -279,25 +280,24 @@ fn gpu_run<T: Element>(gpu: &Gpu, stream: &Stream, c: &Case) -> (flashrs::Result
 #[test]
 fn invalid_inputs_give_typed_errors_and_touch_nothing() {
     let cases = cases();
-    // Planner part, no GPU needed. The dtype lives in the slices' element type, which the
-    // planner does not see: those cases plan fine, and only attention_forward rejects them.
+    // Planner part, no GPU needed.
     for c in &cases {
         let r = c.p.plan(&c.fake_buffers(), &H100).map(|plan| {
             if matches!(c.want, Want::Ok) {
                 assert_eq!(plan.is_empty(), c.name != "valid control", "{}: plan {plan:?}", c.name);
             }
         });
-        let want = if matches!(c.want, Want::Shape("dtype")) { Want::Ok } else { c.want.clone() };
-        assert!(result_matches(&r, &want), "{} (planner): got {r:?}, want {want:?}\n{c:?}", c.name);
+        assert!(result_matches(&r, &c.want), "{} (planner): got {r:?}, want {:?}\n{c:?}", c.name, c.want);
     }
     println!("invalid input (planner): {} cases give their exact typed result", cases.len());
 
     let Some(gpu) = gpu_or_skip("invalid_inputs_give_typed_errors_and_touch_nothing (GPU part)") else { return };
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     for c in &cases {
-        let (r, changed) = match c.elem {
+        let (r, changed) = match c.dtype {
             DType::F16 => gpu_run::<half::f16>(&gpu, &stream, c),
             DType::Bf16 => gpu_run::<half::bf16>(&gpu, &stream, c),
+            dtype => unreachable!("no kernels for {dtype:?}"),
         };
         assert!(result_matches(&r, &c.want), "{} (GPU): got {r:?}, want {:?}", c.name, c.want);
         if c.name == "valid control" {
@@ -319,8 +319,8 @@ fn no_keys_gives_zero_rows_and_minus_inf_lse() {
     let o = Strides { batch: 37 * (4 * d + 8) as i64, row: (4 * d + 8) as i64, head: d as i64 };
     let cases: Vec<Case> = [false, true]
         .map(|causal| {
-            let p = AttentionParams::new(2, 37, 0, 4, d).heads_kv(2).causal(causal);
-            let p = p.strides(Strides::bshd(37, 4, d).unwrap(), Strides::bshd(0, 2, d).unwrap(), Strides::bshd(0, 2, d).unwrap(), o);
+            let p = params(2, 37, 0, 4, d).heads_kv(2).causal(causal);
+            let p = p.q_strides(Strides::bshd(37, 4, d).unwrap()).k_strides(Strides::bshd(0, 2, d).unwrap()).v_strides(Strides::bshd(0, 2, d).unwrap()).o_strides(o);
             Case::valid("no keys", p).place(1, Place::Null).place(2, Place::Null).len(1, 0).len(2, 0)
         })
         .into();
@@ -364,14 +364,15 @@ fn no_keys_gives_zero_rows_and_minus_inf_lse() {
 #[test]
 fn batch_times_heads_beyond_65535() {
     let shapes = [
-        AttentionParams::new(70000, 1, 1, 1, 64),
-        AttentionParams::new(70000, 3, 2, 1, 64).causal(true),
-        AttentionParams::new(70000, 2, 3, 1, 64),
-        AttentionParams::new(1, 2, 3, 70000, 64).heads_kv(7000),
-        AttentionParams::new(3, 3, 3, 30000, 64).heads_kv(30000).dtype(DType::Bf16),
-    ];
-    for p in &shapes {
-        let c = Case::valid("big grid", p.clone());
+        (params(70000, 1, 1, 1, 64), DType::F16),
+        (params(70000, 3, 2, 1, 64).causal(true), DType::F16),
+        (params(70000, 2, 3, 1, 64), DType::F16),
+        (params(1, 2, 3, 70000, 64).heads_kv(7000), DType::F16),
+        (params(3, 3, 3, 30000, 64).heads_kv(30000), DType::Bf16),
+    ]
+    .map(|(p, dtype)| (p.build().unwrap(), dtype));
+    for (p, dtype) in &shapes {
+        let c = Case { dtype: *dtype, ..Case::valid("big grid", p.to_builder()) };
         let plan = p.plan(&c.fake_buffers(), &H100).unwrap();
         assert_eq!(plan.tiles as usize, p.batch * p.heads_q * p.seqlen_q.div_ceil(plan.kernel.block_m()));
         assert!(plan.tiles > 65535);
@@ -382,7 +383,7 @@ fn batch_times_heads_beyond_65535() {
     let Some(gpu) = gpu_or_skip("batch_times_heads_beyond_65535 (GPU part)") else { return };
     // Every row against the reference (the rows are short), on the default path (the wgmma
     // kernel on sm_90a GPUs) and on mma.sync.
-    let cases: Vec<AttentionParams<'static>> =
-        [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |p| p.clone().path(path))).collect();
+    let cases: Vec<(AttentionParams<'static>, DType)> =
+        [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |(p, dtype)| (p.to_builder().path(path).build().unwrap(), *dtype))).collect();
     check_many(&gpu, &cases);
 }

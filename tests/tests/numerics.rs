@@ -44,10 +44,10 @@ use std::time::Instant;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::tiles::CONFIGS;
-use flashrs::reference::{RefInputs, RefRow, reference_row};
 use flashrs::{Arch, AttentionParams, BufferRef, Buffers, DType, Element, Gpu, Kernel, KernelChoice, KernelPath, Target, Variant};
+use flashrs_reference::{Problem, RefInputs, RefRow, reference_row};
 use flashrs_tests::attn::{LSE_TOLERANCE, out_tolerance};
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::{CustElement, gpu_or_skip, params};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -98,8 +98,7 @@ struct Run<T> {
     ms: f64,
 }
 
-fn run<T: Element>(gpu: &Gpu, p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
-    assert_eq!(p.dtype, T::DTYPE);
+fn run<T: CustElement>(gpu: &Gpu, p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let (q, k, v) = (DeviceBuffer::from_slice(&x.q).unwrap(), DeviceBuffer::from_slice(&x.k).unwrap(), DeviceBuffer::from_slice(&x.v).unwrap());
     let poison = T::from_f32(-7777.0);
@@ -126,7 +125,7 @@ enum Exec<'a> {
 }
 
 impl Exec<'_> {
-    fn run<T: Element>(&self, p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
+    fn run<T: CustElement>(&self, p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
         match self {
             Exec::Gpu(gpu) => run(gpu, p, x),
             Exec::Cpu => emulate(p, x),
@@ -139,37 +138,39 @@ impl Exec<'_> {
             _ => vec![KernelPath::Auto],
         }
     }
-    /// The kernel that runs `p`: the GPU's, or the unsplit `mma.sync` one the CPU emulates.
-    fn kernel(&self, p: &AttentionParams) -> Kernel {
+    /// The kernel that runs `p` on `dtype` tensors: the GPU's, or the unsplit `mma.sync` one
+    /// the CPU emulates.
+    fn kernel(&self, p: &AttentionParams, dtype: DType) -> Kernel {
         match self {
-            Exec::Gpu(gpu) => plan_for(p, &gpu.target()).kernel,
+            Exec::Gpu(gpu) => plan_for(p, dtype, &gpu.target()).kernel,
             // The mma.sync kernel, unsplit (on an H100, where every configuration fits).
             Exec::Cpu => {
-                let p = p.clone().num_splits(Some(1));
-                let p = if p.kernel == KernelChoice::Auto { p.path(KernelPath::MmaSync) } else { p };
-                plan_for(&p, &Target::H100).kernel
+                let unsplit = p.to_builder().num_splits(1);
+                let unsplit = if p.kernel == KernelChoice::Auto { unsplit.path(KernelPath::MmaSync) } else { unsplit };
+                plan_for(&unsplit.build().unwrap(), dtype, &Target::H100).kernel
             }
         }
     }
-    /// The kernel that runs `p`, for the summaries.
-    fn label(&self, p: &AttentionParams) -> String {
+    /// The kernel that runs `p` on `dtype` tensors, for the summaries.
+    fn label(&self, p: &AttentionParams, dtype: DType) -> String {
         match self {
-            Exec::Gpu(_) => format!("GPU {}", self.kernel(p)),
-            Exec::Cpu => format!("CPU emulation of {}", self.kernel(p)),
+            Exec::Gpu(_) => format!("GPU {}", self.kernel(p, dtype)),
+            Exec::Cpu => format!("CPU emulation of {}", self.kernel(p, dtype)),
         }
     }
-    /// Tile geometry (query rows, key rows) of the kernel that runs `p`.
-    fn tiles(&self, p: &AttentionParams) -> (usize, usize) {
-        let k = self.kernel(p);
+    /// Tile geometry (query rows, key rows) of the kernel that runs `p` on `dtype` tensors.
+    fn tiles(&self, p: &AttentionParams, dtype: DType) -> (usize, usize) {
+        let k = self.kernel(p, dtype);
         (k.block_m(), k.block_n())
     }
 }
 
-/// The plan of a call for `target`, with fake addresses (for its kernel and tile geometry).
-fn plan_for(p: &AttentionParams, target: &Target) -> flashrs::LaunchPlan {
+/// The plan of a call on `dtype` tensors for `target`, with fake addresses (for its kernel and
+/// tile geometry).
+fn plan_for(p: &AttentionParams, dtype: DType, target: &Target) -> flashrs::LaunchPlan {
     let (q, k) = Inputs::<half::f16>::dims(p);
     let b = |ptr, len| BufferRef { ptr, len };
-    let bufs = Buffers { q: b(1 << 40, q), k: b(2 << 40, k), v: b(3 << 40, k), o: b(4 << 40, q), lse: Some(b(5 << 40, q)) };
+    let bufs = Buffers::new(dtype, b(1 << 40, q), b(2 << 40, k), b(3 << 40, k), b(4 << 40, q)).lse(b(5 << 40, q));
     p.plan(&bufs, target).expect("case does not plan")
 }
 
@@ -179,7 +180,7 @@ fn plan_for(p: &AttentionParams, target: &Target) -> flashrs::LaunchPlan {
 /// max -inf subtracts 0; P = exp2(s * scale_log2 - max * scale_log2), summed in f32, rounded
 /// to the element type for the P V product; the output is scaled by 1 / sum (0 for sum 0).
 fn emulate<T: Element>(p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
-    let (bm, bn) = Exec::Cpu.tiles(p);
+    let (bm, bn) = Exec::Cpu.tiles(p, T::DTYPE);
     let d = p.head_dim;
     let (sq, sk) = (p.seqlen_q as i64, p.seqlen_k as i64);
     let sl = p.scale() * std::f32::consts::LOG2_E;
@@ -241,15 +242,17 @@ fn emulate<T: Element>(p: &AttentionParams, x: &Inputs<T>) -> Run<T> {
     Run { out, lse, ms: 0.0 }
 }
 
-/// Runs `f::<T>(ex, p, args...)` with `T` the element type of `p.dtype`, once per kernel path
-/// the executor has: `Auto` (the wgmma kernel on sm_90a) and, on sm_90a, also `MmaSync`.
+/// Runs `f::<T>(ex, p, args...)` with `p` built from the builder `$p` and `T` the element type
+/// `$dtype` names, once per kernel path the executor has: `Auto` (the wgmma kernel on sm_90a)
+/// and, on sm_90a, also `MmaSync`.
 macro_rules! each_path {
-    ($ex:expr, $p:expr, $f:ident($($arg:expr),*)) => {
+    ($ex:expr, $p:expr, $dtype:expr, $f:ident($($arg:expr),*)) => {
         for path in $ex.paths() {
-            let p = &$p.clone().path(path);
-            match p.dtype {
+            let p = &$p.clone().path(path).build().unwrap();
+            match $dtype {
                 DType::F16 => $f::<half::f16>($ex, p $(, $arg)*),
                 DType::Bf16 => $f::<half::bf16>($ex, p $(, $arg)*),
+                dtype => unreachable!("no kernels for {dtype:?}"),
             }
         }
     };
@@ -301,8 +304,9 @@ fn compare_with<T: Element>(
 ) -> Result<Stats, String> {
     let mut st = Stats::default();
     let d = p.head_dim;
+    let problem = Problem::from(p);
     for &(b, h, i) in rows {
-        let want = reference_row(p, f, b, h, i);
+        let want = reference_row(&problem, f, b, h, i);
         let (t_out, t_lse) = tol(&want, b, h, i);
         let at = |c: usize| r.out[((b * p.seqlen_q + i) * p.heads_q + h) * d + c].to_f32() as f64;
         let lse = r.lse[(b * p.heads_q + h) * p.seqlen_q + i] as f64;
@@ -370,15 +374,12 @@ fn nan_never(_: usize, _: usize, _: usize, _: usize) -> bool {
     false
 }
 
-fn describe(p: &AttentionParams) -> String {
-    format!(
-        "{:?} b{} sq{} sk{} hq{} hkv{} d{} causal={}",
-        p.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal
-    )
+fn describe(p: &AttentionParams, dtype: DType) -> String {
+    format!("{dtype:?} b{} sq{} sk{} hq{} hkv{} d{} causal={}", p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal)
 }
 
-fn unwrap_stats(p: &AttentionParams, what: &str, r: Result<Stats, String>) -> Stats {
-    r.unwrap_or_else(|e| panic!("{what} {}: {e}", describe(p)))
+fn unwrap_stats<T: Element>(p: &AttentionParams, what: &str, r: Result<Stats, String>) -> Stats {
+    r.unwrap_or_else(|e| panic!("{what} {}: {e}", describe(p, T::DTYPE)))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -388,21 +389,21 @@ fn unwrap_stats(p: &AttentionParams, what: &str, r: Result<Stats, String>) -> St
 fn huge_logits_random_inputs_on(ex: &Exec) {
     // (params, scale of Q and K entries)
     let cases = [
-        (AttentionParams::new(1, 200, 300, 2, 64).softmax_scale(300.0), 1.0),
-        (AttentionParams::new(1, 200, 300, 2, 64).softmax_scale(300.0).causal(true).dtype(DType::Bf16), 1.0),
-        (AttentionParams::new(1, 150, 333, 2, 128).causal(true), 40.0),
-        (AttentionParams::new(2, 130, 200, 2, 256).heads_kv(1).dtype(DType::Bf16), 40.0),
-        (AttentionParams::new(1, 100, 517, 4, 64).softmax_scale(250.0), 1.0),
+        (params(1, 200, 300, 2, 64).softmax_scale(300.0), DType::F16, 1.0),
+        (params(1, 200, 300, 2, 64).softmax_scale(300.0).causal(true), DType::Bf16, 1.0),
+        (params(1, 150, 333, 2, 128).causal(true), DType::F16, 40.0),
+        (params(2, 130, 200, 2, 256).heads_kv(1), DType::Bf16, 40.0),
+        (params(1, 100, 517, 4, 64).softmax_scale(250.0), DType::F16, 1.0),
     ];
-    for (seed, (p, qk)) in cases.into_iter().enumerate() {
-        each_path!(ex, p, huge_logits_case(qk, seed as u64));
+    for (seed, (p, dtype, qk)) in cases.into_iter().enumerate() {
+        each_path!(ex, p, dtype, huge_logits_case(qk, seed as u64));
     }
 }
 
-fn huge_logits_case<T: Element>(ex: &Exec, p: &AttentionParams, qk: f32, seed: u64) {
+fn huge_logits_case<T: CustElement>(ex: &Exec, p: &AttentionParams, qk: f32, seed: u64) {
     let x = Inputs::<T>::normal(p, 1000 + seed, qk);
     let r = ex.run(p, &x);
-    assert!(r.out.iter().all(|v| v.to_f32().is_finite()), "non-finite output for {}", describe(p));
+    assert!(r.out.iter().all(|v| v.to_f32().is_finite()), "non-finite output for {}", describe(p, T::DTYPE));
     let f = RefInputs { q: &widen(&x.q), k: &widen(&x.k), v: &widen(&x.v) };
     let d = p.head_dim;
     let scale = p.scale() as f64;
@@ -421,13 +422,14 @@ fn huge_logits_case<T: Element>(ex: &Exec, p: &AttentionParams, qk: f32, seed: u
         }
         let p_top = (m - want.lse).exp().min(1.0);
         let delta = (d as f64 + 4.0) * U * a;
-        let out = out_tolerance(p.dtype) * vmax.max(1.0) + 2.0 * ((2.0 * delta).exp() - 1.0) * (1.0 - p_top) * vmax;
+        let out = out_tolerance(T::DTYPE) * vmax.max(1.0) + 2.0 * ((2.0 * delta).exp() - 1.0) * (1.0 - p_top) * vmax;
         let lse = LSE_TOLERANCE + delta + want.lse.abs() / (1u64 << 21) as f64;
         (out, lse)
     };
     // Largest |logit| and rows whose weight is shared (p_top < 0.999), for the summary.
+    let problem = Problem::from(p);
     for (b, h, i) in all_rows(p) {
-        let want = reference_row(p, &f, b, h, i);
+        let want = reference_row(&problem, &f, b, h, i);
         let hk = h / (p.heads_q / p.heads_kv);
         let qrow = &f.q[Inputs::<T>::qi(p, b, i, h, 0)..][..d];
         let visible = if p.causal { (i + p.seqlen_k + 1).saturating_sub(p.seqlen_q) } else { p.seqlen_k }.min(p.seqlen_k);
@@ -440,12 +442,12 @@ fn huge_logits_case<T: Element>(ex: &Exec, p: &AttentionParams, qk: f32, seed: u
         }
         shared_rows += ((m - want.lse).exp() < 0.999) as usize;
     }
-    let st = unwrap_stats(p, "huge logits", compare_with(p, &f, &r, &all_rows(p), &tol, &nan_never));
-    print!("[{}] ", ex.label(&p));
+    let st = unwrap_stats::<T>(p, "huge logits", compare_with(p, &f, &r, &all_rows(p), &tol, &nan_never));
+    print!("[{}] ", ex.label(p, T::DTYPE));
     println!(
         "huge logits {} scale {} qk x{qk}: max |logit| {max_logit:.0}, {} rows ({shared_rows} with p_top < 0.999): \
          out err {:.2e}, lse err {:.2e}, worst err/tol {:.2}",
-        describe(p),
+        describe(p, T::DTYPE),
         p.scale(),
         st.rows,
         st.out_err,
@@ -461,13 +463,13 @@ fn huge_logits_case<T: Element>(ex: &Exec, p: &AttentionParams, qk: f32, seed: u
 fn huge_logits_exact_scores_at_large_offsets_on(ex: &Exec) {
     for dtype in [DType::F16, DType::Bf16] {
         for causal in [false, true] {
-            let p = AttentionParams::new(1, 130, 700, 2, 64).heads_kv(1).softmax_scale(1.0).causal(causal).dtype(dtype);
-            each_path!(ex, p, exact_offset_case());
+            let p = params(1, 130, 700, 2, 64).heads_kv(1).softmax_scale(1.0).causal(causal);
+            each_path!(ex, p, dtype, exact_offset_case());
         }
     }
 }
 
-fn exact_offset_case<T: Element>(ex: &Exec, p: &AttentionParams) {
+fn exact_offset_case<T: CustElement>(ex: &Exec, p: &AttentionParams) {
     let mut x = Inputs::<T>::normal(p, 7, 1.0);
     let d = p.head_dim;
     for (n, q) in x.q.iter_mut().enumerate() {
@@ -479,14 +481,14 @@ fn exact_offset_case<T: Element>(ex: &Exec, p: &AttentionParams) {
         *k = T::from_f32(156.0 + if c == 0 { (j % 4) as f32 } else { 0.0 });
     }
     let r = ex.run(p, &x);
-    let st = unwrap_stats(p, "exact huge logits", compare(p, &x, &r, &all_rows(p), &base_tol(p.dtype), &nan_never));
-    print!("[{}] ", ex.label(&p));
+    let st = unwrap_stats::<T>(p, "exact huge logits", compare(p, &x, &r, &all_rows(p), &base_tol(T::DTYPE), &nan_never));
+    print!("[{}] ", ex.label(p, T::DTYPE));
     println!(
         "huge exact logits +-(9984 + 0..3) {}: {} rows: out err {:.2e} (tol {:.0e}), lse err {:.2e}",
-        describe(p),
+        describe(p, T::DTYPE),
         st.rows,
         st.out_err,
-        out_tolerance(p.dtype),
+        out_tolerance(T::DTYPE),
         st.lse_err
     );
 }
@@ -497,14 +499,14 @@ fn logits_sweeping_across_tiles_on(ex: &Exec) {
     for dtype in [DType::F16, DType::Bf16] {
         for rising in [true, false] {
             for causal in [false, true] {
-                let p = AttentionParams::new(1, 1000, 1000, 1, 64).softmax_scale(1.0).causal(causal).dtype(dtype);
-                each_path!(ex, p, sweep_case(rising));
+                let p = params(1, 1000, 1000, 1, 64).softmax_scale(1.0).causal(causal);
+                each_path!(ex, p, dtype, sweep_case(rising));
             }
         }
     }
 }
 
-fn sweep_case<T: Element>(ex: &Exec, p: &AttentionParams, rising: bool) {
+fn sweep_case<T: CustElement>(ex: &Exec, p: &AttentionParams, rising: bool) {
     let mut x = Inputs::<T>::normal(p, 11, 1.0);
     x.q.iter_mut().for_each(|q| *q = T::from_f32(1.0));
     let (n, d) = (p.seqlen_k, p.head_dim);
@@ -515,15 +517,15 @@ fn sweep_case<T: Element>(ex: &Exec, p: &AttentionParams, rising: bool) {
         *k = T::from_f32(-156.0 + 312.0 * t); // logit 64 * k in [-9984, 9984]
     }
     let r = ex.run(p, &x);
-    let st = unwrap_stats(p, "sweeping logits", compare(p, &x, &r, &all_rows(p), &base_tol(p.dtype), &nan_never));
-    print!("[{}] ", ex.label(&p));
+    let st = unwrap_stats::<T>(p, "sweeping logits", compare(p, &x, &r, &all_rows(p), &base_tol(T::DTYPE), &nan_never));
+    print!("[{}] ", ex.label(p, T::DTYPE));
     println!(
         "sweeping logits {} ({}): {} rows: out err {:.2e} (tol {:.0e}), lse err {:.2e}",
-        describe(p),
+        describe(p, T::DTYPE),
         if rising { "rising" } else { "falling" },
         st.rows,
         st.out_err,
-        out_tolerance(p.dtype),
+        out_tolerance(T::DTYPE),
         st.lse_err
     );
 }
@@ -532,17 +534,17 @@ fn sweep_case<T: Element>(ex: &Exec, p: &AttentionParams, rising: bool) {
 /// every other value within the base bars.
 fn nan_and_inf_in_q_and_k_poison_exactly_the_rows_that_see_them_on(ex: &Exec) {
     let shapes = [
-        AttentionParams::new(2, 300, 300, 4, 64).heads_kv(2).causal(true),
-        AttentionParams::new(2, 100, 300, 4, 64).heads_kv(2),
-        AttentionParams::new(2, 300, 200, 4, 64).heads_kv(2).causal(true),
-        AttentionParams::new(2, 300, 300, 4, 128).heads_kv(2).causal(true).dtype(DType::Bf16),
+        (params(2, 300, 300, 4, 64).heads_kv(2).causal(true), DType::F16),
+        (params(2, 100, 300, 4, 64).heads_kv(2), DType::F16),
+        (params(2, 300, 200, 4, 64).heads_kv(2).causal(true), DType::F16),
+        (params(2, 300, 300, 4, 128).heads_kv(2).causal(true), DType::Bf16),
     ];
-    for p in &shapes {
-        each_path!(ex, p, poison_cases());
+    for (p, dtype) in &shapes {
+        each_path!(ex, p, *dtype, poison_cases());
     }
 }
 
-fn poison_cases<T: Element>(ex: &Exec, p: &AttentionParams) {
+fn poison_cases<T: CustElement>(ex: &Exec, p: &AttentionParams) {
     let base = Inputs::<T>::normal(p, 21, 1.0);
     type Edit<T> = Box<dyn Fn(&AttentionParams, &mut Inputs<T>)>;
     let cases: Vec<(&str, Edit<T>)> = vec![
@@ -567,14 +569,14 @@ fn poison_cases<T: Element>(ex: &Exec, p: &AttentionParams) {
         let mut x = Inputs { q: base.q.clone(), k: base.k.clone(), v: base.v.clone() };
         edit(p, &mut x);
         let r = ex.run(p, &x);
-        let st = unwrap_stats(p, what, compare(p, &x, &r, &all_rows(p), &base_tol(p.dtype), &nan_never));
+        let st = unwrap_stats::<T>(p, what, compare(p, &x, &r, &all_rows(p), &base_tol(T::DTYPE), &nan_never));
         if what.contains("in K") {
             assert!(st.nan_expected > 0, "{what}: no row sees the poisoned key?");
         }
-        print!("[{}] ", ex.label(&p));
+        print!("[{}] ", ex.label(p, T::DTYPE));
         println!(
             "{what} {}: NaN exactly where the reference has it ({} values), {} rows empty, other values: out err {:.2e}, lse err {:.2e}",
-            describe(p),
+            describe(p, T::DTYPE),
             st.nan_expected,
             st.empty_rows,
             st.out_err,
@@ -587,22 +589,22 @@ fn poison_cases<T: Element>(ex: &Exec, p: &AttentionParams) {
 /// but only when their query block loads j's K/V tile.
 fn nan_in_v_stays_in_its_column_and_tile_on(ex: &Exec) {
     let shapes = [
-        AttentionParams::new(2, 300, 300, 4, 64).heads_kv(2).causal(true),
-        AttentionParams::new(2, 300, 300, 4, 64).heads_kv(2).causal(true).config(CONFIGS[1]),
-        AttentionParams::new(2, 100, 300, 4, 64).heads_kv(2),
-        AttentionParams::new(1, 500, 260, 2, 128).causal(true).dtype(DType::Bf16),
+        (params(2, 300, 300, 4, 64).heads_kv(2).causal(true), DType::F16),
+        (params(2, 300, 300, 4, 64).heads_kv(2).causal(true).config(CONFIGS[1]), DType::F16),
+        (params(2, 100, 300, 4, 64).heads_kv(2), DType::F16),
+        (params(1, 500, 260, 2, 128).causal(true), DType::Bf16),
     ];
-    for p in &shapes {
-        each_path!(ex, p, nan_v_case());
+    for (p, dtype) in &shapes {
+        each_path!(ex, p, *dtype, nan_v_case());
     }
 }
 
-fn nan_v_case<T: Element>(ex: &Exec, p: &AttentionParams) {
+fn nan_v_case<T: CustElement>(ex: &Exec, p: &AttentionParams) {
     let (nb, nj, nh, nc) = (1.min(p.batch - 1), 157.min(p.seqlen_k - 1), 0, 9);
     let mut x = Inputs::<T>::normal(p, 31, 1.0);
     x.v[Inputs::<T>::ki(p, nb, nj, nh, nc)] = T::from_f32(f32::NAN);
     let r = ex.run(p, &x);
-    let (bm, bn) = ex.tiles(p);
+    let (bm, bn) = ex.tiles(p, T::DTYPE);
     let off = p.seqlen_k as i64 - p.seqlen_q as i64;
     let loads_tile = |i: usize| {
         let m0 = (i / bm * bm) as i64;
@@ -611,13 +613,13 @@ fn nan_v_case<T: Element>(ex: &Exec, p: &AttentionParams) {
     };
     let group = p.heads_q / p.heads_kv;
     let nan_ok = |b: usize, h: usize, i: usize, c: usize| b == nb && h / group == nh && c == nc && loads_tile(i);
-    let st = unwrap_stats(p, "NaN in V", compare(p, &x, &r, &all_rows(p), &base_tol(p.dtype), &nan_ok));
+    let st = unwrap_stats::<T>(p, "NaN in V", compare(p, &x, &r, &all_rows(p), &base_tol(T::DTYPE), &nan_ok));
     assert!(st.nan_expected > 0, "no row sees the NaN key?");
-    print!("[{}] ", ex.label(&p));
+    print!("[{}] ", ex.label(p, T::DTYPE));
     println!(
         "NaN in V (b{nb}, key {nj}, kv head {nh}, col {nc}) {} tiles {bm}x{bn}: {} rows that see it NaN in col {nc} only, \
          {} more rows of query blocks that load its tile NaN there too (allowed), the rest exact: out err {:.2e}, lse err {:.2e}",
-        describe(p),
+        describe(p, T::DTYPE),
         st.nan_expected,
         st.nan_allowed,
         st.out_err,
@@ -630,16 +632,17 @@ fn nan_v_case<T: Element>(ex: &Exec, p: &AttentionParams) {
 fn rows_without_keys_are_exactly_zero_with_minus_inf_lse_on(ex: &Exec) {
     for c in CONFIGS {
         for dtype in [DType::F16, DType::Bf16] {
-            let p = AttentionParams::new(2, 300, 40, 2, c.head_dim).causal(true).config(c).dtype(dtype);
+            let p = params(2, 300, 40, 2, c.head_dim).causal(true).config(c).build().unwrap();
             let st = match dtype {
                 DType::F16 => plain_case::<half::f16>(ex, &p),
                 DType::Bf16 => plain_case::<half::bf16>(ex, &p),
+                _ => unreachable!("no kernels for {dtype:?}"),
             };
             assert_eq!(st.empty_rows, 2 * 2 * 260, "rows without keys");
-            print!("[{}] ", ex.label(&p));
+            print!("[{}] ", ex.label(&p, dtype));
             println!(
                 "no-key rows {} {}: {} rows exactly 0 / -inf, {} others: out err {:.2e}, lse err {:.2e}",
-                describe(&p),
+                describe(&p, dtype),
                 Kernel::Mma { dtype, variant: Variant::Plain, config: c },
                 st.empty_rows,
                 st.rows - st.empty_rows,
@@ -650,30 +653,32 @@ fn rows_without_keys_are_exactly_zero_with_minus_inf_lse_on(ex: &Exec) {
     }
 }
 
-fn plain_case<T: Element>(ex: &Exec, p: &AttentionParams) -> Stats {
+fn plain_case<T: CustElement>(ex: &Exec, p: &AttentionParams) -> Stats {
     let x = Inputs::<T>::normal(p, 41, 1.0);
     let r = ex.run(p, &x);
-    unwrap_stats(p, "plain", compare(p, &x, &r, &all_rows(p), &base_tol(p.dtype), &nan_never))
+    unwrap_stats::<T>(p, "plain", compare(p, &x, &r, &all_rows(p), &base_tol(T::DTYPE), &nan_never))
 }
 
 /// A single key: every row that sees it returns that key's V row (up to the final rounding).
 fn a_single_key_on(ex: &Exec) {
     let shapes = [
-        AttentionParams::new(2, 1, 1, 4, 64),
-        AttentionParams::new(1, 100, 1, 2, 128),
-        AttentionParams::new(1, 100, 1, 2, 128).causal(true),
-        AttentionParams::new(3, 7, 1, 4, 256).heads_kv(1).dtype(DType::Bf16),
-        AttentionParams::new(1, 129, 1, 2, 40).causal(true).dtype(DType::Bf16),
+        (params(2, 1, 1, 4, 64), DType::F16),
+        (params(1, 100, 1, 2, 128), DType::F16),
+        (params(1, 100, 1, 2, 128).causal(true), DType::F16),
+        (params(3, 7, 1, 4, 256).heads_kv(1), DType::Bf16),
+        (params(1, 129, 1, 2, 40).causal(true), DType::Bf16),
     ];
-    for p in &shapes {
-        let st = match p.dtype {
+    for (p, dtype) in shapes {
+        let p = &p.build().unwrap();
+        let st = match dtype {
             DType::F16 => plain_case::<half::f16>(ex, p),
             DType::Bf16 => plain_case::<half::bf16>(ex, p),
+            _ => unreachable!("no kernels for {dtype:?}"),
         };
-        print!("[{}] ", ex.label(&p));
+        print!("[{}] ", ex.label(p, dtype));
         println!(
             "one key {}: {} rows, {} see no key (0 / -inf), {} equal to V exactly; out err {:.2e}, lse err {:.2e}",
-            describe(p),
+            describe(p, dtype),
             st.rows,
             st.empty_rows,
             st.exact_rows,
@@ -686,16 +691,16 @@ fn a_single_key_on(ex: &Exec) {
 /// seqlen_q = seqlen_k = 131072, batch 1, one head, d = 64: sampled rows against the reference.
 fn seqlen_128k_sampled_rows_on(ex: &Exec) {
     let n = if matches!(ex, Exec::Cpu) { 2000 } else { 131072 };
-    for (p, seed) in [
-        (AttentionParams::new(1, n, n, 1, 64).causal(true), 51),
-        (AttentionParams::new(1, n, n, 1, 64), 52),
-        (AttentionParams::new(1, n, n, 1, 64).causal(true).dtype(DType::Bf16), 53),
+    for (p, dtype, seed) in [
+        (params(1, n, n, 1, 64).causal(true), DType::F16, 51),
+        (params(1, n, n, 1, 64), DType::F16, 52),
+        (params(1, n, n, 1, 64).causal(true), DType::Bf16, 53),
     ] {
-        each_path!(ex, p, long_case(seed));
+        each_path!(ex, p, dtype, long_case(seed));
     }
 }
 
-fn long_case<T: Element>(ex: &Exec, p: &AttentionParams, seed: u64) {
+fn long_case<T: CustElement>(ex: &Exec, p: &AttentionParams, seed: u64) {
     let t = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
     let (nq, nk) = Inputs::<T>::dims(p);
@@ -711,18 +716,18 @@ fn long_case<T: Element>(ex: &Exec, p: &AttentionParams, seed: u64) {
     rows.dedup();
     let rows: Vec<(usize, usize, usize)> = rows.into_iter().map(|i| (0, 0, i)).collect();
     let t = Instant::now();
-    let st = unwrap_stats(p, "128k", compare(p, &x, &r, &rows, &base_tol(p.dtype), &nan_never));
+    let st = unwrap_stats::<T>(p, "128k", compare(p, &x, &r, &rows, &base_tol(T::DTYPE), &nan_never));
     assert!(r.lse.iter().all(|l| l.is_finite()), "some lse not finite");
     assert!(r.out.iter().all(|v| v.to_f32().is_finite()), "some output not finite (or unwritten)");
-    print!("[{}] ", ex.label(&p));
+    print!("[{}] ", ex.label(p, T::DTYPE));
     println!(
         "seqlen 128k {}: kernel {:.1} ms (incl. launch), {} sampled rows: out err {:.2e} (tol {:.0e}), lse err {:.2e}; \
          every output and lse finite (inputs {gen_s:.1} s, reference {:.1} s)",
-        describe(p),
+        describe(p, T::DTYPE),
         r.ms,
         st.rows,
         st.out_err,
-        out_tolerance(p.dtype),
+        out_tolerance(T::DTYPE),
         st.lse_err,
         t.elapsed().as_secs_f64()
     );

@@ -2,13 +2,13 @@
 //! 16 to 256, per-sequence key counts, decode and chunked prefill, causal, GQA, split-KV forced
 //! and automatic, every head_dim, wild table contents); and the planner's typed errors for bad
 //! paged calls (no GPU needed). GPU cases skip without a GPU.
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Variant};
+use flashrs::{AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Variant};
 use flashrs_tests::expect::{Want, result_matches};
-use flashrs_tests::{H100, gpu_or_skip, planning_index};
+use flashrs_tests::{H100, gpu_or_skip, params, planning_index, with_splits};
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
 
-fn call(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams<'static> {
-    AttentionParams::new(b, sq, sk, hq, d).heads_kv(hkv)
+fn call(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParamsBuilder<'static> {
+    params(b, sq, sk, hq, d).heads_kv(hkv)
 }
 
 /// Key counts for `b` sequences of at most `max`: empty, one key, a page boundary's
@@ -27,8 +27,8 @@ fn every_page_size_decode_and_prefill() {
             for causal in [false, true] {
                 let dtype = if i % 2 == 0 { DType::F16 } else { DType::Bf16 };
                 let sk = 700;
-                let p = call(8, sq, sk, 8, 2, 128).causal(causal).dtype(dtype);
-                cases.push(PagedCase::new(p, page, Some(counts(8, sk, page)), i));
+                let p = call(8, sq, sk, 8, 2, 128).causal(causal).build().unwrap();
+                cases.push(PagedCase::new(p, dtype, page, Some(counts(8, sk, page)), i));
             }
         }
     }
@@ -41,13 +41,13 @@ fn splits_forced_and_automatic() {
     let mut cases = Vec::new();
     for splits in [Some(1), Some(2), Some(5), Some(16), None] {
         for (sq, causal) in [(1, false), (3, true)] {
-            let p = call(3, sq, 5000, 32, 8, 128).causal(causal).num_splits(splits);
-            cases.push(PagedCase::new(p, 64, Some(vec![5000, 1234, 17]), 0));
+            let p = with_splits(call(3, sq, 5000, 32, 8, 128).causal(causal), splits);
+            cases.push(PagedCase::new(p, DType::F16, 64, Some(vec![5000, 1234, 17]), 0));
         }
     }
     // Every sequence at seqlen_k (no seqused_k), MHA and MQA.
-    cases.push(PagedCase::new(call(2, 1, 3000, 4, 4, 128).num_splits(Some(4)), 16, None, 2));
-    cases.push(PagedCase::new(call(2, 2, 3000, 8, 1, 128).causal(true), 256, None, 0));
+    cases.push(PagedCase::new(call(2, 1, 3000, 4, 4, 128).num_splits(4).build().unwrap(), DType::F16, 16, None, 2));
+    cases.push(PagedCase::new(call(2, 2, 3000, 8, 1, 128).causal(true).build().unwrap(), DType::F16, 256, None, 0));
     check_paged(&gpu, &cases);
 }
 
@@ -57,12 +57,12 @@ fn every_head_dim_and_long_caches() {
     let mut cases = Vec::new();
     for (d, dtype) in [(64, DType::F16), (96, DType::Bf16), (128, DType::F16), (256, DType::Bf16)] {
         for causal in [false, true] {
-            let p = call(2, 5, 1100, 4, 2, d).causal(causal).dtype(dtype);
-            cases.push(PagedCase::new(p, 32, Some(vec![1100, 333]), 1));
+            let p = call(2, 5, 1100, 4, 2, d).causal(causal).build().unwrap();
+            cases.push(PagedCase::new(p, dtype, 32, Some(vec![1100, 333]), 1));
         }
     }
     for page in [16, 256] {
-        cases.push(PagedCase::new(call(2, 1, 32768, 32, 8, 128), page, Some(vec![32768, 20000]), 0));
+        cases.push(PagedCase::new(call(2, 1, 32768, 32, 8, 128).build().unwrap(), DType::F16, page, Some(vec![32768, 20000]), 0));
     }
     check_paged(&gpu, &cases);
 }
@@ -71,19 +71,19 @@ fn every_head_dim_and_long_caches() {
 fn wild_table_entries_and_counts_stay_inside_the_caches() {
     let Some(gpu) = gpu_or_skip("wild_table_entries_and_counts_stay_inside_the_caches") else { return };
     for (sq, splits) in [(1, None), (4, Some(3)), (16, Some(1))] {
-        let c = PagedCase::new(call(4, sq, 900, 8, 2, 128).num_splits(splits), 16, Some(vec![900, 5, 0, 64]), 1);
+        let c = PagedCase::new(with_splits(call(4, sq, 900, 8, 2, 128), splits), DType::F16, 16, Some(vec![900, 5, 0, 64]), 1);
         let e = run_paged::<half::f16>(&gpu, &c, TableFill::AllWild);
         println!("wild table, sq {sq}, splits {splits:?}: completed, outputs finite: {}", e.out == 0.0);
         assert_eq!(e.out, 0.0, "non-finite output with a wild table (seed {})", e.seed);
     }
 }
 
-/// Plans `p` for an H100 on fake, disjoint buffers sized for `sized_for` (planning never
+/// Plans `p` for an H100 on fake, disjoint f16 buffers sized for `sized_for` (planning never
 /// touches them).
 fn planned(p: &AttentionParams, sized_for: &AttentionParams) -> flashrs::Result<flashrs::LaunchPlan> {
     let (nq, nk, nl) = sized_for.contiguous_lens().unwrap();
     let r = |i: u64, len: usize| BufferRef { ptr: i << 36, len };
-    let bufs = Buffers { q: r(1, nq), k: r(2, nk), v: r(3, nk), o: r(4, nq), lse: Some(r(5, nl)) };
+    let bufs = Buffers::new(DType::F16, r(1, nq), r(2, nk), r(3, nk), r(4, nq)).lse(r(5, nl));
     p.plan(&bufs, &H100)
 }
 
@@ -93,29 +93,36 @@ fn planned(p: &AttentionParams, sized_for: &AttentionParams) -> flashrs::Result<
 fn planner_refuses_bad_paged_calls() {
     let pages = Pages { page_size: 16, num_pages: 100, pages_per_seq: 40 };
     let table = |ptr: u64, len: usize| planning_index(ptr, len);
-    let good = PagedKv { pages, block_table: table(6 << 36, 160), seqused_k: Some(table(7 << 36, 4)) };
+    let good = PagedKv::new(pages, table(6 << 36, 160)).seqused_k(table(7 << 36, 4));
     let with = |pg: PagedKv<'static>| call(4, 1, 600, 32, 8, 128).paged(pg);
-    let geometry = |pages: Pages| with(PagedKv { pages, ..good });
+    // `good` with one field changed.
+    let edit = |f: &dyn Fn(&mut PagedKv<'static>)| {
+        let mut pg = good;
+        f(&mut pg);
+        with(pg).build().unwrap()
+    };
+    let geometry = |pages: Pages| edit(&|pg| pg.pages = pages);
     let ok = with(good);
     let packed = |cu_k: Vec<i32>| ok.clone().rows(Rows::Packed(Offsets::Host { cu_seqlens_q: vec![0, 1, 2, 3, 4], cu_seqlens_k: cu_k }));
     let cases: Vec<(&str, AttentionParams, Want)> = vec![
-        ("valid", ok.clone(), Want::Ok),
-        ("valid without seqused_k", with(PagedKv { seqused_k: None, ..good }), Want::Ok),
+        ("valid", ok.clone().build().unwrap(), Want::Ok),
+        ("valid without seqused_k", edit(&|pg| pg.seqused_k = None), Want::Ok),
         ("page_size 24", geometry(Pages { page_size: 24, ..pages }), Want::Shape("page_size")),
         ("page_size 8", geometry(Pages { page_size: 8, ..pages }), Want::Shape("page_size")),
         ("no pages", geometry(Pages { num_pages: 0, ..pages }), Want::Shape("num_pages")),
         ("empty table rows", geometry(Pages { pages_per_seq: 0, ..pages }), Want::Shape("pages_per_seq")),
         ("seqlen_k past the table row", geometry(Pages { pages_per_seq: 37, ..pages }), Want::Shape("seqlen_k")),
-        ("table one row short", with(PagedKv { block_table: table(6 << 36, 120), ..good }), Want::TooSmall("block_table", 160, 120)),
-        ("table misaligned", with(PagedKv { block_table: table((6 << 36) + 2, 160), ..good }), Want::Misaligned("block_table")),
-        ("table null", with(PagedKv { block_table: table(0, 160), ..good }), Want::Buffer("block_table")),
-        ("seqused_k short", with(PagedKv { seqused_k: Some(table(7 << 36, 3)), ..good }), Want::TooSmall("seqused_k", 4, 3)),
-        ("table overlaps the output", with(PagedKv { block_table: table(4 << 36, 160), ..good }), Want::Buffer("out")),
+        ("table one row short", edit(&|pg| pg.block_table = table(6 << 36, 120)), Want::TooSmall("block_table", 160, 120)),
+        ("table misaligned", edit(&|pg| pg.block_table = table((6 << 36) + 2, 160)), Want::Misaligned("block_table")),
+        ("table null", edit(&|pg| pg.block_table = table(0, 160)), Want::Buffer("block_table")),
+        ("seqused_k short", edit(&|pg| pg.seqused_k = Some(table(7 << 36, 3))), Want::TooSmall("seqused_k", 4, 3)),
+        ("table overlaps the output", edit(&|pg| pg.block_table = table(4 << 36, 160)), Want::Buffer("out")),
         ("k cache short", geometry(Pages { num_pages: 101, ..pages }), Want::TooSmall("k", 101 * 16 * 8 * 128, 100 * 16 * 8 * 128)),
-        ("wgmma path", ok.clone().path(KernelPath::Wgmma), Want::Shape("wgmma path")),
-        ("variable-length, a key count past seqlen_k", packed(vec![0, 1, 2, 3, 604]), Want::Shape("cu_seqlens_k")),
-        ("variable-length, more splits than allowed", packed(vec![]).num_splits(Some(33)), Want::Shape("num_splits")),
+        ("wgmma path", ok.clone().path(KernelPath::Wgmma).build().unwrap(), Want::Shape("wgmma path")),
+        ("variable-length, a key count past seqlen_k", packed(vec![0, 1, 2, 3, 604]).build().unwrap(), Want::Shape("cu_seqlens_k")),
+        ("variable-length, more splits than allowed", packed(vec![]).num_splits(33).build().unwrap(), Want::Shape("num_splits")),
     ];
+    let ok = ok.build().unwrap();
     for (name, p, want) in cases {
         // Buffers sized for the valid call: "k cache short" claims one page more.
         let got = planned(&p, &ok);

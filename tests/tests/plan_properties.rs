@@ -49,11 +49,11 @@ use flashrs::plan::PERSISTENT_MAX_KEYS;
 use flashrs::sm90::{self, HopperConfig};
 use flashrs::tiles::{CONFIGS, SMALL_D256, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
 use flashrs::{
-    Arch, AttentionParams, BufferRef, Buffers, DType, DeviceOffsets, DimOrder, Error, FwdParams, Kernel, KernelChoice, Kv, LaunchPlan, Offsets,
-    PagedKv, Pages, Rows, SplitPlan, Strides, Target, Variant,
+    Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceOffsets, DimOrder, Error, FwdParams, Kernel, KernelChoice, Kv,
+    LaunchPlan, Offsets, PagedKv, Pages, Rows, Strides, Target, Variant,
 };
 use flashrs_tests::expect::{Want, error_matches};
-use flashrs_tests::{case_rng, planning_index};
+use flashrs_tests::{case_rng, params, planning_index};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -197,6 +197,7 @@ fn contiguous(order: DimOrder, rows: usize, heads: usize, d: usize) -> Option<St
             let head = fit(r * dd)?;
             Some(Strides { batch: fit(head as i128 * h)?, row: dd as i64, head })
         }
+        _ => unreachable!("a dim order the model does not know: {order:?}"),
     }
 }
 
@@ -207,6 +208,7 @@ fn offset_totals(o: &Offsets) -> (usize, usize) {
     match o {
         Offsets::Host { cu_seqlens_q, cu_seqlens_k } => (last(cu_seqlens_q), last(cu_seqlens_k)),
         Offsets::Device(d) => (d.total_q, d.total_k),
+        _ => unreachable!("a layout the model does not know"),
     }
 }
 
@@ -216,12 +218,14 @@ fn entry_rows(p: &AttentionParams) -> (usize, usize) {
     let packed = match &p.layout.rows {
         Rows::Packed(o) => Some(offset_totals(o)),
         Rows::Batched => None,
+        _ => unreachable!("a layout the model does not know"),
     };
     let rows_q = packed.map_or(p.seqlen_q, |t| t.0);
     let rows_k = match (&p.layout.kv, packed) {
         (Kv::Paged(pg), _) => pg.pages.page_size,
         (Kv::Tensors, Some(t)) => t.1,
         (Kv::Tensors, None) => p.seqlen_k,
+        _ => unreachable!("a layout the model does not know"),
     };
     (rows_q, rows_k)
 }
@@ -298,6 +302,7 @@ fn varlen_totals(p: &AttentionParams, o: &Offsets, paged: bool) -> Result<(usize
             ensure!(dev.total_q <= i32::MAX as usize && dev.total_k <= i32::MAX as usize, "device totals {}/{} past 32-bit row indices", dev.total_q, dev.total_k);
             Ok((dev.total_q, if paged { 0 } else { dev.total_k }))
         }
+        _ => unreachable!("a layout the model does not know"),
     }
 }
 
@@ -327,10 +332,12 @@ fn read_call(p: &AttentionParams<'static>) -> Result<Model, String> {
             Some(pg)
         }
         Kv::Tensors => None,
+        _ => unreachable!("a layout the model does not know"),
     };
     let packed = match &p.layout.rows {
         Rows::Packed(o) => Some(varlen_totals(p, o, paged.is_some())?),
         Rows::Batched => None,
+        _ => unreachable!("a layout the model does not know"),
     };
     let empty = p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || packed.is_some_and(|(tq, _)| tq == 0);
     let zero = Strides { batch: 0, row: 0, head: 0 };
@@ -503,7 +510,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     ensure!(plan.arch == t.arch, "a plan for {:?} on the {tn}", plan.arch);
     ensure!(k.is_instantiated(), "kernel {k} is not instantiated");
     ensure!(!matches!(k, Kernel::Sm90 { .. }) || t.arch == Arch::Sm90a, "Hopper kernel {k} planned for the {tn}, which has no sm_90a module");
-    ensure!(k.dtype() == p.dtype, "kernel {k} for {:?} tensors", p.dtype);
+    ensure!(k.dtype() == c.b.dtype, "kernel {k} for {:?} tensors", c.b.dtype);
     ensure!(plan.block as usize == threads, "block {} for {k} ({threads} threads)", plan.block);
     ensure!(plan.smem as usize == smem, "shared memory {} for {k} (its tiles take {smem})", plan.smem);
     ensure!(smem <= t.max_smem_per_block as usize, "kernel {k} needs {smem} bytes of shared memory, the {tn} allows {}", t.max_smem_per_block);
@@ -531,6 +538,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
         }
         (KernelChoice::MmaSync { .. }, _) => return Err(format!("the mma.sync path planned {k}")),
         (KernelChoice::Auto, _) => {}
+        _ => unreachable!("a kernel choice the model does not know: {:?}", p.kernel),
     }
     // GQA packing: one query row per sequence, GQA/MQA, fixed-length, mma.sync.
     let pack = !matches!(p.kernel, KernelChoice::Wgmma { .. }) && p.seqlen_q == 1 && p.heads_q > p.heads_kv && m.packed.is_none();
@@ -689,6 +697,7 @@ fn verify_launch(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
                     let want = [dev.cu_seqlens_q.buffer().ptr, dev.cu_seqlens_k.map_or(0, |k| k.buffer().ptr)];
                     ensure!([f.cu_seqlens_q, f.cu_seqlens_k] == want, "params offsets {:#x}/{:#x} are not the buffer's {want:x?}", f.cu_seqlens_q, f.cu_seqlens_k);
                 }
+                _ => unreachable!("a layout the model does not know"),
             }
         }
         _ => ensure!(plan.upload.is_none() && f.cu_seqlens_q == 0 && f.cu_seqlens_k == 0, "offsets in a fixed-length plan: {:?}", plan.upload),
@@ -880,15 +889,37 @@ fn make_empty(p: &mut AttentionParams) {
         Rows::Packed(Offsets::Host { cu_seqlens_q, .. }) => *cu_seqlens_q = vec![0; batch + 1],
         Rows::Packed(Offsets::Device(d)) => d.total_q = 0,
         Rows::Batched => p.batch = 0,
+        _ => unreachable!("a layout the model does not know"),
     }
 }
 
-fn dtype(rng: &mut StdRng) -> DType {
+fn random_dtype(rng: &mut StdRng) -> DType {
     pick(rng, &[DType::F16, DType::Bf16])
 }
 
-fn scale(rng: &mut StdRng, p: AttentionParams<'static>) -> AttentionParams<'static> {
-    if rng.random_bool(0.2) { p.softmax_scale(pick(rng, &[f32::MIN_POSITIVE, 1e-3, 1.0, 1e4, 1e30, 2e38])) } else { p }
+fn scale(rng: &mut StdRng, mut p: AttentionParams<'static>) -> AttentionParams<'static> {
+    if rng.random_bool(0.2) {
+        p.softmax_scale = Some(pick(rng, &[f32::MIN_POSITIVE, 1e-3, 1.0, 1e4, 1e30, 2e38]));
+    }
+    p
+}
+
+/// Changes `p` through the builder's setters (`edit(&mut p, |b| b.config(c))`).
+fn edit(p: &mut AttentionParams<'static>, f: impl FnOnce(AttentionParamsBuilder<'static>) -> AttentionParamsBuilder<'static>) {
+    *p = f(p.to_builder()).build().unwrap();
+}
+
+/// A call with host offsets `cq` and `ck`: the batch and the longest sequences from them
+/// (without key offsets no keys, unless `seqlen_k` is set after).
+fn host_offsets(cq: &[i32], ck: &[i32]) -> AttentionParamsBuilder<'static> {
+    AttentionParams::builder().seqlen_k(0).varlen(cq, ck)
+}
+
+/// Buffers of `dtype` tensors (q, k, v, out) and the lse, if any.
+fn buffers(dtype: DType, [q, k, v, o]: [BufferRef; 4], lse: Option<BufferRef>) -> Buffers {
+    let mut b = Buffers::new(dtype, q, k, v, o);
+    b.lse = lse;
+    b
 }
 
 /// Key counts of decode shapes: short to very long.
@@ -956,7 +987,7 @@ fn buf_mut(b: &mut Buffers, i: usize) -> &mut BufferRef {
 }
 
 fn set_strides(p: &mut AttentionParams<'static>, s: [Strides; 4]) {
-    *p = p.clone().strides(s[0], s[1], s[2], s[3]);
+    (p.q_strides, p.k_strides, p.v_strides, p.o_strides) = (Some(s[0]), Some(s[1]), Some(s[2]), Some(s[3]));
 }
 
 /// False when the Hopper kernels' tensor maps cannot take the call's strides (a forced wgmma
@@ -985,19 +1016,20 @@ fn valid_case(rng: &mut StdRng) -> Case {
         (rng.random_range(1..=3), rng.random_range(1..=300), rng.random_range(1..=300))
     };
     let hq = hkv * group;
-    let mut p = AttentionParams::new(batch, sq, sk, hq, d).heads_kv(hkv).causal(rng.random_bool(0.5)).dtype(dtype(rng));
+    let mut p = params(batch, sq, sk, hq, d).heads_kv(hkv).causal(rng.random_bool(0.5)).build().unwrap();
+    let dtype = random_dtype(rng);
     p = scale(rng, p);
     if rng.random_bool(0.3) {
         let fit: Vec<TileConfig> = CONFIGS.iter().copied().filter(|c| c.head_dim >= d && fits(c, &t)).collect();
-        p = p.config(pick(rng, &fit));
+        edit(&mut p, |b| b.config(pick(rng, &fit)));
     } else {
-        p = p.kernel(kernel_choice(rng, &t, d, true));
+        p.kernel = kernel_choice(rng, &t, d, true);
     }
     let free = matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None });
     if free && rng.random_bool(0.3) {
-        p = p.num_splits(Some(pick(rng, &[0, 1, 2, 3, 4, 5, 8, 13, 16, 31, 32])));
+        p.num_splits = Some(pick(rng, &[0, 1, 2, 3, 4, 5, 8, 13, 16, 31, 32]));
     } else if rng.random_bool(0.1) {
-        p = p.num_splits(Some(pick(rng, &[0, 1])));
+        p.num_splits = Some(pick(rng, &[0, 1]));
     }
     let packed_kv = rng.random_range(0..4) == 3;
     match rng.random_range(0..3) {
@@ -1006,13 +1038,13 @@ fn valid_case(rng: &mut StdRng) -> Case {
             let row = (2 * hkv * d) as i64;
             let kv = Strides { batch: row * sk as i64, row, head: d as i64 };
             let q = Strides::bshd(sq, hq, d).unwrap();
-            p = p.strides(q, kv, kv, q);
+            set_strides(&mut p, [q, kv, kv, q]);
         }
         0 => {}
-        1 => p = p.layout_bhsd(),
+        1 => p.dim_order = DimOrder::Bhsd,
         _ => {
             let (q, k, v, o) = (padded_strides(rng, sq, hq, d), padded_strides(rng, sk, hkv, d), padded_strides(rng, sk, hkv, d), padded_strides(rng, sq, hq, d));
-            p = p.strides(q, k, v, o);
+            set_strides(&mut p, [q, k, v, o]);
         }
     }
     let s = call_strides(&p).unwrap();
@@ -1031,7 +1063,7 @@ fn valid_case(rng: &mut StdRng) -> Case {
     }
     let r = |i: usize| BufferRef { ptr: ptrs[i], len: lens[i] };
     let lse = rng.random_bool(0.6).then(|| r(4));
-    Case { p, b: Buffers { q: r(0), k: r(1), v: r(2), o: r(3), lse }, t }
+    Case { p, b: buffers(dtype, [r(0), r(1), r(2), r(3)], lse), t }
 }
 
 fn tensor_dims(p: &AttentionParams) -> [[usize; 4]; 4] {
@@ -1134,13 +1166,13 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             }
         }
         10 => {
-            *p = p.clone().softmax_scale(pick(rng, &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, -1.0, 3e38]));
+            p.softmax_scale = Some(pick(rng, &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, -1.0, 3e38]));
             ("softmax_scale not positive and finite", Want::Shape("softmax_scale"), Same)
         }
         11 => {
             let small: Vec<TileConfig> = CONFIGS.iter().copied().filter(|c| c.head_dim < d).collect();
             let bogus = TileConfig { block_m: 96, ..CONFIGS[0] };
-            *p = p.clone().config(if small.is_empty() || rng.random_bool(0.3) { bogus } else { pick(rng, &small) });
+            edit(p, |b| b.config(if small.is_empty() || rng.random_bool(0.3) { bogus } else { pick(rng, &small) }));
             ("config that does not hold the call", Want::Shape("config"), Same)
         }
         12 => {
@@ -1199,15 +1231,17 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
                 return None;
             }
             let k = pick(rng, &big);
-            *p = p.clone().config(k).num_splits(None);
+            edit(p, |b| b.config(k));
+            p.num_splits = None;
             ("forced config past the target's shared memory", Want::SharedMemory(mma_smem(&k) as u64, c.t.max_smem_per_block as u64), Same)
         }
         17 if !hopper => {
-            *p = p.clone().kernel(KernelChoice::Wgmma { config: None, persistent: None });
+            p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
             ("wgmma path on a GPU without sm_90a", Want::PathUnavailable("wgmma"), Same)
         }
         18 if hopper && p.seqlen_k > 256 => {
-            *p = p.clone().kernel(KernelChoice::Wgmma { config: None, persistent: None }).num_splits(Some(rng.random_range(2..=32)));
+            p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
+            p.num_splits = Some(rng.random_range(2..=32));
             ("split-KV forced on the wgmma path", Want::Shape("wgmma path"), Same)
         }
         19 => {
@@ -1218,7 +1252,8 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             let small: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| k.head_dim < d).collect();
             let bogus = HopperConfig { block_n: 96, ..sm90::CONFIGS[0] };
             let config = if small.is_empty() || rng.random_bool(0.3) { bogus } else { pick(rng, &small) };
-            *p = p.clone().kernel(KernelChoice::Wgmma { config: Some(config), persistent: None }).num_splits(None);
+            p.kernel = KernelChoice::Wgmma { config: Some(config), persistent: None };
+            p.num_splits = None;
             ("wgmma config that does not hold the call", Want::Shape("wgmma path"), Same)
         }
         21 => {
@@ -1226,7 +1261,7 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             // 32-bit masks: refused, never a plan with its rows truncated to 32 bits.
             let g = pick(rng, &[1 << 30, (1 << 30) + 1, 1 << 31, (1 << 32) + 16, 1 << 40]);
             let hkv = p.heads_kv;
-            let mut q = AttentionParams::new(p.batch, 1, p.seqlen_k, hkv * g, d).heads_kv(hkv).causal(p.causal).dtype(p.dtype);
+            let mut q = params(p.batch, 1, p.seqlen_k, hkv * g, d).heads_kv(hkv).causal(p.causal).build().unwrap();
             q.dim_order = p.dim_order;
             *p = q;
             let s = call_strides(p).unwrap();
@@ -1243,7 +1278,8 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             // Forced splits take the split kernels' configuration: another one is refused.
             let split = |k: &TileConfig| k.head_dim == pd && SPLIT_CONFIGS.contains(k);
             let others: Vec<TileConfig> = CONFIGS.iter().copied().filter(|k| k.head_dim >= d && !split(k)).collect();
-            *p = p.clone().config(pick(rng, &others)).num_splits(Some(rng.random_range(2..=32)));
+            edit(p, |b| b.config(pick(rng, &others)));
+            p.num_splits = Some(rng.random_range(2..=32));
             ("forced split with a configuration not of the split table", Want::Shape("config"), Same)
         }
         _ => return None,
@@ -1384,7 +1420,8 @@ fn hostile_case(rng: &mut StdRng) -> Case {
 fn wild_case(rng: &mut StdRng) -> Case {
     let dim = hostile_dim;
     let t = pick(rng, &Target::PRESETS);
-    let mut p = AttentionParams::new(dim(rng), dim(rng), dim(rng), dim(rng), 0).heads_kv(dim(rng)).causal(rng.random_bool(0.5)).dtype(dtype(rng));
+    let mut p = params(dim(rng), dim(rng), dim(rng), dim(rng), 0).heads_kv(dim(rng)).causal(rng.random_bool(0.5)).build().unwrap();
+    let dtype = random_dtype(rng);
     p.head_dim = if rng.random_bool(0.7) { 8 * rng.random_range(0..=33) } else { dim(rng) };
     if rng.random_bool(0.5) {
         p.heads_kv = pick(rng, &[1, p.heads_q, p.heads_q / 2, p.heads_q.saturating_add(1)]);
@@ -1394,15 +1431,15 @@ fn wild_case(rng: &mut StdRng) -> Case {
         p.seqlen_q = 1;
     }
     if rng.random_bool(0.3) {
-        p = p.softmax_scale(pick(rng, &[f32::NAN, f32::INFINITY, 0.0, -1.0, 1e38, f32::MIN_POSITIVE]));
+        p.softmax_scale = Some(pick(rng, &[f32::NAN, f32::INFINITY, 0.0, -1.0, 1e38, f32::MIN_POSITIVE]));
     }
     p.kernel = hostile_kernel(rng);
     p.num_splits = hostile_splits(rng);
     if rng.random_bool(0.2) {
-        p = p.layout_bhsd();
+        p.dim_order = DimOrder::Bhsd;
     }
     if rng.random_bool(0.6) {
-        p = p.strides(hostile_strides(rng), hostile_strides(rng), hostile_strides(rng), hostile_strides(rng));
+        set_strides(&mut p, [hostile_strides(rng), hostile_strides(rng), hostile_strides(rng), hostile_strides(rng)]);
     }
     let dims = tensor_dims(&p);
     let given = [p.q_strides, p.k_strides, p.v_strides, p.o_strides];
@@ -1438,7 +1475,7 @@ fn wild_case(rng: &mut StdRng) -> Case {
     let mut r = |i: usize| BufferRef { ptr: ptr(rng, i as u64), len: len(rng, i) };
     let (q, k, v, o, l) = (r(0), r(1), r(2), r(3), r(4));
     let lse = rng.random_bool(0.5).then_some(l);
-    Case { p, b: Buffers { q, k, v, o, lse }, t }
+    Case { p, b: buffers(dtype, [q, k, v, o], lse), t }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1449,6 +1486,7 @@ fn totals(p: &AttentionParams) -> (usize, usize) {
     match &p.layout.rows {
         Rows::Packed(o) => offset_totals(o),
         Rows::Batched => (0, 0),
+        _ => unreachable!("a layout the model does not know"),
     }
 }
 
@@ -1533,29 +1571,30 @@ fn varlen_case(rng: &mut StdRng) -> Case {
     let hkv = pick(rng, &[1, 1, 2, 3, 4]);
     let group = pick(rng, &[1, 1, 2, 4]);
     let d = 8 * rng.random_range(1..=32);
-    let mut p = if rng.random_bool(0.5) {
+    let call = if rng.random_bool(0.5) {
         let pad = |rng: &mut StdRng| if rng.random_bool(0.7) { 0 } else { rng.random_range(1..=64) };
         let (tq, tk) = (cq[batch] as usize + pad(rng), ck[batch] as usize + pad(rng));
         let (mq, mk) = (longest(&cq) + pad(rng), longest(&ck) + pad(rng));
         // The index arrays are placed with the tensors below.
-        let offsets = DeviceOffsets { cu_seqlens_q: planning_index(0, 0), cu_seqlens_k: Some(planning_index(0, 0)), total_q: tq, total_k: tk };
-        AttentionParams::new_varlen_device(batch, mq, mk, offsets, hkv * group, d)
+        let offsets = DeviceOffsets::new(planning_index(0, 0), tq).keys(planning_index(0, 0), tk);
+        AttentionParams::builder().varlen_device(offsets).batch(batch).seqlen_q(mq).seqlen_k(mk)
     } else {
-        AttentionParams::new_varlen(&cq, &ck, hkv * group, d)
+        host_offsets(&cq, &ck)
     };
-    p = p.heads_kv(hkv).causal(rng.random_bool(0.5)).dtype(dtype(rng));
+    let mut p = call.heads_q(hkv * group).heads_kv(hkv).head_dim(d).causal(rng.random_bool(0.5)).build().unwrap();
+    let dtype = random_dtype(rng);
     p = scale(rng, p);
     if rng.random_bool(0.15) && p.seqlen_q > 16 {
         // The variable-length kernels' own configuration may be forced (decode shapes run the
         // split kernels' decode tiles instead).
-        p = p.config(varlen_config(padded(d), &t).unwrap());
+        edit(&mut p, |b| b.config(varlen_config(padded(d), &t).unwrap()));
     } else {
-        p = p.kernel(kernel_choice(rng, &t, d, false));
+        p.kernel = kernel_choice(rng, &t, d, false);
     }
     if rng.random_bool(0.1) {
-        p = p.num_splits(Some(pick(rng, &[0, 1]))); // no split: fine
+        p.num_splits = Some(pick(rng, &[0, 1])); // no split: fine
     } else if rng.random_bool(0.15) && matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None }) {
-        p = p.num_splits(Some(pick(rng, &[2, 5, 32])));
+        p.num_splits = Some(pick(rng, &[2, 5, 32]));
     }
     let (tq, tk) = totals(&p);
     let packed_kv = rng.random_range(0..4) == 3;
@@ -1598,7 +1637,7 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         dev.cu_seqlens_q = planning_index(ptrs[5], lens[5]);
         dev.cu_seqlens_k = Some(planning_index(ptrs[6], lens[6]));
     }
-    Case { p, b: Buffers { q: r(0), k, v, o: r(3), lse }, t }
+    Case { p, b: buffers(dtype, [r(0), k, v, r(3)], lse), t }
 }
 
 /// Injects one fault into a valid variable-length case; returns it, or `None` when it does not
@@ -1744,7 +1783,7 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
                 .chain([bogus])
                 .filter(|&x| !(x.head_dim == pd && VARLEN_CONFIGS.contains(&x)) && !(decode && SPLIT_CONFIGS.contains(&x)))
                 .collect();
-            c.p = c.p.clone().config(pick(rng, &others));
+            edit(&mut c.p, |b| b.config(pick(rng, &others)));
             ("varlen config other than its own", Want::Shape("config"), Same)
         }
         16 if live => {
@@ -1792,11 +1831,12 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             if others.is_empty() {
                 return None;
             }
-            c.p = c.p.clone().kernel(KernelChoice::Wgmma { config: Some(pick(rng, &others)), persistent: None }).num_splits(None);
+            c.p.kernel = KernelChoice::Wgmma { config: Some(pick(rng, &others)), persistent: None };
+            c.p.num_splits = None;
             ("varlen wgmma config without a variable-length kernel", Want::Shape("wgmma path"), Same)
         }
         21 if !hopper => {
-            c.p = c.p.clone().kernel(KernelChoice::Wgmma { config: None, persistent: None });
+            c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
             ("varlen wgmma path on a GPU without sm_90a", Want::PathUnavailable("wgmma"), Same)
         }
         _ => return None,
@@ -1829,7 +1869,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
                             *x = hostile_i32(rng);
                         }
                     }
-                    Rows::Batched => {}
+                    _ => {}
                 },
                 4 => {
                     let b = buf_mut(&mut c.b, rng.random_range(0..4));
@@ -1851,8 +1891,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
                         }
                         rows => {
                             // Host offsets become device ones.
-                            let offsets = DeviceOffsets { cu_seqlens_q: q, cu_seqlens_k: Some(k), total_q: tq, total_k: tk };
-                            *rows = Rows::Packed(Offsets::Device(offsets));
+                            *rows = Rows::Packed(Offsets::Device(DeviceOffsets::new(q, tq).keys(k, tk)));
                         }
                     }
                 }
@@ -1903,7 +1942,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
         let cq = offsets(rng, n);
         let nk = if rng.random_bool(0.8) { n } else { rng.random_range(0..=10) };
         let ck = offsets(rng, nk);
-        let derived = AttentionParams::new_varlen(&cq, &ck, p.heads_q, 8);
+        let derived = host_offsets(&cq, &ck).heads_q(p.heads_q).head_dim(8).build().unwrap();
         if rng.random_bool(0.6) {
             p.batch = derived.batch;
         } else if rng.random_bool(0.2) {
@@ -1923,7 +1962,9 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
             0 => None,
             _ => Some(hostile_index(rng, 7, rows)),
         };
-        let offsets = DeviceOffsets { cu_seqlens_q: hostile_index(rng, 6, rows), cu_seqlens_k, total_q: total(rng), total_k: total(rng) };
+        let mut offsets = DeviceOffsets::new(hostile_index(rng, 6, rows), total(rng));
+        // Key offsets or none, with a total either way.
+        (offsets.cu_seqlens_k, offsets.total_k) = (cu_seqlens_k, total(rng));
         p.layout.rows = Rows::Packed(Offsets::Device(offsets));
     }
     if rng.random_bool(0.5) {
@@ -1958,7 +1999,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
 fn paged_kv<'a>(p: &'a mut AttentionParams<'static>) -> &'a mut PagedKv<'static> {
     match &mut p.layout.kv {
         Kv::Paged(pg) => pg,
-        Kv::Tensors => unreachable!("not a paged call"),
+        _ => unreachable!("not a paged call"),
     }
 }
 
@@ -1986,37 +2027,37 @@ fn paged_case(rng: &mut StdRng) -> Case {
     };
     let pages = Pages { page_size, num_pages, pages_per_seq };
     let varlen = rng.random_bool(0.4);
-    let mut p = if varlen {
+    let call = if varlen {
         let lq: Vec<usize> = (0..batch).map(|_| if decode { rng.random_range(0..=4) } else { rng.random_range(0..=200) }).collect();
         let cq = prefix(&lq);
         let ck = if rng.random_bool(0.5) { vec![] } else { prefix(&used) };
-        let mut p = if rng.random_bool(0.5) {
+        let call = if rng.random_bool(0.5) {
             let pad = |rng: &mut StdRng| if rng.random_bool(0.7) { 0 } else { rng.random_range(1..=16) };
-            let offsets = DeviceOffsets { cu_seqlens_q: planning_index(0, 0), cu_seqlens_k: None, total_q: cq[batch] as usize + pad(rng), total_k: 0 };
-            AttentionParams::new_varlen_device(batch, longest(&cq) + pad(rng), seqlen_k, offsets, hq, d)
+            let offsets = DeviceOffsets::new(planning_index(0, 0), cq[batch] as usize + pad(rng));
+            AttentionParams::builder().varlen_device(offsets).batch(batch).seqlen_q(longest(&cq) + pad(rng))
         } else {
-            AttentionParams::new_varlen(&cq, &ck, hq, d)
+            host_offsets(&cq, &ck)
         };
-        p.seqlen_k = seqlen_k;
-        p
+        call.seqlen_k(seqlen_k)
     } else {
         let sq = if decode { if rng.random_bool(0.5) { 1 } else { rng.random_range(1..=16) } } else { rng.random_range(1..=200) };
-        AttentionParams::new(batch, sq, seqlen_k, hq, d)
+        params(batch, sq, seqlen_k, hq, d)
     };
-    p = p.heads_kv(hkv).causal(rng.random_bool(0.5)).dtype(dtype(rng));
+    let mut p = call.heads_q(hq).heads_kv(hkv).head_dim(d).causal(rng.random_bool(0.5)).build().unwrap();
+    let dtype = random_dtype(rng);
     p = scale(rng, p);
     let pd = padded(d);
     match rng.random_range(0..10) {
-        0 | 1 => p = p.kernel(KernelChoice::MmaSync { config: None }),
+        0 | 1 => p.kernel = KernelChoice::MmaSync { config: None },
         2 => {
             // The split table's configurations of the padded head_dim serve paged calls.
             let own: Vec<TileConfig> = SPLIT_CONFIGS.iter().copied().filter(|c| c.head_dim == pd && fits(c, &t)).collect();
-            p = p.config(pick(rng, &own));
+            edit(&mut p, |b| b.config(pick(rng, &own)));
         }
         _ => {}
     }
     if rng.random_bool(0.4) {
-        p = p.num_splits(Some(rng.random_range(0..=32)));
+        p.num_splits = Some(rng.random_range(0..=32));
     }
     let (tq, _) = totals(&p);
     let sq = p.seqlen_q;
@@ -2059,7 +2100,7 @@ fn paged_case(rng: &mut StdRng) -> Case {
         (p.k_strides, p.v_strides) = (cache(rng), cache(rng));
     }
     // The caches' default strides are the pages' (the index arrays are placed below).
-    p = p.paged(PagedKv { pages, block_table: planning_index(0, 0), seqused_k: None });
+    edit(&mut p, |b| b.paged(PagedKv::new(pages, planning_index(0, 0))));
     let s = call_strides(&p).unwrap();
     let (nb, dq, dk) = (if varlen { 1 } else { batch }, [0, rows_q, hq, d], [num_pages, page_size, hkv, d]);
     let dq = [nb, dq[1], dq[2], dq[3]];
@@ -2089,7 +2130,8 @@ fn paged_case(rng: &mut StdRng) -> Case {
         (k.ptr, v.ptr) = (0, pick(rng, &[0, 3]));
     }
     let seqused_k = rng.random_bool(0.6).then(|| idx(6));
-    p = p.paged(PagedKv { pages, block_table: idx(5), seqused_k });
+    let pg = paged_kv(&mut p);
+    (pg.block_table, pg.seqused_k) = (idx(5), seqused_k);
     if is_device(&p) {
         let with_keys = rng.random_bool(0.5);
         let dev = device_offsets(&mut p);
@@ -2097,7 +2139,7 @@ fn paged_case(rng: &mut StdRng) -> Case {
         dev.cu_seqlens_k = with_keys.then(|| idx(8));
     }
     let lse = rng.random_bool(0.6).then(|| r(4));
-    Case { p, b: Buffers { q: r(0), k, v, o: r(3), lse }, t }
+    Case { p, b: buffers(dtype, [r(0), k, v, r(3)], lse), t }
 }
 
 /// Injects one fault into a valid paged case; returns it, or `None` when it does not apply to
@@ -2192,7 +2234,7 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             ("cache one element short", Want::TooSmall(TENSORS[i], need as u64, need as u64 - 1), Accepted)
         }
         11 => {
-            c.p = c.p.clone().kernel(KernelChoice::Wgmma { config: None, persistent: None });
+            c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
             ("paged call on the wgmma path", Want::Shape("wgmma path"), Same)
         }
         12 => {
@@ -2207,7 +2249,7 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
                 .chain([bogus])
                 .filter(|k| !(k.head_dim == pd && SPLIT_CONFIGS.contains(k)))
                 .collect();
-            c.p = c.p.clone().config(pick(rng, &others));
+            edit(&mut c.p, |b| b.config(pick(rng, &others)));
             ("paged config other than the split table's", Want::Shape("config"), Same)
         }
         13 => {
@@ -2255,7 +2297,7 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
                 return None;
             }
             let k = pick(rng, &big);
-            c.p = c.p.clone().config(k);
+            edit(&mut c.p, |b| b.config(k));
             ("paged split config past the target's shared memory", Want::SharedMemory(mma_smem(&k) as u64, c.t.max_smem_per_block as u64), Same)
         }
         _ => return None,
@@ -2329,12 +2371,14 @@ fn check_sizes(p: &AttentionParams) -> Result<(), String> {
     let packed = match &p.layout.rows {
         Rows::Packed(o) => Some(offset_totals(o)),
         Rows::Batched => None,
+        _ => unreachable!("a layout the model does not know"),
     };
     let rows_q = packed.map_or(mul(Some(p.batch as u128), p.seqlen_q), |t| Some(t.0 as u128));
     let rows_kv = match (&p.layout.kv, packed) {
         (Kv::Paged(pg), _) => mul(Some(pg.pages.num_pages as u128), pg.pages.page_size),
         (Kv::Tensors, Some(t)) => Some(t.1 as u128),
         (Kv::Tensors, None) => mul(Some(p.batch as u128), p.seqlen_k),
+        _ => unreachable!("a layout the model does not know"),
     };
     let (per_q, per_kv) = (mul(Some(p.heads_q as u128), p.head_dim), mul(Some(p.heads_kv as u128), p.head_dim));
     let (q, kv, lse) = (mul(mul(rows_q, p.heads_q), p.head_dim), mul(mul(rows_kv, p.heads_kv), p.head_dim), mul(rows_q, p.heads_q));
@@ -2481,7 +2525,7 @@ fn run_family(f: &Family, rounds: usize) -> Stats {
                     Ok(()) => st.hostile_ok += 1,
                     Err(e) => st.failures.add(format!("hostile call planned wrongly: {e}"), format!("{}\n{plan:?}", at(&c))),
                 },
-                Ok(Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. } | Error::Cuda(_) | Error::Driver { .. }))) => {
+                Ok(Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. } | Error::Driver { .. } | Error::Kernels(_) | Error::WrongContext(_)))) => {
                     st.failures.add(format!("planning returned a GPU error: {e}"), at(&c))
                 }
                 Ok(Err(_)) => st.hostile_err += 1,
@@ -2571,10 +2615,10 @@ fn refused(what: &str, c: &Case, want: Want) {
     assert!(r.as_ref().is_err_and(|e| error_matches(e, &want)), "{what} on the {}: got {:?}, want {want:?}", target_name(&c.t), r.map(|p| p.kernel));
 }
 
-/// Buffers in their own regions of these lengths (`usize::MAX`: any).
+/// f16 buffers in their own regions of these lengths (`usize::MAX`: any).
 fn bufs(q: usize, k: usize, o: usize, lse: Option<usize>) -> Buffers {
     let r = |i: u64, len: usize| BufferRef { ptr: i * REGION, len };
-    Buffers { q: r(1, q), k: r(2, k), v: r(3, k), o: r(4, o), lse: lse.map(|len| r(5, len)) }
+    buffers(DType::F16, [r(1, q), r(2, k), r(3, k), r(4, o)], lse.map(|len| r(5, len)))
 }
 
 /// Buffers exactly as large as a contiguous call needs.
@@ -2592,47 +2636,47 @@ fn plan_limits_at_the_edges() {
         let case = |p: AttentionParams<'static>, b: Buffers| Case { p, b, t };
         // Longest sequences: i32::MAX / 2 rows.
         let n = MAX_SEQLEN;
-        accepted("i32::MAX / 2 rows", &case(AttentionParams::new(1, n, n, 1, 64).causal(true), bufs(n * 64, n * 64, n * 64, Some(n))));
+        accepted("i32::MAX / 2 rows", &case(params(1, n, n, 1, 64).causal(true).build().unwrap(), bufs(n * 64, n * 64, n * 64, Some(n))));
         for (sq, sk, what) in [(n + 1, 1, "seqlen_q"), (1, n + 1, "seqlen_k")] {
-            refused(what, &case(AttentionParams::new(1, sq, sk, 1, 64), bufs(any, any, any, None)), Want::Shape(what));
+            refused(what, &case(params(1, sq, sk, 1, 64).build().unwrap(), bufs(any, any, any, None)), Want::Shape(what));
         }
         // Grid: batch * heads beyond 65535 is fine (1-D grid); past i32::MAX CTAs is not.
-        let plan = accepted("70000 sequences", &case(AttentionParams::new(70000, 3, 3, 1, 64), bufs(70000 * 3 * 64, 70000 * 3 * 64, 70000 * 3 * 64, Some(70000 * 3))));
+        let plan = accepted("70000 sequences", &case(params(70000, 3, 3, 1, 64).build().unwrap(), bufs(70000 * 3 * 64, 70000 * 3 * 64, 70000 * 3 * 64, Some(70000 * 3))));
         assert_eq!(plan.tiles, 70000);
-        let plan = accepted("i32::MAX heads", &case(AttentionParams::new(1, 1, 1, i32::MAX as usize, 8), bufs(any, any, any, None)));
+        let plan = accepted("i32::MAX heads", &case(params(1, 1, 1, i32::MAX as usize, 8).build().unwrap(), bufs(any, any, any, None)));
         assert_eq!(plan.tiles, i32::MAX as u32);
         for (b, h) in [(2, i32::MAX as usize / 2 + 1), ((1 << 63) + 1, 2), (1 << 32, 1 << 32)] {
-            refused("a grid past i32::MAX CTAs", &case(AttentionParams::new(b, 1, 1, h, 8), bufs(any, any, any, None)), Want::Launch);
+            refused("a grid past i32::MAX CTAs", &case(params(b, 1, 1, h, 8).build().unwrap(), bufs(any, any, any, None)), Want::Launch);
         }
         // Zero sizes: nothing to do whatever the buffers.
         let null = bufs(0, 0, 0, None).map_ptrs(0);
-        for p in [AttentionParams::new(0, 5, 5, 2, 64), AttentionParams::new(2, 5, 5, 0, 64).heads_kv(0), AttentionParams::new(2, 0, 5, 2, 64)] {
-            assert!(accepted("zero sizes", &case(p, null)).is_empty());
+        for p in [params(0, 5, 5, 2, 64), params(2, 5, 5, 0, 64).heads_kv(0), params(2, 0, 5, 2, 64)] {
+            assert!(accepted("zero sizes", &case(p.build().unwrap(), null)).is_empty());
         }
         // No keys: K and V may be anything, even null.
         let mut b = bufs(2 * 5 * 2 * 64, 0, 2 * 5 * 2 * 64, Some(20));
         (b.k.ptr, b.v.ptr) = (0, 3);
-        accepted("no keys", &case(AttentionParams::new(2, 5, 0, 2, 64), b));
+        accepted("no keys", &case(params(2, 5, 0, 2, 64).build().unwrap(), b));
 
         // GQA-packed decode: a group of i32::MAX / 2 query heads per K/V head is the longest
         // packed query block; more are refused, never planned with their rows truncated to 32
         // bits (heads_q = 2^32 + 16 packs to 16 rows in u32).
-        let p = AttentionParams::new(1, 1, 64, n, 8).heads_kv(1);
+        let p = params(1, 1, 64, n, 8).heads_kv(1).build().unwrap();
         let plan = accepted("GQA-packed decode of i32::MAX / 2 heads", &case(p.clone(), exact(&p)));
         assert!(plan.packs_gqa && plan.params.seqlen_q as usize == n, "{plan:?}");
         for (hq, hkv) in [((1 << 32) + 16, 1), (n + 1, 1), (1 << 31, 2), ((1 << 33) + 64, 8)] {
-            let p = AttentionParams::new(1, 1, 64, hq, 8).heads_kv(hkv);
+            let p = params(1, 1, 64, hq, 8).heads_kv(hkv).build().unwrap();
             refused("GQA-packed decode of a group past i32::MAX / 2", &case(p.clone(), exact(&p)), Want::Shape("query rows"));
             // Unpacked (on the wgmma path) the same heads are one CTA each.
             if t.arch == Arch::Sm90a && hq <= i32::MAX as usize {
-                let p = p.path(flashrs::KernelPath::Wgmma);
+                let p = p.to_builder().path(flashrs::KernelPath::Wgmma).build().unwrap();
                 assert!(!accepted("the same decode on the wgmma path", &case(p.clone(), exact(&p))).packs_gqa);
             }
         }
 
         // Split-KV: the workspace's 32-bit indices hold 31 splits of 2^27 rows, not 32.
         for (splits, ok) in [(31, true), (32, false)] {
-            let p = AttentionParams::new(1 << 20, 128, splits * 64, 1, 64).num_splits(Some(splits));
+            let p = params(1 << 20, 128, splits * 64, 1, 64).num_splits(splits).build().unwrap();
             let c = case(p.clone(), exact(&p));
             if ok {
                 let plan = accepted("31 splits of 2^27 rows", &c);
@@ -2642,16 +2686,16 @@ fn plan_limits_at_the_edges() {
             }
         }
         // 32 splits at most, and at least one key tile each.
-        let p = AttentionParams::new(1, 1, 100_000, 8, 128).heads_kv(8).num_splits(Some(32));
+        let p = params(1, 1, 100_000, 8, 128).heads_kv(8).num_splits(32).build().unwrap();
         assert_eq!(accepted("32 splits", &case(p.clone(), exact(&p))).split.map(|s| s.num_splits), Some(32));
-        let p = AttentionParams::new(1, 1, 130, 8, 128).heads_kv(8).num_splits(Some(32));
+        let p = params(1, 1, 130, 8, 128).heads_kv(8).num_splits(32).build().unwrap();
         let plan = accepted("32 splits of 130 keys", &case(p.clone(), exact(&p)));
         assert!(plan.split.as_ref().map_or(1, |s| s.num_splits as usize) <= 130usize.div_ceil(plan.kernel.block_n()), "{plan:?}");
 
         // Paged: pages of 2^20 rows; keys filling the table rows exactly; i32::MAX pages.
         let table = |len: usize| planning_index(6 * REGION, len);
         let paged = |pages: Pages, sk: usize| {
-            let p = AttentionParams::new(2, 1, sk, 8, 64).heads_kv(2).paged(PagedKv { pages, block_table: table(2 * pages.pages_per_seq), seqused_k: None });
+            let p = params(2, 1, sk, 8, 64).heads_kv(2).paged(PagedKv::new(pages, table(2 * pages.pages_per_seq))).build().unwrap();
             // Caches of up to 2^44 bytes each, far from the other buffers.
             let mut b = exact(&p);
             (b.k.ptr, b.v.ptr) = (1 << 50, 1 << 51);
@@ -2674,7 +2718,7 @@ impl MapPtrs for Buffers {
     /// The same buffers at address `ptr`.
     fn map_ptrs(self, ptr: u64) -> Self {
         let at = |b: BufferRef| BufferRef { ptr, ..b };
-        Buffers { q: at(self.q), k: at(self.k), v: at(self.v), o: at(self.o), lse: self.lse.map(at) }
+        buffers(self.dtype, [at(self.q), at(self.k), at(self.v), at(self.o)], self.lse.map(at))
     }
 }
 
@@ -2683,16 +2727,13 @@ impl MapPtrs for Buffers {
 #[test]
 fn huge_sizes_are_typed_errors() {
     let huge = [
-        AttentionParams::new(1 << 40, 1 << 50, 1 << 50, 1 << 10, 256),
-        AttentionParams::new(usize::MAX, 2, 2, 2, 64),
-        AttentionParams::new(2, 2, 2, usize::MAX / 64 + 1, 64).heads_kv(1),
-        AttentionParams::new(1, 1, 1, 1, 64).paged(PagedKv {
-            pages: Pages { page_size: 1 << 20, num_pages: usize::MAX / 4, pages_per_seq: 1 },
-            block_table: planning_index(6 * REGION, 1),
-            seqused_k: None,
-        }),
-        AttentionParams::new_varlen_device(1, 1, 1, DeviceOffsets { cu_seqlens_q: planning_index(6 * REGION, 2), cu_seqlens_k: Some(planning_index(7 * REGION, 2)), total_q: usize::MAX, total_k: 1 }, 2, 64),
-    ];
+        params(1 << 40, 1 << 50, 1 << 50, 1 << 10, 256),
+        params(usize::MAX, 2, 2, 2, 64),
+        params(2, 2, 2, usize::MAX / 64 + 1, 64).heads_kv(1),
+        params(1, 1, 1, 1, 64).paged(PagedKv::new(Pages { page_size: 1 << 20, num_pages: usize::MAX / 4, pages_per_seq: 1 }, planning_index(6 * REGION, 1))),
+        params(1, 1, 1, 2, 64).varlen_device(DeviceOffsets::new(planning_index(6 * REGION, 2), usize::MAX).keys(planning_index(7 * REGION, 2), 1)),
+    ]
+    .map(|p| p.build().unwrap());
     for p in &huge {
         assert!(matches!(p.contiguous_lens(), Err(Error::InvalidShape { what: "sizes", .. })), "{p:?}: {:?}", p.contiguous_lens());
         check_sizes(p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
@@ -2705,7 +2746,7 @@ fn huge_sizes_are_typed_errors() {
             }
         }
     }
-    for p in [huge[0].clone(), huge[0].clone().layout_bhsd()] {
+    for p in [huge[0].clone(), huge[0].to_builder().dim_order(DimOrder::Bhsd).build().unwrap()] {
         assert!(matches!(p.tensor_strides(), Err(Error::InvalidStrides { tensor: "q", .. })), "{:?}", p.tensor_strides());
     }
 }
@@ -2716,7 +2757,7 @@ fn huge_sizes_are_typed_errors() {
 fn varlen_host_offsets_with_a_wrapping_batch_are_a_typed_error() {
     let null = bufs(0, 0, 0, None).map_ptrs(0);
     for cu in [vec![], vec![0]] {
-        let mut p = AttentionParams::new_varlen(&cu, &cu, 1, 64);
+        let mut p = host_offsets(&cu, &cu).heads_q(1).head_dim(64).build().unwrap();
         p.batch = usize::MAX;
         for t in Target::PRESETS {
             refused("batch usize::MAX with host offsets", &Case { p: p.clone(), b: null, t }, Want::Shape("cu_seqlens_q"));
@@ -2730,6 +2771,7 @@ fn qo_need(c: &Case, i: usize) -> usize {
     let (nb, rows) = match &c.p.layout.rows {
         Rows::Packed(o) => (1, offset_totals(o).0),
         Rows::Batched => (c.p.batch, c.p.seqlen_q),
+        _ => unreachable!("a layout the model does not know"),
     };
     extent([nb, rows, c.p.heads_q, c.p.head_dim], s[i]) as usize
 }
@@ -2755,6 +2797,14 @@ fn with_kernel(pl: &mut LaunchPlan, k: Kernel) {
 fn model_rejects_wrong_plans() {
     type Edit = Box<dyn Fn(&mut Case, &mut LaunchPlan)>;
     let (mut rng, seed) = case_rng();
+    // A split workspace of 2 splits, 1 counter and 1 partial element each (a `SplitPlan` is
+    // the planner's to make: one of its own, edited).
+    let bogus_split = {
+        let p = params(1, 1, 8192, 8, 128).num_splits(2).build().unwrap();
+        let mut s = p.plan(&exact(&p), &Target::H100).unwrap().split.expect("a split plan");
+        (s.num_splits, s.counters_len, s.o_accum_len, s.lse_accum_len) = (2, 1, 1, 1);
+        s
+    };
     let mut caught: BTreeMap<&str, usize> = BTreeMap::new();
     let mut planned = 0;
     let families: [fn(&mut StdRng) -> Case; 3] = [valid_case, varlen_case, paged_case];
@@ -2871,11 +2921,10 @@ fn model_rejects_wrong_plans() {
                     edits.push(("an empty split", "empty split", Box::new(|_, pl| pl.params.split_tiles = pl.params.split_tiles.max(1) * pl.params.num_splits)));
                 }
             }
-            None if !matches!(plan.kernel, Kernel::Mma { variant, .. } if variant.split()) => edits.push((
-                "split added",
-                "splits on",
-                Box::new(|_, pl| pl.split = Some(SplitPlan { num_splits: 2, counters_len: 1, o_accum_len: 1, lse_accum_len: 1 })),
-            )),
+            None if !matches!(plan.kernel, Kernel::Mma { variant, .. } if variant.split()) => {
+                let split = bogus_split.clone();
+                edits.push(("split added", "splits on", Box::new(move |_, pl| pl.split = Some(split.clone()))))
+            }
             None => {}
         }
         if plan.packs_gqa {
@@ -2938,7 +2987,7 @@ fn model_rejects_wrong_plans() {
                     edits.push(("no key offsets", "without key offsets", Box::new(|c, _| device_offsets(&mut c.p).cu_seqlens_k = None)));
                 }
             }
-            Rows::Batched => {}
+            _ => {}
         }
         if varlen && m.paged.is_none() {
             edits.push(("total_k", "params.total_k", Box::new(|_, pl| pl.params.total_k += 1)));
@@ -3034,7 +3083,7 @@ fn model_rejects_wrong_plans() {
 fn a_forced_config_is_not_refused_for_a_split_of_the_planners() {
     for t in Target::PRESETS {
         for config in CONFIGS.into_iter().filter(|c| c.head_dim >= 64 && fits(c, &t)) {
-            let p = AttentionParams::new(1, 1, 8192, 8, 64).config(config);
+            let p = params(1, 1, 8192, 8, 64).config(config).build().unwrap();
             let plan = accepted(&format!("a decode call of head_dim 64 with {config:?} forced"), &Case { p: p.clone(), b: exact(&p), t });
             assert!(matches!(plan.kernel, Kernel::Mma { config: c, .. } if c == config), "{plan:?}");
         }
@@ -3047,15 +3096,17 @@ fn a_forced_config_is_not_refused_for_a_split_of_the_planners() {
 #[test]
 fn empty_paged_calls_plan_like_paged_calls() {
     let pages = Pages { page_size: 16, num_pages: 16, pages_per_seq: 8 };
-    let paged = PagedKv { pages, block_table: planning_index(6 * REGION, 16), seqused_k: None };
+    let paged = PagedKv::new(pages, planning_index(6 * REGION, 16));
     for t in Target::PRESETS {
         for forced in [split_config(128, 4, &t), None] {
             for batch in [2, 0] {
-                let mut p = AttentionParams::new(batch, 4, 100, 8, 128).heads_kv(2).paged(paged);
+                let mut p = params(batch, 4, 100, 8, 128).heads_kv(2).paged(paged).build().unwrap();
                 if let Some(c) = forced {
-                    p = p.config(c);
+                    edit(&mut p, |b| b.config(c));
                 }
-                let mut b = exact(&AttentionParams { batch: 2, ..p.clone() });
+                let mut two = p.clone();
+                two.batch = 2;
+                let mut b = exact(&two);
                 (b.k.ptr, b.v.ptr) = (1 << 50, 1 << 51);
                 let plan = accepted(&format!("a paged call of batch {batch}, config {forced:?}"), &Case { p, b, t });
                 assert_eq!(plan.is_empty(), batch == 0);
@@ -3073,7 +3124,7 @@ fn a_grid_past_128_bits_is_refused() {
     let any = usize::MAX;
     for t in Target::PRESETS {
         for (config, rows) in [(CONFIGS[0], 4 * 128), (SPLIT_CONFIGS[5], 4 * 16)] {
-            let p = AttentionParams::new(1 << 63, rows, rows, 1 << 63, 64).config(config).strides(s, s, s, s);
+            let p = params(1 << 63, rows, rows, 1 << 63, 64).config(config).q_strides(s).k_strides(s).v_strides(s).o_strides(s).build().unwrap();
             refused("batch 2^63 x 2^63 heads x 4 query blocks", &Case { p, b: bufs(any, any, any, None), t }, Want::Launch);
         }
     }

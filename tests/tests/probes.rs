@@ -6,11 +6,20 @@
 use cust::launch;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::tensor_map::{Swizzle, TensorDataType, TensorMap};
-use flashrs_tests::{gpu_or_skip, hopper_or_skip};
+use flashrs::tensor_map::{Swizzle, TensorDataType, TensorMap, TensorMapParam};
+use flashrs_tests::{gpu_or_skip, hopper_or_skip, probe_module};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+/// A tensor map parameter that cust's `launch!` passes by value, byte for byte (the library's
+/// type is not tied to cust).
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct MapParam(TensorMapParam);
+
+// SAFETY: plain bytes with no host pointers inside (the map's device address is just a number).
+unsafe impl cust::memory::DeviceCopy for MapParam {}
 
 fn stream() -> Stream {
     Stream::new(StreamFlags::NON_BLOCKING, None).expect("creating a stream")
@@ -79,7 +88,7 @@ fn matmul_bt(a: &[f64], bt: &[f64], m: usize, n: usize, k: usize, lda: usize) ->
 #[test]
 fn probe_mma_m16n8k16() {
     let Some(gpu) = gpu_or_skip("probe_mma_m16n8k16") else { return };
-    let module = gpu.module();
+    let module = probe_module(&gpu);
     let stream = stream();
     let mut rng = StdRng::seed_from_u64(0x3a1);
     for is_bf16 in [false, true] {
@@ -111,7 +120,7 @@ fn probe_mma_m16n8k16() {
 #[test]
 fn probe_cp_async_pipeline() {
     let Some(gpu) = gpu_or_skip("probe_cp_async_pipeline") else { return };
-    let module = gpu.module();
+    let module = probe_module(&gpu);
     let stream = stream();
     let mut rng = StdRng::seed_from_u64(0xc9a);
     const TILE_CHUNKS: usize = 256;
@@ -146,7 +155,7 @@ fn probe_cp_async_pipeline() {
 #[test]
 fn probe_mbarrier_handshake() {
     let Some(gpu) = hopper_or_skip("probe_mbarrier_handshake") else { return };
-    let module = gpu.module();
+    let module = probe_module(&gpu);
     let stream = stream();
     let mut rng = StdRng::seed_from_u64(0x3ba);
     let (blocks, rounds) = (4usize, 37usize);
@@ -173,7 +182,7 @@ fn probe_mbarrier_handshake() {
 #[test]
 fn probe_wgmma() {
     let Some(gpu) = hopper_or_skip("probe_wgmma") else { return };
-    let module = gpu.module();
+    let module = probe_module(&gpu);
     let stream = stream();
     let mut rng = StdRng::seed_from_u64(0x9e3);
     for n in [64usize, 128, 256] {
@@ -213,7 +222,7 @@ fn probe_wgmma() {
 #[test]
 fn probe_tma_2d() {
     let Some(gpu) = hopper_or_skip("probe_tma_2d") else { return };
-    let module = gpu.module();
+    let module = probe_module(&gpu);
     let stream = stream();
     let mut rng = StdRng::seed_from_u64(0x7a2);
     // A 200 x 136 matrix of 16-bit elements in rows of 144 (padding past the last column).
@@ -230,7 +239,7 @@ fn probe_tma_2d() {
             let status_d = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
             unsafe {
                 launch!(module.probe_tma_2d<<<1, 128, 1024 + 8192 + 64, stream>>>(
-                    map.param(), out_d.as_device_ptr(), status_d.as_device_ptr(), c0, c1, (swizzle != Swizzle::None) as u32
+                    MapParam(map.param()), out_d.as_device_ptr(), status_d.as_device_ptr(), c0, c1, (swizzle != Swizzle::None) as u32
                 ))
                 .unwrap();
             }

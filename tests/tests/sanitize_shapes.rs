@@ -8,9 +8,9 @@
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! Small on purpose: the sanitizers slow kernels down 10-100x. Skips without a GPU.
 use flashrs::tiles::{CONFIGS, SMALL_D256};
-use flashrs::{AttentionParams, DType, KernelPath};
+use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
 use flashrs_tests::attn::check_many;
-use flashrs_tests::gpu_or_skip;
+use flashrs_tests::{gpu_or_skip, params, with_splits};
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
 use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
 
@@ -21,9 +21,9 @@ fn sanitize_every_config() {
     for c in CONFIGS {
         for dtype in [DType::F16, DType::Bf16] {
             // Ragged causal GQA: partial query and key tiles, masked diagonal blocks.
-            cases.push(AttentionParams::new(1, 77, 133, 4, c.head_dim).heads_kv(2).causal(true).config(c).dtype(dtype));
+            cases.push((params(1, 77, 133, 4, c.head_dim).heads_kv(2).causal(true).config(c).build().unwrap(), dtype));
             // head_dim below the kernel's (zero-filled chunks), more queries than keys.
-            cases.push(AttentionParams::new(2, 130, 65, 2, c.head_dim - 8).config(c).dtype(dtype));
+            cases.push((params(2, 130, 65, 2, c.head_dim - 8).config(c).build().unwrap(), dtype));
         }
     }
     check_many(&gpu, &cases);
@@ -33,20 +33,20 @@ fn sanitize_every_config() {
 fn sanitize_edge_shapes() {
     let Some(gpu) = gpu_or_skip("sanitize_edge_shapes") else { return };
     let shapes = [
-        AttentionParams::new(1, 200, 30, 2, 64).causal(true), // the first 170 rows see no key
-        AttentionParams::new(1, 64, 0, 2, 64),                // no keys at all
-        AttentionParams::new(3, 1, 1, 2, 128),                // single rows
-        AttentionParams::new(2, 70, 90, 4, 64).layout_bhsd().causal(true),
-        AttentionParams::new(2, 1, 300, 8, 128).heads_kv(1), // decode, MQA
-        AttentionParams::new(1, 129, 257, 2, 256).causal(true).dtype(DType::Bf16),
-        AttentionParams::new(2, 150, 190, 3, 72).causal(true), // padded head_dim on the default path
+        (params(1, 200, 30, 2, 64).causal(true), DType::F16), // the first 170 rows see no key
+        (params(1, 64, 0, 2, 64), DType::F16),                // no keys at all
+        (params(3, 1, 1, 2, 128), DType::F16),                // single rows
+        (params(2, 70, 90, 4, 64).dim_order(DimOrder::Bhsd).causal(true), DType::F16),
+        (params(2, 1, 300, 8, 128).heads_kv(1), DType::F16), // decode, MQA
+        (params(1, 129, 257, 2, 256).causal(true), DType::Bf16),
+        (params(2, 150, 190, 3, 72).causal(true), DType::F16), // padded head_dim on the default path
         // 480 work tiles: on sm_90a, persistent CTAs claim tiles from the launch counter.
-        AttentionParams::new(2, 1000, 300, 40, 64).heads_kv(8).causal(true),
+        (params(2, 1000, 300, 40, 64).heads_kv(8).causal(true), DType::F16),
     ];
     // Auto runs the wgmma kernel on sm_90a GPUs (default config per head_dim); MmaSync the
     // mma.sync one.
-    let cases: Vec<AttentionParams<'static>> =
-        [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |p| p.clone().path(path))).collect();
+    let cases: Vec<(AttentionParams<'static>, DType)> =
+        [KernelPath::Auto, KernelPath::MmaSync].iter().flat_map(|&path| shapes.iter().map(move |(p, dtype)| (p.clone().path(path).build().unwrap(), *dtype))).collect();
     check_many(&gpu, &cases);
 }
 
@@ -78,13 +78,13 @@ fn sanitize_varlen() {
 fn sanitize_small_gpu_fallback() {
     use flashrs_tests::varlen::{KeyCounts, VarlenKv};
     let Some(gpu) = gpu_or_skip("sanitize_small_gpu_fallback") else { return };
-    let small = |p: AttentionParams<'static>| p.config(SMALL_D256);
+    let small = |p: AttentionParamsBuilder<'static>| p.config(SMALL_D256).build().unwrap();
     check_many(
         &gpu,
         &[
-            small(AttentionParams::new(1, 77, 133, 4, 256).heads_kv(2).causal(true)),
-            small(AttentionParams::new(2, 1, 3000, 8, 256).heads_kv(2).num_splits(Some(4)).dtype(DType::Bf16)),
-            small(AttentionParams::new(2, 16, 700, 4, 248).heads_kv(1).causal(true)),
+            (small(params(1, 77, 133, 4, 256).heads_kv(2).causal(true)), DType::F16),
+            (small(params(2, 1, 3000, 8, 256).heads_kv(2).num_splits(4)), DType::Bf16),
+            (small(params(2, 16, 700, 4, 248).heads_kv(1).causal(true)), DType::F16),
         ],
     );
     let lens = vec![(130, 70), (0, 5), (1, 300), (200, 0), (77, 129)];
@@ -100,21 +100,21 @@ fn sanitize_small_gpu_fallback() {
             VarlenCase { kv: paged, device_offsets: true, num_splits: Some(2), ..base },
         ],
     );
-    let call = |sq, splits| small(AttentionParams::new(3, sq, 300, 8, 256).heads_kv(2).causal(sq > 1).num_splits(splits));
-    check_paged(&gpu, &[PagedCase::new(call(1, None), 16, Some(vec![300, 0, 17]), 1), PagedCase::new(call(5, Some(3)), 64, Some(vec![1, 299, 64]), 0)]);
+    let call = |sq, splits| with_splits(params(3, sq, 300, 8, 256).heads_kv(2).causal(sq > 1).config(SMALL_D256), splits);
+    check_paged(&gpu, &[PagedCase::new(call(1, None), DType::F16, 16, Some(vec![300, 0, 17]), 1), PagedCase::new(call(5, Some(3)), DType::F16, 64, Some(vec![1, 299, 64]), 0)]);
 }
 
 #[test]
 fn sanitize_paged() {
     let Some(gpu) = gpu_or_skip("sanitize_paged") else { return };
-    let call = |sq, splits| AttentionParams::new(3, sq, 300, 8, 128).heads_kv(2).causal(sq > 1).num_splits(splits);
+    let call = |sq, splits| with_splits(params(3, sq, 300, 8, 128).heads_kv(2).causal(sq > 1), splits);
     let cases = [
-        PagedCase::new(call(1, None), 16, Some(vec![300, 0, 17]), 1),
-        PagedCase::new(call(5, Some(3)), 64, Some(vec![1, 299, 64]), 0),
-        PagedCase::new(call(1, Some(1)).dtype(DType::Bf16), 256, None, 0),
+        PagedCase::new(call(1, None), DType::F16, 16, Some(vec![300, 0, 17]), 1),
+        PagedCase::new(call(5, Some(3)), DType::F16, 64, Some(vec![1, 299, 64]), 0),
+        PagedCase::new(call(1, Some(1)), DType::Bf16, 256, None, 0),
     ];
     check_paged(&gpu, &cases);
     // Wild table entries and counts: the kernel must stay inside the caches.
-    let e = run_paged::<half::f16>(&gpu, &PagedCase::new(call(4, Some(2)), 16, Some(vec![300, 5, 0]), 1), TableFill::AllWild);
+    let e = run_paged::<half::f16>(&gpu, &PagedCase::new(call(4, Some(2)), DType::F16, 16, Some(vec![300, 5, 0]), 1), TableFill::AllWild);
     assert_eq!(e.out, 0.0, "non-finite output with a wild table (seed {})", e.seed);
 }

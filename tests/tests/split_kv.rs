@@ -1,23 +1,28 @@
 //! Split-KV (decode) on the GPU against the CPU reference: forced splits 1..8 and automatic,
 //! causal and not, GQA, seqlen_q 1..16, seqlen_k up to 32k; plus the planner's split choice and
 //! GQA packing (no GPU needed). GPU cases skip without a GPU.
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, KernelPath, LaunchPlan, Target};
-use flashrs_tests::attn::{check_many, check_many_with};
-use flashrs_tests::{H100, gpu_or_skip};
+use flashrs::{AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DimOrder, KernelPath, LaunchPlan, Target};
+use flashrs_tests::attn::{LaunchResult, check_many, check_many_with};
+use flashrs_tests::{H100, gpu_or_skip, params, with_splits};
 
-fn decode(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParams<'static> {
-    AttentionParams::new(b, sq, sk, hq, d).heads_kv(hkv)
+fn decode(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> AttentionParamsBuilder<'static> {
+    params(b, sq, sk, hq, d).heads_kv(hkv)
 }
 
-fn print_cases(gpu: &flashrs::Gpu, cases: &[AttentionParams]) {
-    for p in cases {
-        let (nq, nk, nl) = p.contiguous_lens().unwrap();
-        let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-        let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
-        let plan = gpu.plan_forward(p, &bufs).expect("plan");
+/// Fake, disjoint buffers of `dtype` exactly as large as contiguous tensors of `p` (planning
+/// never touches them).
+fn fake_buffers(p: &AttentionParams, dtype: DType) -> Buffers {
+    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
+    Buffers::new(dtype, r(1 << 40, nq), r(2 << 40, nk), r(3 << 40, nk), r(4 << 40, nq)).lse(r(5 << 40, nl))
+}
+
+fn print_cases(gpu: &flashrs::Gpu, cases: &[(AttentionParams, DType)]) {
+    for (p, dtype) in cases {
+        let plan = gpu.plan_forward(p, &fake_buffers(p, *dtype)).expect("plan");
         println!(
-            "case b{} sq{} sk{} hq{} hkv{} d{} causal={} {:?} num_splits={:?}: kernel {} grid {} splits {}",
-            p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.dtype, p.num_splits,
+            "case b{} sq{} sk{} hq{} hkv{} d{} causal={} {dtype:?} num_splits={:?}: kernel {} grid {} splits {}",
+            p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.num_splits,
             plan.kernel, plan.grid, plan.split.as_ref().map_or(1, |s| s.num_splits)
         );
     }
@@ -31,7 +36,7 @@ fn forced_splits_one_to_eight() {
         for causal in [false, true] {
             for (sq, sk) in [(1, 1), (1, 65), (1, 1037), (3, 4096), (16, 2000), (16, 16)] {
                 let dtype = if splits % 2 == 0 { DType::F16 } else { DType::Bf16 };
-                cases.push(decode(2, sq, sk, 8, 2, 128).causal(causal).dtype(dtype).num_splits(Some(splits)));
+                cases.push((decode(2, sq, sk, 8, 2, 128).causal(causal).num_splits(splits).build().unwrap(), dtype));
             }
         }
     }
@@ -45,13 +50,13 @@ fn every_head_dim_and_long_caches() {
     let mut cases = Vec::new();
     for d in [64, 96, 128, 256] {
         for causal in [false, true] {
-            cases.push(decode(1, 5, 3000, 4, 1, d).causal(causal).num_splits(Some(7)));
+            cases.push((decode(1, 5, 3000, 4, 1, d).causal(causal).num_splits(7).build().unwrap(), DType::F16));
         }
     }
     for sk in [8192, 32768] {
         for sq in [1, 16] {
-            cases.push(decode(1, sq, sk, 4, 2, 128).causal(sq > 1).num_splits(Some(8)));
-            cases.push(decode(1, sq, sk, 4, 2, 128).causal(sq > 1).dtype(DType::Bf16).num_splits(Some(32)));
+            cases.push((decode(1, sq, sk, 4, 2, 128).causal(sq > 1).num_splits(8).build().unwrap(), DType::F16));
+            cases.push((decode(1, sq, sk, 4, 2, 128).causal(sq > 1).num_splits(32).build().unwrap(), DType::Bf16));
         }
     }
     print_cases(&gpu, &cases);
@@ -64,7 +69,7 @@ fn automatic_splits() {
     let mut cases = Vec::new();
     for (b, sq, sk) in [(1, 1, 1024), (1, 1, 8192), (2, 4, 20000), (1, 16, 32768), (4, 1, 700)] {
         for causal in [false, true] {
-            cases.push(decode(b, sq, sk, 32, 8, 128).causal(causal));
+            cases.push((decode(b, sq, sk, 32, 8, 128).causal(causal).build().unwrap(), DType::F16));
         }
     }
     print_cases(&gpu, &cases);
@@ -78,12 +83,12 @@ fn packed_gqa_decode_without_and_with_splits() {
     for (hq, hkv) in [(32, 8), (8, 1), (6, 2)] {
         for splits in [Some(1), Some(3), None] {
             for causal in [false, true] {
-                cases.push(decode(3, 1, 777, hq, hkv, 128).causal(causal).num_splits(splits));
+                cases.push((with_splits(decode(3, 1, 777, hq, hkv, 128).causal(causal), splits), DType::F16));
             }
         }
-        cases.push(decode(2, 1, 300, hq, hkv, 64).layout_bhsd().dtype(DType::Bf16));
-        cases.push(decode(2, 1, 0, hq, hkv, 64));
-        cases.push(decode(64, 1, 1024, hq, hkv, 128).num_splits(Some(1)));
+        cases.push((decode(2, 1, 300, hq, hkv, 64).dim_order(DimOrder::Bhsd).build().unwrap(), DType::Bf16));
+        cases.push((decode(2, 1, 0, hq, hkv, 64).build().unwrap(), DType::F16));
+        cases.push((decode(64, 1, 1024, hq, hkv, 128).num_splits(1).build().unwrap(), DType::F16));
     }
     print_cases(&gpu, &cases);
     check_many(&gpu, &cases);
@@ -98,14 +103,15 @@ fn one_stream_reuses_its_workspace() {
     let Some(gpu) = gpu_or_skip("one_stream_reuses_its_workspace") else { return };
     let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
     let cases = [
-        decode(1, 1, 1024, 32, 8, 128).num_splits(Some(4)),
-        decode(4, 1, 8192, 32, 8, 128).num_splits(Some(16)),
-        decode(1, 1, 1024, 32, 8, 128).num_splits(Some(2)),
-        decode(8, 1, 3000, 32, 8, 64).num_splits(Some(9)).dtype(DType::Bf16),
-        decode(2, 16, 4000, 8, 2, 256).causal(true).num_splits(Some(5)),
-        decode(1, 1, 32768, 32, 8, 128),
-    ];
-    let launch = |p: &AttentionParams, _: &cust::stream::Stream, bufs: &Buffers| -> flashrs::Result<()> {
+        (decode(1, 1, 1024, 32, 8, 128).num_splits(4), DType::F16),
+        (decode(4, 1, 8192, 32, 8, 128).num_splits(16), DType::F16),
+        (decode(1, 1, 1024, 32, 8, 128).num_splits(2), DType::F16),
+        (decode(8, 1, 3000, 32, 8, 64).num_splits(9), DType::Bf16),
+        (decode(2, 16, 4000, 8, 2, 256).causal(true).num_splits(5), DType::F16),
+        (decode(1, 1, 32768, 32, 8, 128), DType::F16),
+    ]
+    .map(|(p, dtype)| (p.build().unwrap(), dtype));
+    let launch = |p: &AttentionParams, _: &cust::stream::Stream, bufs: &Buffers| -> LaunchResult {
         for _ in 0..3 {
             // SAFETY: the case's live buffers, on a stream of this context.
             unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut std::ffi::c_void, p, bufs)? };
@@ -124,7 +130,7 @@ fn kept_workspaces_stay_bounded_over_many_streams() {
     use cust::stream::{Stream, StreamFlags};
     use flashrs::workspace::{MAX_KEPT_BYTES, MAX_KEPT_STREAMS};
     let Some(gpu) = gpu_or_skip("kept_workspaces_stay_bounded_over_many_streams") else { return };
-    let p = decode(2, 1, 8192, 32, 8, 128).num_splits(Some(8));
+    let p = decode(2, 1, 8192, 32, 8, 128).num_splits(8).build().unwrap();
     let (nq, nk, _) = p.contiguous_lens().unwrap();
     let (mut rng, seed) = flashrs_tests::case_rng();
     let mut f16s = |n: usize| DeviceBuffer::from_slice(&(0..n).map(|_| half::f16::from_f32(rand::Rng::random_range(&mut rng, -1.0..1.0))).collect::<Vec<_>>()).unwrap();
@@ -157,22 +163,20 @@ fn kept_workspaces_stay_bounded_over_many_streams() {
     println!("kept workspaces over {streams} streams: at most {kept} streams, {bytes} bytes; released to none");
 }
 
-/// `p` planned for `t` on fake, exactly sized buffers.
-fn planned(p: &AttentionParams, t: &Target) -> LaunchPlan {
-    let (nq, nk, nl) = p.contiguous_lens().unwrap();
-    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
-    p.plan(&bufs, t).unwrap()
+/// `p` planned for `t` on fake, exactly sized f16 buffers.
+fn planned(p: &AttentionParamsBuilder, t: &Target) -> LaunchPlan {
+    let p = p.clone().build().unwrap();
+    p.plan(&fake_buffers(&p, DType::F16), t).unwrap()
 }
 
 /// The split count the planner picks for `p` on `t` (1: none).
-fn splits(p: &AttentionParams, t: &Target) -> u32 {
+fn splits(p: &AttentionParamsBuilder, t: &Target) -> u32 {
     planned(p, t).split.map_or(1, |s| s.num_splits)
 }
 
 #[test]
 fn planner_packs_gqa_decode() {
-    let p = decode(2, 1, 4096, 32, 8, 128).num_splits(Some(1));
+    let p = decode(2, 1, 4096, 32, 8, 128).num_splits(1);
     // One query row per sequence: 4 query heads per K/V head packed into the rows of a block.
     let packed = planned(&p, &H100);
     assert!(packed.packs_gqa);
@@ -186,7 +190,7 @@ fn planner_packs_gqa_decode() {
     // takes the Hopper kernel for them).
     assert_eq!(packed.kernel.to_string(), "flash_fwd_f16_d128_16x128w4s2");
     assert_eq!(planned(&p, &Target::L4).kernel.to_string(), "flash_fwd_f16_d128_16x64w4s2");
-    let wide = planned(&decode(2, 32, 4096, 32, 8, 128).num_splits(Some(1)), &Target::A100);
+    let wide = planned(&decode(2, 32, 4096, 32, 8, 128).num_splits(1), &Target::A100);
     assert_eq!((wide.kernel.to_string().as_str(), wide.packs_gqa), ("flash_fwd_f16_d128_64x64w4s2", false));
     // The wgmma path never packs (its kernel is the literal call).
     let literal = planned(&p.clone().path(KernelPath::Wgmma), &H100);
@@ -224,11 +228,9 @@ fn planner_chooses_and_bounds_splits() {
     assert!(plan.params.split_tiles * s.num_splits * plan.kernel.block_n() as u32 >= 8192);
     // Forced: capped by the K/V tiles (129 keys = 2 tiles of 128 for one query row's 16-row
     // decode tiles), refused past 32 or on wgmma.
-    assert_eq!(splits(&decode(1, 1, 129, 32, 8, 128).num_splits(Some(8)), &H100), 2);
-    assert_eq!(splits(&decode(1, 1, 128, 32, 8, 128).num_splits(Some(8)), &H100), 1);
-    let (nq, nk, nl) = p.contiguous_lens().unwrap();
-    let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let bufs = Buffers { q: r(1 << 40, nq), k: r(2 << 40, nk), v: r(3 << 40, nk), o: r(4 << 40, nq), lse: Some(r(5 << 40, nl)) };
-    assert!(p.clone().num_splits(Some(33)).plan(&bufs, &H100).is_err());
-    assert!(p.clone().num_splits(Some(4)).path(KernelPath::Wgmma).plan(&bufs, &H100).is_err());
+    assert_eq!(splits(&decode(1, 1, 129, 32, 8, 128).num_splits(8), &H100), 2);
+    assert_eq!(splits(&decode(1, 1, 128, 32, 8, 128).num_splits(8), &H100), 1);
+    let bufs = fake_buffers(&p.clone().build().unwrap(), DType::F16);
+    assert!(p.clone().num_splits(33).build().unwrap().plan(&bufs, &H100).is_err());
+    assert!(p.clone().num_splits(4).path(KernelPath::Wgmma).build().unwrap().plan(&bufs, &H100).is_err());
 }

@@ -9,7 +9,7 @@ use flashrs::{
     Arch, AttentionParams, BufferRef, Buffers, DType, DeviceOffsets, Error, Kernel, KernelChoice, KernelPath, LaunchPlan, Offsets, PagedKv, Pages, Rows, Target,
     Variant,
 };
-use flashrs_tests::planning_index;
+use flashrs_tests::{params, planning_index, with_splits};
 
 /// The ways a call stores its rows.
 #[derive(Clone, Copy, Debug)]
@@ -26,29 +26,27 @@ fn stored(p: AttentionParams<'static>, store: Store) -> AttentionParams<'static>
     let (b, sq, sk) = (p.batch, p.seqlen_q, p.seqlen_k);
     let cu = |len: usize| (0..=b).map(|i| (i * len) as i32).collect::<Vec<i32>>();
     let pages = Pages::for_batch(b, sk, 16).unwrap();
-    let paged = PagedKv { pages, block_table: planning_index(8 << 40, b * pages.pages_per_seq), seqused_k: Some(planning_index(9 << 40, b)) };
+    let paged = PagedKv::new(pages, planning_index(8 << 40, b * pages.pages_per_seq)).seqused_k(planning_index(9 << 40, b));
+    let p = p.to_builder();
     match store {
         Store::Fixed => p,
         Store::HostOffsets => p.rows(Rows::Packed(Offsets::Host { cu_seqlens_q: cu(sq), cu_seqlens_k: cu(sk) })),
         Store::DeviceOffsets => {
-            let offsets = DeviceOffsets {
-                cu_seqlens_q: planning_index(6 << 40, b + 1),
-                cu_seqlens_k: Some(planning_index(7 << 40, b + 1)),
-                total_q: b * sq,
-                total_k: b * sk,
-            };
-            p.rows(Rows::Packed(Offsets::Device(offsets)))
+            let offsets = DeviceOffsets::new(planning_index(6 << 40, b + 1), b * sq).keys(planning_index(7 << 40, b + 1), b * sk);
+            p.varlen_device(offsets)
         }
         Store::Paged => p.paged(paged),
         Store::PackedPaged => p.rows(Rows::Packed(Offsets::Host { cu_seqlens_q: cu(sq), cu_seqlens_k: vec![] })).paged(paged),
     }
+    .build()
+    .unwrap()
 }
 
-/// `p` planned for `t` on disjoint fake buffers of exactly the contiguous sizes.
-fn plan(p: &AttentionParams, t: &Target) -> flashrs::Result<LaunchPlan> {
+/// `p` planned for `t` on disjoint fake buffers of `dtype`, of exactly the contiguous sizes.
+fn plan(p: &AttentionParams, dtype: DType, t: &Target) -> flashrs::Result<LaunchPlan> {
     let (nq, nk, nl) = p.contiguous_lens()?;
     let r = |i: u64, len: usize| BufferRef { ptr: i << 40, len };
-    p.plan(&Buffers { q: r(1, nq), k: r(2, nk), v: r(3, nk), o: r(4, nq), lse: Some(r(5, nl)) }, t)
+    p.plan(&Buffers::new(dtype, r(1, nq), r(2, nk), r(3, nk), r(4, nq)).lse(r(5, nl)), t)
 }
 
 /// What every plan for `t` must be: a kernel of `t`'s module, instantiated, within its
@@ -74,10 +72,10 @@ fn every_call_of_the_test_matrix_plans_on_every_target() {
                     for store in [Store::Fixed, Store::HostOffsets, Store::DeviceOffsets, Store::Paged, Store::PackedPaged] {
                         for kernel in [KernelPath::Auto, KernelPath::MmaSync] {
                             for (causal, dtype, splits) in [(false, DType::F16, None), (true, DType::Bf16, None), (true, DType::F16, Some(4))] {
-                                let base = AttentionParams::new(batch, sq, sk, hq, head_dim).heads_kv(hkv).causal(causal).dtype(dtype);
-                                let p = stored(base.path(kernel).num_splits(splits), store);
-                                let what = format!("{t:?}: {p:?}");
-                                let plan = plan(&p, &t).unwrap_or_else(|e| panic!("{what}: {e}"));
+                                let base = params(batch, sq, sk, hq, head_dim).heads_kv(hkv).causal(causal);
+                                let p = stored(with_splits(base.path(kernel), splits), store);
+                                let what = format!("{t:?}: {dtype:?} {p:?}");
+                                let plan = plan(&p, dtype, &t).unwrap_or_else(|e| panic!("{what}: {e}"));
                                 check_fits(&what, &plan, &t);
                                 kernels.insert(plan.kernel);
                                 planned += 1;
@@ -99,11 +97,11 @@ fn every_call_of_the_test_matrix_plans_on_every_target() {
 /// never elsewhere, and a forced wgmma path is a typed error on other GPUs.
 #[test]
 fn hopper_kernels_only_on_sm90a() {
-    let p = AttentionParams::new(2, 2048, 2048, 16, 128).causal(true);
+    let p = params(2, 2048, 2048, 16, 128).causal(true).build().unwrap();
     for t in Target::PRESETS {
-        let auto = plan(&p, &t).unwrap();
+        let auto = plan(&p, DType::F16, &t).unwrap();
         assert_eq!(auto.kernel.needs_sm90a(), t.arch == Arch::Sm90a, "{t:?}: {}", auto.kernel);
-        match plan(&p.clone().path(KernelPath::Wgmma), &t) {
+        match plan(&p.to_builder().path(KernelPath::Wgmma).build().unwrap(), DType::F16, &t) {
             Ok(w) => assert!(t.arch == Arch::Sm90a && w.kernel.needs_sm90a()),
             Err(Error::PathUnavailable { path: "wgmma", .. }) => assert_ne!(t.arch, Arch::Sm90a),
             Err(e) => panic!("{t:?}: {e}"),
@@ -117,8 +115,8 @@ fn hopper_kernels_only_on_sm90a() {
 fn forced_configurations_fit_or_are_refused_at_plan_time() {
     for t in Target::PRESETS {
         for c in CONFIGS {
-            let p = AttentionParams::new(2, 300, 300, 4, c.head_dim).config(c);
-            match plan(&p, &t) {
+            let p = params(2, 300, 300, 4, c.head_dim).config(c).build().unwrap();
+            match plan(&p, DType::F16, &t) {
                 Ok(pl) => assert!(c.smem_bytes() <= t.max_smem_per_block as usize && pl.kernel == Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c }),
                 Err(Error::SharedMemory { needed, available, .. }) => {
                     assert!(needed as usize == c.smem_bytes() && needed > available && available == t.max_smem_per_block as u64)
@@ -130,8 +128,8 @@ fn forced_configurations_fit_or_are_refused_at_plan_time() {
         // fits: none of those is refused.
         for d in [64, 128, 256] {
             for store in [Store::HostOffsets, Store::Paged] {
-                let p = stored(AttentionParams::new(2, 1, 5000, 8, d).heads_kv(2).num_splits(Some(3)), store);
-                let pl = plan(&p, &t).unwrap();
+                let p = stored(params(2, 1, 5000, 8, d).heads_kv(2).num_splits(3).build().unwrap(), store);
+                let pl = plan(&p, DType::F16, &t).unwrap();
                 assert!(matches!(pl.kernel, Kernel::Mma { config, .. } if VARLEN_CONFIGS.contains(&config) || SPLIT_CONFIGS.contains(&config)));
                 check_fits(&format!("{t:?} {d} {store:?}"), &pl, &t);
             }
@@ -139,8 +137,8 @@ fn forced_configurations_fit_or_are_refused_at_plan_time() {
     }
     for c in sm90::CONFIGS {
         for persistent in [false, true] {
-            let p = AttentionParams::new(2, 1000, 700, 4, c.head_dim).kernel(KernelChoice::Wgmma { config: Some(c), persistent: Some(persistent) });
-            let pl = plan(&p, &Target::H100).unwrap();
+            let p = params(2, 1000, 700, 4, c.head_dim).kernel(KernelChoice::Wgmma { config: Some(c), persistent: Some(persistent) }).build().unwrap();
+            let pl = plan(&p, DType::F16, &Target::H100).unwrap();
             assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::F16, varlen: false, config: c });
             assert_eq!(pl.persistent, persistent);
             check_fits(&format!("{c:?}"), &pl, &Target::H100);

@@ -6,8 +6,8 @@ use std::ffi::c_void;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, Error, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Target, Variant};
-use flashrs_tests::{H100, gpu_or_skip};
+use flashrs::{AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, Error, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Target, Variant};
+use flashrs_tests::{H100, buffer_of, gpu_or_skip, params, with_splits};
 use flashrs_tests::varlen::{KeyCounts, VarlenCase, VarlenKv, check_varlen_many};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -157,7 +157,6 @@ fn wild_device_offsets_stay_inside_the_buffers() {
     let canary_o = half::f16::from_f32(-7.0);
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    let raw_f16 = |b: &DeviceBuffer<half::f16>| r(b.as_device_ptr().as_raw(), b.len());
     // (path, paged, forced splits): split launches write partials for the clamped rows too.
     let mut runs = Vec::new();
     for path in paths(&gpu) {
@@ -167,21 +166,17 @@ fn wild_device_offsets_stay_inside_the_buffers() {
     for (path, paged, splits) in runs {
         let o = DeviceBuffer::from_slice(&vec![canary_o; tq * hq * d + 2 * GUARD]).unwrap();
         let lse = DeviceBuffer::from_slice(&vec![-9.0f32; hq * tq + 2 * GUARD]).unwrap();
-        let offsets = DeviceOffsets { cu_seqlens_q: DeviceIndex::new(&cq_d), cu_seqlens_k: Some(DeviceIndex::new(&ck_d)), total_q: tq, total_k: tk };
-        let p = AttentionParams::new_varlen_device(batch, max_q, max_k, offsets, hq, d).heads_kv(hkv).causal(true).path(path).num_splits(splits);
+        let offsets = DeviceOffsets::new(DeviceIndex::new(&cq_d), tq).keys(DeviceIndex::new(&ck_d), tk);
+        let p = params(batch, max_q, max_k, hq, d).varlen_device(offsets).heads_kv(hkv).causal(true).path(path);
         let (p, k, v) = if paged {
-            let cache_kv = PagedKv { pages: pg, block_table: DeviceIndex::new(&table), seqused_k: Some(DeviceIndex::new(&used)) };
-            (p.paged(cache_kv), raw_f16(&cache[0]), raw_f16(&cache[1]))
+            let cache_kv = PagedKv::new(pg, DeviceIndex::new(&table)).seqused_k(DeviceIndex::new(&used));
+            (p.paged(cache_kv), buffer_of(&cache[0]), buffer_of(&cache[1]))
         } else {
-            (p, raw_f16(&kv[0]), raw_f16(&kv[1]))
+            (p, buffer_of(&kv[0]), buffer_of(&kv[1]))
         };
-        let bufs = Buffers {
-            q: raw_f16(&q),
-            k,
-            v,
-            o: r(o.as_device_ptr().as_raw() + 2 * GUARD as u64, tq * hq * d),
-            lse: Some(r(lse.as_device_ptr().as_raw() + 4 * GUARD as u64, hq * tq)),
-        };
+        let p = with_splits(p, splits);
+        let o_at = r(buffer_of(&o).ptr + 2 * GUARD as u64, tq * hq * d);
+        let bufs = Buffers::new(DType::F16, buffer_of(&q), k, v, o_at).lse(r(buffer_of(&lse).ptr + 4 * GUARD as u64, hq * tq));
         // SAFETY: live buffers of at least these capacities, this GPU's stream.
         unsafe { gpu.attention_forward_raw(stream.as_inner() as *mut c_void, &p, &bufs) }.expect("launch failed");
         stream.synchronize().expect("the kernel faulted on wild offsets");
@@ -205,9 +200,15 @@ fn wild_device_offsets_stay_inside_the_buffers() {
     }
 }
 
+/// Fake f16 buffers of these lengths (planning never touches them).
 fn bufs(q: usize, k: usize, lse: usize) -> Buffers {
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
-    Buffers { q: r(1 << 32, q), k: r(2 << 32, k), v: r(3 << 32, k), o: r(4 << 32, q), lse: Some(r(5 << 32, lse)) }
+    Buffers::new(DType::F16, r(1 << 32, q), r(2 << 32, k), r(3 << 32, k), r(4 << 32, q)).lse(r(5 << 32, lse))
+}
+
+/// A variable-length call of `heads_q` heads of `head_dim` with host offsets.
+fn varlen<'a>(cq: &[i32], ck: &[i32], heads_q: usize, head_dim: usize) -> AttentionParamsBuilder<'a> {
+    AttentionParams::builder().varlen(cq, ck).heads_q(heads_q).head_dim(head_dim)
 }
 
 /// The mma.sync kernels' target (an A100): Auto runs them there.
@@ -216,7 +217,8 @@ const A100: Target = Target::A100;
 #[test]
 fn plan_validates_offsets_and_packed_extents() {
     let (cq, ck) = (vec![0, 3, 3, 30], vec![0, 5, 7, 20]);
-    let p = AttentionParams::new_varlen(&cq, &ck, 4, 64).heads_kv(2).causal(true);
+    let call = varlen(&cq, &ck, 4, 64).heads_kv(2).causal(true);
+    let p = call.clone().build().unwrap();
     assert_eq!((p.batch, p.seqlen_q, p.seqlen_k), (3, 27, 13));
     let (nq, nk, nl) = p.contiguous_lens().unwrap();
     assert_eq!((nq, nk, nl), (30 * 4 * 64, 20 * 2 * 64, 4 * 30));
@@ -237,7 +239,7 @@ fn plan_validates_offsets_and_packed_extents() {
         assert!(matches!(p.plan(&b, &H100), Err(Error::BufferTooSmall { .. })), "{b:?}");
     }
     let bad = |cq: &[i32], ck: &[i32]| {
-        let q = p.clone().rows(Rows::Packed(Offsets::Host { cu_seqlens_q: cq.to_vec(), cu_seqlens_k: ck.to_vec() }));
+        let q = call.clone().rows(Rows::Packed(Offsets::Host { cu_seqlens_q: cq.to_vec(), cu_seqlens_k: ck.to_vec() })).build().unwrap();
         q.plan(&bufs(nq, nk, nl), &H100)
     };
     assert!(bad(&[0, 3, 30], &ck).is_err(), "wrong count");
@@ -245,11 +247,11 @@ fn plan_validates_offsets_and_packed_extents() {
     assert!(bad(&[0, 5, 3, 30], &ck).is_err(), "decreasing");
     assert!(bad(&[0, 3, 3, 40], &ck).is_err(), "longer than max_seqlen_q");
     assert!(bad(&cq, &[]).is_err(), "unpaged calls need key offsets");
-    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl), &H100).unwrap().kernel.needs_sm90a());
+    assert!(call.clone().path(KernelPath::Wgmma).build().unwrap().plan(&bufs(nq, nk, nl), &H100).unwrap().kernel.needs_sm90a());
     // Forced splits need at least two key tiles per call (13 keys: one); more than 32 is an
     // error, and the wgmma path does not split.
-    assert!(p.clone().num_splits(Some(4)).plan(&bufs(nq, nk, nl), &H100).unwrap().split.is_none());
-    assert!(matches!(p.clone().num_splits(Some(33)).plan(&bufs(nq, nk, nl), &H100), Err(Error::InvalidShape { what: "num_splits", .. })));
+    assert!(call.clone().num_splits(4).build().unwrap().plan(&bufs(nq, nk, nl), &H100).unwrap().split.is_none());
+    assert!(matches!(call.num_splits(33).build().unwrap().plan(&bufs(nq, nk, nl), &H100), Err(Error::InvalidShape { what: "num_splits", .. })));
 }
 
 /// Decode-shaped variable-length calls split their key ranges like fixed-length decode: the
@@ -258,7 +260,8 @@ fn plan_validates_offsets_and_packed_extents() {
 #[test]
 fn plan_splits_decode_shaped_varlen_calls() {
     let (cq, ck) = (vec![0, 1, 2, 3], vec![0, 4000, 4001, 7000]);
-    let p = AttentionParams::new_varlen(&cq, &ck, 8, 128).heads_kv(2).num_splits(Some(5));
+    let call = varlen(&cq, &ck, 8, 128).heads_kv(2);
+    let p = call.clone().num_splits(5).build().unwrap();
     let (nq, nk, nl) = p.contiguous_lens().unwrap();
     let plan = p.plan(&bufs(nq, nk, nl), &H100).expect("valid split varlen call");
     assert_eq!(plan.kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x128w4s2");
@@ -267,15 +270,16 @@ fn plan_splits_decode_shaped_varlen_calls() {
     assert_eq!((s.num_splits, plan.params.split_tiles, plan.grid), (5, 7, 3 * 8 * 5));
     assert_eq!((s.counters_len, s.o_accum_len, s.lse_accum_len), (3 * 8, 5 * 3 * 8 * 128, 5 * 3 * 8));
     assert_eq!(plan.upload.as_deref(), Some(&[0, 1, 2, 3, 0, 4000, 4001, 7000][..]));
-    assert!(p.clone().path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl), &H100).is_err(), "the wgmma path does not split");
+    assert!(p.to_builder().path(KernelPath::Wgmma).build().unwrap().plan(&bufs(nq, nk, nl), &H100).is_err(), "the wgmma path does not split");
     // The planner's own choice for the target: 24 CTAs on 132 SMs split.
-    assert!(p.clone().num_splits(None).plan(&bufs(nq, nk, nl), &H100).unwrap().split.is_some_and(|s| s.num_splits > 1));
+    assert!(call.clone().build().unwrap().plan(&bufs(nq, nk, nl), &H100).unwrap().split.is_some_and(|s| s.num_splits > 1));
     // Decode-shaped calls run on the decode tiles even unsplit, except on a forced wgmma path,
     // which keeps its own variable-length kernel; on GPUs of 99 KB per CTA, 64-key tiles.
-    let one = p.clone().num_splits(Some(1));
-    assert_eq!(one.plan(&bufs(nq, nk, nl), &H100).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x128w4s2");
-    assert_eq!(one.plan(&bufs(nq, nk, nl), &Target::L4).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x64w4s2");
-    let forced = one.path(KernelPath::Wgmma).plan(&bufs(nq, nk, nl), &H100).unwrap();
+    let one = call.num_splits(1);
+    let unsplit = one.clone().build().unwrap();
+    assert_eq!(unsplit.plan(&bufs(nq, nk, nl), &H100).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x128w4s2");
+    assert_eq!(unsplit.plan(&bufs(nq, nk, nl), &Target::L4).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x64w4s2");
+    let forced = one.path(KernelPath::Wgmma).build().unwrap().plan(&bufs(nq, nk, nl), &H100).unwrap();
     assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: true, .. }), "{}", forced.kernel);
 }
 
@@ -286,8 +290,14 @@ fn plan_splits_decode_shaped_varlen_calls() {
 #[test]
 fn plan_takes_device_offsets_and_names_their_problems() {
     let idx = flashrs_tests::planning_index;
-    let offsets = DeviceOffsets { cu_seqlens_q: idx(6 << 32, 4), cu_seqlens_k: Some(idx(7 << 32, 4)), total_q: 30, total_k: 20 };
-    let call = |o: DeviceOffsets<'static>| AttentionParams::new_varlen_device(3, 27, 13, o, 4, 64).heads_kv(2).causal(true);
+    let offsets = DeviceOffsets::new(idx(6 << 32, 4), 30).keys(idx(7 << 32, 4), 20);
+    let call = |o: DeviceOffsets<'static>| params(3, 27, 13, 4, 64).varlen_device(o).heads_kv(2).causal(true).build().unwrap();
+    // `offsets` with one field changed.
+    let edit = |f: &dyn Fn(&mut DeviceOffsets<'static>)| {
+        let mut o = offsets;
+        f(&mut o);
+        o
+    };
     let p = call(offsets);
     let (nq, nk, nl) = p.contiguous_lens().unwrap();
     assert_eq!((nq, nk, nl), (30 * 4 * 64, 20 * 2 * 64, 4 * 30));
@@ -299,19 +309,19 @@ fn plan_takes_device_offsets_and_names_their_problems() {
     assert_eq!(p.plan(&bufs(nq, nk, nl), &H100).unwrap().packed_rows, Some([30, 20]));
 
     let err = |o: DeviceOffsets<'static>| call(o).plan(&bufs(nq, nk, nl), &H100).unwrap_err();
-    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx(6 << 32, 3), ..offsets }), Error::BufferTooSmall { tensor: "cu_seqlens_q", needed: 4, len: 3 }));
-    assert!(matches!(err(DeviceOffsets { cu_seqlens_k: Some(idx(7 << 32, 1)), ..offsets }), Error::BufferTooSmall { tensor: "cu_seqlens_k", needed: 4, len: 1 }));
-    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx((6 << 32) + 2, 4), ..offsets }), Error::Misaligned { tensor: "cu_seqlens_q", .. }));
-    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx(0, 4), ..offsets }), Error::InvalidBuffer { tensor: "cu_seqlens_q", .. }));
-    assert!(matches!(err(DeviceOffsets { cu_seqlens_k: None, ..offsets }), Error::InvalidBuffer { tensor: "cu_seqlens_k", .. }));
+    assert!(matches!(err(edit(&|o| o.cu_seqlens_q = idx(6 << 32, 3))), Error::BufferTooSmall { tensor: "cu_seqlens_q", needed: 4, len: 3 }));
+    assert!(matches!(err(edit(&|o| o.cu_seqlens_k = Some(idx(7 << 32, 1)))), Error::BufferTooSmall { tensor: "cu_seqlens_k", needed: 4, len: 1 }));
+    assert!(matches!(err(edit(&|o| o.cu_seqlens_q = idx((6 << 32) + 2, 4))), Error::Misaligned { tensor: "cu_seqlens_q", .. }));
+    assert!(matches!(err(edit(&|o| o.cu_seqlens_q = idx(0, 4))), Error::InvalidBuffer { tensor: "cu_seqlens_q", .. }));
+    assert!(matches!(err(edit(&|o| o.cu_seqlens_k = None)), Error::InvalidBuffer { tensor: "cu_seqlens_k", .. }));
     // The output may not overlap the offsets (they are read while it is written).
-    assert!(matches!(err(DeviceOffsets { cu_seqlens_q: idx(4 << 32, 4), ..offsets }), Error::InvalidBuffer { tensor: "out", .. }));
+    assert!(matches!(err(edit(&|o| o.cu_seqlens_q = idx(4 << 32, 4))), Error::InvalidBuffer { tensor: "out", .. }));
     // Too-small packed buffers for the given totals.
     assert!(matches!(p.plan(&bufs(nq - 1, nk, nl), &H100), Err(Error::BufferTooSmall { tensor: "q", .. })));
     // No packed query rows: nothing to launch.
-    assert!(call(DeviceOffsets { total_q: 0, ..offsets }).plan(&bufs(nq, nk, nl), &H100).unwrap().is_empty());
+    assert!(call(edit(&|o| o.total_q = 0)).plan(&bufs(nq, nk, nl), &H100).unwrap().is_empty());
     // Totals past the 32-bit row indices.
-    assert!(matches!(err(DeviceOffsets { total_q: 1 << 31, ..offsets }), Error::InvalidShape { what: "total_q", .. }));
+    assert!(matches!(err(edit(&|o| o.total_q = 1 << 31)), Error::InvalidShape { what: "total_q", .. }));
 }
 
 /// Paged variable-length calls: the queries packed, K and V from the cache (page strides kept),
@@ -320,10 +330,10 @@ fn plan_takes_device_offsets_and_names_their_problems() {
 fn plan_pages_the_keys_of_packed_queries() {
     let idx = flashrs_tests::planning_index;
     let pages = Pages { page_size: 16, num_pages: 40, pages_per_seq: 20 };
-    let cache = PagedKv { pages, block_table: idx(8 << 32, 3 * 20), seqused_k: Some(idx(9 << 32, 3)) };
+    let cache = PagedKv::new(pages, idx(8 << 32, 3 * 20)).seqused_k(idx(9 << 32, 3));
     for cu_k in [vec![], vec![0, 300, 301, 320]] {
-        let mut p = AttentionParams::new_varlen(&[0, 1, 38, 40], &cu_k, 8, 128).heads_kv(2).causal(true).paged(cache);
-        p.seqlen_k = 300;
+        let call = varlen(&[0, 1, 38, 40], &cu_k, 8, 128).seqlen_k(300).heads_kv(2).causal(true).paged(cache);
+        let p = call.clone().build().unwrap();
         let (nq, nk, nl) = p.contiguous_lens().unwrap();
         assert_eq!((nq, nk, nl), (40 * 8 * 128, 40 * 16 * 2 * 128, 8 * 40));
         let b = bufs(nq, nk, nl);
@@ -332,9 +342,9 @@ fn plan_pages_the_keys_of_packed_queries() {
         assert_eq!(plan.params.k_strides[0], 16 * 2 * 128, "page stride kept");
         assert_eq!(plan.params.q_strides[0], 0, "queries packed");
         assert_eq!(plan.upload.as_ref().map(Vec::len), Some(4 + cu_k.len()));
-        let split = p.clone().num_splits(Some(2)).plan(&b, &H100).expect("paged varlen calls split too");
+        let split = call.clone().num_splits(2).build().unwrap().plan(&b, &H100).expect("paged varlen calls split too");
         assert_eq!(split.split.as_ref().map(|s| s.num_splits), Some(2));
         assert!(matches!(split.kernel, Kernel::Mma { variant: Variant::VarlenPaged, .. }), "{}", split.kernel);
-        assert!(p.clone().path(KernelPath::Wgmma).plan(&b, &H100).is_err(), "paged calls run on mma.sync");
+        assert!(call.path(KernelPath::Wgmma).build().unwrap().plan(&b, &H100).is_err(), "paged calls run on mma.sync");
     }
 }

@@ -1,13 +1,13 @@
-//! Builds the `kernels-gpu` crate into PTX modules and checks them.
-//!
-//! Shared by `cargo xtask build-ptx` and by the host crate's build script, so that a
-//! fresh clone's `cargo run` produces exactly the PTX a developer checks by hand.
+//! Builds the `kernels-gpu` crate into PTX modules, checks them, assembles them with ptxas and
+//! writes what the library ships ([`ship`]): `cargo xtask build-ptx`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use flashrs_abi::Kernel;
+
+pub mod ship;
 
 /// One PTX module to build: the `-C target-cpu` it is compiled for.
 #[derive(Clone, Copy, Debug)]
@@ -88,21 +88,26 @@ impl KernelReport {
     }
 }
 
-/// Where the built modules go and how to reach the tools.
+/// Where the built modules go.
 pub struct Build {
     /// Workspace root (holds `kernels-gpu/`).
     pub root: PathBuf,
     /// Folder the PTX modules are written to (`<arch>.ptx`).
     pub out_dir: PathBuf,
-    /// `cargo` binary to run for the nested nvptx build.
-    pub cargo: PathBuf,
 }
 
 impl Build {
     /// Defaults for a workspace root: PTX under `target/ptx`.
     pub fn new(root: &Path) -> Self {
-        let cargo = std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| "cargo".into());
-        Build { root: root.to_path_buf(), out_dir: root.join("target/ptx"), cargo }
+        Build { root: root.to_path_buf(), out_dir: root.join("target/ptx") }
+    }
+
+    /// `rustc -V` of the toolchain the device crate builds with (the one `rust-toolchain.toml`
+    /// pins).
+    pub fn toolchain(&self) -> Result<String, PtxError> {
+        let mut cmd = pinned(Command::new("rustc"));
+        cmd.current_dir(self.root.join("kernels-gpu")).arg("-V");
+        Ok(run(&mut cmd, "rustc -V")?.trim().to_string())
     }
 
     /// Path of the module for `arch`.
@@ -114,22 +119,7 @@ impl Build {
     pub fn build(&self, arch: Arch) -> Result<PathBuf, PtxError> {
         let crate_dir = self.root.join("kernels-gpu");
         let target_dir = self.root.join("target/ptx-build").join(arch.name);
-        let mut cmd = Command::new(&self.cargo);
-        // Called from a build script, the outer cargo's variables would leak into the nested
-        // build (target, profile, flags) and change what it compiles: start it clean.
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy().into_owned();
-            let leaks = (key.starts_with("CARGO_") && key != "CARGO_HOME")
-                || matches!(
-                    key.as_str(),
-                    "RUSTC" | "RUSTDOC" | "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER"
-                        | "TARGET" | "HOST" | "OUT_DIR" | "PROFILE" | "OPT_LEVEL" | "DEBUG"
-                        | "NUM_JOBS" | "RUSTC_LINKER" | "CARGO"
-                );
-            if leaks {
-                cmd.env_remove(&key);
-            }
-        }
+        let mut cmd = pinned(Command::new("cargo"));
         cmd.current_dir(&crate_dir)
             .args(["rustc", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
             .arg("--target-dir")
@@ -161,6 +151,25 @@ impl Build {
         }
         Ok(out)
     }
+}
+
+/// `cmd` run by rustup's proxy under the toolchain `rust-toolchain.toml` pins, whatever
+/// toolchain runs the xtask: the outer cargo's variables (toolchain, target, profile, flags)
+/// would leak into the nested build and change what it compiles, so it starts clean.
+fn pinned(mut cmd: Command) -> Command {
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        let leaks = (key.starts_with("CARGO_") && key != "CARGO_HOME")
+            || matches!(
+                key.as_str(),
+                "RUSTC" | "RUSTDOC" | "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER" | "RUSTUP_TOOLCHAIN" | "TARGET" | "HOST"
+                    | "OUT_DIR" | "PROFILE" | "OPT_LEVEL" | "DEBUG" | "NUM_JOBS" | "RUSTC_LINKER" | "CARGO"
+            );
+        if leaks {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
 }
 
 fn io_err(what: &str, e: std::io::Error) -> PtxError {
@@ -321,17 +330,46 @@ pub fn find_ptxas(root: &Path) -> Option<PathBuf> {
     Some(PathBuf::from("ptxas"))
 }
 
-/// Assembles `ptx` for the GPU architecture `gpu` (one of an [`Arch`]'s `assembled_for`) with
-/// `ptxas -v` into `<ptx>.<gpu>.cubin`, and returns each kernel's resource usage.
-pub fn ptxas_report(ptxas: &Path, ptx: &Path, gpu: &str) -> Result<Vec<KernelReport>, PtxError> {
-    let cubin = cubin_path(ptx, gpu);
-    let mut cmd = Command::new(ptxas);
-    cmd.arg(format!("-arch={gpu}")).arg("-v").arg(ptx).arg("-o").arg(&cubin);
-    let text = run(&mut cmd, &format!("ptxas ({gpu})"))?;
-    Ok(parse_ptxas(&text))
+/// The version ptxas reports (`12.9.86` of `Cuda compilation tools, release 12.9, V12.9.86`).
+pub fn ptxas_version(ptxas: &Path) -> Result<String, PtxError> {
+    let text = run(Command::new(ptxas).arg("--version"), "ptxas --version")?;
+    let version = text.lines().filter_map(|l| l.rsplit_once(", V")).map(|(_, v)| v.trim().to_string()).next();
+    version.ok_or_else(|| PtxError::Tool { what: "reading the ptxas version".into(), detail: text })
 }
 
-/// Where [`ptxas_report`] writes the cubin of `ptx` for `gpu`.
+/// What [`assemble`] did.
+pub struct Assembled {
+    /// Each kernel's resource usage.
+    pub reports: Vec<KernelReport>,
+    /// The cubin.
+    pub cubin: PathBuf,
+    /// False when the PTX and ptxas were those of the previous run, whose cubin and report
+    /// were reused.
+    pub ran: bool,
+}
+
+/// Assembles `ptx` for the GPU architecture `gpu` (one of an [`Arch`]'s `assembled_for`) with
+/// `ptxas -v` into `<ptx>.<gpu>.cubin`, keeping ptxas's report next to it; when the PTX and
+/// the ptxas version are those of the kept report, reuses the cubin and report instead.
+pub fn assemble(ptxas: &Path, ptxas_version: &str, ptx: &Path, gpu: &str) -> Result<Assembled, PtxError> {
+    let cubin = cubin_path(ptx, gpu);
+    let kept = ptx.with_extension(format!("{gpu}.ptxas"));
+    let text = std::fs::read(ptx).map_err(|e| io_err("reading PTX", e))?;
+    let key = format!("ptx {} ptxas {ptxas_version}", ship::sha256_hex(&text));
+    if let Ok(report) = std::fs::read_to_string(&kept)
+        && report.lines().next() == Some(key.as_str())
+        && cubin.exists()
+    {
+        return Ok(Assembled { reports: parse_ptxas(&report), cubin, ran: false });
+    }
+    let mut cmd = Command::new(ptxas);
+    cmd.arg(format!("-arch={gpu}")).arg("-v").arg(ptx).arg("-o").arg(&cubin);
+    let report = run(&mut cmd, &format!("ptxas ({gpu})"))?;
+    std::fs::write(&kept, format!("{key}\n{report}")).map_err(|e| io_err("keeping the ptxas report", e))?;
+    Ok(Assembled { reports: parse_ptxas(&report), cubin, ran: true })
+}
+
+/// Where [`assemble`] writes the cubin of `ptx` for `gpu`.
 pub fn cubin_path(ptx: &Path, gpu: &str) -> PathBuf {
     ptx.with_extension(format!("{gpu}.cubin"))
 }

@@ -3,63 +3,90 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use xtask::{ARCHES, Build, KernelReport, check_spills, cubin_path, find_ptxas, ptxas_report};
+use xtask::ship::{self, Manifest};
+use xtask::{ARCHES, Build, KernelReport, assemble, check_spills, find_ptxas, ptxas_version};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("build-ptx") => match build_ptx() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let check = match args.as_slice() {
+        ["build-ptx"] => false,
+        ["build-ptx", "--check"] => true,
         _ => {
             eprintln!(
-                "usage: cargo xtask build-ptx\n  compiles kernels-gpu to target/ptx/<arch>.ptx for {}, \
-                 rejects unresolved calls, checks that every kernel entry is named for the \
-                 configuration it instantiates, and with ptxas (\\$PTXAS, .deps/bin/ptxas or PATH) reports registers/spills/smem per kernel \
-                 for every GPU the module serves, failing if a hot kernel (flash_*) spills; with \
-                 nvdisasm it counts the tensor-core instructions in the SASS",
-                ARCHES.map(|a| a.name).join(", ")
+                "usage: cargo xtask build-ptx [--check]\n  compiles kernels-gpu to target/ptx/<arch>.ptx for {} with the pinned toolchain, \
+                 rejects unresolved calls, checks that every kernel entry is named for the configuration it \
+                 instantiates, assembles each module with ptxas ($PTXAS, .deps/bin/ptxas or PATH) for every GPU it \
+                 serves (skipped when the PTX is unchanged), fails if a hot kernel (flash_*) spills, counts the \
+                 tensor-core instructions in the SASS with nvdisasm, and writes the compressed PTX and cubins the \
+                 library ships with their manifest to {}/.\n  --check: writes nothing, fails unless what it builds \
+                 is exactly what is shipped (CI)",
+                ARCHES.map(|a| a.name).join(", "),
+                ship::SHIP_DIR
             );
+            return ExitCode::FAILURE;
+        }
+    };
+    match build_ptx(check) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn build_ptx() -> Result<(), Box<dyn std::error::Error>> {
+fn build_ptx(check: bool) -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let build = Build::new(&root);
-    let ptxas = find_ptxas(&root);
-    let mut summary = Vec::new();
+    let ptxas = find_ptxas(&root).ok_or("ptxas not found: run scripts/setup.sh, or set PTXAS (the library ships cubins it assembles)")?;
+    let ptxas_version = ptxas_version(&ptxas)?;
+    let mut shipped: Vec<(String, Vec<u8>)> = Vec::new();
+    let (mut kernels, mut most, mut skipped) = (Vec::new(), (0, String::new()), 0);
     for arch in ARCHES {
         let ptx = build.build(arch)?;
-        println!("{}: {}", arch.name, ptx.display());
-        let Some(ptxas) = &ptxas else {
-            println!("  ptxas not found (run scripts/setup.sh): skipped register/spill check");
-            continue;
-        };
+        shipped.push((format!("{}.ptx", arch.name), std::fs::read(&ptx)?));
         for &gpu in arch.assembled_for {
-            let reports = ptxas_report(ptxas, &ptx, gpu)?;
-            if gpu == arch.name {
-                let sass = find_nvdisasm(&root).map(|d| sass_counts(&d, &cubin_path(&ptx, gpu)));
-                print_table(&reports, sass.as_ref());
+            let done = assemble(&ptxas, &ptxas_version, &ptx, gpu)?;
+            if done.ran {
+                println!("{gpu} (from {}):", ptx.display());
+                let sass = find_nvdisasm(&root).map(|d| sass_counts(&d, &done.cubin));
+                print_table(&done.reports, sass.as_ref());
+            } else {
+                skipped += 1;
             }
-            check_spills(gpu, &reports)?;
-            let hot: Vec<&KernelReport> = reports.iter().filter(|r| r.is_hot()).collect();
-            let most = hot.iter().max_by_key(|r| r.registers);
-            summary.push(format!(
-                "{gpu}: {} kernels, most registers {}",
-                hot.len(),
-                most.map_or("-".into(), |r| format!("{} ({})", r.registers, r.name))
-            ));
+            check_spills(gpu, &done.reports)?;
+            let hot: Vec<&KernelReport> = done.reports.iter().filter(|r| r.is_hot()).collect();
+            kernels.push(format!("{gpu} {}", hot.len()));
+            if let Some(r) = hot.iter().max_by_key(|r| r.registers).filter(|r| r.registers > most.0) {
+                most = (r.registers, format!("{} on {gpu}", r.name));
+            }
+            shipped.push((format!("{gpu}.cubin"), std::fs::read(&done.cubin)?));
         }
     }
-    if !summary.is_empty() {
-        println!("build-ptx: no spills; {}", summary.join("; "));
-    }
+    let manifest = Manifest {
+        sources: ship::sources_digest(&root)?,
+        toolchain: build.toolchain()?,
+        ptxas: ptxas_version,
+        files: shipped.iter().map(|(name, bytes)| ship::entry(name, bytes)).collect(),
+    };
+    let action = if check {
+        let differences = manifest.differences(&Manifest::read(&root).unwrap_or_default());
+        if !differences.is_empty() {
+            return Err(format!(
+                "the kernels in {} are not what these sources build (run `cargo xtask build-ptx` and commit them):\n  {}",
+                ship::SHIP_DIR,
+                differences.join("\n  ")
+            )
+            .into());
+        }
+        format!("{} match the build", ship::SHIP_DIR)
+    } else {
+        let written = ship::write(&root, &manifest, &shipped)?;
+        if written.is_empty() { format!("{} unchanged", ship::SHIP_DIR) } else { format!("wrote {} in {}", written.join(", "), ship::SHIP_DIR) }
+    };
+    let skipped = if skipped > 0 { format!(" (ptxas skipped for {skipped} unchanged)") } else { String::new() };
+    println!("build-ptx: kernels {}; most registers {} ({}); no spills{skipped}; {action}", kernels.join(", "), most.0, most.1);
     Ok(())
 }
 

@@ -1,18 +1,29 @@
-//! Timing of forward launches with CUDA events: warm-up, then the median of timed launches.
+//! Buffers for a benchmark row, and timing of forward launches with CUDA events: warm-up, then
+//! the median of timed launches. On cudarc, whose driver library loads at run time, so the
+//! command line starts (and says what is missing) on a machine without one.
+use std::sync::Arc;
 
-use cust::event::{Event, EventFlags};
-use cust::memory::DeviceBuffer;
-use cust::prelude::Stream;
-use cust::stream::StreamFlags;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use rand::Rng;
 
-use crate::buffers::{BufferRef, Buffers};
-use crate::device::Gpu;
-use crate::element::DType;
-use crate::error::{Error, Result};
-use crate::layout::{DeviceIndex, DeviceOffsets, Offsets, PagedKv, Pages, Rows};
-use crate::params::{AttentionParams, Strides};
-use crate::plan::LaunchPlan;
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, Gpu, LaunchPlan, PagedKv, Pages, Strides};
+
+/// Why benchmarking a row failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The library refused or failed the call.
+    #[error(transparent)]
+    Flashrs(#[from] flashrs::Error),
+    /// A cudarc call (allocation, copy, event) failed.
+    #[error("CUDA: {0}")]
+    Cuda(#[from] cudarc::driver::DriverError),
+    /// The row's sizes overflow.
+    #[error("element counts overflow")]
+    TooBig,
+}
+
+/// Shorthand for this module's results.
+pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// Timings of one shape, in milliseconds.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,16 +70,18 @@ pub struct BenchLayout {
 /// strides; for a paged call, whole caches and a block table of shuffled pages), and the index
 /// arrays of its [`BenchLayout`].
 pub struct BenchBuffers {
-    q: DeviceBuffer<u16>,
-    k: DeviceBuffer<u16>,
-    v: DeviceBuffer<u16>,
-    o: DeviceBuffer<u16>,
-    lse: DeviceBuffer<f32>,
+    stream: Arc<CudaStream>,
+    dtype: DType,
+    q: CudaSlice<u16>,
+    k: CudaSlice<u16>,
+    v: CudaSlice<u16>,
+    o: CudaSlice<u16>,
+    lse: CudaSlice<f32>,
     layout: BenchLayout,
     /// Paged calls: the block table, on the device and (to gather K and V back) on the host.
-    table: Option<(DeviceBuffer<i32>, Vec<i32>, Pages)>,
+    table: Option<(CudaSlice<i32>, Vec<i32>, Pages)>,
     /// Variable-length calls with offsets on the GPU: `cu_seqlens_q` and `cu_seqlens_k`.
-    offsets: Option<[DeviceBuffer<i32>; 2]>,
+    offsets: Option<[CudaSlice<i32>; 2]>,
 }
 
 /// Random normal values drawn afresh for each buffer; beyond this many they repeat. Drawing
@@ -84,8 +97,8 @@ fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
         .map(|_| {
             let x: f32 = rng.sample(rand_distr::StandardNormal);
             match dtype {
-                DType::F16 => half::f16::from_f32(x).to_bits(),
                 DType::Bf16 => half::bf16::from_f32(x).to_bits(),
+                _ => half::f16::from_f32(x).to_bits(),
             }
         })
         .collect();
@@ -93,10 +106,12 @@ fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
 }
 
 impl BenchBuffers {
-    /// Allocates and fills buffers for the fixed-length call `p` stored as `layout` says.
-    pub fn new(p: &AttentionParams, layout: BenchLayout) -> Result<Self> {
+    /// Allocates and fills buffers of `dtype` for the fixed-length call `p` on `ctx`'s default
+    /// stream, stored as `layout` says.
+    pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, layout: BenchLayout) -> Result<Self> {
+        let stream = ctx.default_stream();
         let d = p.head_dim;
-        let too_big = || Error::InvalidShape { what: "sizes", reason: "element counts overflow".into() };
+        let too_big = || BenchError::TooBig;
         let dq = [p.batch, p.seqlen_q, p.heads_q, d];
         let [qs, ks, vs, os] = p.tensor_strides()?;
         // One element at least: a zero-length allocation has no address to plan with.
@@ -116,86 +131,71 @@ impl BenchBuffers {
                 let mut ids: Vec<i32> = (0..pg.num_pages as i32).collect();
                 rand::seq::SliceRandom::shuffle(&mut ids[..], &mut rand::rng());
                 ids.resize(p.batch * pg.pages_per_seq, 0);
-                Some((DeviceBuffer::from_slice(&ids)?, ids, pg))
+                Some((stream.clone_htod(&ids)?, ids, pg))
             }
             None => None,
         };
         // The benchmark's variable-length rows are the batch's equal-length sequences packed:
         // exactly the contiguous batch's rows.
         let offsets = match layout.packed {
-            Some(true) => Some([DeviceBuffer::from_slice(&equal_offsets(p.batch, p.seqlen_q))?, DeviceBuffer::from_slice(&equal_offsets(p.batch, p.seqlen_k))?]),
+            Some(true) => Some([stream.clone_htod(&equal_offsets(p.batch, p.seqlen_q))?, stream.clone_htod(&equal_offsets(p.batch, p.seqlen_k))?]),
             _ => None,
         };
         Ok(BenchBuffers {
-            q: DeviceBuffer::from_slice(&random_bits(p.dtype, extent(dq, qs)?))?,
-            k: DeviceBuffer::from_slice(&random_bits(p.dtype, kv_len))?,
-            v: DeviceBuffer::from_slice(&random_bits(p.dtype, kv_len))?,
-            o: DeviceBuffer::from_slice(&vec![0u16; extent(dq, os)?])?,
-            lse: DeviceBuffer::from_slice(&vec![0f32; (p.batch * p.heads_q * p.seqlen_q).max(1)])?,
+            q: stream.clone_htod(&random_bits(dtype, extent(dq, qs)?))?,
+            k: stream.clone_htod(&random_bits(dtype, kv_len))?,
+            v: stream.clone_htod(&random_bits(dtype, kv_len))?,
+            o: stream.alloc_zeros(extent(dq, os)?)?,
+            lse: stream.alloc_zeros((p.batch * p.heads_q * p.seqlen_q).max(1))?,
+            stream: stream.clone(),
+            dtype,
             layout,
             table,
             offsets,
+        })
+        .and_then(|b| {
+            // The copies were queued on the default stream; the timed launches run on another.
+            stream.synchronize()?;
+            Ok(b)
         })
     }
 
     /// The fixed-length call `p` (the one these buffers were made for) in their layout, its
     /// index arrays borrowed from these buffers.
-    pub fn params<'a>(&'a self, p: &AttentionParams) -> AttentionParams<'a> {
-        let mut out = AttentionParams { layout: Default::default(), ..p.clone() };
-        out = match (self.layout.packed, &self.offsets) {
+    pub fn params<'a>(&'a self, p: &AttentionParams<'a>) -> AttentionParams<'a> {
+        let mut b = p.to_builder();
+        b = match (self.layout.packed, &self.offsets) {
             (Some(true), Some([q, k])) => {
                 let (total_q, total_k) = (p.batch * p.seqlen_q, p.batch * p.seqlen_k);
-                let offsets = DeviceOffsets { cu_seqlens_q: DeviceIndex::new(q), cu_seqlens_k: Some(DeviceIndex::new(k)), total_q, total_k };
-                out.rows(Rows::Packed(Offsets::Device(offsets)))
+                b.varlen_device(DeviceOffsets::new(DeviceIndex::new(q), total_q).keys(DeviceIndex::new(k), total_k))
             }
-            (Some(_), _) => {
-                let (cu_seqlens_q, cu_seqlens_k) = (equal_offsets(p.batch, p.seqlen_q), equal_offsets(p.batch, p.seqlen_k));
-                out.rows(Rows::Packed(Offsets::Host { cu_seqlens_q, cu_seqlens_k }))
-            }
-            (None, _) => out,
+            (Some(_), _) => b.varlen(&equal_offsets(p.batch, p.seqlen_q), &equal_offsets(p.batch, p.seqlen_k)),
+            (None, _) => b,
         };
-        match &self.table {
-            Some((t, _, pages)) => out.paged(PagedKv { pages: *pages, block_table: DeviceIndex::new(t), seqused_k: None }),
-            None => out,
+        if let Some((t, _, pages)) = &self.table {
+            b = b.paged(PagedKv::new(*pages, DeviceIndex::new(t)));
         }
+        b.build().expect("complete parameters stay complete")
     }
 
     /// The buffers as the planner sees them (`with_lse`: also write the log-sum-exp).
     pub fn refs(&self, with_lse: bool) -> Buffers {
-        Buffers {
-            q: BufferRef::of(&self.q),
-            k: BufferRef::of(&self.k),
-            v: BufferRef::of(&self.v),
-            o: BufferRef::of(&self.o),
-            lse: with_lse.then(|| BufferRef::of(&self.lse)),
-        }
+        let r = |ptr: u64, len: usize| BufferRef::new(ptr, len);
+        let s = &self.stream;
+        let b = Buffers::new(self.dtype, r(self.q.device_ptr(s).0, self.q.len()), r(self.k.device_ptr(s).0, self.k.len()), r(self.v.device_ptr(s).0, self.v.len()), r(self.o.device_ptr(s).0, self.o.len()));
+        if with_lse { b.lse(r(self.lse.device_ptr(s).0, self.lse.len())) } else { b }
     }
 
     /// Copies the output back as f32 (for spot checks).
-    pub fn output_f32(&self, dtype: DType) -> Result<Vec<f32>> {
-        let bits = self.o.as_host_vec()?;
-        Ok(bits
-            .into_iter()
-            .map(|b| match dtype {
-                DType::F16 => half::f16::from_bits(b).to_f32(),
-                DType::Bf16 => half::bf16::from_bits(b).to_f32(),
-            })
-            .collect())
+    pub fn output_f32(&self) -> Result<Vec<f32>> {
+        Ok(self.stream.clone_dtoh(&self.o)?.into_iter().map(|b| widen(self.dtype, b)).collect())
     }
 
     /// Copies the inputs back as f32, contiguous in their buffers' own layout; a paged cache
     /// is gathered through its block table into contiguous `[batch, seqlen_k, heads_kv, d]`
     /// (`p`'s shape).
-    pub fn inputs_f32(&self, dtype: DType, p: &AttentionParams) -> Result<[Vec<f32>; 3]> {
-        let conv = |b: &DeviceBuffer<u16>| -> Result<Vec<f32>> {
-            Ok(b.as_host_vec()?
-                .into_iter()
-                .map(|x| match dtype {
-                    DType::F16 => half::f16::from_bits(x).to_f32(),
-                    DType::Bf16 => half::bf16::from_bits(x).to_f32(),
-                })
-                .collect())
-        };
+    pub fn inputs_f32(&self, p: &AttentionParams) -> Result<[Vec<f32>; 3]> {
+        let conv = |b: &CudaSlice<u16>| -> Result<Vec<f32>> { Ok(self.stream.clone_dtoh(b)?.into_iter().map(|x| widen(self.dtype, x)).collect()) };
         let [q, k, v] = [conv(&self.q)?, conv(&self.k)?, conv(&self.v)?];
         let Some((_, table, pg)) = &self.table else { return Ok([q, k, v]) };
         let pg = *pg;
@@ -211,6 +211,14 @@ impl BenchBuffers {
             out
         };
         Ok([q, gather(&k), gather(&v)])
+    }
+}
+
+/// The f32 value of a 16-bit element of `dtype` given by its bits.
+fn widen(dtype: DType, bits: u16) -> f32 {
+    match dtype {
+        DType::Bf16 => half::bf16::from_bits(bits).to_f32(),
+        _ => half::f16::from_bits(bits).to_f32(),
     }
 }
 
@@ -247,25 +255,25 @@ fn equal_offsets(batch: usize, len: usize) -> Vec<i32> {
 }
 
 /// Enqueues the spin kernel (`bench_spin`), holding `stream` for `ns` nanoseconds.
-fn hold_stream(gpu: &Gpu, stream: &Stream, ns: u64) -> Result<()> {
-    let f = gpu.module().get_function("bench_spin")?.to_raw();
+fn hold_stream(gpu: &Gpu, stream: &CudaStream, ns: u64) -> Result<()> {
+    let f = gpu.raw_function("bench_spin")?;
     let mut ns = ns;
     let mut args = [&mut ns as *mut u64 as *mut std::ffi::c_void];
     // SAFETY: one u64 argument, as `bench_spin` takes; a valid stream of this context.
-    let r = unsafe { cust::sys::cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream.as_inner(), args.as_mut_ptr(), std::ptr::null_mut()) };
-    crate::error::check_driver("cuLaunchKernel", r)
+    unsafe { cudarc::driver::result::launch_kernel(f as _, (1, 1, 1), (1, 1, 1), 0, stream.cu_stream(), &mut args)? };
+    Ok(())
 }
 
-/// Times `plan` on a fresh stream: `warmup` untimed launches, then `iters` launches each
-/// between two events, as `mode` says.
-pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, warmup: usize, iters: usize, mode: TimingMode) -> Result<Timing> {
-    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
-    let raw = stream.as_inner() as *mut std::ffi::c_void;
+/// Times `plan` on a fresh stream of `ctx`: `warmup` untimed launches, then `iters` launches
+/// each between two events, as `mode` says.
+pub fn time_plan(ctx: &Arc<CudaContext>, gpu: &Gpu, plan: &LaunchPlan, warmup: usize, iters: usize, mode: TimingMode) -> Result<Timing> {
+    let stream = ctx.new_stream()?;
+    let raw = stream.cu_stream() as *mut std::ffi::c_void;
     for _ in 0..warmup {
         // SAFETY: the plan was validated against live buffers the caller keeps alive.
         unsafe { gpu.launch(raw, plan)? };
     }
-    let (start, stop) = (Event::new(EventFlags::DEFAULT)?, Event::new(EventFlags::DEFAULT)?);
+    let (start, stop) = (ctx.new_event(None)?, ctx.new_event(None)?);
     let mut samples = Vec::with_capacity(iters);
     for _ in 0..iters {
         if mode == TimingMode::Queued {
@@ -276,7 +284,7 @@ pub fn time_plan(gpu: &Gpu, plan: &LaunchPlan, warmup: usize, iters: usize, mode
         unsafe { gpu.launch(raw, plan)? };
         stop.record(&stream)?;
         stop.synchronize()?;
-        samples.push(stop.elapsed_time_f32(&start)? as f64);
+        samples.push(start.elapsed_ms(&stop)? as f64);
     }
     Ok(Timing::from_samples(samples))
 }

@@ -16,11 +16,15 @@ pub enum Implementation {
     /// PyTorch SDPA, `SDPBackend.CUDNN_ATTENTION`.
     #[serde(rename = "torch-cudnn")]
     TorchCudnn,
+    /// FlashAttention-3's forward (the `fa3-fwd` package, `fa3_fwd_interface.flash_attn_func`;
+    /// bf16 only), called from PyTorch.
+    #[serde(rename = "fa3")]
+    Fa3,
 }
 
 impl Implementation {
     /// Every implementation, ours first: the column and legend order.
-    pub const ALL: [Implementation; 3] = [Implementation::Flashrs, Implementation::TorchFa2, Implementation::TorchCudnn];
+    pub const ALL: [Implementation; 4] = [Implementation::Flashrs, Implementation::TorchFa2, Implementation::TorchCudnn, Implementation::Fa3];
 
     /// Name in tables, plots and machine output (the serde name).
     pub fn name(self) -> &'static str {
@@ -28,6 +32,7 @@ impl Implementation {
             Implementation::Flashrs => "flashrs",
             Implementation::TorchFa2 => "torch-fa2",
             Implementation::TorchCudnn => "torch-cudnn",
+            Implementation::Fa3 => "fa3",
         }
     }
 }

@@ -13,7 +13,7 @@ use super::report::Report;
 
 /// The font every label is drawn with, shipped so that PNGs get text on machines without
 /// system fonts (see `assets/DejaVuSans-LICENSE.txt`).
-const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-ascii.ttf");
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans-ascii.ttf");
 /// Size of one panel in pixels (SVG units).
 const PANEL: (u32, u32) = (560, 400);
 /// Height of the title band above the panels.
@@ -126,6 +126,7 @@ fn color(implementation: Implementation, index: usize) -> RGBColor {
         Implementation::Flashrs => RGBColor(31, 119, 180),
         Implementation::TorchFa2 => RGBColor(255, 127, 14),
         Implementation::TorchCudnn => RGBColor(44, 160, 44),
+        Implementation::Fa3 => RGBColor(214, 39, 40),
     }
 }
 
@@ -205,7 +206,7 @@ fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, lines: &[Series], ca
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::sweep::{Shape, SweepSpec};
+    use crate::sweep::{Shape, SweepSpec};
 
     /// A sweep with made-up times roughly shaped like the H100's.
     fn synthetic(configs: &[&str]) -> Report {

@@ -1,6 +1,6 @@
 //! The results of a run for people (a table with geometric means) and for programs (JSON, CSV).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::compare::{self, Comparison, LONG_SEQLEN};
@@ -34,11 +34,18 @@ pub const CSV_COLUMNS: [&str; 20] = [
     "note",
 ];
 
-/// Everything a run produced. Serializes to the `--json` document.
-#[derive(Clone, Debug, Serialize)]
+/// Everything a run produced. Serializes to the `--json` document (and reads back from it, for
+/// `flashrs report`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// [`SCHEMA`].
     pub schema: u32,
+    /// The day the run was made (UTC, `YYYY-MM-DD`).
+    #[serde(default)]
+    pub date: Option<String>,
+    /// The command line that made it.
+    #[serde(default)]
+    pub command: Option<String>,
     /// GPU name and kernel module architecture.
     pub device: String,
     /// Element type name.
@@ -49,6 +56,9 @@ pub struct Report {
     pub iters: usize,
     /// What the events around a timed launch saw (`call` or `queued`, see `--timing`).
     pub timing: String,
+    /// How long opening the GPU took, if it was opened.
+    #[serde(default)]
+    pub startup: Option<Startup>,
     /// The torch that was compared with, if any.
     pub torch: Option<TorchInfo>,
     /// Why torch was asked for but not compared, if so.
@@ -59,11 +69,20 @@ pub struct Report {
     pub summary: Vec<Comparison>,
 }
 
+/// Opening the GPU: driver, primary context and kernels, the start-up a serving process pays.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Startup {
+    /// Milliseconds from loading the driver to the kernels being ready.
+    pub ms: f64,
+    /// The kernel image the GPU loaded (`sm_90a.cubin`; a `.ptx` one is compiled by the driver).
+    pub kernel_image: String,
+}
+
 impl Report {
     /// Assembles a report; the summary is computed from `records`.
     pub fn new(device: String, dtype: &str, warmup: usize, iters: usize, records: Vec<Record>) -> Self {
         let summary = compare::summarize(&records);
-        Report { schema: SCHEMA, device, dtype: dtype.into(), warmup, iters, timing: "call".into(), torch: None, torch_unavailable: None, records, summary }
+        Report { schema: SCHEMA, date: None, command: None, device, dtype: dtype.into(), warmup, iters, timing: "call".into(), startup: None, torch: None, torch_unavailable: None, records, summary }
     }
 
     /// The `--json` document.
@@ -130,6 +149,9 @@ impl Report {
             "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row, {} timing; TFLOPS = 4*B*Hq*Sq*Sk*D / median, halved when causal)\n",
             self.device, self.dtype, self.warmup, self.iters, self.timing
         );
+        if let Some(s) = &self.startup {
+            out += &format!("GPU opened in {:.0} ms (driver, context, kernels from {})\n", s.ms, s.kernel_image);
+        }
         out += &render(&head, &rows);
         out += &self.footer();
         out
@@ -160,6 +182,22 @@ impl Report {
         }
         out
     }
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`.
+pub fn today() -> String {
+    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// `x` with `decimals` places, or "n/a".
@@ -211,7 +249,7 @@ fn render(head: &[(String, Align)], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::sweep::Shape;
+    use crate::sweep::Shape;
 
     fn sample() -> Report {
         let s = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, causal: true };
@@ -249,7 +287,7 @@ mod tests {
     #[test]
     fn json_has_stable_top_level_fields_and_summary() {
         let v: Value = serde_json::from_str(&sample().to_json()).unwrap();
-        for key in ["schema", "device", "dtype", "warmup", "iters", "timing", "torch", "torch_unavailable", "records", "summary"] {
+        for key in ["schema", "date", "command", "device", "dtype", "warmup", "iters", "timing", "startup", "torch", "torch_unavailable", "records", "summary"] {
             assert!(v.get(key).is_some(), "{key}");
         }
         assert_eq!(v["records"][0]["implementation"], "flashrs");

@@ -1,7 +1,47 @@
-//! CPU reference for forward attention, in f64: the independent check every kernel is tested
-//! against.
+//! CPU reference for forward attention, in f64: the independent check every kernel of
+//! `flashrs` is tested against. It shares no code with the library: it is the textbook
+//! definition, row by row, with the same semantics (bottom-right causal alignment, GQA head
+//! mapping, `-inf` log-sum-exp for rows that see no key).
 
-use crate::params::AttentionParams;
+/// The attention problem: contiguous `[batch, seqlen, heads, head_dim]` tensors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Problem {
+    /// Batch size.
+    pub batch: usize,
+    /// Query rows per sequence.
+    pub seqlen_q: usize,
+    /// Key/value rows per sequence.
+    pub seqlen_k: usize,
+    /// Query heads.
+    pub heads_q: usize,
+    /// Key/value heads (`heads_q` a multiple of it).
+    pub heads_kv: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// Causal masking, aligned to the bottom-right corner: row `i` sees keys `j <= i + seqlen_k
+    /// - seqlen_q`.
+    pub causal: bool,
+    /// Scale of `Q K^T`.
+    pub scale: f64,
+}
+
+/// The problem of a library call (its shape, masking and scale; the reference reads contiguous
+/// tensors whatever the call's strides).
+#[cfg(feature = "flashrs")]
+impl From<&flashrs::AttentionParams<'_>> for Problem {
+    fn from(p: &flashrs::AttentionParams<'_>) -> Self {
+        Problem {
+            batch: p.batch,
+            seqlen_q: p.seqlen_q,
+            seqlen_k: p.seqlen_k,
+            heads_q: p.heads_q,
+            heads_kv: p.heads_kv,
+            head_dim: p.head_dim,
+            causal: p.causal,
+            scale: p.scale() as f64,
+        }
+    }
+}
 
 /// Inputs in contiguous `[batch, seqlen, heads, head_dim]` layout, as f32 (widened from the
 /// 16-bit values the GPU saw, so both sides start from identical numbers).
@@ -24,7 +64,7 @@ pub struct RefRow {
 }
 
 /// Computes query row `row` of (`batch`, `head`).
-pub fn reference_row(p: &AttentionParams, x: &RefInputs, batch: usize, head: usize, row: usize) -> RefRow {
+pub fn reference_row(p: &Problem, x: &RefInputs, batch: usize, head: usize, row: usize) -> RefRow {
     let d = p.head_dim;
     let head_kv = head / (p.heads_q / p.heads_kv);
     let q_off = ((batch * p.seqlen_q + row) * p.heads_q + head) * d;
@@ -39,7 +79,7 @@ pub fn reference_row(p: &AttentionParams, x: &RefInputs, batch: usize, head: usi
     if visible == 0 {
         return RefRow { out: vec![0.0; d], lse: f64::NEG_INFINITY };
     }
-    let scale = p.scale() as f64;
+    let scale = p.scale;
     let scores: Vec<f64> = (0..visible)
         .map(|j| {
             let k = &x.k[kv_off(j)..kv_off(j) + d];
@@ -62,7 +102,7 @@ pub fn reference_row(p: &AttentionParams, x: &RefInputs, batch: usize, head: usi
 
 /// The whole output (`[batch, seqlen_q, heads_q, head_dim]`) and log-sum-exp
 /// (`[batch, heads_q, seqlen_q]`), computed on all available cores.
-pub fn reference_forward(p: &AttentionParams, x: &RefInputs) -> (Vec<f64>, Vec<f64>) {
+pub fn reference_forward(p: &Problem, x: &RefInputs) -> (Vec<f64>, Vec<f64>) {
     let rows: Vec<(usize, usize, usize)> = (0..p.batch)
         .flat_map(|b| (0..p.heads_q).flat_map(move |h| (0..p.seqlen_q).map(move |i| (b, h, i))))
         .collect();
@@ -92,7 +132,7 @@ mod tests {
 
     #[test]
     fn single_key_returns_its_value_and_lse_is_the_score() {
-        let p = AttentionParams::new(1, 1, 1, 1, 8).softmax_scale(0.5);
+        let p = Problem { batch: 1, seqlen_q: 1, seqlen_k: 1, heads_q: 1, heads_kv: 1, head_dim: 8, causal: false, scale: 0.5 };
         let q: Vec<f32> = (0..8).map(|i| i as f32).collect();
         let k = vec![1.0f32; 8];
         let v: Vec<f32> = (0..8).map(|i| -(i as f32)).collect();
@@ -104,7 +144,7 @@ mod tests {
     #[test]
     fn causal_bottom_right_alignment_and_empty_rows() {
         // seqlen_q = 3 > seqlen_k = 2: row 0 sees no key, row 1 sees key 0, row 2 both.
-        let p = AttentionParams::new(1, 3, 2, 1, 8).causal(true);
+        let p = Problem { batch: 1, seqlen_q: 3, seqlen_k: 2, heads_q: 1, heads_kv: 1, head_dim: 8, causal: true, scale: 1.0 };
         let q = vec![0.0f32; 24];
         let k = vec![0.0f32; 16];
         let v: Vec<f32> = (0..16).map(|i| (i / 8) as f32 * 2.0 + 1.0).collect();
@@ -119,7 +159,7 @@ mod tests {
     #[test]
     fn gqa_maps_query_heads_onto_shared_kv_heads() {
         // 4 query heads share 2 kv heads; kv head 1 holds V = 7.
-        let p = AttentionParams::new(1, 1, 1, 4, 8).heads_kv(2);
+        let p = Problem { batch: 1, seqlen_q: 1, seqlen_k: 1, heads_q: 4, heads_kv: 2, head_dim: 8, causal: false, scale: 1.0 };
         let q = vec![1.0f32; 32];
         let k = vec![1.0f32; 16];
         let v: Vec<f32> = (0..16).map(|i| if i < 8 { 3.0 } else { 7.0 }).collect();

@@ -1,7 +1,7 @@
 //! The shapes a benchmark run times: the standard sweep, narrowed or overridden by options.
 
 use flashrs::TileConfig;
-use flashrs::{AttentionParams, DType, KernelPath};
+use flashrs::{AttentionParams, AttentionParamsBuilder, KernelPath};
 use serde::{Deserialize, Serialize};
 
 /// Query tokens per row of the standard sweep: `batch = TOKENS / seqlen`, so every row moves
@@ -37,11 +37,15 @@ pub struct Shape {
 
 impl Shape {
     /// Library parameters for this shape (contiguous `[batch, seqlen, heads, head_dim]`).
-    pub fn params(&self, dtype: DType, path: KernelPath, config: Option<TileConfig>) -> AttentionParams<'static> {
-        let p = AttentionParams::new(self.batch, self.seqlen_q, self.seqlen_k, self.heads_q, self.head_dim)
+    pub fn params(&self, path: KernelPath, config: Option<TileConfig>) -> AttentionParamsBuilder<'static> {
+        let p = AttentionParams::builder()
+            .batch(self.batch)
+            .seqlen_q(self.seqlen_q)
+            .seqlen_k(self.seqlen_k)
+            .heads_q(self.heads_q)
             .heads_kv(self.heads_kv)
+            .head_dim(self.head_dim)
             .causal(self.causal)
-            .dtype(dtype)
             .path(path);
         match config {
             Some(c) => p.config(c),
@@ -51,7 +55,7 @@ impl Shape {
 
     /// Floating-point operations, by the library's convention (see [`AttentionParams::flops`]).
     pub fn flops(&self) -> f64 {
-        self.params(DType::F16, KernelPath::Auto, None).flops()
+        self.params(KernelPath::Auto, None).build().map_or(f64::NAN, |p| p.flops())
     }
 
     /// Bytes that must cross the memory bus at least: Q, K and V read once, O written once.

@@ -1,8 +1,12 @@
 //! Our rows on the GPU: buffers, optional verification against the CPU reference, timing.
 
-use flashrs::bench::{BenchBuffers, BenchLayout, TimingMode, time_plan};
-use flashrs::reference::RefInputs;
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, Gpu, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Target, TileConfig};
+use std::sync::Arc;
+
+use cudarc::driver::CudaContext;
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, DimOrder, Gpu, Kernel, KernelPath, PagedKv, Pages, Target, TileConfig};
+use flashrs_reference::{Problem, RefInputs};
+
+use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_plan};
 
 use super::CliError;
 use super::configs::tag;
@@ -44,9 +48,15 @@ impl Options {
     /// Our fixed-length parameters for `shape` with `config` under these options (the
     /// benchmark's variable-length and paged rows are this batch, packed or paged: see
     /// [`Options::layout`]).
-    pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> AttentionParams<'static> {
-        let p = shape.params(self.dtype, self.path, config).num_splits(self.num_splits);
-        if self.bhsd { p.layout_bhsd() } else { p }
+    pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> Result<AttentionParams<'static>, CliError> {
+        let mut p = shape.params(self.path, config);
+        if let Some(n) = self.num_splits {
+            p = p.num_splits(n);
+        }
+        if self.bhsd {
+            p = p.dim_order(DimOrder::Bhsd);
+        }
+        p.build().map_err(|e| CliError::Row { row: shape.label(), source: e.into() })
     }
 
     /// How each row stores its batch besides the plain tensors.
@@ -61,29 +71,28 @@ impl Options {
 pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // Aligned, disjoint (the planner refuses outputs that overlap inputs), and large enough for
     // any shape: 2^40 elements apart.
-    let stand_in = |i: u64| BufferRef { ptr: i << 41, len: 1 << 40 };
+    let stand_in = |i: u64| BufferRef::new(i << 41, 1 << 40);
     // SAFETY: planning reads no index array.
     let index = |i: u64| unsafe { DeviceIndex::from_raw(i << 41, 1 << 40) };
-    let bufs = Buffers { q: stand_in(1), k: stand_in(2), v: stand_in(3), o: stand_in(4), lse: None };
+    let bufs = Buffers::new(opts.dtype, stand_in(1), stand_in(2), stand_in(3), stand_in(4));
     for (shape, configs) in rows {
         for &config in configs {
-            let base = opts.params(shape, config);
             let layout = opts.layout();
-            let mut p = base.clone();
+            let mut p = opts.params(shape, config)?.to_builder();
             if let Some(device) = layout.packed {
                 let equal = |len: usize| (0..=shape.batch).map(|b| (b * len) as i32).collect::<Vec<_>>();
                 let (total_q, total_k) = (shape.batch * shape.seqlen_q, shape.batch * shape.seqlen_k);
-                p = p.rows(Rows::Packed(match device {
-                    true => Offsets::Device(DeviceOffsets { cu_seqlens_q: index(6), cu_seqlens_k: Some(index(7)), total_q, total_k }),
-                    false => Offsets::Host { cu_seqlens_q: equal(shape.seqlen_q), cu_seqlens_k: equal(shape.seqlen_k) },
-                }));
+                p = match device {
+                    true => p.varlen_device(DeviceOffsets::new(index(6), total_q).keys(index(7), total_k)),
+                    false => p.varlen(&equal(shape.seqlen_q), &equal(shape.seqlen_k)),
+                };
             }
             if let Some(page_size) = layout.page_size {
                 let pages = Pages::for_batch(shape.batch, shape.seqlen_k, page_size)
                     .ok_or_else(|| CliError::Usage(format!("{}: page size {page_size} gives no page count", shape.label())))?;
-                p = p.paged(PagedKv { pages, block_table: index(5), seqused_k: None });
+                p = p.paged(PagedKv::new(pages, index(5)));
             }
-            p.plan(&bufs, &Target::H100).map_err(|source| CliError::Row { row: shape.label(), source })?;
+            p.build().and_then(|p| p.plan(&bufs, &Target::H100)).map_err(|e| CliError::Row { row: shape.label(), source: e.into() })?;
         }
     }
     Ok(())
@@ -91,22 +100,22 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
 
 /// Runs one row: each configuration verified (if asked) and timed; `done` is called after
 /// each configuration.
-pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl FnMut()) -> Result<Vec<Record>, CliError> {
-    let row_err = |source| CliError::Row { row: shape.label(), source };
+pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl FnMut()) -> Result<Vec<Record>, CliError> {
+    let row_err = |source: crate::bench::BenchError| CliError::Row { row: shape.label(), source };
     let mut records = Vec::new();
     let mut bufs: Option<BenchBuffers> = None;
     for &config in configs {
-        let fixed = opts.params(shape, config);
+        let fixed = opts.params(shape, config)?;
         // Configurations share the inputs, except when verifying: then each gets a fresh
         // (zeroed) output, so that elements a kernel fails to write cannot keep the values an
         // earlier kernel left there.
         if bufs.is_none() || opts.verify {
-            bufs = Some(BenchBuffers::new(&fixed, opts.layout()).map_err(row_err)?);
+            bufs = Some(BenchBuffers::new(ctx, &fixed, opts.dtype, opts.layout()).map_err(row_err)?);
         }
         let bufs = bufs.as_ref().expect("allocated above");
         let params = bufs.params(&fixed);
         // Planned for this GPU: decode rows are split across CTAs as the library would.
-        let plan = gpu.plan_forward(&params, &bufs.refs(false)).map_err(row_err)?;
+        let plan = gpu.plan_forward(&params, &bufs.refs(false)).map_err(|e| row_err(e.into()))?;
         let kernel = plan.kernel.to_string();
         let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel);
         // The tile configuration describes the mma.sync kernels only.
@@ -120,18 +129,18 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
         record.note = [packed, pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
-            time_plan(gpu, &plan, 0, 1, TimingMode::Call).map_err(row_err)?;
-            let [q, k, v] = bufs.inputs_f32(opts.dtype, &fixed).map_err(row_err)?;
-            let out = bufs.output_f32(opts.dtype).map_err(row_err)?;
+            time_plan(ctx, gpu, &plan, 0, 1, TimingMode::Call).map_err(row_err)?;
+            let [q, k, v] = bufs.inputs_f32(&fixed).map_err(row_err)?;
+            let out = bufs.output_f32().map_err(row_err)?;
             let what = format!("{} ({kernel})", shape.label());
             // The packed rows of a variable-length row, and a paged row's gathered caches, are
             // the contiguous batch's.
-            let outcome = verify::check(&fixed, &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
+            let outcome = verify::check(&Problem::from(&fixed), &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
                 .into_result(&what)
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
         }
-        let t = time_plan(gpu, &plan, opts.warmup, opts.iters, opts.timing).map_err(row_err)?;
+        let t = time_plan(ctx, gpu, &plan, opts.warmup, opts.iters, opts.timing).map_err(row_err)?;
         records.push(record.timed(t.median_ms, t.min_ms));
         done();
     }
@@ -141,8 +150,8 @@ pub fn run_row(gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::configs::ConfigChoice;
-    use crate::cli::sweep::SweepSpec;
+    use crate::configs::ConfigChoice;
+    use crate::sweep::SweepSpec;
 
     fn opts() -> Options {
         Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call }

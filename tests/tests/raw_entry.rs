@@ -1,24 +1,13 @@
 //! `Gpu::attention_forward_raw`: the same results as the cust entry, from a thread where no
 //! context is current, and the same validation. Skipped (with the reason) without a GPU.
 use std::ffi::c_void;
-use std::io::Write;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, BufferRef, Buffers, Error, Gpu};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, Error};
+use flashrs_tests::gpu_or_skip;
 use half::f16;
 use rand::Rng;
-
-fn gpu_or_skip(test: &str) -> Option<Gpu> {
-    match Gpu::new(0) {
-        Ok(gpu) => Some(gpu),
-        Err(Error::NoGpu(reason)) => {
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: no GPU ({reason})");
-            None
-        }
-        Err(e) => panic!("{test}: opening the GPU failed: {e}"),
-    }
-}
 
 fn random(n: usize) -> Vec<f16> {
     let mut rng = rand::rng();
@@ -33,7 +22,7 @@ fn r<T: cust::memory::DeviceCopy>(b: &DeviceBuffer<T>) -> BufferRef {
 fn raw_entry_matches_the_cust_entry_from_another_thread() {
     let Some(gpu) = gpu_or_skip("raw_entry_matches_the_cust_entry_from_another_thread") else { return };
     // GQA, causal with seqlen_q > seqlen_k (rows without keys), head_dim padded 80 -> 128.
-    let params = AttentionParams::new(2, 150, 130, 4, 80).heads_kv(2).causal(true);
+    let params = AttentionParams::builder().batch(2).seqlen_q(150).seqlen_k(130).heads_q(4).heads_kv(2).head_dim(80).causal(true).build().unwrap();
     let (n_q, n_kv, n_lse) = params.contiguous_lens().unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let q = DeviceBuffer::from_slice(&random(n_q)).unwrap();
@@ -47,7 +36,7 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
     // NaN-filled, so a launch that never happened shows.
     let out_raw = DeviceBuffer::from_slice(&vec![f16::NAN; n_q]).unwrap();
     let lse_raw = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse]).unwrap();
-    let bufs = Buffers { q: r(&q), k: r(&k), v: r(&v), o: r(&out_raw), lse: Some(r(&lse_raw)) };
+    let bufs = Buffers::new(DType::F16, r(&q), r(&k), r(&v), r(&out_raw)).lse(r(&lse_raw));
     std::thread::scope(|s| {
         s.spawn(|| {
             // A fresh thread has no current context: the raw entry binds the Gpu's.
@@ -75,18 +64,20 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
 #[test]
 fn raw_entry_validates_before_launching() {
     let Some(gpu) = gpu_or_skip("raw_entry_validates_before_launching") else { return };
-    let params = AttentionParams::new(1, 64, 64, 2, 64);
+    let params = AttentionParams::builder().batch(1).seqlen(64).heads_q(2).head_dim(64).build().unwrap();
     let (n_q, n_kv, _) = params.contiguous_lens().unwrap();
     let buf = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q.max(n_kv)]).unwrap();
     let short = BufferRef { ptr: buf.as_device_ptr().as_raw(), len: n_kv - 1 };
-    let bufs = Buffers { q: r(&buf), k: short, v: r(&buf), o: r(&buf), lse: None };
+    let bufs = Buffers::new(DType::F16, r(&buf), short, r(&buf), r(&buf));
     // SAFETY: rejected by the planner before anything is launched.
     let e = unsafe { gpu.attention_forward_raw(std::ptr::null_mut(), &params, &bufs) }.unwrap_err();
     assert!(matches!(e, Error::BufferTooSmall { tensor: "k", .. }), "{e}");
 
     // Nothing to compute: Ok without looking at the (null, empty) buffers.
     let none = BufferRef { ptr: 0, len: 0 };
-    let empty = Buffers { q: none, k: none, v: none, o: none, lse: None };
+    let empty = Buffers::new(DType::F16, none, none, none, none);
+    let mut no_batch = params.clone();
+    no_batch.batch = 0;
     // SAFETY: an empty call launches nothing.
-    unsafe { gpu.attention_forward_raw(std::ptr::null_mut(), &AttentionParams::new(0, 64, 64, 2, 64), &empty) }.unwrap();
+    unsafe { gpu.attention_forward_raw(std::ptr::null_mut(), &no_batch, &empty) }.unwrap();
 }

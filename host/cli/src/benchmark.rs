@@ -1,6 +1,10 @@
 //! `flashrs benchmark`: checks the options, runs our rows and (on request) torch's, then
 //! prints the table and writes the requested files.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::CudaContext;
 use flashrs::Gpu;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -8,7 +12,7 @@ use super::CliError;
 use super::args::{BenchmarkArgs, CompareArg, LayoutArg};
 use super::plot;
 use super::record::Record;
-use super::report::Report;
+use super::report::{Report, Startup};
 use super::runner::{self, Options, Row};
 use super::sweep::Shape;
 use super::torch;
@@ -36,9 +40,12 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     let rows: Vec<Row> = shapes.iter().map(|s| (*s, choice.for_head_dim(s.head_dim))).collect();
     runner::preflight(&rows, &opts)?;
 
-    let gpu = Gpu::new(0)?;
+    let opened = Instant::now();
+    let ctx = open_device(0)?;
+    let gpu = Gpu::from_cudarc(&ctx)?;
+    let startup = Startup { ms: opened.elapsed().as_secs_f64() * 1e3, kernel_image: gpu.image().name.into() };
     let device = format!("{} ({:?})", gpu.name()?, gpu.arch());
-    let mut records = run_ours(&gpu, &rows, &opts)?;
+    let mut records = run_ours(&ctx, &gpu, &rows, &opts)?;
     let mut torch_info = None;
     let mut torch_unavailable = None;
     if args.compare == Some(CompareArg::Torch) {
@@ -53,10 +60,27 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
             torch::Outcome::Unavailable(why) => torch_unavailable = Some(why),
         }
     }
-    let report =
-        Report { torch: torch_info, torch_unavailable, timing: opts.timing.name().into(), ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, records) };
+    let report = Report {
+        torch: torch_info,
+        torch_unavailable,
+        timing: opts.timing.name().into(),
+        startup: Some(startup),
+        date: Some(super::report::today()),
+        command: Some(std::env::args().skip(1).fold("flashrs".to_string(), |c, a| c + " " + &a)),
+        ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, records)
+    };
     print!("{}", report.table());
     write_outputs(args, &report)
+}
+
+/// cudarc's context on GPU `ordinal`, after checking that the driver library is there (cudarc
+/// loads it at run time and stops the process when it is missing).
+fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, CliError> {
+    // SAFETY: only probes whether the library loads.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(CliError::Cuda("no CUDA driver library (libcuda.so) found: install the NVIDIA driver".into()));
+    }
+    CudaContext::new(ordinal).map_err(|e| CliError::Cuda(format!("opening GPU {ordinal}: {e}")))
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).
@@ -68,12 +92,12 @@ fn bar(len: usize, what: &str) -> ProgressBar {
 }
 
 /// Runs every row of ours, stopping at the first failure.
-fn run_ours(gpu: &Gpu, rows: &[Row], opts: &Options) -> Result<Vec<Record>, CliError> {
+fn run_ours(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options) -> Result<Vec<Record>, CliError> {
     let progress = bar(rows.iter().map(|r| r.1.len()).sum(), "flashrs");
     let mut records = Vec::new();
     let result = rows.iter().try_for_each(|row| {
         progress.set_message(row.0.label());
-        records.extend(runner::run_row(gpu, row, opts, || progress.inc(1))?);
+        records.extend(runner::run_row(ctx, gpu, row, opts, || progress.inc(1))?);
         Ok(())
     });
     // Cleared before any error message, so that message is the last thing on the screen.

@@ -1,6 +1,6 @@
 //! Ours against each other implementation: per-shape speed ratios and their geometric means.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::record::{Implementation, Record};
 use super::sweep::Shape;
@@ -11,7 +11,7 @@ pub const LONG_SEQLEN: usize = 2048;
 
 /// Geometric means of ours/theirs throughput against one implementation. Field names are
 /// part of the JSON output.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// The other implementation.
     pub against: Implementation,

@@ -1,8 +1,8 @@
-"""Times PyTorch SDPA backends for `flashrs benchmark --compare torch`.
+"""Times PyTorch SDPA backends and FlashAttention-3 for `flashrs benchmark --compare torch`.
 
 Request, one JSON document on stdin:
   {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
-   "backends": ["flash", "cudnn"],
+   "backends": ["flash", "cudnn", "fa3"],
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
 
 Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines):
@@ -14,7 +14,9 @@ Diagnostics go to stderr.
 Timing matches flashrs: `warmup` untimed calls, then `iters` calls each between two CUDA
 events, median and minimum in milliseconds; with timing "queued" each timed call waits behind a
 spin kernel (`torch.cuda._sleep`) long enough to cover Python's dispatch, so that the events see
-the GPU's work alone. Inputs are standard normal in [B, H, S, D].
+the GPU's work alone. Inputs are standard normal in [B, H, S, D] for SDPA, and the same
+values in FlashAttention's own [B, S, H, D] (contiguous) for FlashAttention-3, which aligns the
+causal diagonal to the bottom-right corner and takes fewer K/V heads natively, as flashrs does.
 """
 
 import json
@@ -22,7 +24,7 @@ import sys
 import traceback
 import warnings
 
-# Request name -> SDPBackend member.
+# Request name -> SDPBackend member ("fa3" is FlashAttention-3's own package, not SDPA).
 BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
 
 
@@ -127,6 +129,24 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued):
     return {"error": " | ".join(reasons)[:600] or "no call to try"}
 
 
+def run_fa3(torch, shape, q, k, v, warmup, iters, queued):
+    """Times FlashAttention-3's forward (package fa3-fwd), or says why it cannot run."""
+    try:
+        import fa3_fwd_interface as fa3
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"FlashAttention-3 is not installed (pip package fa3-fwd; {type(e).__name__}: {first_line(e)})"}
+    if q.dtype != torch.bfloat16:
+        return {"error": "the fa3-fwd package has bf16 (and FP8) kernels only"}
+    qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    causal = bool(shape["causal"])
+    # num_splits=0: FA3 chooses its split-KV count (its default, 1, never splits a decode row).
+    call = lambda: fa3.flash_attn_func(qs, ks, vs, causal=causal, num_splits=0)
+    call()
+    torch.cuda.synchronize()
+    median, fastest = time_call(torch, call, warmup, iters, queued)
+    return {"median_ms": median, "min_ms": fastest, "call": "fa3_fwd_interface.flash_attn_func"}
+
+
 def main():
     """Reads the request, then answers line by line (see the module docstring)."""
     request = json.load(sys.stdin)
@@ -153,6 +173,12 @@ def main():
             k = torch.randn(b, shape["heads_kv"], shape["seqlen_k"], d, device="cuda", dtype=dtype)
             v = torch.randn_like(k)
             for name in request["backends"]:
+                if name == "fa3":
+                    try:
+                        results[name] = run_fa3(torch, shape, q, k, v, warmup, iters, queued)
+                    except Exception as e:  # noqa: BLE001 - a refusal or out of memory
+                        results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
+                    continue
                 backend = getattr(SDPBackend, BACKENDS.get(name, ""), None)
                 if backend is None:
                     results[name] = {"error": f"torch {torch.__version__} has no SDPBackend for '{name}'"}

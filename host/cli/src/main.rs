@@ -1,10 +1,13 @@
 //! The `flashrs` command line: `flashrs benchmark` times the kernels, optionally against
 //! PyTorch, and reports tables, JSON, CSV and plots.
+#![warn(missing_docs)]
 
 pub mod args;
+pub mod bench;
 pub mod benchmark;
 pub mod compare;
 pub mod configs;
+pub mod docs;
 pub mod plot;
 pub mod record;
 pub mod report;
@@ -13,7 +16,19 @@ pub mod sweep;
 pub mod torch;
 pub mod verify;
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// `flashrs`: FlashAttention-class kernels written in Rust.
 #[derive(Parser, Debug)]
@@ -25,11 +40,16 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once per run: the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Times the attention kernels.
     #[command(about = args::ABOUT, long_about = args::LONG_ABOUT)]
     Benchmark(args::BenchmarkArgs),
+    /// Writes the benchmark documentation (docs/BENCHMARKS.md, the README's summary) from
+    /// `flashrs benchmark --json` files.
+    Report(docs::ReportArgs),
 }
 
 /// Why a command failed; printed as `error: <message>`.
@@ -44,8 +64,11 @@ pub enum CliError {
         /// The row's shape.
         row: String,
         /// What failed.
-        source: flashrs::Error,
+        source: bench::BenchError,
     },
+    /// The CUDA driver could not be loaded or the device opened.
+    #[error("CUDA: {0}")]
+    Cuda(String),
     /// Options that describe no runnable shape.
     #[error("{0}")]
     Usage(String),
@@ -61,5 +84,6 @@ pub enum CliError {
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Benchmark(args) => benchmark::run(&args),
+        Command::Report(args) => docs::run(&args),
     }
 }

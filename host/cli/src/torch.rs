@@ -1,5 +1,6 @@
-//! `--compare torch`: times PyTorch SDPA backends on the same shapes through an embedded
-//! Python script (`torch_sdpa.py`), which answers with one JSON object per line.
+//! `--compare torch`: times PyTorch SDPA's backends and FlashAttention-3 (where its `fa3-fwd`
+//! package is installed) on the same shapes through an embedded Python script
+//! (`torch_sdpa.py`), which answers with one JSON object per line.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -7,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use flashrs::DType;
-use flashrs::bench::TimingMode;
+use crate::bench::TimingMode;
 use serde::{Deserialize, Serialize};
 
 use super::record::{Implementation, Record};
@@ -18,7 +19,7 @@ const SCRIPT: &str = include_str!("torch_sdpa.py");
 
 /// The backends timed: the script's name for each, and the implementation it reports as.
 /// Adding a backend takes a line here, one in the script's `BACKENDS` and an [`Implementation`].
-const BACKENDS: &[(&str, Implementation)] = & [("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn)];
+const BACKENDS: &[(&str, Implementation)] = &[("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn), ("fa3", Implementation::Fa3)];
 
 /// What the script found about its torch (part of the JSON output).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -226,16 +227,17 @@ mod tests {
         let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, None) else { panic!() };
         assert_eq!(info.cudnn, Some(91900));
         assert_eq!(problem, None);
-        assert_eq!(records.len(), 4);
+        assert_eq!(records.len(), 2 * BACKENDS.len());
         let fa2 = &records[0];
         assert_eq!((fa2.implementation, fa2.median_ms, fa2.kernel.as_str()), (Implementation::TorchFa2, Some(0.5), "sdpa+enable_gqa"));
         assert!(fa2.tflops.is_some());
         let cudnn = &records[1];
         assert_eq!(cudnn.median_ms, None);
         assert_eq!(cudnn.note.as_deref(), Some("sdpa+enable_gqa: No available kernel."));
-        // The second shape never got a result line.
-        assert_eq!(records[2].note.as_deref(), Some("not reported by the torch script"));
-        assert_eq!(records[3].shape, shapes()[1]);
+        // FA3 was not in the reply; the second shape never got a result line.
+        assert_eq!((records[2].implementation, records[2].median_ms), (Implementation::Fa3, None));
+        assert_eq!(records[3].note.as_deref(), Some("not reported by the torch script"));
+        assert_eq!(records[5].shape, shapes()[1]);
     }
 
     #[test]

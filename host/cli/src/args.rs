@@ -112,11 +112,11 @@ pub enum TimingArg {
     Queued,
 }
 
-impl From<TimingArg> for flashrs::bench::TimingMode {
+impl From<TimingArg> for crate::bench::TimingMode {
     fn from(t: TimingArg) -> Self {
         match t {
-            TimingArg::Call => flashrs::bench::TimingMode::Call,
-            TimingArg::Queued => flashrs::bench::TimingMode::Queued,
+            TimingArg::Call => crate::bench::TimingMode::Call,
+            TimingArg::Queued => crate::bench::TimingMode::Queued,
         }
     }
 }
@@ -124,7 +124,8 @@ impl From<TimingArg> for flashrs::bench::TimingMode {
 /// Other implementations to time on the same shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CompareArg {
-    /// PyTorch SDPA's FlashAttention-2 and cuDNN backends, through `python3`.
+    /// PyTorch SDPA's FlashAttention-2 and cuDNN backends, and FlashAttention-3 (the `fa3-fwd`
+    /// package: bf16 only) where it is installed, through `python3`.
     Torch,
 }
 
@@ -253,14 +254,16 @@ impl BenchmarkArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
+    use crate::{Cli, Command};
     use clap::{CommandFactory, Parser};
     use flashrs::tiles::CONFIGS;
 
     fn parse(args: &str) -> Result<BenchmarkArgs, clap::Error> {
         let cli = Cli::try_parse_from(["flashrs", "benchmark"].into_iter().chain(args.split_whitespace()))?;
-        let Command::Benchmark(b) = cli.command;
-        Ok(b)
+        match cli.command {
+            Command::Benchmark(b) => Ok(b),
+            other => panic!("parsed as {other:?}"),
+        }
     }
 
     #[test]
