@@ -273,7 +273,9 @@ pub fn time_plan(ctx: &Arc<CudaContext>, gpu: &Gpu, plan: &LaunchPlan, warmup: u
         // SAFETY: the plan was validated against live buffers the caller keeps alive.
         unsafe { gpu.launch(raw, plan)? };
     }
-    let (start, stop) = (ctx.new_event(None)?, ctx.new_event(None)?);
+    // Timing events (cudarc's default events do not time).
+    let timed = || ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT));
+    let (start, stop) = (timed()?, timed()?);
     let mut samples = Vec::with_capacity(iters);
     for _ in 0..iters {
         if mode == TimingMode::Queued {
