@@ -1,0 +1,142 @@
+//! The backward pass: the gradients of a loss with respect to Q, K and V, given its gradient
+//! with respect to the output (`dout`), analytically:
+//!
+//! `P = softmax(scale * Q K^T)` over each row's visible keys, `O = P V`, and with `D_i =
+//! dO_i . O_i`: `dV_j = sum_i P_ij dO_i`, `dS_ij = P_ij (dO_i . V_j - D_i)`, `dQ_i = scale *
+//! sum_j dS_ij K_j`, `dK_j = scale * sum_i dS_ij Q_i`. With GQA, a K/V head's gradients sum over
+//! the query heads that read it. Rows that see no key contribute nothing and get a zero `dQ`.
+//! The forward is recomputed here in f64, not taken from a kernel.
+use crate::forward::{probabilities, weighted_values};
+use crate::{Problem, RefInputs, parallel_map};
+
+/// Reference gradients, in the inputs' layouts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefGrads {
+    /// `[batch, seqlen_q, heads_q, head_dim]`.
+    pub dq: Vec<f64>,
+    /// `[batch, seqlen_k, heads_kv, head_dim]`.
+    pub dk: Vec<f64>,
+    /// `[batch, seqlen_k, heads_kv, head_dim]`.
+    pub dv: Vec<f64>,
+}
+
+/// The gradients of a loss whose gradient with respect to the output is `dout` (contiguous
+/// `[batch, seqlen_q, heads_q, head_dim]`), computed on all available cores.
+pub fn reference_backward<T: Copy + Into<f64> + Sync>(p: &Problem, x: &RefInputs<T>, dout: &[T]) -> RefGrads {
+    let d = p.head_dim;
+    let group = p.heads_q / p.heads_kv;
+    // One task per (batch, K/V head): it owns that head's dK and dV, and its query heads' dQ.
+    let tasks: Vec<(usize, usize)> = (0..p.batch).flat_map(|b| (0..p.heads_kv).map(move |h| (b, h))).collect();
+    let parts = parallel_map(&tasks, |&(b, hkv)| {
+        let (mut dk, mut dv) = (vec![0.0; p.seqlen_k * d], vec![0.0; p.seqlen_k * d]);
+        let mut dq = vec![0.0; group * p.seqlen_q * d];
+        for g in 0..group {
+            let h = hkv * group + g;
+            for i in 0..p.seqlen_q {
+                let (probs, _) = probabilities(p, x, b, h, i);
+                if probs.is_empty() {
+                    continue;
+                }
+                let out = weighted_values(p, x, b, h, &probs);
+                let q = &x.q[p.q_offset(b, h, i)..][..d];
+                let d_o = &dout[p.q_offset(b, h, i)..][..d];
+                let dot = |a: &[T], b: &[f64]| a.iter().zip(b).map(|(&x, y)| x.into() * y).sum::<f64>();
+                let big_d = dot(d_o, &out);
+                let dq_row = &mut dq[(g * p.seqlen_q + i) * d..][..d];
+                for (j, &pj) in probs.iter().enumerate() {
+                    let (k, v) = (&x.k[p.kv_offset(b, hkv, j)..][..d], &x.v[p.kv_offset(b, hkv, j)..][..d]);
+                    let dp = d_o.iter().zip(v).map(|(&a, &b)| a.into() * b.into()).sum::<f64>();
+                    let ds = pj * (dp - big_d);
+                    for c in 0..d {
+                        dq_row[c] += p.scale * ds * k[c].into();
+                        dk[j * d + c] += p.scale * ds * q[c].into();
+                        dv[j * d + c] += pj * d_o[c].into();
+                    }
+                }
+            }
+        }
+        (dq, dk, dv)
+    });
+    let mut grads = RefGrads {
+        dq: vec![0.0; p.batch * p.seqlen_q * p.heads_q * d],
+        dk: vec![0.0; p.batch * p.seqlen_k * p.heads_kv * d],
+        dv: vec![0.0; p.batch * p.seqlen_k * p.heads_kv * d],
+    };
+    for (&(b, hkv), (dq, dk, dv)) in tasks.iter().zip(parts) {
+        for g in 0..group {
+            for i in 0..p.seqlen_q {
+                grads.dq[p.q_offset(b, hkv * group + g, i)..][..d].copy_from_slice(&dq[(g * p.seqlen_q + i) * d..][..d]);
+            }
+        }
+        for j in 0..p.seqlen_k {
+            grads.dk[p.kv_offset(b, hkv, j)..][..d].copy_from_slice(&dk[j * d..][..d]);
+            grads.dv[p.kv_offset(b, hkv, j)..][..d].copy_from_slice(&dv[j * d..][..d]);
+        }
+    }
+    grads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference_forward;
+
+    /// Deterministic values in (-1.5, 1.5), different per salt.
+    fn values(n: usize, salt: u64) -> Vec<f64> {
+        let mut s = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 11) as f64 / (1u64 << 53) as f64 * 3.0 - 1.5
+            })
+            .collect()
+    }
+
+    /// `sum(dout * O)`, whose gradients are the backward's for that `dout`.
+    fn loss(p: &Problem, q: &[f64], k: &[f64], v: &[f64], dout: &[f64]) -> f64 {
+        let (out, _) = reference_forward(p, &RefInputs { q, k, v });
+        out.iter().zip(dout).map(|(o, g)| o * g).sum()
+    }
+
+    /// The analytic gradients against central finite differences of the loss, element by
+    /// element, on tiny shapes: GQA, causal with more queries than keys (rows without keys),
+    /// and with fewer.
+    #[test]
+    fn gradients_match_finite_differences() {
+        for (sq, sk, causal) in [(3, 5, false), (5, 3, true), (4, 6, true)] {
+            let p = Problem { batch: 2, seqlen_q: sq, seqlen_k: sk, heads_q: 4, heads_kv: 2, head_dim: 3, causal, scale: 0.7 };
+            let (nq, nk) = (2 * sq * 4 * 3, 2 * sk * 2 * 3);
+            let (q, k, v, dout) = (values(nq, 1), values(nk, 2), values(nk, 3), values(nq, 4));
+            let g = reference_backward(&p, &RefInputs { q: &q, k: &k, v: &v }, &dout);
+            assert!(g.dq.iter().chain(&g.dk).chain(&g.dv).any(|x| x.abs() > 1e-2), "all gradients near zero: the check would compare nothing");
+            let h = 1e-6;
+            for (which, analytic) in [(0, &g.dq), (1, &g.dk), (2, &g.dv)] {
+                for e in 0..analytic.len() {
+                    let mut t = [q.clone(), k.clone(), v.clone()];
+                    t[which][e] += h;
+                    let up = loss(&p, &t[0], &t[1], &t[2], &dout);
+                    t[which][e] -= 2.0 * h;
+                    let down = loss(&p, &t[0], &t[1], &t[2], &dout);
+                    let numeric = (up - down) / (2.0 * h);
+                    let err = (numeric - analytic[e]).abs();
+                    assert!(err < 1e-7 + 1e-6 * numeric.abs(), "tensor {which} element {e}: analytic {} numeric {numeric} ({sq}x{sk} causal {causal})", analytic[e]);
+                }
+            }
+        }
+    }
+
+    /// A row that sees no key has no gradient, and its keys get none from it.
+    #[test]
+    fn rows_without_keys_have_zero_gradient() {
+        // Causal, 3 queries over 1 key: rows 0 and 1 see nothing, row 2 sees key 0.
+        let p = Problem { batch: 1, seqlen_q: 3, seqlen_k: 1, heads_q: 1, heads_kv: 1, head_dim: 2, causal: true, scale: 1.0 };
+        let (q, k, v) = (values(6, 5), values(2, 6), values(2, 7));
+        let dout = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0];
+        let g = reference_backward(&p, &RefInputs { q: &q, k: &k, v: &v }, &dout);
+        assert_eq!(&g.dq[..4], &[0.0; 4]);
+        // Only row 2 reaches the key, with weight 1 and a zero dout: nothing flows back.
+        assert_eq!((g.dk.clone(), g.dv.clone()), (vec![0.0; 2], vec![0.0; 2]));
+    }
+}
