@@ -8,7 +8,6 @@ use crate::buffers::Buffers;
 use crate::device::Gpu;
 use crate::element::Element;
 use crate::error::Result;
-use crate::layout::{Kv, Offsets, Rows};
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 use crate::params::AttentionParams;
 use crate::plan::{LaunchPlan, plan};
@@ -71,17 +70,8 @@ impl Gpu {
         let mut guards = Guards::default();
         let mut bufs = Buffers::new(T::DTYPE, q.read(stream, &mut guards), k.read(stream, &mut guards), v.read(stream, &mut guards), out.write(stream, &mut guards));
         bufs.lse = lse.map(|l| l.write(stream, &mut guards));
-        let layout = &params.layout;
-        let offsets = match &layout.rows {
-            Rows::Packed(Offsets::Device(d)) => [Some(d.cu_seqlens_q), d.cu_seqlens_k],
-            _ => [None, None],
-        };
-        let pages = match &layout.kv {
-            Kv::Paged(p) => [Some(p.block_table), p.seqused_k],
-            Kv::Tensors => [None, None],
-        };
-        for index in offsets.iter().chain(&pages).flatten() {
-            stream.track(index, &mut guards);
+        for index in params.layout.device_indices() {
+            stream.track(&index, &mut guards);
         }
         let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked every address the kernel forms against these borrowed

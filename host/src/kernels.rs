@@ -64,8 +64,6 @@ pub struct Image {
     pub compute_capability: (u32, u32),
     /// PTX or cubin.
     pub code: Code,
-    /// Uncompressed size in bytes.
-    pub len: usize,
     zst: &'static [u8],
 }
 
@@ -76,7 +74,6 @@ macro_rules! image {
             module: $module,
             compute_capability: $cc,
             code: $code,
-            len: manifest_len($name),
             zst: include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/", $name, ".zst")),
         }
     };
@@ -96,34 +93,13 @@ pub static IMAGES: [Image; 6] = [
 /// toolchain, the ptxas version, and each file's size and sha256.
 pub const MANIFEST: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/MANIFEST"));
 
-/// The uncompressed size the manifest gives `name` (0 when it lists no such file; the build
-/// then fails on the missing file anyway).
-const fn manifest_len(name: &str) -> usize {
-    // `file <name> <bytes> <sha256>` lines; a const scan, as the sizes are needed in statics.
-    let (m, n) = (MANIFEST.as_bytes(), name.as_bytes());
-    let mut i = 0;
-    while i + 5 + n.len() < m.len() {
-        let line_start = i == 0 || m[i - 1] == b'\n';
-        if line_start && m[i] == b'f' && m[i + 1] == b'i' && m[i + 2] == b'l' && m[i + 3] == b'e' && m[i + 4] == b' ' {
-            let mut j = 0;
-            while j < n.len() && m[i + 5 + j] == n[j] {
-                j += 1;
-            }
-            if j == n.len() && m[i + 5 + j] == b' ' {
-                let (mut k, mut len) = (i + 6 + j, 0);
-                while k < m.len() && m[k].is_ascii_digit() {
-                    len = len * 10 + (m[k] - b'0') as usize;
-                    k += 1;
-                }
-                return len;
-            }
-        }
-        i += 1;
-    }
-    0
-}
-
 impl Image {
+    /// Uncompressed size in bytes, as the manifest gives it (0 for a file it does not list).
+    pub fn size(&self) -> usize {
+        let size = |l: &str| l.strip_prefix("file ")?.strip_prefix(self.name)?.strip_prefix(' ')?.split(' ').next()?.parse().ok();
+        MANIFEST.lines().find_map(size).unwrap_or(0)
+    }
+
     /// Whether a GPU of compute capability `cc` can load this image: a cubin of the same major
     /// version and no newer minor one (architecture-specific `sm_90a` code only on 9.0), PTX on
     /// anything at least as new (`sm_90a` PTX only on 9.0).
@@ -147,11 +123,12 @@ impl Image {
     /// The uncompressed image (PTX text with a terminating NUL, as the driver takes it).
     pub fn bytes(&self) -> Result<Vec<u8>> {
         let corrupt = |e: String| Error::Kernels(format!("{}: {e}", self.name));
-        let mut out = Vec::with_capacity(self.len + 1);
+        let len = self.size();
+        let mut out = Vec::with_capacity(len + 1);
         let mut decoder = ruzstd::decoding::StreamingDecoder::new(self.zst).map_err(|e| corrupt(e.to_string()))?;
         decoder.read_to_end(&mut out).map_err(|e| corrupt(e.to_string()))?;
-        if out.len() != self.len {
-            return Err(corrupt(format!("{} bytes decompressed, the manifest says {}", out.len(), self.len)));
+        if out.len() != len {
+            return Err(corrupt(format!("{} bytes decompressed, the manifest says {len}", out.len())));
         }
         if self.code == Code::Ptx {
             out.push(0);
@@ -194,7 +171,7 @@ mod tests {
             let bytes = image.bytes().unwrap();
             let body = if image.code == Code::Ptx { &bytes[..bytes.len() - 1] } else { &bytes[..] };
             let sha: String = sha2::Sha256::digest(body).iter().map(|b| format!("{b:02x}")).collect();
-            let line = format!("file {} {} {sha}", image.name, image.len);
+            let line = format!("file {} {} {sha}", image.name, image.size());
             assert!(MANIFEST.lines().any(|l| l == line), "{} does not match the manifest", image.name);
         }
     }
@@ -228,7 +205,7 @@ mod tests {
         assert_eq!(names((10, 0)), ["sm_80.ptx"]);
         assert_eq!(names((12, 0)), ["sm_80.ptx"]);
         assert!(names((7, 5)).is_empty());
-        assert!(IMAGES.iter().all(|i| i.len > 0), "an image the manifest does not list");
+        assert!(IMAGES.iter().all(|i| i.size() > 0), "an image the manifest does not list");
     }
 
     #[test]

@@ -284,6 +284,21 @@ pub struct Layout<'a> {
     pub kv: Kv<'a>,
 }
 
+impl<'a> Layout<'a> {
+    /// The GPU index arrays the kernel reads: device offsets, a block table, key counts.
+    pub fn device_indices(&self) -> impl Iterator<Item = DeviceIndex<'a>> {
+        let offsets = match &self.rows {
+            Rows::Packed(Offsets::Device(d)) => [Some(d.cu_seqlens_q), d.cu_seqlens_k],
+            _ => [None, None],
+        };
+        let pages = match &self.kv {
+            Kv::Paged(p) => [Some(p.block_table), p.seqused_k],
+            Kv::Tensors => [None, None],
+        };
+        offsets.into_iter().chain(pages).flatten()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

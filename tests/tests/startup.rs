@@ -24,7 +24,7 @@ fn a_cold_gpu_opens_fast() {
         wall * 1e3,
         gpu.startup().as_secs_f64() * 1e3,
         image.name,
-        image.len
+        image.size()
     );
     if Image::for_gpu((major as u32, minor as u32)).any(|i| i.code == Code::Cubin) {
         assert_eq!(image.code, Code::Cubin, "a cubin ships for this GPU, yet it loaded {}", image.name);

@@ -141,7 +141,7 @@ impl BenchBuffers {
             Some(true) => Some([stream.clone_htod(&equal_offsets(p.batch, p.seqlen_q))?, stream.clone_htod(&equal_offsets(p.batch, p.seqlen_k))?]),
             _ => None,
         };
-        Ok(BenchBuffers {
+        let buffers = BenchBuffers {
             q: stream.clone_htod(&random_bits(dtype, extent(dq, qs)?))?,
             k: stream.clone_htod(&random_bits(dtype, kv_len))?,
             v: stream.clone_htod(&random_bits(dtype, kv_len))?,
@@ -152,12 +152,10 @@ impl BenchBuffers {
             layout,
             table,
             offsets,
-        })
-        .and_then(|b| {
-            // The copies were queued on the default stream; the timed launches run on another.
-            stream.synchronize()?;
-            Ok(b)
-        })
+        };
+        // The copies were queued on the default stream; the timed launches run on another.
+        stream.synchronize()?;
+        Ok(buffers)
     }
 
     /// The fixed-length call `p` (the one these buffers were made for) in their layout, its
