@@ -92,7 +92,7 @@ impl Gpu {
     /// example `cudarc_stream.cu_stream() as *mut c_void`); null means the context's legacy
     /// default stream.
     ///
-    /// Before launching, this GPU's context is made current on the calling thread if it is not
+    /// First, this GPU's context is made current on the calling thread if it is not
     /// already (as cudarc does before its own calls). That context is the device's **primary
     /// context** ([`Gpu::new`] retains it), the one cudarc's `CudaContext::new(ordinal)`,
     /// candle's `CudaDevice` and the CUDA runtime use: memory and streams from them are valid
@@ -113,11 +113,12 @@ impl Gpu {
     /// * `stream` is null or a live stream created in this GPU's context, and stays alive until
     ///   the kernel has been queued (this call's return).
     pub unsafe fn attention_forward_raw(&self, stream: *mut c_void, params: &AttentionParams, bufs: &Buffers) -> Result<()> {
+        // Current before planning too: planning asks the driver about the kernels' occupancy.
+        self.make_current()?;
         let plan = self.plan_forward(params, bufs)?;
         if plan.is_empty() {
             return Ok(());
         }
-        self.make_current()?;
         self.check_stream(stream)?;
         // SAFETY: the plan checked every address against the capacities, which the caller
         // vouches for, as for the stream and the buffers' lifetimes.
