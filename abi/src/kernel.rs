@@ -19,6 +19,7 @@
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
 
+use crate::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BwdConfig};
 use crate::dtype::DType;
 use crate::sm90::{self, HopperConfig};
 use crate::tiles::{self, TileConfig};
@@ -112,6 +113,35 @@ pub enum Kernel {
         /// Its tile configuration, one of [`sm90::CONFIGS`].
         config: HopperConfig,
     },
+    /// A step of the backward pass (`mma.sync`; in both modules), see [`crate::bwd`].
+    Bwd {
+        /// Element type.
+        dtype: DType,
+        /// Which of the three launches.
+        step: BwdStep,
+    },
+}
+
+/// The three launches of a backward call (see [`crate::bwd`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BwdStep {
+    /// `dot(dO, O)` per row; zeroes the dQ accumulator.
+    Prep,
+    /// dK, dV and the dQ accumulator, in one of [`BWD_CONFIGS`].
+    Main(BwdConfig),
+    /// dQ from its accumulator.
+    Dq,
+}
+
+impl BwdStep {
+    /// Number of this step in kernel markers.
+    pub const fn code(self) -> u32 {
+        match self {
+            BwdStep::Prep => 0,
+            BwdStep::Main(_) => 1,
+            BwdStep::Dq => 2,
+        }
+    }
 }
 
 impl Kernel {
@@ -126,7 +156,9 @@ impl Kernel {
             let twins = if sm90::is_default(&config) { 2 } else { 1 };
             [false, true].into_iter().take(twins).flat_map(move |varlen| DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config }))
         });
-        mma.chain(sm90)
+        let bwd = [BwdStep::Prep, BwdStep::Dq].into_iter().chain(BWD_CONFIGS.into_iter().map(BwdStep::Main));
+        let bwd = bwd.flat_map(|step| DType::ALL.into_iter().map(move |dtype| Kernel::Bwd { dtype, step }));
+        mma.chain(sm90).chain(bwd)
     }
 
     /// True when the device crate instantiates this kernel (it is one of [`Kernel::all`]).
@@ -134,6 +166,8 @@ impl Kernel {
         match *self {
             Kernel::Mma { variant, config, .. } => variant.configs().contains(&config),
             Kernel::Sm90 { varlen, config, .. } => sm90::CONFIGS.contains(&config) && (!varlen || sm90::is_default(&config)),
+            Kernel::Bwd { step: BwdStep::Main(config), .. } => BWD_CONFIGS.contains(&config),
+            Kernel::Bwd { .. } => true,
         }
     }
 
@@ -145,31 +179,39 @@ impl Kernel {
     /// Element type.
     pub const fn dtype(&self) -> DType {
         match *self {
-            Kernel::Mma { dtype, .. } | Kernel::Sm90 { dtype, .. } => dtype,
+            Kernel::Mma { dtype, .. } | Kernel::Sm90 { dtype, .. } | Kernel::Bwd { dtype, .. } => dtype,
         }
     }
 
-    /// The padded head dimension it computes.
+    /// The padded head dimension it computes (0 for the backward's row kernels, which take
+    /// any).
     pub const fn head_dim(&self) -> usize {
         match self {
             Kernel::Mma { config, .. } => config.head_dim,
             Kernel::Sm90 { config, .. } => config.head_dim,
+            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.head_dim,
+            Kernel::Bwd { .. } => 0,
         }
     }
 
-    /// Query rows per CTA (per work tile).
+    /// Query rows per CTA (per work tile; the backward main kernel's per step, its row kernels'
+    /// rows per CTA).
     pub const fn block_m(&self) -> usize {
         match self {
             Kernel::Mma { config, .. } => config.block_m,
             Kernel::Sm90 { config, .. } => config.block_m(),
+            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_m,
+            Kernel::Bwd { .. } => BWD_ROW_THREADS / 32,
         }
     }
 
-    /// Key rows per K/V tile.
+    /// Key rows per K/V tile (the backward main kernel's per CTA; 0 for its row kernels).
     pub const fn block_n(&self) -> usize {
         match self {
             Kernel::Mma { config, .. } => config.block_n,
             Kernel::Sm90 { config, .. } => config.block_n,
+            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_n,
+            Kernel::Bwd { .. } => 0,
         }
     }
 
@@ -178,6 +220,8 @@ impl Kernel {
         match self {
             Kernel::Mma { config, .. } => config.threads(),
             Kernel::Sm90 { config, .. } => config.threads(),
+            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.threads(),
+            Kernel::Bwd { .. } => BWD_ROW_THREADS,
         }
     }
 
@@ -186,6 +230,8 @@ impl Kernel {
         match self {
             Kernel::Mma { config, .. } => config.smem_bytes(),
             Kernel::Sm90 { config, .. } => config.smem_bytes(),
+            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.smem_bytes(),
+            Kernel::Bwd { .. } => 0,
         }
     }
 
@@ -218,6 +264,16 @@ impl Kernel {
                 let config = HopperConfig { head_dim: n[2], block_n: n[3], stages: n[4], consumers: n[5], pipelined: flag(n[6])? };
                 Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config })
             }
+            "bwd" => {
+                let config = BwdConfig { head_dim: n[2], block_m: n[3], block_n: n[4], stages: n[5] };
+                let step = match (n[0], n[6], config) {
+                    (0, 0, BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }) => BwdStep::Prep,
+                    (1, 0, _) => BwdStep::Main(config),
+                    (2, 0, BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }) => BwdStep::Dq,
+                    _ => return None,
+                };
+                Some(Kernel::Bwd { dtype, step })
+            }
             _ => None,
         }
     }
@@ -225,7 +281,8 @@ impl Kernel {
 
 /// The entry point's name: `flash_fwd_[<variant>_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>` for
 /// `mma.sync` kernels, `flash_fwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]` for
-/// Hopper ones.
+/// Hopper ones, `flash_bwd_prep_<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>` and
+/// `flash_bwd_dq_<dtype>` for the backward's.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -238,6 +295,11 @@ impl fmt::Display for Kernel {
                 let serial = if c.pipelined { "" } else { "_serial" };
                 write!(f, "flash_fwd_sm90_{v}{t}_d{}_{}x{}s{}{serial}", c.head_dim, c.block_m(), c.block_n, c.stages)
             }
+            Kernel::Bwd { dtype, step } => match step {
+                BwdStep::Prep => write!(f, "flash_bwd_prep_{}", dtype.name()),
+                BwdStep::Main(c) => write!(f, "flash_bwd_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages),
+                BwdStep::Dq => write!(f, "flash_bwd_dq_{}", dtype.name()),
+            },
         }
     }
 }
@@ -258,6 +320,9 @@ mod tests {
         assert_eq!(h.to_string(), "flash_fwd_sm90_varlen_f16_d64_192x128s3");
         let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5] };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
+        let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main(BWD_CONFIGS[1]) };
+        assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s2");
+        assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep }.to_string(), "flash_bwd_prep_f16");
     }
 
     #[test]
@@ -267,7 +332,7 @@ mod tests {
         assert_eq!(names.len(), all.len(), "two kernels share a name");
         let mma = Variant::ALL.iter().map(|v| v.configs().len()).sum::<usize>();
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len();
-        assert_eq!(all.len(), 2 * (mma + sm90));
+        assert_eq!(all.len(), 2 * (mma + sm90 + 2 + BWD_CONFIGS.len()));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -279,6 +344,13 @@ mod tests {
                     "// {MARKER} sm90 {} {} {} {} {} {} {}",
                     varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32
                 ),
+                Kernel::Bwd { dtype, step } => {
+                    let c = match step {
+                        BwdStep::Main(c) => c,
+                        _ => BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 },
+                    };
+                    std::format!("// {MARKER} bwd {} {} {} {} {} {} 0", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages)
+                }
             };
             assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
         }
@@ -292,7 +364,8 @@ mod tests {
     fn malformed_markers_read_as_none() {
         for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4", "flashrs-kernel: mma 9 0 64 128 64 4 2",
             "flashrs-kernel: mma 0 7 64 128 64 4 2", "flashrs-kernel: sm90 2 0 64 128 3 3 1", "flashrs-kernel: tc 0 0 64 128 64 4 2",
-            "flashrs-kernel: mma 0 0 64 128 64 4 2 1", "flashrs-kernel: mma 0 0 64 128 x 4 2"] {
+            "flashrs-kernel: mma 0 0 64 128 64 4 2 1", "flashrs-kernel: mma 0 0 64 128 x 4 2",
+            "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 1"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");
         }
     }

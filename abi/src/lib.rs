@@ -5,7 +5,8 @@
 //! added to the launch parameters or a tile configuration added to a table changes both at
 //! once.
 //!
-//! * [`params`]: [`FwdParams`], the forward kernels' one by-value parameter.
+//! * [`params`]: [`FwdParams`], the forward kernels' one by-value parameter; [`bwd`]: the
+//!   backward pass's ([`BwdParams`]) and its tile configurations.
 //! * [`tiles`] and [`sm90`]: the tile configurations each kernel family is instantiated for,
 //!   and from them the launch geometry (threads, shared memory).
 //! * [`kernel`]: [`Kernel`], the identity of every kernel entry point (family, variant, element
@@ -21,6 +22,7 @@
 //! `nvptx64-nvidia-cuda`. Functions the kernels call are `#[inline(always)]`.
 #![cfg_attr(not(test), no_std)]
 
+pub mod bwd;
 pub mod dtype;
 pub mod grid;
 pub mod kernel;
@@ -30,8 +32,9 @@ pub mod tiles;
 pub mod tma;
 pub mod upload;
 
+pub use bwd::{BwdConfig, BwdParams};
 pub use dtype::DType;
-pub use kernel::{Kernel, Variant};
+pub use kernel::{BwdStep, Kernel, Variant};
 pub use params::FwdParams;
 pub use sm90::HopperConfig;
 pub use tiles::TileConfig;

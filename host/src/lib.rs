@@ -140,6 +140,7 @@
 pub use flashrs_abi as abi;
 
 mod backend;
+pub mod backward;
 pub mod buffers;
 pub mod device;
 mod driver;
@@ -158,11 +159,12 @@ pub mod tensor_map;
 pub mod validate;
 pub mod workspace;
 
+pub use backward::{BackwardPlan, GradBuffers};
 pub use buffers::{BufferRef, Buffers};
 pub use device::Gpu;
 pub use element::{DType, Element};
 pub use error::{Error, Result};
-pub use flashrs_abi::{FwdParams, HopperConfig, Kernel, TileConfig, Variant, sm90, tiles};
+pub use flashrs_abi::{BwdConfig, BwdParams, BwdStep, FwdParams, HopperConfig, Kernel, TileConfig, Variant, sm90, tiles};
 pub use layout::{DeviceIndex, DeviceOffsets, IndexSource, Kv, Layout, Offsets, PagedKv, Pages, Rows};
 pub use memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 pub use params::{AttentionParams, AttentionParamsBuilder, DimOrder, KernelChoice, KernelPath, Strides};

@@ -194,6 +194,11 @@ pub struct AttentionParams<'a> {
     pub num_splits: Option<usize>,
     /// How the rows are stored and where K and V come from.
     pub layout: Layout<'a>,
+    /// Backward pass: make every gradient bit-identical from run to run (default `false`).
+    /// dK and dV always are; dQ sums every key block's part in f32 atomics, in whatever order
+    /// the blocks finish unless this is set, when they take turns in key order, which costs
+    /// some speed. The forward pass is always deterministic.
+    pub deterministic: bool,
 }
 
 /// Builds [`AttentionParams`] with named setters ([`AttentionParams::builder`]).
@@ -251,6 +256,7 @@ impl<'a> AttentionParams<'a> {
                 kernel: KernelChoice::Auto,
                 num_splits: None,
                 layout: Layout::default(),
+                deterministic: false,
             },
         }
     }
@@ -451,6 +457,12 @@ impl<'a> AttentionParamsBuilder<'a> {
     /// planner's choice for the GPU).
     pub fn num_splits(mut self, num_splits: usize) -> Self {
         self.params.num_splits = Some(num_splits);
+        self
+    }
+    /// Backward pass: bit-identical gradients from run to run (see
+    /// [`AttentionParams::deterministic`]).
+    pub fn deterministic(mut self, deterministic: bool) -> Self {
+        self.params.deterministic = deterministic;
         self
     }
     /// How the rows are stored.

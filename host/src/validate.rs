@@ -69,7 +69,7 @@ impl Call<'_> {
     }
 }
 
-fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
+pub(crate) fn shape_err(what: &'static str, reason: impl Into<String>) -> Error {
     Error::InvalidShape { what, reason: reason.into() }
 }
 
@@ -132,14 +132,19 @@ pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result
         call.packed = packed;
         return Ok(call);
     }
+    call.strides = kernel_strides(p, packed.is_some(), paged_pages.is_some())?;
+    call.packed = packed;
+    Ok(call)
+}
+
+/// Strides (batch, row, head) of Q, K, V and the output as the kernels index them.
+pub(crate) fn kernel_strides(p: &AttentionParams, packed: bool, paged: bool) -> Result<[[i64; 3]; 4]> {
     let [q_s, k_s, v_s, o_s] = p.tensor_strides()?;
     // Variable-length: one packed "batch" of total rows, batch strides unused; paged caches keep
     // theirs (the strides between pages).
     let unbatched = |st: Strides, packed: bool| if packed { [0, st.row, st.head] } else { [st.batch, st.row, st.head] };
-    let kv_packed = packed.is_some() && paged_pages.is_none();
-    call.strides = [unbatched(q_s, packed.is_some()), unbatched(k_s, kv_packed), unbatched(v_s, kv_packed), unbatched(o_s, packed.is_some())];
-    call.packed = packed;
-    Ok(call)
+    let kv_packed = packed && !paged;
+    Ok([unbatched(q_s, packed), unbatched(k_s, kv_packed), unbatched(v_s, kv_packed), unbatched(o_s, packed)])
 }
 
 impl Call<'_> {
@@ -309,7 +314,7 @@ fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<(&'s
 
 /// Checks one tensor's address, strides, alignment and extent; returns the end (exclusive) of
 /// the bytes it spans.
-fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [usize; 4], elem_bytes: u64) -> Result<u64> {
+pub(crate) fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [usize; 4], elem_bytes: u64) -> Result<u64> {
     let s = [strides.batch, strides.row, strides.head];
     if buf.ptr == 0 {
         return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
@@ -343,7 +348,7 @@ fn check_tensor(tensor: &'static str, buf: BufferRef, strides: Strides, dims: [u
 /// True when no two elements of a `dims` tensor with strides `s` share memory, by the usual
 /// sufficient test: taken by increasing stride, each dimension of extent > 1 steps over all
 /// the dimensions inside it. Only the output needs it: inputs may alias themselves (broadcast).
-fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
+pub(crate) fn no_self_overlap(s: Strides, dims: [usize; 4]) -> bool {
     let mut by_stride = [(s.batch, dims[0]), (s.row, dims[1]), (s.head, dims[2])];
     by_stride.sort_unstable();
     let mut span = dims[3] as i64;

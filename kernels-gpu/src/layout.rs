@@ -34,7 +34,9 @@ impl<const ROWS: usize, const COLS: usize> SmemTile<ROWS, COLS> {
     }
 }
 
-/// A lane's swizzled address in a tile, at a lane-dependent row and a chunk of 0 or 1.
+/// A lane's swizzled address in a tile, at a lane-dependent row and a chunk of 0 or 1 (or of
+/// `c0` or `c0 + 1`, where `c0` is a multiple of 8, or of a power of two larger than every
+/// `dchunk` the address then moves by: the bits `at` flips are then still the lane's alone).
 ///
 /// Moving it by `drow` rows (a multiple of 8: `row % 8` is unchanged) and `dchunk` chunks (even:
 /// the lane's own chunk bit is unchanged) changes only the chunk bits the swizzle does not

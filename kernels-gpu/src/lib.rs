@@ -5,6 +5,7 @@
 //! * [`arch`]: one tiny `#[inline(always)]` wrapper per PTX instruction family.
 //! * [`layout`]: shared-memory layouts (swizzles) and tile copies built on the wrappers.
 //! * [`fwd`]: the FlashAttention-2-style forward kernel (mma.sync path, sm_80+).
+//! * [`bwd`]: the FlashAttention-2-style backward kernels (mma.sync path, sm_80+).
 //! * `hopper`: the FlashAttention-3-style forward kernel (TMA, wgmma; sm_90a builds only).
 //! * [`lse`] and [`mask`]: the softmax, log-sum-exp and masking arithmetic both share.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
@@ -16,6 +17,7 @@
 
 pub mod arch;
 pub mod bench;
+pub mod bwd;
 pub mod dtype;
 pub mod fwd;
 #[cfg(target_feature = "sm_90a")]

@@ -65,3 +65,11 @@ pub fn part_weight(lse: f32, base: f32) -> f32 {
 pub fn merged(base: f32, weight_sum: f32) -> f32 {
     if weight_sum > 0.0 { base + lg2_approx_f32(weight_sum) * LN_2 } else { f32::NEG_INFINITY }
 }
+
+/// What a backward pass adds to `s * scale_log2` to recompute a probability from the forward's
+/// log-sum-exp: `-lse * log2 e`, or `-inf` for a row that saw no key (`lse = -inf`), whose
+/// probabilities are then 0 rather than NaN.
+#[inline(always)]
+pub fn neg_lse_base(lse: f32) -> f32 {
+    if lse == f32::NEG_INFINITY { f32::NEG_INFINITY } else { -(lse * LOG2_E) }
+}

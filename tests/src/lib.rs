@@ -17,6 +17,7 @@ use rand::rngs::StdRng;
 
 pub mod attn;
 pub mod expect;
+pub mod grad;
 pub mod paged;
 pub mod varlen;
 

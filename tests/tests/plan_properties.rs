@@ -146,6 +146,7 @@ fn geometry_of(k: &Kernel) -> (usize, usize, usize, usize, usize) {
     match k {
         Kernel::Mma { config: c, .. } => (c.block_m, c.block_n, 32 * c.warps, mma_smem(c), c.head_dim),
         Kernel::Sm90 { config: c, .. } => (64 * c.consumers, c.block_n, 128 * (1 + c.consumers), sm90_smem(c), c.head_dim),
+        Kernel::Bwd { .. } => panic!("the forward planner chose a backward kernel: {k}"),
     }
 }
 
@@ -587,6 +588,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
             let rows = m.packed.map(|(tq, tk)| [tq, tk]);
             ensure!(m.empty || plan.packed_rows == rows, "Hopper packed rows {:?}, want {rows:?}", plan.packed_rows);
         }
+        Kernel::Bwd { .. } => ensure!(false, "the forward planner chose a backward kernel: {k}"),
     }
     if m.empty {
         return Ok(());
@@ -2452,6 +2454,7 @@ impl Stats {
             Kernel::Mma { variant: Variant::Paged, .. } => "paged",
             Kernel::Mma { variant: Variant::VarlenSplit, .. } => "varlen split",
             Kernel::Mma { variant: Variant::VarlenPaged, .. } => "varlen paged",
+            Kernel::Bwd { .. } => "backward",
         };
         *self.kernels.entry(kind).or_default() += 1;
     }
@@ -2781,6 +2784,7 @@ fn other_dtype(k: Kernel) -> Kernel {
     match k {
         Kernel::Mma { dtype, variant, config } => Kernel::Mma { dtype: flip(dtype), variant, config },
         Kernel::Sm90 { dtype, varlen, config } => Kernel::Sm90 { dtype: flip(dtype), varlen, config },
+        Kernel::Bwd { dtype, step } => Kernel::Bwd { dtype: flip(dtype), step },
     }
 }
 
@@ -2838,6 +2842,7 @@ fn model_rejects_wrong_plans() {
                 Box::new(|_, pl| match &mut pl.kernel {
                     Kernel::Mma { config, .. } => config.block_m = 96,
                     Kernel::Sm90 { config, .. } => config.block_n = 96,
+                    Kernel::Bwd { .. } => unreachable!("a forward plan"),
                 }),
             ),
             ("params.batch", "params.batch", Box::new(|_, pl| pl.params.batch += 1)),

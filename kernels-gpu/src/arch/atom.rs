@@ -43,3 +43,19 @@ pub unsafe fn atom_acq_rel_gpu_add_u32(ctr: *mut u32, v: u32) -> u32 {
     }
     old
 }
+
+/// `red.relaxed.gpu.global.add.f32`: adds `v` to the f32 at `ptr`, returning nothing (the
+/// dQ accumulation's reduction; relaxed: the order of concurrent adds is the hardware's).
+#[inline(always)]
+pub unsafe fn red_relaxed_gpu_add_f32(ptr: *mut f32, v: f32) {
+    unsafe { core::arch::asm!("red.relaxed.gpu.global.add.f32 [{p}], {v};", p = in(reg64) ptr, v = in(reg32) v, options(nostack)) }
+}
+
+/// `ld.acquire.gpu.global.u32`: a counter's value; what its writers released before storing
+/// it is seen by this thread's later memory operations (and, after a barrier, by its CTA's).
+#[inline(always)]
+pub unsafe fn ld_acquire_gpu_u32(ptr: *const u32) -> u32 {
+    let v: u32;
+    unsafe { core::arch::asm!("ld.acquire.gpu.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) ptr, options(nostack)) }
+    v
+}

@@ -22,3 +22,14 @@ pub fn cp_async_commit_group() {
 pub fn cp_async_wait_group<const N: u32>() {
     unsafe { core::arch::asm!("cp.async.wait_group {n};", n = const N, options(nostack)) }
 }
+
+/// `cp.async.ca.shared.global` of 4 bytes (one f32 of a row vector), zero-filling the
+/// destination when `!valid` (then `src` is not read, but must still be a mapped address).
+#[inline(always)]
+pub unsafe fn cp_async_ca_4(dst: u32, src: *const u8, valid: bool) {
+    let src_bytes: u32 = if valid { 4 } else { 0 };
+    unsafe {
+        core::arch::asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};",
+            d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes, options(nostack))
+    }
+}

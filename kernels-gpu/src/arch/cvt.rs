@@ -22,3 +22,14 @@ pub fn cvt_rn_bf16x2_f32(lo: f32, hi: f32) -> u32 {
     }
     r
 }
+
+/// `cvt.f32.f16` of both halves of a packed pair (low half first).
+#[inline(always)]
+pub fn cvt_f32x2_f16x2(v: u32) -> [f32; 2] {
+    let (lo, hi): (f32, f32);
+    unsafe {
+        core::arch::asm!("{{ .reg .b16 l, h; mov.b32 {{l, h}}, {v}; cvt.f32.f16 {lo}, l; cvt.f32.f16 {hi}, h; }}",
+            v = in(reg32) v, lo = out(reg32) lo, hi = out(reg32) hi, options(pure, nomem, nostack))
+    }
+    [lo, hi]
+}

@@ -35,3 +35,24 @@ pub fn quad_sum_f32(v: f32) -> f32 {
     let v = v + shfl_sync_bfly_f32(v, 1);
     v + shfl_sync_bfly_f32(v, 2)
 }
+
+/// Sum over the whole warp (five butterfly `shfl.sync`s in one block). Not `pure`: LLVM must
+/// not sink it into a branch that only some lanes take (as it may a pure shuffle whose result
+/// one lane uses), where the other lanes would never join the shuffle.
+#[inline(always)]
+pub fn warp_sum_f32(v: f32) -> f32 {
+    let r: f32;
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .f32 t; .reg .f32 s;",
+            "mov.f32 s, {v};",
+            "shfl.sync.bfly.b32 t, s, 16, 0x1f, -1; add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 8, 0x1f, -1; add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 4, 0x1f, -1; add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 2, 0x1f, -1; add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 1, 0x1f, -1; add.f32 s, s, t;",
+            "mov.f32 {r}, s; }}",
+            v = in(reg32) v, r = out(reg32) r, options(nomem, nostack))
+    }
+    r
+}

@@ -1,0 +1,287 @@
+//! Backward attention, FlashAttention-2 style, on `mma.sync` (sm_80 and newer): dQ, dK and dV
+//! from Q, K, V, O, the forward's log-sum-exp and dO. [`flashrs_abi::bwd`] describes the three
+//! launches; this is the main one.
+//!
+//! A CTA owns `BN` keys of one (batch, K/V head): their K and V tiles stay in shared memory and
+//! their dK and dV accumulate in registers (f32) while the CTA walks every query block of every
+//! query head of the GQA group that visible to them (under causal masking, the blocks from the
+//! first row that sees the first key on). Per query block of `BM` rows, whose Q, dO,
+//! log-sum-exp and dsum tiles stream through a `STAGES`-deep cp.async ring:
+//!
+//! ```text
+//! S  = Q K^T              P  = exp(scale S - lse)     (recomputed; masked scores give 0)
+//! dP = dO V^T             dS = P * (dP - dsum)        (dsum = rowsum(dO * O), the prep's)
+//! dV += P^T dO            dK += dS^T Q                dQ += dS K   (dK, dQ times scale at the end)
+//! ```
+//!
+//! P and dS round to the element type into shared memory between the GEMMs: each is the A
+//! operand of the next GEMMs in another warp layout (transposed, for `P^T dO` and `dS^T Q`), as
+//! in FlashAttention-2. The eight warps take 32 x (BN / (8 / (BM/32))) tiles of S and dP, 32-key
+//! x (D / (8 / (BN/32))) tiles of dK and dV, and 32-row tiles of dQ ([`flashrs_abi::BwdConfig`]);
+//! the fragment layouts are [`crate::arch::mma`]'s and the operand storages [`gemm`]'s.
+//!
+//! dQ leaves through f32 atomics into an accumulator ([`epilogue::add_dq`]): every key block
+//! adds to every query block it sees. Deterministic launches take turns per query block in
+//! key-block order ([`epilogue::wait_turn`]); the grid puts a (batch, head)'s key blocks at
+//! consecutive CTA indices, so a key block waits only for CTAs started before it.
+pub mod epilogue;
+pub mod gemm;
+pub mod rows;
+
+use crate::arch::barrier::bar_sync;
+use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
+use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
+use crate::arch::mma::FragC;
+use crate::arch::smem::{dsmem_base, ld_shared_b32};
+use crate::dtype::{Bf16, Element, F16};
+use crate::fwd::mainloop::TileCursor;
+use crate::layout::SmemTile;
+use crate::lse;
+use crate::mask::Mask;
+use epilogue::{add_dq, end_turn, store_rows, wait_turn};
+use flashrs_abi::bwd::{BWD_CONFIGS, BwdConfig};
+use flashrs_abi::grid::{Extent, div_rem};
+use flashrs_abi::{BwdParams, BwdStep};
+use gemm::{Operand, mma_tiles, store_tile};
+
+/// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
+/// `BM`, keys `BN`, `STAGES` of the query-side tiles, and the warps' 8-column tile counts `N1`
+/// (S, dP), `N2` (dK, dV), `N3` (dQ, per pass of `DQ_PASSES`), which stable Rust cannot
+/// compute in array types.
+#[inline(always)]
+unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const N1: usize, const N2: usize, const N3: usize, const DQ_PASSES: usize>(
+    p: &BwdParams,
+) {
+    const THREADS: usize = 256;
+    // Warps along the rows of each GEMM: S/dP rows (query), dK/dV rows (keys), dQ rows.
+    let (w1, w2, w3) = (BM / 32, BN / 32, BM / 32);
+    const {
+        assert!(N1 == BN / (8 / (BM / 32)) / 8 && N2 == D / (8 / (BN / 32)) / 8 && N3 * DQ_PASSES == D / (8 / (BM / 32)) / 8);
+        assert!(STAGES == 1 || STAGES == 2);
+    }
+    let f = &p.fwd;
+    let tid = thread_idx_x();
+    let lane = (tid % 32) as usize;
+    let warp = warp_id() as usize;
+    let heads_kv = div_rem(f.heads_q, f.group).0;
+    let (bh, nb) = div_rem(block_idx_x(), p.n_blocks);
+    let (batch, h_kv) = div_rem(bh, heads_kv);
+    let varlen = f.cu_seqlens_q != 0;
+    let extent = if varlen { unsafe { Extent::varlen(f, batch) } } else { Extent::fixed(f) };
+    let (seqlen_q, seqlen_k) = (extent.seqlen_q, extent.seqlen_k);
+    let n0 = nb * BN as u32;
+    // Uniform across the CTA: key blocks past a short sequence's end have no rows to write.
+    if n0 >= seqlen_k {
+        return;
+    }
+    let mask = Mask { seqlen_k: seqlen_k as i32, causal_offset: (f.causal != 0).then_some(seqlen_k as i32 - seqlen_q as i32) };
+    // The first query block with a row that sees key n0.
+    let m_first = match mask.causal_offset {
+        Some(off) => ((n0 as i32 - off).max(0) as u32 / BM as u32).min(seqlen_q.div_ceil(BM as u32)),
+        None => 0,
+    };
+    let m_count = seqlen_q.div_ceil(BM as u32) - m_first;
+    let steps = m_count * f.group;
+
+    let (b, q_start, k_start) = (batch as i64, extent.q_start as i64, extent.k_start as i64);
+    let kv_at = |base: u64, [sb, sr, sh]: [i64; 3]| (base as *const u16).wrapping_offset((b * sb + h_kv as i64 * sh + k_start * sr) as isize);
+    let (k, v) = (kv_at(f.k, f.k_strides), kv_at(f.v, f.v_strides));
+
+    let smem = dsmem_base();
+    let k_tile = SmemTile::<BN, D> { base: smem };
+    let v_tile = SmemTile::<BN, D> { base: smem + (BN * D * 2) as u32 };
+    let q_side = smem + (2 * BN * D * 2) as u32;
+    let q_tile = |s: usize| SmemTile::<BM, D> { base: q_side + (s * BM * D * 2) as u32 };
+    let do_tile = |s: usize| SmemTile::<BM, D> { base: q_side + ((STAGES + s) * BM * D * 2) as u32 };
+    let p_tile = SmemTile::<BM, BN> { base: q_side + (2 * STAGES * BM * D * 2) as u32 };
+    let ds_tile = SmemTile::<BM, BN> { base: p_tile.base + (BM * BN * 2) as u32 };
+    let rows_base = ds_tile.base + (BM * BN * 2) as u32;
+    let lse_row = |s: usize| rows_base + (s * BM * 4) as u32;
+    let dsum_row = |s: usize| rows_base + ((STAGES + s) * BM * 4) as u32;
+
+    // Step i is query block m_first + i % m_count of the group's head i / m_count.
+    let step = |i: u32| {
+        let (g, m) = div_rem(i, m_count);
+        (h_kv * f.group + g, m_first + m)
+    };
+    let lse_first = |h: u32| extent.lse_first(f, batch, h, varlen);
+    let q_rows = |base: u64, [sb, sr, sh]: [i64; 3], h: u32| (base as *const u16).wrapping_offset((b * sb + h as i64 * sh + q_start * sr) as isize);
+    let load_q_side = |i: u32| unsafe {
+        let (h, m) = step(i);
+        let s = i as usize % STAGES;
+        let m0 = m * BM as u32;
+        TileCursor::<BM, D, THREADS>::new(tid, q_rows(f.q, f.q_strides, h), f.q_strides[1], seqlen_q, m0, f.head_dim).issue(q_tile(s), tid, f.q_strides[1]);
+        TileCursor::<BM, D, THREADS>::new(tid, q_rows(p.dout, p.dout_strides, h), p.dout_strides[1], seqlen_q, m0, f.head_dim).issue(do_tile(s), tid, p.dout_strides[1]);
+        // Threads 0..BM copy a log-sum-exp each, BM..2 BM a dsum (rows past the end: 0).
+        let r = tid as usize % BM;
+        let valid = m0 + (r as u32) < seqlen_q;
+        let at = lse_first(h) + if valid { m0 as usize + r } else { 0 };
+        if (tid as usize) < BM {
+            cp_async_ca_4(lse_row(s) + 4 * r as u32, (f.lse as *const f32).add(at) as *const u8, valid);
+        } else if (tid as usize) < 2 * BM {
+            cp_async_ca_4(dsum_row(s) + 4 * r as u32, (p.dsum as *const f32).add(at) as *const u8, valid);
+        }
+    };
+
+    unsafe {
+        TileCursor::<BN, D, THREADS>::new(tid, k, f.k_strides[1], seqlen_k, n0, f.head_dim).issue(k_tile, tid, f.k_strides[1]);
+        TileCursor::<BN, D, THREADS>::new(tid, v, f.v_strides[1], seqlen_k, n0, f.head_dim).issue(v_tile, tid, f.v_strides[1]);
+    }
+    if steps > 0 {
+        load_q_side(0);
+    }
+    cp_async_commit_group();
+
+    // Warp tiles: S and dP rows (w1 warps) x keys; dK, dV keys (w2 warps) x head dims; dQ rows
+    // (w3 warps) x head dims.
+    let (r1, c1) = (warp % w1 * 32, warp / w1 * N1 * 8);
+    let (r2, c2) = (warp % w2 * 32, warp / w2 * N2 * 8);
+    let (r3, c3) = (warp % w3 * 32, warp / w3 * N3 * DQ_PASSES * 8);
+    let mut dk = [[[0.0f32; 4]; N2]; 2];
+    let mut dv = [[[0.0f32; 4]; N2]; 2];
+    for i in 0..steps {
+        let s = i as usize % STAGES;
+        if STAGES == 1 {
+            // Everyone is done with the previous step's tiles before they are overwritten.
+            if i > 0 {
+                bar_sync();
+                load_q_side(i);
+                cp_async_commit_group();
+            }
+            cp_async_wait_group::<0>();
+            bar_sync();
+        } else {
+            cp_async_wait_group::<0>();
+            // Step i's tiles landed everywhere, and everyone finished step i - 1, whose stage
+            // (and P, dS) is refilled next.
+            bar_sync();
+            if i + 1 < steps {
+                load_q_side(i + 1);
+            }
+            cp_async_commit_group();
+        }
+        let (h, m) = step(i);
+        let m0 = m * BM as u32;
+
+        // S = Q K^T, then P in place.
+        let mut sp = [[[0.0f32; 4]; N1]; 2];
+        unsafe { mma_tiles::<T, 2, N1, D, false, D, false>(&mut sp, Operand::a(q_tile(s), r1, 0, lane).opaque(), Operand::b(k_tile, c1, 0, lane).opaque(), D / 16) };
+        let (row, col) = ((m0 as usize + r1 + lane / 4) as i32, (n0 as usize + c1) as i32);
+        if mask.touches(m0 as i32 + r1 as i32, col, (N1 * 8) as i32) {
+            mask.apply(&mut sp, row, col + 2 * (lane % 4) as i32);
+        }
+        let row_in = |mt: usize, h: usize| (r1 + mt * 16 + lane / 4 + 8 * h) as u32 * 4;
+        for mt in 0..2 {
+            for hh in 0..2 {
+                let base = lse::neg_lse_base(f32::from_bits(unsafe { ld_shared_b32(lse_row(s) + row_in(mt, hh)) }));
+                for nt in 0..N1 {
+                    for e in 0..2 {
+                        sp[mt][nt][2 * hh + e] = lse::exp_scaled(sp[mt][nt][2 * hh + e], f.scale_log2, base);
+                    }
+                }
+            }
+        }
+        unsafe { store_tile::<T, 2, N1, BM, BN>(&sp, p_tile, r1, c1, lane) };
+
+        // dP = dO V^T, then dS = P (dP - dsum) in place.
+        let mut ds = [[[0.0f32; 4]; N1]; 2];
+        unsafe { mma_tiles::<T, 2, N1, D, false, D, false>(&mut ds, Operand::a(do_tile(s), r1, 0, lane).opaque(), Operand::b(v_tile, c1, 0, lane).opaque(), D / 16) };
+        for mt in 0..2 {
+            for hh in 0..2 {
+                let dsum = f32::from_bits(unsafe { ld_shared_b32(dsum_row(s) + row_in(mt, hh)) });
+                for nt in 0..N1 {
+                    for e in 0..2 {
+                        let x = 2 * hh + e;
+                        ds[mt][nt][x] = sp[mt][nt][x] * (ds[mt][nt][x] - dsum);
+                    }
+                }
+            }
+        }
+        unsafe { store_tile::<T, 2, N1, BM, BN>(&ds, ds_tile, r1, c1, lane) };
+        bar_sync();
+
+        // dV += P^T dO and dK += dS^T Q: the A operands across k (P, dS are [query][key]).
+        unsafe {
+            mma_tiles::<T, 2, N2, BN, true, D, true>(&mut dv, Operand::a(p_tile, 0, r2 / 8, lane).opaque(), Operand::b(do_tile(s), 0, c2 / 8, lane).opaque(), BM / 16);
+            mma_tiles::<T, 2, N2, BN, true, D, true>(&mut dk, Operand::a(ds_tile, 0, r2 / 8, lane).opaque(), Operand::b(q_tile(s), 0, c2 / 8, lane).opaque(), BM / 16);
+        }
+
+        // dQ part = dS K, added to the accumulator; in passes of N3 8-column tiles (the whole
+        // part of head_dim 256 would not fit in registers beside dK and dV).
+        let accum = unsafe { (p.dq_accum as *mut f32).add(lse_first(h) * p.accum_dim as usize) };
+        let sem = (p.dq_semaphore as *mut u32).wrapping_add(((batch * f.heads_q + h) * f.m_blocks + m) as usize);
+        if p.dq_semaphore != 0 {
+            unsafe { wait_turn(sem, nb, tid) };
+        }
+        for pass in 0..DQ_PASSES {
+            let c = c3 + pass * N3 * 8;
+            let mut dq: [[FragC; N3]; 2] = [[[0.0; 4]; N3]; 2];
+            unsafe { mma_tiles::<T, 2, N3, BN, false, D, true>(&mut dq, Operand::a(ds_tile, r3, 0, lane).opaque(), Operand::b(k_tile, 0, c / 8, lane).opaque(), BN / 16) };
+            unsafe { add_dq::<N3>(&dq, accum, p.accum_dim as usize, m0 + r3 as u32, c, seqlen_q, lane) };
+        }
+        if p.dq_semaphore != 0 {
+            unsafe { end_turn(sem, tid) };
+        }
+    }
+
+    // dV and scale * dK, for this block's keys.
+    let out_at = |base: u64, [sb, sr, sh]: [i64; 3]| (base as *mut u16).wrapping_offset((b * sb + h_kv as i64 * sh + k_start * sr) as isize);
+    unsafe {
+        store_rows::<T, N2>(&dv, 1.0, out_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+        store_rows::<T, N2>(&dk, p.scale, out_at(p.dk, p.dk_strides), p.dk_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+    }
+}
+
+/// Declares the main entry points, one per (configuration of [`BWD_CONFIGS`], element type),
+/// each with its [`flashrs_abi::kernel`] marker.
+macro_rules! bwd_kernels {
+    ($($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
+        bwd_kernels!(@one $f16, F16, $idx);
+        bwd_kernels!(@one $bf16, Bf16, $idx);
+    )*};
+    (@one $name:ident, $t:ty, $idx:literal) => {
+        /// Backward attention's main entry point (see the module docs and [`BwdParams`]).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
+            const C: BwdConfig = BWD_CONFIGS[$idx];
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} 0", s = const BwdStep::Main(C).code(),
+                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
+                    bn = const C.block_n, st = const C.stages, options(nomem, nostack, preserves_flags));
+                flash_bwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
+                    { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
+                    { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }>(&p)
+            }
+        }
+    };
+}
+
+bwd_kernels! {
+    0 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2;
+    1 => flash_bwd_f16_d128_64x64s2, flash_bwd_bf16_d128_64x64s2;
+    2 => flash_bwd_f16_d256_64x64s1, flash_bwd_bf16_d256_64x64s1;
+    3 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1;
+}
+
+/// Declares a row kernel's entry points (f16, bf16) with their markers.
+macro_rules! row_kernels {
+    ($step:ident, $body:ident: $f16:ident, $bf16:ident) => {
+        row_kernels!(@one $step, $body, $f16, F16);
+        row_kernels!(@one $step, $body, $bf16, Bf16);
+    };
+    (@one $step:ident, $body:ident, $name:ident, $t:ty) => {
+        /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA, a warp per
+        /// (row, head).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const BwdStep::$step.code(),
+                    t = const <$t as Element>::DTYPE.code(), options(nomem, nostack, preserves_flags));
+                rows::$body::<$t>(&p)
+            }
+        }
+    };
+}
+
+row_kernels!(Prep, prep: flash_bwd_prep_f16, flash_bwd_prep_bf16);
+row_kernels!(Dq, dq: flash_bwd_dq_f16, flash_bwd_dq_bf16);

@@ -1,0 +1,101 @@
+//! The backward's row kernels, one warp per (query row, head): before the main kernel,
+//! `dsum = dot(dO, O)` and a zeroed dQ accumulator; after it, dQ from the accumulator.
+//!
+//! Rows are numbered per head as the log-sum-exp's: `b * seqlen_q + s` of a fixed-length
+//! launch, the packed row of a variable-length one (which needs no offsets here: a packed row
+//! is its own index). Lane `c` takes the row's 16-byte chunk `c` (head_dim <= 256: one pass).
+use crate::arch::shfl::warp_sum_f32;
+use crate::arch::ids::{block_idx_x, thread_idx_x};
+use crate::dtype::Element;
+use flashrs_abi::BwdParams;
+use flashrs_abi::bwd::BWD_ROW_THREADS;
+use flashrs_abi::grid::div_rem;
+
+/// 16 bytes, for vector loads and stores.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Chunk([u32; 4]);
+
+/// Where one warp's (row, head) lies.
+struct Row {
+    /// Its index in the log-sum-exp (and dsum, and the accumulator's rows).
+    lse: usize,
+    /// Element offsets of its first element in a `[batch, seqlen, heads, D]` tensor, from the
+    /// (batch, row, head) strides: `b * sb + s * sr + h * sh`.
+    b: i64,
+    s: i64,
+    h: i64,
+}
+
+impl Row {
+    #[inline(always)]
+    fn offset(&self, [sb, sr, sh]: [i64; 3]) -> isize {
+        (self.b * sb + self.s * sr + self.h * sh) as isize
+    }
+}
+
+/// This warp's row, or `None` past the last.
+#[inline(always)]
+fn this_row(p: &BwdParams) -> Option<Row> {
+    let f = &p.fwd;
+    let warp = block_idx_x() * (BWD_ROW_THREADS / 32) as u32 + thread_idx_x() / 32;
+    let (h, r) = div_rem(warp, p.rows);
+    if h >= f.heads_q {
+        return None;
+    }
+    let varlen = f.cu_seqlens_q != 0;
+    let (b, s) = if varlen { (0, r) } else { div_rem(r, f.seqlen_q) };
+    let lse = if varlen { (h * f.total_q + r) as usize } else { ((b * f.heads_q + h) as usize) * f.seqlen_q as usize + s as usize };
+    Some(Row { lse, b: b as i64, s: s as i64, h: h as i64 })
+}
+
+/// Prep: dsum, the zeroed accumulator row, and (deterministic mode) the zeroed semaphores.
+#[inline(always)]
+pub unsafe fn prep<T: Element>(p: &BwdParams) {
+    let f = &p.fwd;
+    let lane = (thread_idx_x() % 32) as usize;
+    if p.dq_semaphore != 0 {
+        let count = (f.batch * f.heads_q * f.m_blocks) as usize;
+        let threads = crate::arch::ids::grid_dim_x() as usize * BWD_ROW_THREADS;
+        let mut i = block_idx_x() as usize * BWD_ROW_THREADS + thread_idx_x() as usize;
+        while i < count {
+            unsafe { *(p.dq_semaphore as *mut u32).add(i) = 0 };
+            i += threads;
+        }
+    }
+    let Some(row) = this_row(p) else { return };
+    let mut dot = 0.0f32;
+    if ((lane * 8) as u32) < f.head_dim {
+        let o = unsafe { *((f.o as *const u16).offset(row.offset(f.o_strides)).add(lane * 8) as *const Chunk) };
+        let d = unsafe { *((p.dout as *const u16).offset(row.offset(p.dout_strides)).add(lane * 8) as *const Chunk) };
+        for i in 0..4 {
+            let (o, d) = (T::unpack2(o.0[i]), T::unpack2(d.0[i]));
+            dot += o[0] * d[0] + o[1] * d[1];
+        }
+    }
+    let dot = warp_sum_f32(dot);
+    if lane == 0 {
+        unsafe { *(p.dsum as *mut f32).add(row.lse) = dot };
+    }
+    let accum = unsafe { (p.dq_accum as *mut f32).add(row.lse * p.accum_dim as usize) as *mut Chunk };
+    let mut c = lane;
+    while c < p.accum_dim as usize / 4 {
+        unsafe { *accum.add(c) = Chunk([0; 4]) };
+        c += 32;
+    }
+}
+
+/// dQ = scale * accumulator, rounded to `T`.
+#[inline(always)]
+pub unsafe fn dq<T: Element>(p: &BwdParams) {
+    let lane = (thread_idx_x() % 32) as usize;
+    let Some(row) = this_row(p) else { return };
+    if ((lane * 8) as u32) >= p.fwd.head_dim {
+        return;
+    }
+    let accum = unsafe { (p.dq_accum as *const f32).add(row.lse * p.accum_dim as usize + lane * 8) as *const Chunk };
+    let (lo, hi) = unsafe { (*accum, *accum.add(1)) };
+    let x = |c: Chunk, i: usize| f32::from_bits(c.0[i]) * p.scale;
+    let out = Chunk([T::pack2(x(lo, 0), x(lo, 1)), T::pack2(x(lo, 2), x(lo, 3)), T::pack2(x(hi, 0), x(hi, 1)), T::pack2(x(hi, 2), x(hi, 3))]);
+    unsafe { *((p.dq as *mut u16).offset(row.offset(p.dq_strides)).add(lane * 8) as *mut Chunk) = out };
+}

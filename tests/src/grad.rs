@@ -1,0 +1,200 @@
+//! Running one backward case on the GPU (forward for O and the log-sum-exp, then backward)
+//! and comparing dQ, dK and dV with the CPU f64 reference's analytic gradients.
+use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::stream::{Stream, StreamFlags};
+use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, DimOrder, Gpu, Strides};
+use flashrs_reference::{Problem, RefInputs, reference_backward};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+
+use crate::CustElement;
+use crate::attn::{gather, out_tolerance, scatter};
+
+/// How a case's rows are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// `[batch, seqlen, heads, head_dim]` (every sequence the same lengths), or with `bhsd`
+    /// `[batch, heads, seqlen, head_dim]` strides.
+    Batched {
+        /// Heads outside rows.
+        bhsd: bool,
+    },
+    /// Packed variable-length rows, the offsets on the host or on the GPU.
+    Varlen {
+        /// Offsets on the GPU.
+        device: bool,
+    },
+}
+
+/// One backward case.
+#[derive(Clone, Debug)]
+pub struct GradCase {
+    /// (seqlen_q, seqlen_k) of each sequence (all equal when batched).
+    pub lens: Vec<(usize, usize)>,
+    /// Query heads.
+    pub heads_q: usize,
+    /// Key/value heads.
+    pub heads_kv: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// Causal (bottom-right per sequence).
+    pub causal: bool,
+    /// Element type.
+    pub dtype: DType,
+    /// Row storage.
+    pub rows: Rows,
+    /// Deterministic dQ.
+    pub deterministic: bool,
+    /// The inputs' seed (`None`: a fresh case seed).
+    pub seed: Option<u64>,
+    /// Compare with the reference (off: only the GPU's gradients, for reruns).
+    pub check: bool,
+}
+
+impl GradCase {
+    /// A batched contiguous case of `batch` sequences.
+    pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true }
+    }
+
+    /// One line describing the case.
+    pub fn label(&self) -> String {
+        let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
+        format!("{:?} hq{} hkv{} d{} causal={} {:?} det={} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
+    }
+
+    fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
+        let cum = |f: &dyn Fn(&(usize, usize)) -> usize| {
+            let mut v = vec![0i32];
+            for l in &self.lens {
+                v.push(v.last().unwrap() + f(l) as i32);
+            }
+            v
+        };
+        (cum(&|l| l.0), cum(&|l| l.1))
+    }
+}
+
+/// Max |gpu - ref| of each gradient over the max |ref| of that gradient.
+#[derive(Debug)]
+pub struct GradErrors {
+    /// dQ, dK, dV (NaN if any element is NaN or unwritten).
+    pub rel: [f64; 3],
+    /// The seed of the inputs.
+    pub seed: u64,
+}
+
+impl GradErrors {
+    /// True when every gradient is within [`grad_tolerance`].
+    pub fn passes(&self, dtype: DType) -> bool {
+        self.rel.iter().all(|&e| e <= grad_tolerance(dtype))
+    }
+}
+
+/// Tolerance on a gradient's error relative to its largest magnitude: the forward's bar on
+/// unit-scale outputs ([`out_tolerance`]), which is about four units of rounding of the
+/// element type; P and dS are rounded to it between the GEMMs as the output is.
+pub fn grad_tolerance(dtype: DType) -> f64 {
+    out_tolerance(dtype)
+}
+
+fn rel_err<T: CustElement>(got: &[T], want: &[f64]) -> (f64, f64) {
+    let mut err = 0.0f64;
+    let mut max = 0.0f64;
+    for (g, &w) in got.iter().zip(want) {
+        let g = g.to_f32() as f64;
+        let e = (g - w).abs();
+        err = if e.is_nan() || err.is_nan() { f64::NAN } else { err.max(e) };
+        max = max.max(w.abs());
+    }
+    (err, max)
+}
+
+/// Runs `c` (forward, then backward with a random dO) and returns its gradients' errors, and
+/// the gradients' bits (dQ, dK, dV as the GPU wrote them) for determinism checks.
+pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32>) {
+    assert_eq!(c.dtype, T::DTYPE);
+    let seed = c.seed.unwrap_or_else(crate::case_seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
+    let (cq, ck) = c.offsets();
+    let (nb, tq, tk) = (c.lens.len(), *cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
+    let (max_q, max_k) = (c.lens.iter().map(|l| l.0).max().unwrap_or(0), c.lens.iter().map(|l| l.1).max().unwrap_or(0));
+    let (cq_d, ck_d) = (DeviceBuffer::from_slice(&cq).unwrap(), DeviceBuffer::from_slice(&ck).unwrap());
+    let b = AttentionParams::builder().heads_q(hq).heads_kv(hkv).head_dim(d).causal(c.causal).deterministic(c.deterministic);
+    let p = match c.rows {
+        Rows::Batched { bhsd } => b.batch(nb).seqlen_q(max_q).seqlen_k(max_k).dim_order(if bhsd { DimOrder::Bhsd } else { DimOrder::Bshd }),
+        Rows::Varlen { device: false } => b.varlen(&cq, &ck).seqlen_k(max_k),
+        Rows::Varlen { device: true } => {
+            let o = DeviceOffsets::new(DeviceIndex::new(&cq_d), tq).keys(DeviceIndex::new(&ck_d), tk);
+            b.varlen_device(o).batch(nb).seqlen_q(max_q).seqlen_k(max_k)
+        }
+    }
+    .build()
+    .unwrap();
+    // Contiguous packed [rows, heads, d] host tensors: sequence i's rows from cq[i] / ck[i].
+    let mut rand_vec = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
+    let (q, k, v, dout) = (rand_vec(tq * hq * d), rand_vec(tk * hkv * d), rand_vec(tk * hkv * d), rand_vec(tq * hq * d));
+    // Device layouts: batched tensors scattered with the call's strides; packed ones as they are.
+    let [qs, ks, vs, os] = p.tensor_strides().unwrap();
+    let batched = matches!(c.rows, Rows::Batched { .. });
+    let (dims_q, dims_k) = ([nb, max_q, hq, d], [nb, max_k, hkv, d]);
+    let lay = |x: &[T], dims: [usize; 4], s: Strides| if batched { scatter(x, dims, s, s.extent(dims).unwrap().max(1)) } else if x.is_empty() { vec![T::default()] } else { x.to_vec() };
+    let unlay = |x: &[T], dims: [usize; 4], s: Strides, n: usize| if batched { gather(x, dims, s) } else { x[..n].to_vec() };
+    let up = |x: Vec<T>| DeviceBuffer::from_slice(&x).unwrap();
+    let (q_d, k_d, v_d, do_d) = (up(lay(&q, dims_q, qs)), up(lay(&k, dims_k, ks)), up(lay(&v, dims_k, vs)), up(lay(&dout, dims_q, os)));
+    let nan = T::from_f32(f32::NAN);
+    let poison = |s: Strides, dims: [usize; 4], n: usize| DeviceBuffer::from_slice(&vec![nan; if batched { s.extent(dims).unwrap() } else { n }.max(1)]).unwrap();
+    let mut o_d = poison(os, dims_q, tq * hq * d);
+    let (mut dq_d, mut dk_d, mut dv_d) = (poison(qs, dims_q, tq * hq * d), poison(ks, dims_k, tk * hkv * d), poison(vs, dims_k, tk * hkv * d));
+    let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; (tq * hq).max(1)]).unwrap();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("forward launch");
+    gpu.attention_backward(&stream, &p, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d).expect("backward launch");
+    stream.synchronize().expect("kernels failed");
+    let host = |x: &DeviceBuffer<T>| {
+        let mut h = vec![T::default(); x.len()];
+        x.copy_to(&mut h[..]).unwrap();
+        h
+    };
+    let dq = unlay(&host(&dq_d), dims_q, qs, tq * hq * d);
+    let dk = unlay(&host(&dk_d), dims_k, ks, tk * hkv * d);
+    let dv = unlay(&host(&dv_d), dims_k, vs, tk * hkv * d);
+
+    let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+    let (qf, kf, vf, dof) = (f(&q), f(&k), f(&v), f(&dout));
+    let mut acc = [(0.0f64, 0.0f64); 3];
+    for (i, &(lq, lk)) in c.lens.iter().enumerate().filter(|_| c.check) {
+        let (q0, k0) = (cq[i] as usize, ck[i] as usize);
+        let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
+        let (rq, rk) = (q0 * hq * d..(q0 + lq) * hq * d, k0 * hkv * d..(k0 + lk) * hkv * d);
+        let x = RefInputs { q: &qf[rq.clone()], k: &kf[rk.clone()], v: &vf[rk.clone()] };
+        let r = reference_backward(&sp, &x, &dof[rq.clone()]);
+        for (a, (got, want)) in acc.iter_mut().zip([(&dq[rq.clone()], &r.dq), (&dk[rk.clone()], &r.dk), (&dv[rk.clone()], &r.dv)]) {
+            let (e, m) = rel_err(got, want);
+            *a = (if e.is_nan() || a.0.is_nan() { f64::NAN } else { a.0.max(e) }, a.1.max(m));
+        }
+    }
+    let rel = acc.map(|(e, m)| if e.is_nan() { f64::NAN } else if m == 0.0 { e } else { e / m });
+    let bits = [dq, dk, dv].concat().iter().map(|x| x.to_f32().to_bits()).collect();
+    (GradErrors { rel, seed }, bits)
+}
+
+/// Runs every case on its element type, printing a line each, and panics listing failures.
+pub fn check_grads(gpu: &Gpu, cases: &[GradCase]) {
+    let mut failures = Vec::new();
+    for c in cases {
+        let (e, _) = match c.dtype {
+            DType::F16 => run_grad::<half::f16>(gpu, c),
+            DType::Bf16 => run_grad::<half::bf16>(gpu, c),
+            other => panic!("no element type {other:?}"),
+        };
+        let ok = e.passes(c.dtype);
+        println!("{} {}: dq {:.2e} dk {:.2e} dv {:.2e} (tol {:.1e}, seed {})", if ok { "ok  " } else { "FAIL" }, c.label(), e.rel[0], e.rel[1], e.rel[2], grad_tolerance(c.dtype), e.seed);
+        if !ok {
+            failures.push(format!("{}: {:?}", c.label(), e));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
