@@ -214,6 +214,10 @@ pub struct BenchmarkArgs {
     /// them), instead of host offsets that each call uploads.
     #[arg(long, requires = "varlen")]
     pub device_offsets: bool,
+    /// Time the backward pass (dQ, dK, dV from dO; torch: autograd through SDPA) instead of
+    /// the forward. TFLOPS count 2.5 forward passes (FlashAttention's convention).
+    #[arg(long, conflicts_with_all = ["page_size", "decode"])]
+    pub backward: bool,
     /// What the events around each timed launch see (ours and torch's alike).
     #[arg(long, value_enum, default_value_t = TimingArg::Call)]
     pub timing: TimingArg,

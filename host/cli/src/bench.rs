@@ -84,6 +84,24 @@ pub struct BenchBuffers {
     offsets: Option<[CudaSlice<i32>; 2]>,
 }
 
+/// A backward row's gradient buffers ([`BenchBuffers::grads`]).
+pub struct GradBench {
+    stream: Arc<CudaStream>,
+    dout: CudaSlice<u16>,
+    dq: CudaSlice<u16>,
+    dk: CudaSlice<u16>,
+    dv: CudaSlice<u16>,
+}
+
+impl GradBench {
+    /// The buffers as the planner sees them.
+    pub fn refs(&self) -> flashrs::GradBuffers {
+        let s = &self.stream;
+        let r = |b: &CudaSlice<u16>| BufferRef::new(b.device_ptr(s).0, b.len());
+        flashrs::GradBuffers::new(r(&self.dout), r(&self.dq), r(&self.dk), r(&self.dv))
+    }
+}
+
 /// Random normal values drawn afresh for each buffer; beyond this many they repeat. Drawing
 /// every element of a decode row's KV cache (billions of elements at batch 64, 128k keys) one
 /// by one takes minutes of host time, and the timing depends on values being random, not on
@@ -184,6 +202,22 @@ impl BenchBuffers {
         if with_lse { b.lse(r(self.lse.device_ptr(s).0, self.lse.len())) } else { b }
     }
 
+    /// dO (random) and zeroed dQ, dK, dV for a backward row of the call `p`, laid out like the
+    /// output, Q, K and V.
+    pub fn grads(&self, ctx: &Arc<CudaContext>, p: &AttentionParams) -> Result<GradBench> {
+        let _ = p;
+        let stream = ctx.default_stream();
+        let g = GradBench {
+            dout: stream.clone_htod(&random_bits(self.dtype, self.o.len()))?,
+            dq: stream.alloc_zeros(self.q.len())?,
+            dk: stream.alloc_zeros(self.k.len())?,
+            dv: stream.alloc_zeros(self.v.len())?,
+            stream: stream.clone(),
+        };
+        stream.synchronize()?;
+        Ok(g)
+    }
+
     /// Copies the output back as f32 (for spot checks).
     pub fn output_f32(&self) -> Result<Vec<f32>> {
         Ok(self.stream.clone_dtoh(&self.o)?.into_iter().map(|b| widen(self.dtype, b)).collect())
@@ -265,11 +299,16 @@ fn hold_stream(gpu: &Gpu, stream: &CudaStream, ns: u64) -> Result<()> {
 /// Times `plan` on a fresh stream of `ctx`: `warmup` untimed launches, then `iters` launches
 /// each between two events, as `mode` says.
 pub fn time_plan(ctx: &Arc<CudaContext>, gpu: &Gpu, plan: &LaunchPlan, warmup: usize, iters: usize, mode: TimingMode) -> Result<Timing> {
+    // SAFETY: the plan was validated against live buffers the caller keeps alive.
+    time_launch(ctx, gpu, &|raw| unsafe { gpu.launch(raw, plan) }, warmup, iters, mode)
+}
+
+/// [`time_plan`] for any launch: `launch` queues the work on the raw stream it is given.
+pub fn time_launch(ctx: &Arc<CudaContext>, gpu: &Gpu, launch: &dyn Fn(*mut std::ffi::c_void) -> flashrs::Result<()>, warmup: usize, iters: usize, mode: TimingMode) -> Result<Timing> {
     let stream = ctx.new_stream()?;
     let raw = stream.cu_stream() as *mut std::ffi::c_void;
     for _ in 0..warmup {
-        // SAFETY: the plan was validated against live buffers the caller keeps alive.
-        unsafe { gpu.launch(raw, plan)? };
+        launch(raw)?;
     }
     // Timing events (cudarc's default events do not time).
     let timed = || ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT));
@@ -280,8 +319,7 @@ pub fn time_plan(ctx: &Arc<CudaContext>, gpu: &Gpu, plan: &LaunchPlan, warmup: u
             hold_stream(gpu, &stream, QUEUE_HOLD_NS)?;
         }
         start.record(&stream)?;
-        // SAFETY: as above.
-        unsafe { gpu.launch(raw, plan)? };
+        launch(raw)?;
         stop.record(&stream)?;
         stop.synchronize()?;
         samples.push(start.elapsed_ms(&stop)? as f64);

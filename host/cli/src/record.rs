@@ -72,6 +72,9 @@ pub struct Record {
     pub verified_rows: Option<usize>,
     /// Why there is no time, or other remarks.
     pub note: Option<String>,
+    /// A backward-pass row: its TFLOPS count 2.5 forward passes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backward: bool,
 }
 
 impl Record {
@@ -92,6 +95,7 @@ impl Record {
             max_abs_err: None,
             verified_rows: None,
             note: None,
+            backward: false,
         }
     }
 
@@ -100,7 +104,8 @@ impl Record {
         let seconds = median_ms * 1e-3;
         self.median_ms = Some(median_ms);
         self.min_ms = Some(min_ms);
-        self.tflops = Some(self.shape.flops() / seconds / 1e12);
+        let passes = if self.backward { 2.5 } else { 1.0 };
+        self.tflops = Some(passes * self.shape.flops() / seconds / 1e12);
         self.gbps = Some(self.shape.min_bytes() / seconds / 1e9);
         self.kv_gbps = Some(self.shape.kv_bytes() / seconds / 1e9);
         self

@@ -6,7 +6,7 @@ use cudarc::driver::CudaContext;
 use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, DimOrder, Gpu, Kernel, KernelPath, PagedKv, Pages, Target, TileConfig};
 use flashrs_reference::{Problem, RefInputs};
 
-use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_plan};
+use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_launch, time_plan};
 
 use super::CliError;
 use super::configs::tag;
@@ -42,6 +42,8 @@ pub struct Options {
     pub device_offsets: bool,
     /// What the events around a timed launch see.
     pub timing: TimingMode,
+    /// Time the backward pass.
+    pub backward: bool,
 }
 
 impl Options {
@@ -140,6 +142,22 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
         }
+        if opts.backward {
+            // O and the log-sum-exp from one forward launch, then the backward's own plan.
+            let with_lse = gpu.plan_forward(&params, &bufs.refs(true)).map_err(|e| row_err(e.into()))?;
+            time_plan(ctx, gpu, &with_lse, 0, 1, TimingMode::Call).map_err(row_err)?;
+            let grads = bufs.grads(ctx, &fixed).map_err(row_err)?;
+            let bwd = gpu.plan_backward(&params, &bufs.refs(true), &grads.refs()).map_err(|e| row_err(e.into()))?;
+            record.kernel = bwd.kernels[1].to_string();
+            record.backward = true;
+            // SAFETY: planned against these live buffers, kept until timing ends.
+            let launch = |raw| unsafe { gpu.launch_backward(raw, &bwd) };
+            let t = time_launch(ctx, gpu, &launch, opts.warmup, opts.iters, opts.timing).map_err(row_err)?;
+            drop(grads);
+            records.push(record.timed(t.median_ms, t.min_ms));
+            done();
+            continue;
+        }
         let t = time_plan(ctx, gpu, &plan, opts.warmup, opts.iters, opts.timing).map_err(row_err)?;
         records.push(record.timed(t.median_ms, t.min_ms));
         done();
@@ -154,7 +172,7 @@ mod tests {
     use crate::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false }
     }
 
     #[test]

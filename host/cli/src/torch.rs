@@ -61,6 +61,8 @@ struct Request<'a> {
     timing: &'a str,
     /// Script names of the backends to time.
     backends: Vec<&'a str>,
+    /// Time the backward pass (autograd) instead of the forward.
+    backward: bool,
     /// The shapes, answered by index.
     shapes: &'a [Shape],
 }
@@ -105,7 +107,7 @@ fn parse_line(line: &str) -> Option<Line> {
 }
 
 /// Gathers a reply into an outcome. `problem` describes an early stop of the script, if any.
-fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, problem: Option<String>) -> Outcome {
+fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, backward: bool, problem: Option<String>) -> Outcome {
     let mut info = None;
     let mut results: Vec<Option<BTreeMap<String, BackendResult>>> = vec![None; shapes.len()];
     for line in lines {
@@ -127,7 +129,8 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
         for &(key, implementation) in BACKENDS {
             let r = result.as_ref().and_then(|b| b.get(key));
             let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
-            let record = Record::new(implementation, *shape, dtype.name(), "torch", kernel);
+            let mut record = Record::new(implementation, *shape, dtype.name(), "torch", kernel);
+            record.backward = backward;
             records.push(match r {
                 Some(BackendResult { median_ms: Some(median), min_ms: Some(min), .. }) => record.timed(*median, *min),
                 Some(BackendResult { error: Some(e), .. }) => record.unavailable(e.clone()),
@@ -141,9 +144,9 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
 /// Runs the script with `python3` on `shapes`; `on_result` is called as each shape finishes
 /// (for a progress bar). Never fails: whatever goes wrong becomes [`Outcome::Unavailable`] or
 /// the `problem` of a partial run.
-pub fn run(shapes: &[Shape], dtype: DType, (warmup, iters, timing): (usize, usize, TimingMode), mut on_result: impl FnMut()) -> Outcome {
+pub fn run(shapes: &[Shape], dtype: DType, (warmup, iters, timing): (usize, usize, TimingMode), backward: bool, mut on_result: impl FnMut()) -> Outcome {
     let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}.py", std::process::id()));
-    let request = Request { dtype: dtype.name(), warmup, iters, timing: timing.name(), backends: BACKENDS.iter().map(|b| b.0).collect(), shapes };
+    let request = Request { dtype: dtype.name(), warmup, iters, timing: timing.name(), backends: BACKENDS.iter().map(|b| b.0).collect(), backward, shapes };
     let outcome = run_script(&script, &request, dtype, &mut on_result);
     // The temporary script is disposable; failing to delete it changes no result.
     let _ = std::fs::remove_file(&script);
@@ -156,6 +159,7 @@ fn run_script(script: &Path, request: &Request, dtype: DType, on_result: &mut dy
     if let Err(e) = std::fs::write(script, SCRIPT) {
         return Outcome::Unavailable(format!("cannot write {}: {e}", script.display()));
     }
+    let request_backward = request.backward;
     let request = serde_json::to_string(&request).expect("the request is plain data");
     let child = Command::new("python3").arg(script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let mut child = match child {
@@ -188,7 +192,7 @@ fn run_script(script: &Path, request: &Request, dtype: DType, on_result: &mut dy
         Ok(s) => Some(format!("the torch script exited with {s}: {}", tail(&stderr, 800))),
         Err(e) => Some(format!("waiting for python3 failed: {e}")),
     };
-    collect(lines, shapes, dtype, problem)
+    collect(lines, shapes, dtype, request_backward, problem)
 }
 
 /// The last `max` bytes of `text`, at a character boundary.
@@ -224,7 +228,7 @@ mod tests {
                \"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa+enable_gqa\"}},\
                \"cudnn\": {{\"error\": \"sdpa+enable_gqa: No available kernel.\"}}}}}}\n"
         );
-        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, None) else { panic!() };
+        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, false, None) else { panic!() };
         assert_eq!(info.cudnn, Some(91900));
         assert_eq!(problem, None);
         assert_eq!(records.len(), 2 * BACKENDS.len());
@@ -243,11 +247,11 @@ mod tests {
     #[test]
     fn unavailable_and_silent_scripts() {
         let reply = r#"{"kind": "unavailable", "reason": "torch 2.11.0 sees no CUDA GPU"}"#;
-        match collect(lines(reply), &shapes(), DType::F16, None) {
+        match collect(lines(reply), &shapes(), DType::F16, false, None) {
             Outcome::Unavailable(r) => assert_eq!(r, "torch 2.11.0 sees no CUDA GPU"),
             o => panic!("{o:?}"),
         }
-        match collect(lines(""), &shapes(), DType::F16, Some("exited with 1: Traceback".into())) {
+        match collect(lines(""), &shapes(), DType::F16, false, Some("exited with 1: Traceback".into())) {
             Outcome::Unavailable(r) => assert!(r.contains("Traceback")),
             o => panic!("{o:?}"),
         }
@@ -256,13 +260,15 @@ mod tests {
     #[test]
     fn request_uses_the_shape_field_names_the_script_reads() {
         let s = shapes();
-        let req = Request { dtype: "bf16", warmup: 5, iters: 20, timing: "queued", backends: vec!["flash"], shapes: &s };
+        let req = Request { dtype: "bf16", warmup: 5, iters: 20, timing: "queued", backends: vec!["flash"], backward: true, shapes: &s };
         let v = serde_json::to_value(&req).unwrap();
         for key in ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"] {
             assert!(v["shapes"][0].get(key).is_some(), "{key}");
             assert!(SCRIPT.contains(&format!("\"{key}\"")), "{key}");
         }
         assert_eq!(v["timing"], "queued");
+        assert_eq!(v["backward"], true);
+        assert!(SCRIPT.contains("request.get(\"backward\", False)"));
         assert!(SCRIPT.contains("request.get(\"timing\", \"call\") == \"queued\""));
         for (key, _) in BACKENDS {
             assert!(SCRIPT.contains(&format!("\"{key}\":")), "{key}");
@@ -274,7 +280,7 @@ mod tests {
         // Here: no torch (or no python3, or no GPU) gives a reason; with torch and a GPU, times.
         let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, causal: true }];
         let mut reported = 0;
-        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), || reported += 1) {
+        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, || reported += 1) {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
             Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() && reported == 1),
         }

@@ -2,7 +2,7 @@
 
 Request, one JSON document on stdin:
   {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
-   "backends": ["flash", "cudnn", "fa3"],
+   "backends": ["flash", "cudnn", "fa3"], "backward": bool,
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
 
 Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines):
@@ -12,7 +12,8 @@ Reply on stdout, one JSON object per line, each with a "kind" (the reader ignore
 Diagnostics go to stderr.
 
 Timing matches flashrs: `warmup` untimed calls, then `iters` calls each between two CUDA
-events, median and minimum in milliseconds; with timing "queued" each timed call waits behind a
+events, median and minimum in milliseconds (with "backward": the autograd backward of one
+forward call, dQ, dK and dV for a random dO, retaining the graph between calls); with timing "queued" each timed call waits behind a
 spin kernel (`torch.cuda._sleep`) long enough to cover Python's dispatch, so that the events see
 the GPU's work alone. Inputs are standard normal in [B, H, S, D] for SDPA, and the same
 values in FlashAttention's own [B, S, H, D] (contiguous) for FlashAttention-3, which aligns the
@@ -103,7 +104,7 @@ def candidates(torch, name, shape, q, k, v):
             yield "sdpa" + tag, lambda k_=k_, v_=v_, gqa=gqa: sdpa(q, k_, v_, is_causal=causal, **gqa)
 
 
-def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued):
+def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued, backward=False):
     """Times the first call the backend accepts, or says why it accepted none."""
     from torch.nn.attention import sdpa_kernel
 
@@ -115,7 +116,11 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued):
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    call()
+                    out = call()
+                    if backward:
+                        grad = torch.randn_like(out)
+                        call = lambda out=out, grad=grad: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+                        call()
                     torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - any refusal makes the backend n/a here
                 # torch explains a refusal in warnings; headers like "... not used because:"
@@ -164,6 +169,7 @@ def main():
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[request["dtype"]]
     warmup, iters = int(request["warmup"]), int(request["iters"])
     queued = request.get("timing", "call") == "queued"
+    backward = bool(request.get("backward", False))
     torch.manual_seed(0)
     for index, shape in enumerate(request["shapes"]):
         results = {}
@@ -172,7 +178,13 @@ def main():
             q = torch.randn(b, shape["heads_q"], shape["seqlen_q"], d, device="cuda", dtype=dtype)
             k = torch.randn(b, shape["heads_kv"], shape["seqlen_k"], d, device="cuda", dtype=dtype)
             v = torch.randn_like(k)
+            if backward:
+                for t in (q, k, v):
+                    t.requires_grad_(True)
             for name in request["backends"]:
+                if name == "fa3" and backward:
+                    results[name] = {"error": "the fa3-fwd package is forward-only"}
+                    continue
                 if name == "fa3":
                     try:
                         results[name] = run_fa3(torch, shape, q, k, v, warmup, iters, queued)
@@ -184,7 +196,7 @@ def main():
                     results[name] = {"error": f"torch {torch.__version__} has no SDPBackend for '{name}'"}
                     continue
                 try:
-                    results[name] = run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued)
+                    results[name] = run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued, backward)
                 except Exception as e:  # noqa: BLE001 - e.g. out of memory while timing
                     results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
             del q, k, v
