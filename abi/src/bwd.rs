@@ -120,7 +120,7 @@ impl BwdConfig {
         self.block_m / 32
     }
     /// 8-column tiles per warp in each pass of the `dQ += dS K` GEMM: at most 4, so that its
-    /// accumulators (16 registers a tile pair) fit beside dK and dV.
+    /// accumulators fit beside dK and dV.
     pub const fn dq_tiles(&self) -> usize {
         let all = self.head_dim / (BWD_WARPS / self.warps_m_dq()) / 8;
         if all > 4 { 4 } else { all }
@@ -147,12 +147,16 @@ const fn even_tiles(cols: usize, warps: usize) -> bool {
 }
 
 /// Every instantiated backward configuration (each for f16 and bf16), the first of each head
-/// dimension its default. The last two take less shared memory, for GPUs whose CTAs get 99 KB
-/// (sm_86, sm_89): the defaults of head_dim 128 and 256 need 161 KB and 145 KB.
-pub const BWD_CONFIGS: [BwdConfig; 4] = [
+/// dimension its default; the planner takes the first of a head dimension that fits the GPU.
+/// Head_dim 128's one-stage twin fits the 163 KB of an A100's CTA, the last the 99 KB of
+/// sm_86 and sm_89 (the default needs 194 KB). Head_dim 128 walks 128 query rows per step
+/// against 64 keys: 64 x 128 (FlashAttention-2's choice) would hold 128 dK and dV registers
+/// per thread and spills; 64 x 64 reloads more operand fragments per MMA.
+pub const BWD_CONFIGS: [BwdConfig; 5] = [
     BwdConfig { head_dim: 64, block_m: 64, block_n: 128, stages: 2 },
-    BwdConfig { head_dim: 128, block_m: 64, block_n: 64, stages: 2 },
+    BwdConfig { head_dim: 128, block_m: 128, block_n: 64, stages: 2 },
     BwdConfig { head_dim: 256, block_m: 64, block_n: 64, stages: 1 },
+    BwdConfig { head_dim: 128, block_m: 128, block_n: 64, stages: 1 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 64, stages: 1 },
 ];
 
@@ -174,7 +178,7 @@ mod tests {
         // KB each; lse and dsum 2 x 256 B each.
         let c = BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 2 };
         assert_eq!(c.smem_bytes(), 64 * 1024 + 64 * 1024 + 32 * 1024 + 1024);
-        assert!(BWD_CONFIGS[3].smem_bytes() <= 99 * 1024);
+        assert!(BWD_CONFIGS[4].smem_bytes() <= 99 * 1024 && BWD_CONFIGS[3].smem_bytes() <= 163 * 1024);
         assert!(!BwdConfig { head_dim: 64, block_m: 48, block_n: 128, stages: 2 }.is_valid());
         assert!(!BwdConfig { head_dim: 64, block_m: 64, block_n: 32, stages: 2 }.is_valid());
     }

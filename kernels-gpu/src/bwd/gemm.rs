@@ -87,25 +87,45 @@ pub unsafe fn mma_tiles<T: Element, const MT: usize, const NT: usize, const CA: 
     }
 }
 
+/// A warp's f32 tile rounded to `T`, two elements per register: `[mt][nt][h]` holds rows
+/// `g + 8h`, columns `2t`, `2t + 1` of 16 x 8 tile (mt, nt).
+#[inline(always)]
+pub fn pack_tile<T: Element, const NT: usize>(acc: &[[FragC; NT]; 2]) -> [[[u32; 2]; NT]; 2] {
+    let mut out = [[[0u32; 2]; NT]; 2];
+    for mt in 0..2 {
+        for nt in 0..NT {
+            for h in 0..2 {
+                out[mt][nt][h] = T::pack2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+            }
+        }
+    }
+    out
+}
+
+/// Stores a [`pack_tile`] tile into `tile` at (`row0`, `col0`) (as [`store_tile`]).
+#[inline(always)]
+pub unsafe fn store_packed<const NT: usize, const ROWS: usize, const COLS: usize>(packed: &[[[u32; 2]; NT]; 2], tile: SmemTile<ROWS, COLS>, row0: usize, col0: usize, lane: usize) {
+    for mt in 0..2 {
+        for nt in 0..NT {
+            for h in 0..2 {
+                let row = row0 + mt * 16 + lane / 4 + 8 * h;
+                let addr = tile.chunk_addr(row, (col0 + nt * 8) / 8) + (lane % 4) as u32 * 4;
+                unsafe { crate::arch::smem::st_shared_b32(addr, packed[mt][nt][h]) };
+            }
+        }
+    }
+}
+
 /// Rounds a warp's f32 tile to `T` and stores it into `tile` at (`row0`, `col0`) in the
 /// accumulator layout (lane `(g, t)` holds rows `g`, `g + 8` and columns `2t`, `2t + 1` of each
 /// 16 x 8 tile), for other warps to read as an operand.
 #[inline(always)]
-pub unsafe fn store_tile<T: Element, const MT: usize, const NT: usize, const ROWS: usize, const COLS: usize>(
-    acc: &[[FragC; NT]; MT],
+pub unsafe fn store_tile<T: Element, const NT: usize, const ROWS: usize, const COLS: usize>(
+    acc: &[[FragC; NT]; 2],
     tile: SmemTile<ROWS, COLS>,
     row0: usize,
     col0: usize,
     lane: usize,
 ) {
-    for mt in 0..MT {
-        for nt in 0..NT {
-            for h in 0..2 {
-                let row = row0 + mt * 16 + lane / 4 + 8 * h;
-                let col = col0 + nt * 8;
-                let addr = tile.chunk_addr(row, col / 8) + (lane % 4) as u32 * 4;
-                unsafe { crate::arch::smem::st_shared_b32(addr, T::pack2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1])) };
-            }
-        }
-    }
+    unsafe { store_packed::<NT, ROWS, COLS>(&pack_tile::<T, NT>(acc), tile, row0, col0, lane) };
 }

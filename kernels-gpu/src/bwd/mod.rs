@@ -42,7 +42,7 @@ use epilogue::{add_dq, end_turn, store_rows, wait_turn};
 use flashrs_abi::bwd::{BWD_CONFIGS, BwdConfig};
 use flashrs_abi::grid::{Extent, div_rem};
 use flashrs_abi::{BwdParams, BwdStep};
-use gemm::{Operand, mma_tiles, store_tile};
+use gemm::{Operand, mma_tiles, pack_tile, store_packed, store_tile};
 
 /// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
 /// `BM`, keys `BN`, `STAGES` of the query-side tiles, and the warps' 8-column tile counts `N1`
@@ -99,23 +99,28 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let lse_row = |s: usize| rows_base + (s * BM * 4) as u32;
     let dsum_row = |s: usize| rows_base + ((STAGES + s) * BM * 4) as u32;
 
+    // What the walk's addresses derive from, handed to each step through `Walk::hidden`.
+    let walk = Walk { batch, h_kv, q_start: extent.q_start, seqlen_q, m_first, m_count };
     // Step i is query block m_first + i % m_count of the group's head i / m_count.
-    let step = |i: u32| {
-        let (g, m) = div_rem(i, m_count);
-        (h_kv * f.group + g, m_first + m)
+    let step = |w: &Walk, i: u32| {
+        let (g, m) = div_rem(i, w.m_count);
+        (w.h_kv * f.group + g, w.m_first + m)
     };
-    let lse_first = |h: u32| extent.lse_first(f, batch, h, varlen);
-    let q_rows = |base: u64, [sb, sr, sh]: [i64; 3], h: u32| (base as *const u16).wrapping_offset((b * sb + h as i64 * sh + q_start * sr) as isize);
-    let load_q_side = |i: u32| unsafe {
-        let (h, m) = step(i);
+    let lse_first = |w: &Walk, h: u32| Extent { q_start: w.q_start, ..extent }.lse_first(f, w.batch, h, varlen);
+    let q_rows = |w: &Walk, base: u64, [sb, sr, sh]: [i64; 3], h: u32| {
+        (base as *const u16).wrapping_offset((w.batch as i64 * sb + h as i64 * sh + w.q_start as i64 * sr) as isize)
+    };
+    let load_q_side = |w: &Walk, i: u32| unsafe {
+        let seqlen_q = w.seqlen_q;
+        let (h, m) = step(w, i);
         let s = i as usize % STAGES;
         let m0 = m * BM as u32;
-        TileCursor::<BM, D, THREADS>::new(tid, q_rows(f.q, f.q_strides, h), f.q_strides[1], seqlen_q, m0, f.head_dim).issue(q_tile(s), tid, f.q_strides[1]);
-        TileCursor::<BM, D, THREADS>::new(tid, q_rows(p.dout, p.dout_strides, h), p.dout_strides[1], seqlen_q, m0, f.head_dim).issue(do_tile(s), tid, p.dout_strides[1]);
+        TileCursor::<BM, D, THREADS>::new(tid, q_rows(w, f.q, f.q_strides, h), f.q_strides[1], seqlen_q, m0, f.head_dim).issue(q_tile(s), tid, f.q_strides[1]);
+        TileCursor::<BM, D, THREADS>::new(tid, q_rows(w, p.dout, p.dout_strides, h), p.dout_strides[1], seqlen_q, m0, f.head_dim).issue(do_tile(s), tid, p.dout_strides[1]);
         // Threads 0..BM copy a log-sum-exp each, BM..2 BM a dsum (rows past the end: 0).
         let r = tid as usize % BM;
         let valid = m0 + (r as u32) < seqlen_q;
-        let at = lse_first(h) + if valid { m0 as usize + r } else { 0 };
+        let at = lse_first(w, h) + if valid { m0 as usize + r } else { 0 };
         if (tid as usize) < BM {
             cp_async_ca_4(lse_row(s) + 4 * r as u32, (f.lse as *const f32).add(at) as *const u8, valid);
         } else if (tid as usize) < 2 * BM {
@@ -128,7 +133,7 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         TileCursor::<BN, D, THREADS>::new(tid, v, f.v_strides[1], seqlen_k, n0, f.head_dim).issue(v_tile, tid, f.v_strides[1]);
     }
     if steps > 0 {
-        load_q_side(0);
+        load_q_side(&walk, 0);
     }
     cp_async_commit_group();
 
@@ -141,11 +146,12 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let mut dv = [[[0.0f32; 4]; N2]; 2];
     for i in 0..steps {
         let s = i as usize % STAGES;
+        let w = walk.hidden();
         if STAGES == 1 {
             // Everyone is done with the previous step's tiles before they are overwritten.
             if i > 0 {
                 bar_sync();
-                load_q_side(i);
+                load_q_side(&w, i);
                 cp_async_commit_group();
             }
             cp_async_wait_group::<0>();
@@ -156,11 +162,11 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
             // (and P, dS) is refilled next.
             bar_sync();
             if i + 1 < steps {
-                load_q_side(i + 1);
+                load_q_side(&w, i + 1);
             }
             cp_async_commit_group();
         }
-        let (h, m) = step(i);
+        let (h, m) = step(&w, i);
         let m0 = m * BM as u32;
 
         // S = Q K^T, then P in place.
@@ -181,7 +187,10 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
                 }
             }
         }
-        unsafe { store_tile::<T, 2, N1, BM, BN>(&sp, p_tile, r1, c1, lane) };
+        // P rounded to T: stored for dV's GEMM and kept packed (half the registers of f32)
+        // for dS, which thus uses the P the GEMMs see.
+        let packed = pack_tile::<T, N1>(&sp);
+        unsafe { store_packed::<N1, BM, BN>(&packed, p_tile, r1, c1, lane) };
 
         // dP = dO V^T, then dS = P (dP - dsum) in place.
         let mut ds = [[[0.0f32; 4]; N1]; 2];
@@ -192,12 +201,12 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
                 for nt in 0..N1 {
                     for e in 0..2 {
                         let x = 2 * hh + e;
-                        ds[mt][nt][x] = sp[mt][nt][x] * (ds[mt][nt][x] - dsum);
+                        ds[mt][nt][x] = T::unpack2(packed[mt][nt][hh])[e] * (ds[mt][nt][x] - dsum);
                     }
                 }
             }
         }
-        unsafe { store_tile::<T, 2, N1, BM, BN>(&ds, ds_tile, r1, c1, lane) };
+        unsafe { store_tile::<T, N1, BM, BN>(&ds, ds_tile, r1, c1, lane) };
         bar_sync();
 
         // dV += P^T dO and dK += dS^T Q: the A operands across k (P, dS are [query][key]).
@@ -208,8 +217,8 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
 
         // dQ part = dS K, added to the accumulator; in passes of N3 8-column tiles (the whole
         // part of head_dim 256 would not fit in registers beside dK and dV).
-        let accum = unsafe { (p.dq_accum as *mut f32).add(lse_first(h) * p.accum_dim as usize) };
-        let sem = (p.dq_semaphore as *mut u32).wrapping_add(((batch * f.heads_q + h) * f.m_blocks + m) as usize);
+        let accum = unsafe { (p.dq_accum as *mut f32).add(lse_first(&w, h) * p.accum_dim as usize) };
+        let sem = (p.dq_semaphore as *mut u32).wrapping_add(((w.batch * f.heads_q + h) * f.m_blocks + m) as usize);
         if p.dq_semaphore != 0 {
             unsafe { wait_turn(sem, nb, tid) };
         }
@@ -217,7 +226,7 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
             let c = c3 + pass * N3 * 8;
             let mut dq: [[FragC; N3]; 2] = [[[0.0; 4]; N3]; 2];
             unsafe { mma_tiles::<T, 2, N3, BN, false, D, true>(&mut dq, Operand::a(ds_tile, r3, 0, lane).opaque(), Operand::b(k_tile, 0, c / 8, lane).opaque(), BN / 16) };
-            unsafe { add_dq::<N3>(&dq, accum, p.accum_dim as usize, m0 + r3 as u32, c, seqlen_q, lane) };
+            unsafe { add_dq::<N3>(&dq, accum, p.accum_dim as usize, m0 + r3 as u32, c, w.seqlen_q, lane) };
         }
         if p.dq_semaphore != 0 {
             unsafe { end_turn(sem, tid) };
@@ -229,6 +238,29 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     unsafe {
         store_rows::<T, N2>(&dv, 1.0, out_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
         store_rows::<T, N2>(&dk, p.scale, out_at(p.dk, p.dk_strides), p.dk_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+    }
+}
+
+/// The values every step's addresses derive from (see [`Walk::hidden`]).
+#[derive(Clone, Copy)]
+struct Walk {
+    batch: u32,
+    h_kv: u32,
+    q_start: u32,
+    seqlen_q: u32,
+    m_first: u32,
+    m_count: u32,
+}
+
+impl Walk {
+    /// The same values, hidden from the optimiser: taken at each step, they keep LLVM from
+    /// hoisting every 64-bit address derived from them out of the walk into registers of its
+    /// own, which the dK and dV accumulators need (ptxas recomputes them in a few
+    /// instructions per step instead).
+    #[inline(always)]
+    fn hidden(self) -> Self {
+        let h = |x: u32| crate::layout::opaque_i64(x as i64) as u32;
+        Walk { batch: h(self.batch), h_kv: h(self.h_kv), q_start: h(self.q_start), seqlen_q: h(self.seqlen_q), m_first: h(self.m_first), m_count: h(self.m_count) }
     }
 }
 
@@ -258,9 +290,10 @@ macro_rules! bwd_kernels {
 
 bwd_kernels! {
     0 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2;
-    1 => flash_bwd_f16_d128_64x64s2, flash_bwd_bf16_d128_64x64s2;
+    1 => flash_bwd_f16_d128_128x64s2, flash_bwd_bf16_d128_128x64s2;
     2 => flash_bwd_f16_d256_64x64s1, flash_bwd_bf16_d256_64x64s1;
-    3 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1;
+    3 => flash_bwd_f16_d128_128x64s1, flash_bwd_bf16_d128_128x64s1;
+    4 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1;
 }
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.
