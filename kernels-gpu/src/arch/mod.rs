@@ -2,6 +2,8 @@
 //! after the instruction it emits; operand shapes are in the types.
 pub mod atom;
 pub mod barrier;
+#[cfg(target_feature = "sm_90a")]
+pub mod bulk;
 pub mod cp_async;
 pub mod cvt;
 pub mod ex2;

@@ -144,9 +144,17 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let (r3, c3) = (warp % w3 * 32, warp / w3 * N3 * DQ_PASSES * 8);
     let mut dk = [[[0.0f32; 4]; N2]; 2];
     let mut dv = [[[0.0f32; 4]; N2]; 2];
+    // sm_90: dQ parts leave by bulk reductions of a staged tile (the atomics' throughput, not
+    // the GEMMs, bounds the walk otherwise), except in deterministic mode, whose turns need
+    // the adds done when a turn ends.
+    let bulk = cfg!(target_feature = "sm_90a") && p.dq_semaphore == 0;
     for i in 0..steps {
         let s = i as usize % STAGES;
         let w = walk.hidden();
+        if bulk && tid == 0 {
+            // The previous step's staged dQ was read before its stage is refilled below.
+            epilogue::staged_read();
+        }
         if STAGES == 1 {
             // Everyone is done with the previous step's tiles before they are overwritten.
             if i > 0 {
@@ -218,6 +226,25 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         // dQ part = dS K, added to the accumulator; in passes of N3 8-column tiles (the whole
         // part of head_dim 256 would not fit in registers beside dK and dV).
         let accum = unsafe { (p.dq_accum as *mut f32).add(lse_first(&w, h) * p.accum_dim as usize) };
+        if bulk {
+            // Staged in f32 where this step's Q and dO were (the dK and dV GEMMs are done with
+            // them: the barrier), rows BM / 2.. in dO's half, and added by two bulk reductions.
+            bar_sync();
+            let staged = |row: usize| if row < BM / 2 { q_tile(s).base } else { do_tile(s).base } + ((row % (BM / 2)) * D * 4) as u32;
+            for pass in 0..DQ_PASSES {
+                let c = c3 + pass * N3 * 8;
+                let mut dq: [[FragC; N3]; 2] = [[[0.0; 4]; N3]; 2];
+                unsafe { mma_tiles::<T, 2, N3, BN, false, D, true>(&mut dq, Operand::a(ds_tile, r3, 0, lane).opaque(), Operand::b(k_tile, 0, c / 8, lane).opaque(), BN / 16) };
+                unsafe { epilogue::stage_dq::<N3>(&dq, staged, r3, c, lane) };
+            }
+            #[cfg(target_feature = "sm_90a")]
+            crate::arch::fence::fence_proxy_async_shared_cta();
+            bar_sync();
+            if tid == 0 {
+                unsafe { epilogue::reduce_dq::<BM, D>(accum, [q_tile(s).base, do_tile(s).base], m0, w.seqlen_q) };
+            }
+            continue;
+        }
         let sem = (p.dq_semaphore as *mut u32).wrapping_add(((w.batch * f.heads_q + h) * f.m_blocks + m) as usize);
         if p.dq_semaphore != 0 {
             unsafe { wait_turn(sem, nb, tid) };
@@ -233,6 +260,9 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         }
     }
 
+    if bulk && tid == 0 {
+        epilogue::reduced();
+    }
     // dV and scale * dK, for this block's keys.
     let out_at = |base: u64, [sb, sr, sh]: [i64; 3]| (base as *mut u16).wrapping_offset((b * sb + h_kv as i64 * sh + k_start * sr) as isize);
     unsafe {

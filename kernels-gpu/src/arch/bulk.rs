@@ -1,0 +1,33 @@
+//! Bulk (non-tensor) asynchronous copies between shared and global memory (sm_90), tracked in
+//! bulk groups.
+
+/// `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`: adds the `bytes` (a multiple of
+/// 16) of f32 at shared address `src` to those at `dst` (both 16-byte aligned), element by
+/// element, in L2: one instruction for what would be `bytes / 4` atomics. Reads shared memory
+/// through the async proxy (fence generic writes first).
+#[inline(always)]
+pub unsafe fn cp_reduce_async_bulk_add_f32(dst: *mut f32, src: u32, bytes: u32) {
+    unsafe {
+        core::arch::asm!("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [{d}], [{s}], {n};",
+            d = in(reg64) dst, s = in(reg32) src, n = in(reg32) bytes, options(nostack))
+    }
+}
+
+/// `cp.async.bulk.commit_group`: closes the group of bulk copies issued since the last commit.
+#[inline(always)]
+pub fn cp_async_bulk_commit_group() {
+    unsafe { core::arch::asm!("cp.async.bulk.commit_group;", options(nostack)) }
+}
+
+/// `cp.async.bulk.wait_group.read 0`: waits until every committed bulk copy has read its
+/// shared-memory source (which may then be overwritten).
+#[inline(always)]
+pub fn cp_async_bulk_wait_group_read_0() {
+    unsafe { core::arch::asm!("cp.async.bulk.wait_group.read 0;", options(nostack)) }
+}
+
+/// `cp.async.bulk.wait_group 0`: waits until every committed bulk copy is complete.
+#[inline(always)]
+pub fn cp_async_bulk_wait_group_0() {
+    unsafe { core::arch::asm!("cp.async.bulk.wait_group 0;", options(nostack)) }
+}
