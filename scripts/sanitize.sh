@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the forward kernels: memcheck, racecheck and synccheck, each over the
+# compute-sanitizer over the forward and backward kernels: memcheck, racecheck and synccheck, each over the
 # prebuilt `sanitize_shapes` test binary (tests/tests/sanitize_shapes.rs: every tile config,
 # both dtypes, ragged / causal / GQA / edge shapes). Fails if any tool reports an error, if a
 # test fails, or if the binary found no GPU (nothing would have been checked).

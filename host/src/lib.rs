@@ -40,7 +40,8 @@
 //!
 //! # What it is
 //!
-//! The forward pass of attention, `out = softmax(scale * Q K^T + mask) V`, computed the
+//! Attention, `out = softmax(scale * Q K^T + mask) V`, and its backward pass
+//! ([`Gpu::attention_backward`], [`backward`]), computed the
 //! FlashAttention way: tiled, with an online softmax, never materialising the
 //! `seqlen_q x seqlen_k` score matrix, on the tensor cores (`mma.sync` on sm_80 and newer;
 //! TMA and `wgmma` on H100/H200). Semantics follow FlashAttention-2's `flash_attn_func`. The
@@ -93,7 +94,9 @@
 //!   ([`Target`]): every chosen kernel fits its shared memory (163 KB per CTA on sm_80, 99 KB
 //!   on sm_86/89, 227 KB on sm_90), or planning fails with a typed error. Machine code ships
 //!   for sm_80, sm_86, sm_89 and sm_90a; other GPUs compile the sm_80 PTX.
-//! * **Not covered**: the backward pass, dropout, ALiBi, sliding windows, soft-capping, fp8.
+//! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches) on one `mma.sync`
+//!   kernel family; [`AttentionParams::deterministic`] for bit-identical gradients.
+//! * **Not covered**: dropout, ALiBi, sliding windows, soft-capping, fp8.
 //!
 //! Every call is validated on the host before anything is launched ([`AttentionParams::plan`],
 //! pure host code): a shape, stride, alignment or buffer-size problem, a null address, an

@@ -54,6 +54,7 @@ pub struct GradCase {
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
+    #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
         GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true }
     }

@@ -6,7 +6,9 @@
 //! GPUs, and on mma.sync). Buffers are sized exactly
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
-//! Small on purpose: the sanitizers slow kernels down 10-100x. Skips without a GPU.
+//! The backward pass on ragged, causal, GQA, variable-length and deterministic shapes
+//! (`sanitize_backward`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
+//! without a GPU.
 use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
 use flashrs_tests::attn::check_many;
@@ -117,4 +119,26 @@ fn sanitize_paged() {
     // Wild table entries and counts: the kernel must stay inside the caches.
     let e = run_paged::<half::f16>(&gpu, &PagedCase::new(call(4, Some(2)), DType::F16, 16, Some(vec![300, 5, 0]), 1), TableFill::AllWild);
     assert_eq!(e.out, 0.0, "non-finite output with a wild table (seed {})", e.seed);
+}
+
+#[test]
+fn sanitize_backward() {
+    use flashrs_tests::grad::{GradCase, Rows, check_grads};
+    let Some(gpu) = gpu_or_skip("sanitize_backward") else { return };
+    let mut cases = vec![];
+    for d in [64, 128, 256, 40] {
+        for dtype in [DType::F16, DType::Bf16] {
+            // Ragged causal GQA: partial query and key blocks, rows that see no key.
+            cases.push(GradCase::batched(1, 77, 50, 4, 2, d, true, dtype));
+            let mut c = GradCase::batched(1, 1, 1, 2, 1, d, false, dtype);
+            c.lens = vec![(33, 130), (0, 9), (70, 0), (1, 1)];
+            c.rows = Rows::Varlen { device: true };
+            cases.push(c);
+        }
+    }
+    // Deterministic mode's ordered turns.
+    let mut c = GradCase::batched(2, 130, 200, 4, 2, 128, false, DType::Bf16);
+    c.deterministic = true;
+    cases.push(c);
+    check_grads(&gpu, &cases);
 }

@@ -70,6 +70,11 @@ fn is_decode(r: &Report) -> bool {
     !ours.is_empty() && ours.iter().all(|x| x.shape.seqlen_q <= 16)
 }
 
+/// Whether a run timed the backward pass.
+fn is_backward(r: &Report) -> bool {
+    r.records.iter().any(|x| x.implementation == Implementation::Flashrs && x.backward)
+}
+
 /// `x` as a ratio, or "n/a".
 fn ratio(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |x| format!("{x:.2}x"))
@@ -87,7 +92,8 @@ fn summary(runs: &[(String, Report)], dir: &str) -> String {
     out += &"---|".repeat(PEERS.len());
     for (name, r) in runs {
         let decode = is_decode(r);
-        let sweep = if decode { "decode".to_string() } else { format!("seqlen >= {LONG_SEQLEN}") };
+        let pass = if is_backward(r) { "backward, " } else { "" };
+        let sweep = if decode { "decode".to_string() } else { format!("{pass}seqlen >= {LONG_SEQLEN}") };
         let ours = compare::best_ours(&r.records);
         let rows = ours.iter().filter(|o| decode || o.shape.seqlen_q >= LONG_SEQLEN).count();
         out += &format!("\n| {} | {} | {} | {sweep} ([{name}]({dir}{name})) | {} | {rows} |", r.date.as_deref().unwrap_or("?"), r.device, r.dtype, r.timing);
@@ -108,7 +114,8 @@ fn document(runs: &[(String, Report)]) -> String {
          peer ran in the same run as flashrs, on the same GPU: PyTorch SDPA's FlashAttention-2 (FA2) and cuDNN\n\
          backends, and FlashAttention-3's forward (FA3) from the `fa3-fwd` package, which has bf16 kernels only.\n\
          Ratios are ours/theirs throughput: above 1, flashrs is faster. TFLOPS = 4·B·Hq·Sq·Sk·D / median\n\
-         (halved when causal); decode rows give the K and V bytes read per second.\n\n\
+         (halved when causal), 2.5 times that for the backward pass; decode rows give the K and V bytes read\n\
+         per second.\n\n\
          ## Summary\n\n",
     );
     out += &summary(runs, "benchmarks/");
@@ -121,7 +128,8 @@ fn document(runs: &[(String, Report)]) -> String {
 /// One run's section: how it was made, then its table.
 fn section(name: &str, r: &Report) -> String {
     let decode = is_decode(r);
-    let mut out = format!("\n## {}, {}, {} ({})\n\n", r.device, r.dtype, r.date.as_deref().unwrap_or("undated"), name);
+    let pass = if is_backward(r) { ", backward" } else { "" };
+    let mut out = format!("\n## {}, {}{pass}, {} ({})\n\n", r.device, r.dtype, r.date.as_deref().unwrap_or("undated"), name);
     if let Some(c) = &r.command {
         out += &format!("`{}`: ", without_outputs(c));
     }

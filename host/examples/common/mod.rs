@@ -42,6 +42,7 @@ pub fn random_forward<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &Atte
 
 /// Checks `out` (contiguous `[batch, seqlen_q, heads_q, head_dim]`) against the f64
 /// reference; exits non-zero on a mismatch.
+#[allow(dead_code)]
 pub fn check_against_reference<T: Element>(p: &AttentionParams, q: &[T], k: &[T], v: &[T], out: &[T], tolerance: f64) {
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(q), f(k), f(v));
