@@ -462,6 +462,13 @@ mod tests {
                 ptx += &format!("\t// flashrs-kernel: sm90 {} {} {} {} {} {} {}\n",
                     *varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32);
             }
+            if let Some(Kernel::Bwd { dtype, step }) = k {
+                let c = match step {
+                    flashrs_abi::BwdStep::Main(c) => [c.head_dim, c.block_m, c.block_n, c.stages],
+                    _ => [0; 4],
+                };
+                ptx += &format!("\t// flashrs-kernel: bwd {} {} {} {} {} {} 0\n", step.code(), dtype.code(), c[0], c[1], c[2], c[3]);
+            }
             ptx += "\tret;\n}\n";
         }
         ptx
