@@ -66,14 +66,7 @@ impl GradCase {
     }
 
     fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
-        let cum = |f: &dyn Fn(&(usize, usize)) -> usize| {
-            let mut v = vec![0i32];
-            for l in &self.lens {
-                v.push(v.last().unwrap() + f(l) as i32);
-            }
-            v
-        };
-        (cum(&|l| l.0), cum(&|l| l.1))
+        crate::varlen::offsets_of(&self.lens)
     }
 }
 

@@ -84,14 +84,7 @@ impl VarlenCase {
 
     /// The offsets (`cu_seqlens_q`, `cu_seqlens_k`).
     pub fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
-        let cum = |f: &dyn Fn(&(usize, usize)) -> usize| {
-            let mut v = vec![0i32];
-            for l in &self.lens {
-                v.push(v.last().unwrap() + f(l) as i32);
-            }
-            v
-        };
-        (cum(&|l| l.0), cum(&|l| l.1))
+        offsets_of(&self.lens)
     }
 
     /// Whether the call passes key offsets.
@@ -139,6 +132,18 @@ impl VarlenCase {
             lens.join(",")
         )
     }
+}
+
+/// The offsets (`cu_seqlens_q`, `cu_seqlens_k`) of sequences of (query, key) lengths `lens`.
+pub fn offsets_of(lens: &[(usize, usize)]) -> (Vec<i32>, Vec<i32>) {
+    let cum = |f: &dyn Fn(&(usize, usize)) -> usize| {
+        let mut v = vec![0i32];
+        for l in lens {
+            v.push(v.last().unwrap() + f(l) as i32);
+        }
+        v
+    };
+    (cum(&|l| l.0), cum(&|l| l.1))
 }
 
 /// Errors of one variable-length case (of element type `T`) against the reference run on each
