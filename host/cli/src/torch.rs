@@ -17,7 +17,8 @@ use super::sweep::Shape;
 /// The script, written to a temporary file for each run.
 const SCRIPT: &str = include_str!("torch_sdpa.py");
 
-/// The backends timed: the script's name for each, and the implementation it reports as.
+/// The backends timed: the script's name for each, and the implementation it reports as (FA3
+/// only forward: its package has no backward).
 /// Adding a backend takes a line here, one in the script's `BACKENDS` and an [`Implementation`].
 const BACKENDS: &[(&str, Implementation)] = &[("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn), ("fa3", Implementation::Fa3)];
 
@@ -126,7 +127,7 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
     };
     let mut records = Vec::new();
     for (shape, result) in shapes.iter().zip(&results) {
-        for &(key, implementation) in BACKENDS {
+        for &(key, implementation) in BACKENDS.iter().filter(|b| !backward || b.1 != Implementation::Fa3) {
             let r = result.as_ref().and_then(|b| b.get(key));
             let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
             let mut record = Record::new(implementation, *shape, dtype.name(), "torch", kernel);
@@ -146,7 +147,7 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
 /// the `problem` of a partial run.
 pub fn run(shapes: &[Shape], dtype: DType, (warmup, iters, timing): (usize, usize, TimingMode), backward: bool, mut on_result: impl FnMut()) -> Outcome {
     let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}.py", std::process::id()));
-    let request = Request { dtype: dtype.name(), warmup, iters, timing: timing.name(), backends: BACKENDS.iter().map(|b| b.0).collect(), backward, shapes };
+    let request = Request { dtype: dtype.name(), warmup, iters, timing: timing.name(), backends: BACKENDS.iter().filter(|b| !backward || b.1 != Implementation::Fa3).map(|b| b.0).collect(), backward, shapes };
     let outcome = run_script(&script, &request, dtype, &mut on_result);
     // The temporary script is disposable; failing to delete it changes no result.
     let _ = std::fs::remove_file(&script);
