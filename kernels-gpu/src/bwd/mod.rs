@@ -151,7 +151,7 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     for i in 0..steps {
         let s = i as usize % STAGES;
         let w = walk.hidden();
-        if bulk && tid == 0 {
+        if STAGES == 1 && bulk && tid == 0 {
             // The previous step's staged dQ was read before its stage is refilled below.
             epilogue::staged_read();
         }
@@ -166,13 +166,8 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
             bar_sync();
         } else {
             cp_async_wait_group::<0>();
-            // Step i's tiles landed everywhere, and everyone finished step i - 1, whose stage
-            // (and P, dS) is refilled next.
+            // Step i's tiles landed everywhere, and everyone finished step i - 1 (P, dS).
             bar_sync();
-            if i + 1 < steps {
-                load_q_side(&w, i + 1);
-            }
-            cp_async_commit_group();
         }
         let (h, m) = step(&w, i);
         let m0 = m * BM as u32;
@@ -215,7 +210,20 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
             }
         }
         unsafe { store_tile::<T, N1, BM, BN>(&ds, ds_tile, r1, c1, lane) };
+        if STAGES == 2 && bulk && tid == 0 {
+            // Step i - 1's staged dQ (in the stage refilled next) was read: waited for only
+            // now, so that its reduction overlaps this step's S and dP.
+            epilogue::staged_read();
+        }
         bar_sync();
+        if STAGES == 2 {
+            // Step i + 1's tiles into step i - 1's stage, which every warp is done with (the
+            // barrier): they land during this step's dV, dK and dQ GEMMs.
+            if i + 1 < steps {
+                load_q_side(&w, i + 1);
+            }
+            cp_async_commit_group();
+        }
 
         // dV += P^T dO and dK += dS^T Q: the A operands across k (P, dS are [query][key]).
         unsafe {
