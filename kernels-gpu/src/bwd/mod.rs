@@ -20,10 +20,13 @@
 //! x (D / (8 / (BN/32))) tiles of dK and dV, and 32-row tiles of dQ ([`flashrs_abi::BwdConfig`]);
 //! the fragment layouts are [`crate::arch::mma`]'s and the operand storages [`gemm`]'s.
 //!
-//! dQ leaves through f32 atomics into an accumulator ([`epilogue::add_dq`]): every key block
-//! adds to every query block it sees. Deterministic launches take turns per query block in
-//! key-block order ([`epilogue::wait_turn`]); the grid puts a (batch, head)'s key blocks at
-//! consecutive CTA indices, so a key block waits only for CTAs started before it.
+//! dQ leaves into an f32 accumulator: every key block adds to every query block it sees. On
+//! sm_90 the step's part is staged in f32 over its (no longer needed) Q and dO tiles and added
+//! by bulk reductions ([`epilogue::reduce_dq`]); per-element atomics ([`epilogue::add_dq`]),
+//! whose throughput bounds the walk, remain for sm_80-89 and for deterministic launches, which
+//! take turns per query block in key-block order ([`epilogue::wait_turn`]): the grid puts a
+//! (batch, head)'s key blocks at consecutive CTA indices, so a key block waits only for CTAs
+//! started before it.
 pub mod epilogue;
 pub mod gemm;
 pub mod rows;
