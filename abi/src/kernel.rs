@@ -147,7 +147,8 @@ impl BwdStep {
 impl Kernel {
     /// Every kernel the device crate instantiates: each `mma.sync` variant for each
     /// configuration of its table, then each Hopper configuration and, for the defaults, its
-    /// variable-length twin; each for f16 and bf16.
+    /// variable-length twin, then the backward's row kernels and each of its configurations;
+    /// each for f16 and bf16.
     pub fn all() -> impl Iterator<Item = Kernel> + Clone {
         let mma = Variant::ALL.into_iter().flat_map(|variant| {
             variant.configs().iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, variant, config }))
