@@ -7,6 +7,8 @@
 //! * [`mbarrier`]: a full/empty mbarrier handshake between two warps (sm_90a).
 //! * [`wgmma`]: `wgmma.mma_async` m64nNk16 on 128B-swizzled shared memory (sm_90a).
 //! * [`tma`]: a `cp.async.bulk.tensor.2d` tile load completing on an mbarrier (sm_90a).
+//! * [`reduce`]: the backward pass's warp sum, f16 widening, 4-byte `cp.async`, `red.add.f32`
+//!   and `ld.acquire` (both modules), and its bulk reduction (sm_90a).
 //! * [`wgmma_tb`]: `wgmma` with A from registers and an N-major (transposed) B, as the Hopper
 //!   kernel's `P V` (sm_90a; checked by `tests/tests/forward_wgmma.rs`).
 
@@ -14,6 +16,7 @@ pub mod cp_async;
 #[cfg(target_feature = "sm_90a")]
 pub mod mbarrier;
 pub mod mma;
+pub mod reduce;
 #[cfg(target_feature = "sm_90a")]
 pub mod tma;
 #[cfg(target_feature = "sm_90a")]

@@ -273,3 +273,74 @@ fn probe_tma_2d() {
         }
     }
 }
+
+#[test]
+fn probe_backward_atoms() {
+    let Some(gpu) = gpu_or_skip("probe_backward_atoms") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0xb4c);
+    let vals = nonzero_values(&mut rng, 64);
+    let pairs = nonzero_values(&mut rng, 64);
+    let halves: Vec<u32> = pairs.chunks(2).map(|p| f16::from_f32(p[0]).to_bits() as u32 | (f16::from_f32(p[1]).to_bits() as u32) << 16).collect();
+    let init = [0.5f32, -1.25, 2.0, 3.5];
+    let counter = 0x1234_5678u32;
+    let vals_d = DeviceBuffer::from_slice(&vals).unwrap();
+    let halves_d = DeviceBuffer::from_slice(&halves).unwrap();
+    let counter_d = DeviceBuffer::from_slice(&[counter]).unwrap();
+    let out_d = DeviceBuffer::from_slice(&[f32::NAN; 131]).unwrap();
+    let accum_d = DeviceBuffer::from_slice(&init).unwrap();
+    unsafe {
+        launch!(module.probe_backward_atoms<<<1, 64, 256, stream>>>(
+            vals_d.as_device_ptr(), halves_d.as_device_ptr(), counter_d.as_device_ptr(), out_d.as_device_ptr(), accum_d.as_device_ptr()
+        ))
+        .unwrap();
+    }
+    stream.synchronize().unwrap();
+    let mut out = [0f32; 131];
+    out_d.copy_to(&mut out[..]).unwrap();
+    let mut accum = [0f32; 4];
+    accum_d.copy_to(&mut accum[..]).unwrap();
+    for w in 0..2 {
+        let want: f64 = vals[32 * w..32 * w + 32].iter().map(|&x| x as f64).sum();
+        assert!((out[w] as f64 - want).abs() < 1e-4, "warp {w} sum {} != {want}", out[w]);
+    }
+    for i in 0..64 {
+        assert_eq!(out[2 + i], f16::from_f32(pairs[i]).to_f32(), "half {i}");
+    }
+    for t in 0..64 {
+        let s = (t + 1) % 64;
+        let want = if s % 3 != 0 { vals[s] } else { 0.0 };
+        assert_eq!(out[66 + t], want, "cp.async slot {s}");
+    }
+    for j in 0..4 {
+        let want = init[j] as f64 + (0..64).filter(|t| t % 4 == j).map(|t| vals[t] as f64).sum::<f64>();
+        assert!((accum[j] as f64 - want).abs() < 1e-4, "red.add slot {j}: {} != {want}", accum[j]);
+    }
+    assert_eq!(out[130].to_bits(), counter);
+}
+
+#[test]
+fn probe_bulk_reduce() {
+    let Some(gpu) = hopper_or_skip("probe_bulk_reduce") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0xb01);
+    for n in [4usize, 100, 1024] {
+        let src = nonzero_values(&mut rng, n);
+        let dst0 = nonzero_values(&mut rng, n + 4);
+        let src_d = DeviceBuffer::from_slice(&src).unwrap();
+        let dst_d = DeviceBuffer::from_slice(&dst0).unwrap();
+        unsafe {
+            launch!(module.probe_bulk_reduce<<<1, 128, 4096, stream>>>(src_d.as_device_ptr(), dst_d.as_device_ptr(), n as u32)).unwrap();
+        }
+        stream.synchronize().unwrap();
+        let mut dst = vec![0f32; n + 4];
+        dst_d.copy_to(&mut dst[..]).unwrap();
+        for i in 0..n + 4 {
+            // Past n nothing is added.
+            let want = dst0[i] + if i < n { src[i] } else { 0.0 };
+            assert_eq!(dst[i], want, "element {i} of {n}");
+        }
+    }
+}

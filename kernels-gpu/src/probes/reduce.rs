@@ -1,0 +1,68 @@
+//! The backward pass's smaller instruction families, one CTA of 64 threads (two warps), 256
+//! bytes of dynamic shared memory:
+//!
+//! * `shfl.sync` warp sum ([`warp_sum_f32`]): `out[w]` = the sum of warp `w`'s `vals`.
+//! * `cvt.f32.f16` of packed pairs: `out[2 + 2i..]` = the two halves of `halves[i]` (i < 32).
+//! * 4-byte `cp.async` with zero fill: thread `t` copies `vals[t]` into shared slot `t`, or
+//!   zero-fills it where `t % 3 == 0`; `out[66 + t]` = slot `(t + 1) % 64`, which another
+//!   thread copied (the wait_group + barrier hand-over).
+//! * `red.add.f32`: every thread adds `vals[t]` to `accum[t % 4]`.
+//! * `ld.acquire`: `out[130]` = the bits of `*counter`.
+//!
+//! sm_90a: [`probe_bulk_reduce`], a bulk reduction of staged f32 into global memory.
+use crate::arch::atom::{ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
+use crate::arch::barrier::bar_sync;
+use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
+use crate::arch::cvt::cvt_f32x2_f16x2;
+use crate::arch::ids::thread_idx_x;
+use crate::arch::shfl::warp_sum_f32;
+use crate::arch::smem::{dsmem_base, ld_shared_b32};
+
+/// `vals`: 64 f32; `halves`: 32 packed f16 pairs; `out`: 131 f32; `accum`: 4 f32.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_backward_atoms(vals: *const f32, halves: *const u32, counter: *const u32, out: *mut f32, accum: *mut f32) {
+    let t = thread_idx_x() as usize;
+    let v = unsafe { *vals.add(t) };
+    let sum = warp_sum_f32(v);
+    if t % 32 == 0 {
+        unsafe { *out.add(t / 32) = sum };
+    }
+    if t < 32 {
+        let [lo, hi] = cvt_f32x2_f16x2(unsafe { *halves.add(t) });
+        unsafe {
+            *out.add(2 + 2 * t) = lo;
+            *out.add(3 + 2 * t) = hi;
+        }
+    }
+    let smem = dsmem_base();
+    unsafe { cp_async_ca_4(smem + 4 * t as u32, vals.add(t) as *const u8, t % 3 != 0) };
+    cp_async_commit_group();
+    cp_async_wait_group::<0>();
+    bar_sync();
+    unsafe { *out.add(66 + t) = f32::from_bits(ld_shared_b32(smem + 4 * ((t + 1) % 64) as u32)) };
+    unsafe { red_relaxed_gpu_add_f32(accum.add(t % 4), v) };
+    if t == 0 {
+        unsafe { *out.add(130) = f32::from_bits(ld_acquire_gpu_u32(counter)) };
+    }
+}
+
+/// sm_90a: adds `src[0..n]` (n a multiple of 4, at most 1024) to `dst[0..n]` by staging it in
+/// shared memory (4 KiB) and one bulk reduction; one CTA of 128 threads.
+#[cfg(target_feature = "sm_90a")]
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_bulk_reduce(src: *const f32, dst: *mut f32, n: u32) {
+    use crate::arch::bulk::{cp_async_bulk_commit_group, cp_async_bulk_wait_group_0, cp_reduce_async_bulk_add_f32};
+    let smem = dsmem_base();
+    let mut i = thread_idx_x();
+    while i < n {
+        unsafe { crate::arch::smem::st_shared_b32(smem + 4 * i, (*src.add(i as usize)).to_bits()) };
+        i += 128;
+    }
+    crate::arch::fence::fence_proxy_async_shared_cta();
+    bar_sync();
+    if thread_idx_x() == 0 {
+        unsafe { cp_reduce_async_bulk_add_f32(dst, smem, 4 * n) };
+        cp_async_bulk_commit_group();
+        cp_async_bulk_wait_group_0();
+    }
+}
