@@ -8,16 +8,18 @@
 use std::ffi::c_void;
 
 use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BwdConfig};
+use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{BwdParams, BwdStep, FwdParams, Kernel};
 
 use crate::buffers::{BufferRef, Buffers};
 use crate::device::Gpu;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::layout::{Kv, Offsets, Rows};
+use crate::layout::Kv;
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 use crate::params::{AttentionParams, KernelChoice, Strides};
 use crate::target::Target;
+use crate::plan::u32_field;
 use crate::validate::{check_tensor, kernel_strides, no_self_overlap, validate};
 use crate::workspace::WorkspaceAddrs;
 
@@ -59,6 +61,9 @@ pub struct BackwardPlan {
     pub upload: Option<Vec<i32>>,
     /// Bytes of workspace: the dQ accumulator, dsum, and the deterministic mode's counters.
     pub workspace_bytes: usize,
+    /// dQ sums its parts in key-block order ([`AttentionParams::deterministic`]): the launch
+    /// points [`BwdParams::dq_semaphore`] at the workspace's counters.
+    pub deterministic: bool,
 }
 
 impl BackwardPlan {
@@ -78,17 +83,17 @@ impl BackwardPlan {
 
 /// The backward configuration for `head_dim` on `target`: its padded dimension's first that fits.
 fn choose(head_dim: usize, target: &Target) -> Result<BwdConfig> {
-    let padded = head_dim.next_multiple_of(64).max(64);
-    let padded = if padded > 128 { 256 } else { padded };
-    let mut fits = BWD_CONFIGS.iter().filter(|c| c.head_dim == padded);
-    let first = *fits.clone().next().ok_or(Error::UnsupportedHeadDim(head_dim))?;
-    fits.find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).copied().ok_or_else(|| Error::SharedMemory {
+    let padded = padded_head_dim(head_dim).ok_or(Error::UnsupportedHeadDim(head_dim))?;
+    let ours = || BWD_CONFIGS.iter().filter(move |c| c.head_dim == padded);
+    ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).copied().ok_or_else(|| Error::SharedMemory {
         kernel: "the backward pass".into(),
-        needed: BWD_CONFIGS.iter().filter(|c| c.head_dim == padded).map(|c| c.smem_bytes()).min().unwrap_or(first.smem_bytes()) as u64,
+        needed: ours().map(|c| c.smem_bytes()).min().unwrap_or(0) as u64,
         available: target.max_smem_per_block as u64,
     })
 }
 
+/// A product of sizes the kernels index with 32-bit signed arithmetic (grids, rows x heads,
+/// counters), checked.
 fn limit(what: &str, v: u128) -> Result<u32> {
     u32::try_from(v).ok().filter(|&v| v <= i32::MAX as u32).ok_or_else(|| Error::LaunchLimit(format!("{what} = {v} exceeds the kernels' range")))
 }
@@ -117,7 +122,7 @@ impl AttentionParams<'_> {
             None => (p.seqlen_q, p.seqlen_k),
         };
         let nb = if call.packed.is_some() { 1 } else { p.batch };
-        let mut plan = BackwardPlan { kernels, grids: [0; 3], smem: config.smem_bytes() as u32, params: BwdParams::default(), upload: None, workspace_bytes: 0 };
+        let mut plan = BackwardPlan { kernels, grids: [0; 3], smem: config.smem_bytes() as u32, params: BwdParams::default(), upload: None, workspace_bytes: 0, deterministic: p.deterministic };
         if p.batch == 0 || p.heads_q == 0 || (rows_q == 0 && rows_k == 0) {
             return Ok(plan);
         }
@@ -126,29 +131,21 @@ impl AttentionParams<'_> {
         let [q_s, k_s, v_s, o_s] = strides.map(st);
         let (d, hq, hkv) = (p.head_dim, p.heads_q, p.heads_kv);
         let (q_dims, k_dims) = ([nb, rows_q, hq, d], [nb, rows_k, hkv, d]);
-        // Address ranges [start, end) of everything touched, the written ones first.
+        // The forward's buffers as the forward checks them (with no query row, K, V and the
+        // index arrays alone), and their byte spans; then the gradients'.
+        let mut read = if rows_q > 0 { call.check_buffers()? } else { call.index_spans()? };
         let mut written = vec![];
-        let mut read = vec![];
         if rows_q > 0 {
-            call.check_buffers()?;
-            read.push(("q", bufs.q.ptr, check_tensor("q", bufs.q, q_s, q_dims, 2)?));
-            read.push(("out", bufs.o.ptr, check_tensor("out", bufs.o, o_s, q_dims, 2)?));
             read.push(("dout", grads.dout.ptr, check_tensor("dout", grads.dout, o_s, q_dims, 2)?));
             written.push(("dq", grads.dq.ptr, check_tensor("dq", grads.dq, q_s, q_dims, 2)?, q_s, q_dims));
-            let lse_end = lse.ptr.saturating_add((nb * hq * rows_q) as u64 * 4);
-            read.push(("lse", lse.ptr, lse_end));
         }
         if rows_k > 0 {
-            read.push(("k", bufs.k.ptr, check_tensor("k", bufs.k, k_s, k_dims, 2)?));
-            read.push(("v", bufs.v.ptr, check_tensor("v", bufs.v, v_s, k_dims, 2)?));
+            if rows_q == 0 {
+                read.push(("k", bufs.k.ptr, check_tensor("k", bufs.k, k_s, k_dims, 2)?));
+                read.push(("v", bufs.v.ptr, check_tensor("v", bufs.v, v_s, k_dims, 2)?));
+            }
             written.push(("dk", grads.dk.ptr, check_tensor("dk", grads.dk, k_s, k_dims, 2)?, k_s, k_dims));
             written.push(("dv", grads.dv.ptr, check_tensor("dv", grads.dv, v_s, k_dims, 2)?, v_s, k_dims));
-        }
-        if let Rows::Packed(Offsets::Device(o)) = &p.layout.rows {
-            for index in [Some(o.cu_seqlens_q), o.cu_seqlens_k].into_iter().flatten() {
-                let b = index.buffer();
-                read.push(("cu_seqlens", b.ptr, b.ptr.saturating_add(4 * (p.batch as u64 + 1))));
-            }
         }
         for (i, &(w, w0, w1, s, dims)) in written.iter().enumerate() {
             if !no_self_overlap(s, dims) {
@@ -180,18 +177,18 @@ impl AttentionParams<'_> {
             k_strides: strides[1],
             v_strides: strides[2],
             o_strides: strides[3],
-            batch: limit("batch", p.batch as u128)?,
-            heads_q: limit("heads_q", hq as u128)?,
-            group: limit("group", call.group as u128)?,
-            seqlen_q: limit("seqlen_q", p.seqlen_q as u128)?,
-            seqlen_k: limit("seqlen_k", p.seqlen_k as u128)?,
+            batch: u32_field("batch", p.batch)?,
+            heads_q: u32_field("heads_q", hq)?,
+            group: u32_field("group", call.group)?,
+            seqlen_q: u32_field("seqlen_q", p.seqlen_q)?,
+            seqlen_k: u32_field("seqlen_k", p.seqlen_k)?,
             head_dim: d as u32,
             scale_log2: call.scale_log2,
             causal: p.causal as u32,
             m_blocks: m_blocks as u32,
             num_splits: 1,
-            total_q: limit("total_q", rows_q as u128)?,
-            total_k: limit("total_k", rows_k as u128)?,
+            total_q: u32_field("total_q", rows_q)?,
+            total_k: u32_field("total_k", rows_k)?,
             ..FwdParams::default()
         };
         let mut params = BwdParams {
@@ -218,7 +215,6 @@ impl AttentionParams<'_> {
         plan.grids = if rows_q > 0 { [row_grid, main_grid, row_grid] } else { [0, main_grid, 0] };
         let [_, sems] = plan.workspace_layout();
         plan.workspace_bytes = sems + if p.deterministic { (p.batch * hq * m_blocks * 4).next_multiple_of(16) } else { 0 };
-        plan.params.dq_semaphore = p.deterministic as u64; // an address at launch
         Ok(plan)
     }
 }
@@ -335,7 +331,7 @@ impl Gpu {
             }
             p.dq_accum = ws.partials;
             p.dsum = ws.partials + dsum as u64;
-            p.dq_semaphore = if plan.params.dq_semaphore != 0 { ws.partials + sems as u64 } else { 0 };
+            p.dq_semaphore = if plan.deterministic { ws.partials + sems as u64 } else { 0 };
             for (i, &func) in funcs.iter().enumerate() {
                 if plan.grids[i] == 0 {
                     continue;

@@ -97,7 +97,7 @@ pub(crate) fn plan(p: &AttentionParams, bufs: &Buffers, target: &Target, slots: 
 }
 
 /// The checked conversion of a kernel parameter field.
-fn u32_field(what: &'static str, v: usize) -> Result<u32> {
+pub(crate) fn u32_field(what: &'static str, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::LaunchLimit(format!("{what} = {v} exceeds the kernels' 32-bit range")))
 }
 

@@ -151,7 +151,9 @@ impl Call<'_> {
     /// Checks every buffer a non-empty call's kernel touches: each tensor's address, strides,
     /// alignment and extent, the index arrays, and that nothing written overlaps anything else
     /// touched. (After the kernel is chosen, so that a grid past the limits is named first.)
-    pub fn check_buffers(&self) -> Result<()> {
+    /// Returns the byte spans of everything touched (the backward pass checks its gradients
+    /// against them).
+    pub fn check_buffers(&self) -> Result<Vec<Span>> {
         let (p, bufs) = (self.p, &self.bufs);
         let d = p.head_dim;
         let strides = |[batch, row, head]: [i64; 3]| Strides { batch, row, head };
@@ -177,22 +179,7 @@ impl Call<'_> {
             let v_end = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
             spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
         }
-        if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, self.paged) {
-            // The kernel reads every table row it is launched for and a count per sequence.
-            let entries = p.batch.checked_mul(pages.pages.pages_per_seq).ok_or_else(|| shape_err("block_table", "entries overflow"))?;
-            spans.push(check_i32("block_table", pg.block_table.buffer(), entries)?);
-            if let Some(used) = pg.seqused_k {
-                spans.push(check_i32("seqused_k", used.buffer(), p.batch)?);
-            }
-        }
-        if let Rows::Packed(Offsets::Device(o)) = &p.layout.rows {
-            // The kernels read `batch + 1` offsets of each.
-            let n = p.batch.checked_add(1).ok_or_else(|| shape_err("batch", "overflows"))?;
-            spans.push(check_i32("cu_seqlens_q", o.cu_seqlens_q.buffer(), n)?);
-            if let Some(k) = o.cu_seqlens_k {
-                spans.push(check_i32("cu_seqlens_k", k.buffer(), n)?);
-            }
-        }
+        spans.extend(self.index_spans()?);
         if let Some(lse) = bufs.lse {
             // `[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length calls.
             let needed = (nb as u128 * p.heads_q as u128 * rows_q as u128).min(u64::MAX as u128) as u64;
@@ -219,7 +206,31 @@ impl Call<'_> {
                 return Err(Error::InvalidBuffer { tensor: w, reason: format!("overlaps {other}") });
             }
         }
-        Ok(())
+        Ok(spans)
+    }
+
+    /// Checks the layout's index arrays the kernel reads (block table and key counts, device
+    /// offsets); returns their byte spans.
+    pub fn index_spans(&self) -> Result<Vec<Span>> {
+        let p = self.p;
+        let mut spans = vec![];
+        if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, self.paged) {
+            // The kernel reads every table row it is launched for and a count per sequence.
+            let entries = p.batch.checked_mul(pages.pages.pages_per_seq).ok_or_else(|| shape_err("block_table", "entries overflow"))?;
+            spans.push(check_i32("block_table", pg.block_table.buffer(), entries)?);
+            if let Some(used) = pg.seqused_k {
+                spans.push(check_i32("seqused_k", used.buffer(), p.batch)?);
+            }
+        }
+        if let Rows::Packed(Offsets::Device(o)) = &p.layout.rows {
+            // The kernels read `batch + 1` offsets of each.
+            let n = p.batch.checked_add(1).ok_or_else(|| shape_err("batch", "overflows"))?;
+            spans.push(check_i32("cu_seqlens_q", o.cu_seqlens_q.buffer(), n)?);
+            if let Some(k) = o.cu_seqlens_k {
+                spans.push(check_i32("cu_seqlens_k", k.buffer(), n)?);
+            }
+        }
+        Ok(spans)
     }
 
     /// True when the kernel reads K and V: with no keys it never does (any, even null, buffer
@@ -296,8 +307,11 @@ fn check_pages(p: &AttentionParams, pg: &Pages) -> Result<Pages> {
     Ok(*pg)
 }
 
+/// A buffer's name and the byte range `[start, end)` a kernel touches of it.
+pub(crate) type Span = (&'static str, u64, u64);
+
 /// Checks an i32 buffer of `needed` elements the kernel reads; returns its byte span.
-fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<(&'static str, u64, u64)> {
+fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<Span> {
     if buf.ptr == 0 {
         return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
     }

@@ -202,10 +202,9 @@ impl BenchBuffers {
         if with_lse { b.lse(r(self.lse.device_ptr(s).0, self.lse.len())) } else { b }
     }
 
-    /// dO (random) and zeroed dQ, dK, dV for a backward row of the call `p`, laid out like the
-    /// output, Q, K and V.
-    pub fn grads(&self, ctx: &Arc<CudaContext>, p: &AttentionParams) -> Result<GradBench> {
-        let _ = p;
+    /// dO (random) and zeroed dQ, dK, dV for a backward row, laid out like the output, Q, K and
+    /// V.
+    pub fn grads(&self, ctx: &Arc<CudaContext>) -> Result<GradBench> {
         let stream = ctx.default_stream();
         let g = GradBench {
             dout: stream.clone_htod(&random_bits(self.dtype, self.o.len()))?,

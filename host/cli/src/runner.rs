@@ -116,8 +116,9 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         }
         let bufs = bufs.as_ref().expect("allocated above");
         let params = bufs.params(&fixed);
-        // Planned for this GPU: decode rows are split across CTAs as the library would.
-        let plan = gpu.plan_forward(&params, &bufs.refs(false)).map_err(|e| row_err(e.into()))?;
+        // Planned for this GPU: decode rows are split across CTAs as the library would. A
+        // backward row's forward also writes the log-sum-exp its backward reads.
+        let plan = gpu.plan_forward(&params, &bufs.refs(opts.backward)).map_err(|e| row_err(e.into()))?;
         let kernel = plan.kernel.to_string();
         let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel);
         // The tile configuration describes the mma.sync kernels only.
@@ -144,9 +145,8 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         }
         if opts.backward {
             // O and the log-sum-exp from one forward launch, then the backward's own plan.
-            let with_lse = gpu.plan_forward(&params, &bufs.refs(true)).map_err(|e| row_err(e.into()))?;
-            time_plan(ctx, gpu, &with_lse, 0, 1, TimingMode::Call).map_err(row_err)?;
-            let grads = bufs.grads(ctx, &fixed).map_err(row_err)?;
+            time_plan(ctx, gpu, &plan, 0, 1, TimingMode::Call).map_err(row_err)?;
+            let grads = bufs.grads(ctx).map_err(row_err)?;
             let bwd = gpu.plan_backward(&params, &bufs.refs(true), &grads.refs()).map_err(|e| row_err(e.into()))?;
             record.kernel = bwd.kernels[1].to_string();
             record.backward = true;

@@ -86,8 +86,9 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let m_count = seqlen_q.div_ceil(BM as u32) - m_first;
     let steps = m_count * f.group;
 
-    let (b, q_start, k_start) = (batch as i64, extent.q_start as i64, extent.k_start as i64);
-    let kv_at = |base: u64, [sb, sr, sh]: [i64; 3]| (base as *const u16).wrapping_offset((b * sb + h_kv as i64 * sh + k_start * sr) as isize);
+    // Row 0 of this sequence's K/V head in K, V, dK or dV.
+    let (b, k_start) = (batch as i64, extent.k_start as i64);
+    let kv_at = |base: u64, [sb, sr, sh]: [i64; 3]| (base as *mut u16).wrapping_offset((b * sb + h_kv as i64 * sh + k_start * sr) as isize);
     let (k, v) = (kv_at(f.k, f.k_strides), kv_at(f.v, f.v_strides));
 
     let smem = dsmem_base();
@@ -275,10 +276,9 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         epilogue::reduced();
     }
     // dV and scale * dK, for this block's keys.
-    let out_at = |base: u64, [sb, sr, sh]: [i64; 3]| (base as *mut u16).wrapping_offset((b * sb + h_kv as i64 * sh + k_start * sr) as isize);
     unsafe {
-        store_rows::<T, N2>(&dv, 1.0, out_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
-        store_rows::<T, N2>(&dk, p.scale, out_at(p.dk, p.dk_strides), p.dk_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+        store_rows::<T, N2>(&dv, 1.0, kv_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+        store_rows::<T, N2>(&dk, p.scale, kv_at(p.dk, p.dk_strides), p.dk_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
     }
 }
 
