@@ -13,6 +13,10 @@
 //!    [`BwdParams::dq_semaphore`]) and writes dK and dV at the end: summed over the group
 //!    without copies of K or V, and deterministic by construction.
 //! 3. `flash_bwd_dq_*`: dQ = scale * accumulator, rounded to the element type.
+//!
+//! On sm_90a the main kernel may be the Hopper one (`flash_bwd_sm90_*`, [`BwdSm90Config`]),
+//! which keeps its dQ accumulator in wgmma fragment order ([`AccumLayout::Fragments`]) and is
+//! followed by its own dQ kernel (`flash_bwd_dq_frag_*`).
 use crate::params::FwdParams;
 
 /// Everything one backward launch needs, passed by value as each backward kernel's only
@@ -24,10 +28,11 @@ use crate::params::FwdParams;
 /// gradients have their own strides (in elements, `(batch, row, head)`, the last dimension
 /// contiguous): dO is laid out like O, dQ like Q, dK and dV like K and V.
 ///
-/// The workspace holds, per (batch, query head, query row) in the log-sum-exp's order
-/// (`[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for variable-length launches): the
-/// f32 `dsum`, and `accum_dim` f32 of dQ accumulator; and in deterministic mode one u32
-/// semaphore per (batch, query head, query block).
+/// The workspace holds the f32 dQ accumulator ([`BwdParams::accum_len`] values, in one of two
+/// layouts, see [`AccumLayout`]), then per (batch, query head, query row) in the
+/// log-sum-exp's order (`[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for
+/// variable-length launches) the f32 `dsum`; and in deterministic mode one u32 semaphore per
+/// (batch, query head, query block).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BwdParams {
@@ -49,8 +54,10 @@ pub struct BwdParams {
     pub dk_strides: [i64; 3],
     /// dV strides (batch, row, head) in elements.
     pub dv_strides: [i64; 3],
-    /// Device address of the f32 dQ accumulator, `accum_dim` per log-sum-exp row.
+    /// Device address of the f32 dQ accumulator (see [`AccumLayout`]).
     pub dq_accum: u64,
+    /// Values in the dQ accumulator (the prep kernel zeroes them all).
+    pub accum_len: u64,
     /// Device address of the f32 `dot(dO, O)` per log-sum-exp row.
     pub dsum: u64,
     /// Deterministic mode: device address of one u32 per (batch, query head, query block),
@@ -60,7 +67,7 @@ pub struct BwdParams {
     pub dq_semaphore: u64,
     /// The softmax scale itself (dQ and dK are scaled by it).
     pub scale: f32,
-    /// Row length of the dQ accumulator: the main kernel's padded head dimension.
+    /// The main kernel's padded head dimension: the dQ accumulator's row length.
     pub accum_dim: u32,
     /// Key blocks per (batch, K/V head): the main kernel's grid is `batch * heads_kv *
     /// n_blocks` CTAs, key blocks fastest.
@@ -69,6 +76,85 @@ pub struct BwdParams {
     /// for variable-length launches (one warp per (row, head)).
     pub rows: u32,
 }
+
+/// How the f32 dQ accumulator is laid out; the dQ kernel that reads it matches the main kernel
+/// that fills it.
+///
+/// * `Rows` (`mma.sync` kernels): `accum_dim` values per log-sum-exp row, in its order.
+/// * `Fragments` (Hopper kernels): per (batch, query head, 64-row block of the sequence,
+///   64-column group of `accum_dim`) a chunk of 64 x 64 values in the order a consumer
+///   warpgroup's `m64n64` wgmma accumulator holds them, so that a warpgroup stages its part
+///   with conflict-free 16-byte stores and adds it with one bulk reduction: value (row `r`,
+///   column `c`) of a chunk is at `(x / 4) * 512 + thread * 4 + x % 4`, where `thread =
+///   32 (r / 16) + 4 (r % 8) + (c % 8) / 2` and `x = 4 (c / 8) + 2 ((r / 8) % 2) + c % 2`.
+///   Chunks are ordered `[batch, heads_q, ceil(seqlen_q / 64), accum_dim / 64]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccumLayout {
+    /// One row per log-sum-exp row.
+    Rows,
+    /// wgmma fragment order in 64 x 64 chunks.
+    Fragments,
+}
+
+impl AccumLayout {
+    /// Index of value (`row`, `col`) within a `Fragments` chunk (`row`, `col` < 64).
+    pub const fn fragment_index(row: usize, col: usize) -> usize {
+        let thread = 32 * (row / 16) + 4 * (row % 8) + (col % 8) / 2;
+        let x = 4 * (col / 8) + 2 * ((row / 8) % 2) + col % 2;
+        (x / 4) * 512 + thread * 4 + x % 4
+    }
+}
+
+/// Tile shape of one Hopper (sm_90a) backward kernel instantiation: FlashAttention-3 style,
+/// one producer warpgroup (TMA) and two consumer warpgroups (wgmma), each owning 64 of the
+/// CTA's [`BwdSm90Config::BLOCK_N`] keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BwdSm90Config {
+    /// Padded head dimension (64 or 128).
+    pub head_dim: usize,
+    /// Query rows per step (64): the N of the `S^T` and `dP^T` wgmmas.
+    pub block_m: usize,
+    /// Stages of the query-side ring (Q and dO tiles).
+    pub stages: usize,
+}
+
+impl BwdSm90Config {
+    /// Keys per CTA.
+    pub const BLOCK_N: usize = 128;
+    /// Threads per CTA: the producer warpgroup and two consumers.
+    pub const fn threads(&self) -> usize {
+        384
+    }
+    /// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
+    pub const fn producer_regs(&self) -> u32 {
+        24
+    }
+    /// Registers per thread of each consumer warpgroup after `setmaxnreg.inc`.
+    pub const fn consumer_regs(&self) -> u32 {
+        240
+    }
+    /// Dynamic shared memory in bytes: 1024 of alignment slack, K and V, the Q and dO stages,
+    /// two dS^T tiles (`BLOCK_N x block_m`), the two warpgroups' f32 dQ staging (64 x 64
+    /// each), 1024 for the mbarriers.
+    pub const fn smem_bytes(&self) -> usize {
+        let (d, m, n) = (self.head_dim, self.block_m, Self::BLOCK_N);
+        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + 2 * n * m * 2 + 2 * 64 * 64 * 4 + 1024
+    }
+    /// True when the kernel body takes the shape: 64-row steps, whose `dQ = dS K` the two
+    /// consumer warpgroups split into 64 x 64 parts (head_dim 128: 64 columns each over all
+    /// keys; head_dim 64: all columns over their own 64 keys).
+    pub const fn is_valid(&self) -> bool {
+        self.block_m == 64 && (self.head_dim == 64 || self.head_dim == 128)
+            && self.stages >= 1 && self.stages <= 3 && self.smem_bytes() <= crate::sm90::MAX_SMEM
+    }
+}
+
+/// Every instantiated Hopper backward configuration (each for f16 and bf16), one per head
+/// dimension; head_dim 256 stays on the `mma.sync` kernel.
+pub const BWD_SM90_CONFIGS: [BwdSm90Config; 2] = [
+    BwdSm90Config { head_dim: 64, block_m: 64, stages: 2 },
+    BwdSm90Config { head_dim: 128, block_m: 64, stages: 2 },
+];
 
 /// Tile shape of one backward (`mma.sync`) kernel instantiation. Eight warps; each of the
 /// three GEMM shapes spreads them its own way (see the device crate's `bwd` module).
@@ -166,6 +252,11 @@ const _: () = {
         assert!(BWD_CONFIGS[i].is_valid());
         i += 1;
     }
+    let mut i = 0;
+    while i < BWD_SM90_CONFIGS.len() {
+        assert!(BWD_SM90_CONFIGS[i].is_valid());
+        i += 1;
+    }
 };
 
 #[cfg(test)]
@@ -181,5 +272,22 @@ mod tests {
         assert!(BWD_CONFIGS[4].smem_bytes() <= 99 * 1024 && BWD_CONFIGS[3].smem_bytes() <= 163 * 1024);
         assert!(!BwdConfig { head_dim: 64, block_m: 48, block_n: 128, stages: 2 }.is_valid());
         assert!(!BwdConfig { head_dim: 64, block_m: 64, block_n: 32, stages: 2 }.is_valid());
+    }
+
+    #[test]
+    fn fragment_layout_is_a_permutation_of_a_chunk() {
+        let mut seen = std::vec![false; 4096];
+        for r in 0..64 {
+            for c in 0..64 {
+                let i = AccumLayout::fragment_index(r, c);
+                assert!(!seen[i], "({r}, {c})");
+                seen[i] = true;
+            }
+        }
+        // Thread 5 (warp 0, g = 1, t = 1) holds row 1, columns 2 and 3 as its values 0 and 1.
+        assert_eq!([AccumLayout::fragment_index(1, 2), AccumLayout::fragment_index(1, 3)], [20, 21]);
+        // Its value 4 (column group 1) is a 512-value group further.
+        assert_eq!(AccumLayout::fragment_index(1, 10), 512 + 20);
+        assert!(BWD_SM90_CONFIGS.iter().all(|c| c.smem_bytes() <= 200 * 1024));
     }
 }

@@ -19,7 +19,7 @@
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
 
-use crate::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BwdConfig};
+use crate::bwd::{AccumLayout, BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, BwdSm90Config};
 use crate::dtype::DType;
 use crate::sm90::{self, HopperConfig};
 use crate::tiles::{self, TileConfig};
@@ -113,7 +113,8 @@ pub enum Kernel {
         /// Its tile configuration, one of [`sm90::CONFIGS`].
         config: HopperConfig,
     },
-    /// A step of the backward pass (`mma.sync`; in both modules), see [`crate::bwd`].
+    /// A step of the backward pass (in both modules, but for the Hopper main kernel), see
+    /// [`crate::bwd`].
     Bwd {
         /// Element type.
         dtype: DType,
@@ -127,10 +128,13 @@ pub enum Kernel {
 pub enum BwdStep {
     /// `dot(dO, O)` per row; zeroes the dQ accumulator.
     Prep,
-    /// dK, dV and the dQ accumulator, in one of [`BWD_CONFIGS`].
+    /// dK, dV and the dQ accumulator (rows), `mma.sync`, in one of [`BWD_CONFIGS`].
     Main(BwdConfig),
-    /// dQ from its accumulator.
-    Dq,
+    /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
+    /// [`BWD_SM90_CONFIGS`].
+    MainSm90(BwdSm90Config),
+    /// dQ from its accumulator, laid out as the main kernel leaves it.
+    Dq(AccumLayout),
 }
 
 impl BwdStep {
@@ -139,8 +143,28 @@ impl BwdStep {
         match self {
             BwdStep::Prep => 0,
             BwdStep::Main(_) => 1,
-            BwdStep::Dq => 2,
+            BwdStep::Dq(AccumLayout::Rows) => 2,
+            BwdStep::MainSm90(_) => 3,
+            BwdStep::Dq(AccumLayout::Fragments) => 4,
         }
+    }
+
+    /// The accumulator layout a main step leaves (and its dQ step reads); `None` for the
+    /// others.
+    pub const fn accum_layout(self) -> Option<AccumLayout> {
+        match self {
+            BwdStep::Main(_) => Some(AccumLayout::Rows),
+            BwdStep::MainSm90(_) => Some(AccumLayout::Fragments),
+            BwdStep::Prep | BwdStep::Dq(_) => None,
+        }
+    }
+
+    /// Every backward step the device crate instantiates.
+    fn all() -> impl Iterator<Item = BwdStep> + Clone {
+        [BwdStep::Prep, BwdStep::Dq(AccumLayout::Rows), BwdStep::Dq(AccumLayout::Fragments)]
+            .into_iter()
+            .chain(BWD_CONFIGS.into_iter().map(BwdStep::Main))
+            .chain(BWD_SM90_CONFIGS.into_iter().map(BwdStep::MainSm90))
     }
 }
 
@@ -157,8 +181,7 @@ impl Kernel {
             let twins = if sm90::is_default(&config) { 2 } else { 1 };
             [false, true].into_iter().take(twins).flat_map(move |varlen| DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config }))
         });
-        let bwd = [BwdStep::Prep, BwdStep::Dq].into_iter().chain(BWD_CONFIGS.into_iter().map(BwdStep::Main));
-        let bwd = bwd.flat_map(|step| DType::ALL.into_iter().map(move |dtype| Kernel::Bwd { dtype, step }));
+        let bwd = BwdStep::all().flat_map(|step| DType::ALL.into_iter().map(move |dtype| Kernel::Bwd { dtype, step }));
         mma.chain(sm90).chain(bwd)
     }
 
@@ -168,13 +191,14 @@ impl Kernel {
             Kernel::Mma { variant, config, .. } => variant.configs().contains(&config),
             Kernel::Sm90 { varlen, config, .. } => sm90::CONFIGS.contains(&config) && (!varlen || sm90::is_default(&config)),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => BWD_CONFIGS.contains(&config),
+            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } => true,
         }
     }
 
     /// True for kernels only the sm_90a module holds.
     pub const fn needs_sm90a(&self) -> bool {
-        matches!(self, Kernel::Sm90 { .. })
+        matches!(self, Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::MainSm90(_), .. })
     }
 
     /// Element type.
@@ -191,6 +215,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.head_dim,
             Kernel::Sm90 { config, .. } => config.head_dim,
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.head_dim,
+            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.head_dim,
             Kernel::Bwd { .. } => 0,
         }
     }
@@ -202,6 +227,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.block_m,
             Kernel::Sm90 { config, .. } => config.block_m(),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_m,
+            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.block_m,
             Kernel::Bwd { .. } => BWD_ROW_THREADS / 32,
         }
     }
@@ -212,6 +238,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.block_n,
             Kernel::Sm90 { config, .. } => config.block_n,
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_n,
+            Kernel::Bwd { step: BwdStep::MainSm90(_), .. } => BwdSm90Config::BLOCK_N,
             Kernel::Bwd { .. } => 0,
         }
     }
@@ -222,6 +249,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.threads(),
             Kernel::Sm90 { config, .. } => config.threads(),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.threads(),
+            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.threads(),
             Kernel::Bwd { .. } => BWD_ROW_THREADS,
         }
     }
@@ -232,6 +260,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.smem_bytes(),
             Kernel::Sm90 { config, .. } => config.smem_bytes(),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.smem_bytes(),
+            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.smem_bytes(),
             Kernel::Bwd { .. } => 0,
         }
     }
@@ -267,10 +296,14 @@ impl Kernel {
             }
             "bwd" => {
                 let config = BwdConfig { head_dim: n[2], block_m: n[3], block_n: n[4], stages: n[5] };
-                let step = match (n[0], n[6], config) {
-                    (0, 0, BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }) => BwdStep::Prep,
-                    (1, 0, _) => BwdStep::Main(config),
-                    (2, 0, BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }) => BwdStep::Dq,
+                let none = BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 };
+                let sm90 = BwdSm90Config { head_dim: n[2], block_m: n[3], stages: n[5] };
+                let step = match (n[0], n[6]) {
+                    (0, 0) if config == none => BwdStep::Prep,
+                    (1, 0) => BwdStep::Main(config),
+                    (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
+                    (3, 0) if n[4] == BwdSm90Config::BLOCK_N => BwdStep::MainSm90(sm90),
+                    (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
                     _ => return None,
                 };
                 Some(Kernel::Bwd { dtype, step })
@@ -282,8 +315,8 @@ impl Kernel {
 
 /// The entry point's name: `flash_fwd_[<variant>_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>` for
 /// `mma.sync` kernels, `flash_fwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]` for
-/// Hopper ones, `flash_bwd_prep_<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>` and
-/// `flash_bwd_dq_<dtype>` for the backward's.
+/// Hopper ones, `flash_bwd_prep_<dtype>`, `flash_bwd_[sm90_]<dtype>_d<D>_<BM>x<BN>s<stages>`
+/// and `flash_bwd_dq_[frag_]<dtype>` for the backward's.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -299,7 +332,11 @@ impl fmt::Display for Kernel {
             Kernel::Bwd { dtype, step } => match step {
                 BwdStep::Prep => write!(f, "flash_bwd_prep_{}", dtype.name()),
                 BwdStep::Main(c) => write!(f, "flash_bwd_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages),
-                BwdStep::Dq => write!(f, "flash_bwd_dq_{}", dtype.name()),
+                BwdStep::MainSm90(c) => {
+                    write!(f, "flash_bwd_sm90_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, BwdSm90Config::BLOCK_N, c.stages)
+                }
+                BwdStep::Dq(AccumLayout::Rows) => write!(f, "flash_bwd_dq_{}", dtype.name()),
+                BwdStep::Dq(AccumLayout::Fragments) => write!(f, "flash_bwd_dq_frag_{}", dtype.name()),
             },
         }
     }
@@ -324,6 +361,10 @@ mod tests {
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main(BWD_CONFIGS[1]) };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_128x64s2");
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep }.to_string(), "flash_bwd_prep_f16");
+        let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90(BWD_SM90_CONFIGS[1]) };
+        assert_eq!(hopper.to_string(), "flash_bwd_sm90_bf16_d128_64x128s2");
+        assert!(hopper.needs_sm90a());
+        assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Dq(AccumLayout::Fragments) }.to_string(), "flash_bwd_dq_frag_f16");
     }
 
     #[test]
@@ -333,7 +374,7 @@ mod tests {
         assert_eq!(names.len(), all.len(), "two kernels share a name");
         let mma = Variant::ALL.iter().map(|v| v.configs().len()).sum::<usize>();
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len();
-        assert_eq!(all.len(), 2 * (mma + sm90 + 2 + BWD_CONFIGS.len()));
+        assert_eq!(all.len(), 2 * (mma + sm90 + 3 + BWD_CONFIGS.len() + BWD_SM90_CONFIGS.len()));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -348,6 +389,7 @@ mod tests {
                 Kernel::Bwd { dtype, step } => {
                     let c = match step {
                         BwdStep::Main(c) => c,
+                        BwdStep::MainSm90(c) => BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: BwdSm90Config::BLOCK_N, stages: c.stages },
                         _ => BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 },
                     };
                     std::format!("// {MARKER} bwd {} {} {} {} {} {} 0", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages)
@@ -366,7 +408,8 @@ mod tests {
         for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4", "flashrs-kernel: mma 9 0 64 128 64 4 2",
             "flashrs-kernel: mma 0 7 64 128 64 4 2", "flashrs-kernel: sm90 2 0 64 128 3 3 1", "flashrs-kernel: tc 0 0 64 128 64 4 2",
             "flashrs-kernel: mma 0 0 64 128 64 4 2 1", "flashrs-kernel: mma 0 0 64 128 x 4 2",
-            "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 1"] {
+            "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 1",
+            "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");
         }
     }

@@ -32,7 +32,7 @@ pub mod tiles;
 pub mod tma;
 pub mod upload;
 
-pub use bwd::{BwdConfig, BwdParams};
+pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config};
 pub use dtype::DType;
 pub use kernel::{BwdStep, Kernel, Variant};
 pub use params::FwdParams;

@@ -7,9 +7,9 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BwdConfig};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS};
 use flashrs_abi::tiles::padded_head_dim;
-use flashrs_abi::{BwdParams, BwdStep, FwdParams, Kernel};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FwdParams, Kernel};
 
 use crate::buffers::{BufferRef, Buffers};
 use crate::device::Gpu;
@@ -17,10 +17,13 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::Kv;
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
+use crate::launch::encode_map;
 use crate::params::{AttentionParams, KernelChoice, Strides};
-use crate::target::Target;
+use crate::select::tma_describable;
+use crate::target::{Arch, Target};
+use crate::tensor_map::TensorMapParam;
 use crate::plan::u32_field;
-use crate::validate::{check_tensor, kernel_strides, no_self_overlap, validate};
+use crate::validate::{Call, check_tensor, kernel_strides, no_self_overlap, validate};
 use crate::workspace::WorkspaceAddrs;
 
 /// The gradient-side tensors of a backward call, as device addresses and capacities in
@@ -76,20 +79,57 @@ impl BackwardPlan {
     fn workspace_layout(&self) -> [usize; 2] {
         let p = &self.params;
         let rows = p.rows as usize * p.fwd.heads_q as usize;
-        let dsum = (rows * p.accum_dim as usize * 4).next_multiple_of(16);
+        let dsum = (p.accum_len as usize * 4).next_multiple_of(16);
         [dsum, dsum + (rows * 4).next_multiple_of(16)]
     }
 }
 
-/// The backward configuration for `head_dim` on `target`: its padded dimension's first that fits.
-fn choose(head_dim: usize, target: &Target) -> Result<BwdConfig> {
-    let padded = padded_head_dim(head_dim).ok_or(Error::UnsupportedHeadDim(head_dim))?;
-    let ours = || BWD_CONFIGS.iter().filter(move |c| c.head_dim == padded);
-    ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).copied().ok_or_else(|| Error::SharedMemory {
-        kernel: "the backward pass".into(),
-        needed: ours().map(|c| c.smem_bytes()).min().unwrap_or(0) as u64,
-        available: target.max_smem_per_block as u64,
-    })
+/// The backward main kernel for a call on `target`. `Auto`: the Hopper kernel on sm_90a where
+/// it takes the call ([`hopper_refusal`]), else the first `mma.sync` configuration of the
+/// padded head dimension that fits the GPU. `MmaSync` / `Wgmma` without a configuration force
+/// a family (a Hopper kernel that cannot take the call is an error).
+fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
+    let p = call.p;
+    let padded = padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+    let mma = || {
+        let ours = || BWD_CONFIGS.iter().filter(move |c| c.head_dim == padded);
+        ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).map(|&c| BwdStep::Main(c)).ok_or_else(|| Error::SharedMemory {
+            kernel: "the backward pass".into(),
+            needed: ours().map(|c| c.smem_bytes()).min().unwrap_or(0) as u64,
+            available: target.max_smem_per_block as u64,
+        })
+    };
+    let hopper = || match BWD_SM90_CONFIGS.iter().find(|c| c.head_dim == padded) {
+        Some(&c) => hopper_refusal(call).map_or(Ok(BwdStep::MainSm90(c)), Err),
+        None => Err(format!("no Hopper backward kernel for head_dim {}", p.head_dim)),
+    };
+    match p.kernel {
+        KernelChoice::Auto if target.arch == Arch::Sm90a => hopper().or_else(|_| mma()),
+        KernelChoice::Auto | KernelChoice::MmaSync { config: None } => mma(),
+        KernelChoice::Wgmma { config: None, persistent: None } => {
+            if target.arch != Arch::Sm90a {
+                let (major, minor) = target.compute_capability;
+                return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major: major as i32, minor: minor as i32 });
+            }
+            hopper().map_err(|reason| Error::InvalidShape { what: "kernel", reason })
+        }
+        _ => Err(Error::InvalidShape {
+            what: "kernel",
+            reason: "the backward pass takes a kernel family (MmaSync or Wgmma without a configuration, or Auto), not a tile configuration or launch mode".into(),
+        }),
+    }
+}
+
+/// Why the Hopper backward kernel cannot take a call, if it cannot: variable-length and
+/// deterministic calls, and tensors TMA cannot describe, run on `mma.sync`.
+fn hopper_refusal(call: &Call) -> Option<String> {
+    if call.packed.is_some() {
+        Some("variable-length backward calls run on the mma.sync kernel".into())
+    } else if call.p.deterministic {
+        Some("deterministic backward calls run on the mma.sync kernel".into())
+    } else {
+        tma_describable(call).err()
+    }
 }
 
 /// A product of sizes the kernels index with 32-bit signed arithmetic (grids, rows x heads,
@@ -110,19 +150,17 @@ impl AttentionParams<'_> {
         if matches!(p.layout.kv, Kv::Paged(_)) {
             return Err(Error::InvalidShape { what: "layout", reason: "the backward pass takes K and V tensors, not a paged cache".into() });
         }
-        if !matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None }) {
-            return Err(Error::InvalidShape { what: "kernel", reason: "the backward pass runs on its own mma.sync kernels: leave the kernel choice automatic".into() });
-        }
         let call = validate(p, bufs)?;
-        let config = choose(p.head_dim, target)?;
+        let main = choose(&call, target)?;
+        let layout = main.accum_layout().expect("a main step");
         let dtype = bufs.dtype;
-        let kernels = [Kernel::Bwd { dtype, step: BwdStep::Prep }, Kernel::Bwd { dtype, step: BwdStep::Main(config) }, Kernel::Bwd { dtype, step: BwdStep::Dq }];
+        let kernels = [Kernel::Bwd { dtype, step: BwdStep::Prep }, Kernel::Bwd { dtype, step: main }, Kernel::Bwd { dtype, step: BwdStep::Dq(layout) }];
         let (rows_q, rows_k) = match &call.packed {
             Some(v) => (v.total_q, v.total_k),
             None => (p.seqlen_q, p.seqlen_k),
         };
         let nb = if call.packed.is_some() { 1 } else { p.batch };
-        let mut plan = BackwardPlan { kernels, grids: [0; 3], smem: config.smem_bytes() as u32, params: BwdParams::default(), upload: None, workspace_bytes: 0, deterministic: p.deterministic };
+        let mut plan = BackwardPlan { kernels, grids: [0; 3], smem: kernels[1].smem_bytes() as u32, params: BwdParams::default(), upload: None, workspace_bytes: 0, deterministic: p.deterministic };
         if p.batch == 0 || p.heads_q == 0 || (rows_q == 0 && rows_k == 0) {
             return Ok(plan);
         }
@@ -157,7 +195,7 @@ impl AttentionParams<'_> {
             }
         }
 
-        let (bm, bn) = (config.block_m, config.block_n);
+        let (bm, bn, padded) = (kernels[1].block_m(), kernels[1].block_n(), kernels[1].head_dim());
         let m_blocks = p.seqlen_q.div_ceil(bm);
         let n_blocks = p.seqlen_k.div_ceil(bn);
         let rows = if call.packed.is_some() { rows_q as u128 } else { p.batch as u128 * p.seqlen_q as u128 };
@@ -167,6 +205,12 @@ impl AttentionParams<'_> {
         limit("counters", p.batch as u128 * hq as u128 * m_blocks as u128)?;
         let main_grid = limit("backward CTAs", p.batch as u128 * hkv as u128 * n_blocks as u128)?;
         let row_grid = limit("row CTAs", row_warps.div_ceil((BWD_ROW_THREADS / 32) as u128))?;
+        let accum_len = match layout {
+            AccumLayout::Rows => row_warps * padded as u128,
+            AccumLayout::Fragments => p.batch as u128 * hq as u128 * p.seqlen_q.div_ceil(64) as u128 * 64 * padded as u128,
+        };
+        // The accumulator's chunks are indexed in 32 bits (in units of 4096 values).
+        limit("dQ accumulator chunks", accum_len / 4096)?;
         let fwd = FwdParams {
             q: bufs.q.ptr,
             k: bufs.k.ptr,
@@ -202,7 +246,8 @@ impl AttentionParams<'_> {
             dk_strides: strides[1],
             dv_strides: strides[2],
             scale: p.scale(),
-            accum_dim: config.head_dim as u32,
+            accum_dim: padded as u32,
+            accum_len: accum_len as u64,
             n_blocks: n_blocks as u32,
             rows: rows as u32,
             ..BwdParams::default()
@@ -319,7 +364,12 @@ impl Gpu {
         if plan.smem > available {
             return Err(Error::SharedMemory { kernel: plan.kernels[1].to_string(), needed: plan.smem as u64, available: available as u64 });
         }
+        if plan.kernels[1].needs_sm90a() && self.arch() != Arch::Sm90a {
+            let (major, minor) = self.compute_capability();
+            return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major, minor });
+        }
         let funcs = [self.kernel_function(plan.kernels[0], 0)?, self.kernel_function(plan.kernels[1], plan.smem)?, self.kernel_function(plan.kernels[2], 0)?];
+        let maps = if plan.kernels[1].needs_sm90a() { Some(encode_bwd_maps(plan)?) } else { None };
         let [dsum, sems] = plan.workspace_layout();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);
         let run = |ws: WorkspaceAddrs| {
@@ -337,15 +387,95 @@ impl Gpu {
                     continue;
                 }
                 let smem = if i == 1 { plan.smem } else { 0 };
-                let mut arg = &mut p as *mut BwdParams as *mut c_void;
+                let arg = &mut p as *mut BwdParams as *mut c_void;
+                let map = |m: &mut TensorMapParam| m as *mut TensorMapParam as *mut c_void;
+                // The Hopper main kernel takes its four tensor maps first; the driver reads as
+                // many arguments as the kernel has parameters.
+                let mut maps = maps;
+                let mut args = match (i, maps.as_mut()) {
+                    (1, Some([q, k, v, dout])) => [map(q), map(k), map(v), map(dout), arg],
+                    _ => [arg, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()],
+                };
                 let d = self.driver;
-                // SAFETY: the kernel takes one `BwdParams`, valid for this plan and workspace.
-                let r = unsafe { (d.launch_kernel)(func, plan.grids[i], 1, 1, plan.kernels[i].threads() as u32, 1, 1, smem, stream, &mut arg, std::ptr::null_mut()) };
+                // SAFETY: the kernel takes the parameters `args` points at, valid for this plan
+                // and workspace.
+                let r = unsafe { (d.launch_kernel)(func, plan.grids[i], 1, 1, plan.kernels[i].threads() as u32, 1, 1, smem, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
                 d.check("cuLaunchKernel", r)?;
             }
             Ok(())
         };
         // SAFETY: as for this function; `run` enqueues on `stream` only.
         unsafe { self.workspaces.with(stream, offsets, 0, plan.workspace_bytes, run) }
+    }
+}
+
+/// The Hopper main kernel's Q, K, V and dO maps (see [`crate::launch`]): Q and dO in boxes of
+/// `block_m` rows, K and V of `block_n`. With no query row only K and V are read (for zero
+/// dK, dV): K's map stands in for Q's and dO's.
+fn encode_bwd_maps(plan: &BackwardPlan) -> Result<[TensorMapParam; 4]> {
+    let (b, f) = (&plan.params, &plan.params.fwd);
+    let main = plan.kernels[1];
+    let (dtype, d) = (main.dtype(), f.head_dim as usize);
+    let (batch, hq, hkv) = (f.batch as usize, f.heads_q as usize, (f.heads_q / f.group) as usize);
+    let (bm, bn) = (main.block_m() as u32, main.block_n() as u32);
+    let k = encode_map(dtype, f.k, f.k_strides, [batch, f.seqlen_k as usize, hkv], d, bn)?.param();
+    let v = encode_map(dtype, f.v, f.v_strides, [batch, f.seqlen_k as usize, hkv], d, bn)?.param();
+    if f.seqlen_q == 0 {
+        return Ok([k, k, v, k]);
+    }
+    let q = encode_map(dtype, f.q, f.q_strides, [batch, f.seqlen_q as usize, hq], d, bm)?.param();
+    let dout = encode_map(dtype, b.dout, b.dout_strides, [batch, f.seqlen_q as usize, hq], d, bm)?.param();
+    Ok([q, k, v, dout])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::element::DType;
+
+    /// Separate buffers of exactly the call's sizes, 1 MiB apart per element of the largest.
+    fn plan(p: &AttentionParams, target: &Target) -> Result<BackwardPlan> {
+        let q = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
+        let k = p.batch * p.seqlen_k * p.heads_kv * p.head_dim;
+        let stride = ((q.max(k) * 4) as u64).next_multiple_of(1 << 20);
+        let at = |i: u64, len: usize| BufferRef::new((1 << 32) + i * stride, len);
+        let bufs = Buffers::new(DType::Bf16, at(0, q), at(1, k), at(2, k), at(3, q)).lse(at(4, p.batch * p.heads_q * p.seqlen_q));
+        let grads = GradBuffers::new(at(5, q), at(6, q), at(7, k), at(8, k));
+        p.plan_backward(&bufs, &grads, target)
+    }
+
+    fn params(head_dim: usize) -> crate::params::AttentionParamsBuilder<'static> {
+        AttentionParams::builder().batch(2).seqlen_q(1000).seqlen_k(3000).heads_q(8).heads_kv(2).head_dim(head_dim).causal(true)
+    }
+
+    #[test]
+    fn hopper_takes_fixed_length_calls_on_sm90a_and_keeps_its_accumulator_layout() {
+        for (d, padded) in [(64, 64), (128, 128), (96, 128), (40, 64)] {
+            let pl = plan(&params(d).build().unwrap(), &Target::H100).unwrap();
+            let Kernel::Bwd { step: step @ BwdStep::MainSm90(c), .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
+            assert_eq!((c.head_dim, pl.kernels[2]), (padded, Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Fragments) }));
+            assert_eq!(step.accum_layout(), Some(AccumLayout::Fragments));
+            // 64-row chunks of the padded head dim per (batch, head): ceil(1000 / 64) = 16.
+            assert_eq!(pl.params.accum_len, 2 * 8 * 16 * 64 * padded as u64);
+            assert_eq!((pl.params.n_blocks, pl.grids[1]), (3000u32.div_ceil(128), 2 * 2 * 3000u32.div_ceil(128)));
+        }
+        // Elsewhere, and where the Hopper kernel does not take the call: mma.sync, rows.
+        let det = params(128).deterministic(true).build().unwrap();
+        for (p, t) in [(params(128).build().unwrap(), Target::A100), (det.clone(), Target::H100), (params(256).build().unwrap(), Target::H100)] {
+            let pl = plan(&p, &t).unwrap();
+            assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::Main(_), .. }), "{:?}", pl.kernels[1]);
+            assert_eq!(pl.kernels[2], Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Rows) });
+            assert_eq!(pl.params.accum_len, 2 * 8 * 1000 * pl.params.accum_dim as u64);
+        }
+        // Forced families.
+        let mma = params(64).kernel(KernelChoice::MmaSync { config: None }).build().unwrap();
+        assert!(matches!(plan(&mma, &Target::H100).unwrap().kernels[1], Kernel::Bwd { step: BwdStep::Main(_), .. }));
+        let wgmma = KernelChoice::Wgmma { config: None, persistent: None };
+        assert!(matches!(plan(&params(64).kernel(wgmma).build().unwrap(), &Target::A100), Err(Error::PathUnavailable { .. })));
+        let mut det_wgmma = det;
+        det_wgmma.kernel = wgmma;
+        assert!(matches!(plan(&det_wgmma, &Target::H100), Err(Error::InvalidShape { what: "kernel", .. })));
+        let forced = params(64).kernel(KernelChoice::MmaSync { config: Some(flashrs_abi::tiles::CONFIGS[0]) }).build().unwrap();
+        assert!(matches!(plan(&forced, &Target::H100), Err(Error::InvalidShape { what: "kernel", .. })));
     }
 }

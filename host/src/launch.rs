@@ -117,7 +117,7 @@ unsafe fn launch_raw(d: &Driver, func: Handle, stream: *mut c_void, plan: &Launc
 
 /// The map of one `[batch, seqlen, heads, head_dim]` tensor: 4-D `[head_dim, seqlen, heads,
 /// batch]`, boxes of 64 columns x `box_rows` rows, 128-byte swizzle, zero fill.
-fn encode_map(dtype: DType, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_dim: usize, box_rows: u32) -> Result<TensorMap> {
+pub(crate) fn encode_map(dtype: DType, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_dim: usize, box_rows: u32) -> Result<TensorMap> {
     let data_type = match dtype {
         DType::F16 => TensorDataType::F16,
         DType::Bf16 => TensorDataType::Bf16,

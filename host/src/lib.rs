@@ -167,7 +167,7 @@ pub use buffers::{BufferRef, Buffers};
 pub use device::Gpu;
 pub use element::{DType, Element};
 pub use error::{Error, Result};
-pub use flashrs_abi::{BwdConfig, BwdParams, BwdStep, FwdParams, HopperConfig, Kernel, TileConfig, Variant, sm90, tiles};
+pub use flashrs_abi::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdStep, FwdParams, HopperConfig, Kernel, TileConfig, Variant, sm90, tiles};
 pub use layout::{DeviceIndex, DeviceOffsets, IndexSource, Kv, Layout, Offsets, PagedKv, Pages, Rows};
 pub use memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 pub use params::{AttentionParams, AttentionParamsBuilder, DimOrder, KernelChoice, KernelPath, Strides};

@@ -266,6 +266,15 @@ fn hopper_kernel(call: &Call, forced: Option<HopperConfig>) -> std::result::Resu
     if call.empty {
         return Ok(config);
     }
+    tma_describable(call)?;
+    Ok(config)
+}
+
+/// Whether TMA can read the call's Q, K, V and output (and so dO, laid out like it): tensor
+/// maps need strides below 2^40 bytes, and a dimension of more than one index with stride 0
+/// (a broadcast view) is left to `mma.sync`.
+pub(crate) fn tma_describable(call: &Call) -> std::result::Result<(), String> {
+    let p = call.p;
     let reads_kv = call.reads_kv();
     let ([bq, sq], [bk, sk]) = match &call.packed {
         Some(v) => ([1, v.total_q], [1, v.total_k]),
@@ -285,7 +294,7 @@ fn hopper_kernel(call: &Call, forced: Option<HopperConfig>) -> std::result::Resu
             }
         }
     }
-    Ok(config)
+    Ok(())
 }
 
 /// Whether a Hopper launch of `c` runs persistent (one CTA per SM claiming work tiles): where it

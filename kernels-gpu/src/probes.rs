@@ -10,7 +10,8 @@
 //! * [`reduce`]: the backward pass's warp sum, f16 widening, 4-byte `cp.async`, `red.add.f32`
 //!   and `ld.acquire` (both modules), and its bulk reduction (sm_90a).
 //! * [`wgmma_tb`]: `wgmma` with A from registers and an N-major (transposed) B, as the Hopper
-//!   kernel's `P V` (sm_90a; checked by `tests/tests/forward_wgmma.rs`).
+//!   kernel's `P V` (sm_90a; checked by `tests/tests/forward_wgmma.rs`), and with both A and
+//!   B MN-major, as the Hopper backward's `dQ = dS K` (checked by `tests/tests/backward.rs`).
 
 pub mod cp_async;
 #[cfg(target_feature = "sm_90a")]

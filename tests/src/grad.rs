@@ -2,7 +2,7 @@
 //! and comparing dQ, dK and dV with the CPU f64 reference's analytic gradients.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, DimOrder, Gpu, Strides};
+use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, DimOrder, Gpu, KernelChoice, Strides};
 use flashrs_reference::{Problem, RefInputs, reference_backward};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -50,19 +50,22 @@ pub struct GradCase {
     pub seed: Option<u64>,
     /// Compare with the reference (off: only the GPU's gradients, for reruns).
     pub check: bool,
+    /// The backward's kernel family (the forward's choice stays automatic).
+    pub kernel: KernelChoice,
 }
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto }
     }
 
     /// One line describing the case.
     pub fn label(&self) -> String {
         let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
-        format!("{:?} hq{} hkv{} d{} causal={} {:?} det={} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
+        let kernel = crate::attn::kernel_label(&self.kernel);
+        format!("{:?} hq{} hkv{} d{} causal={} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
     }
 
     fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
@@ -145,7 +148,9 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; (tq * hq).max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("forward launch");
-    gpu.attention_backward(&stream, &p, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d).expect("backward launch");
+    let mut pb = p.clone();
+    pb.kernel = c.kernel;
+    gpu.attention_backward(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d).expect("backward launch");
     stream.synchronize().expect("kernels failed");
     let host = |x: &DeviceBuffer<T>| {
         let mut h = vec![T::default(); x.len()];

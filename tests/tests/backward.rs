@@ -3,7 +3,7 @@
 //! variable-length rows; determinism; bad input.
 use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, Error, GradBuffers};
+use flashrs::{Arch, AttentionParams, BufferRef, Buffers, DType, Error, Gpu, GradBuffers, KernelChoice};
 use flashrs_tests::grad::{GradCase, Rows, check_grads, run_grad};
 use flashrs_tests::{buffer_of, gpu_or_skip};
 
@@ -11,12 +11,16 @@ use flashrs_tests::{buffer_of, gpu_or_skip};
 fn gradients_match_the_reference() {
     let Some(gpu) = gpu_or_skip("gradients_match_the_reference") else { return };
     let mut cases = vec![];
-    for dtype in [DType::Bf16, DType::F16] {
-        for d in [64, 128, 256, 40, 96] {
-            for causal in [false, true] {
-                for (sq, sk) in [(128, 128), (17, 127), (127, 17), (1, 1037), (257, 200)] {
-                    for (hq, hkv) in [(2, 2), (4, 1)] {
-                        cases.push(GradCase::batched(2, sq, sk, hq, hkv, d, causal, dtype));
+    for kernel in families(&gpu) {
+        for dtype in [DType::Bf16, DType::F16] {
+            for d in [64, 128, 256, 40, 96] {
+                for causal in [false, true] {
+                    for (sq, sk) in [(128, 128), (17, 127), (127, 17), (1, 1037), (257, 200)] {
+                        for (hq, hkv) in [(2, 2), (4, 1)] {
+                            let mut c = GradCase::batched(2, sq, sk, hq, hkv, d, causal, dtype);
+                            c.kernel = kernel;
+                            cases.push(c);
+                        }
                     }
                 }
             }
@@ -25,15 +29,30 @@ fn gradients_match_the_reference() {
     check_grads(&gpu, &cases);
 }
 
+/// The backward kernel families this GPU runs: `mma.sync` forced, and on sm_90a the automatic
+/// choice too (the Hopper kernel where it takes the call).
+fn families(gpu: &Gpu) -> Vec<KernelChoice> {
+    let mut f = vec![KernelChoice::MmaSync { config: None }];
+    if gpu.arch() == Arch::Sm90a {
+        f.push(KernelChoice::Auto);
+    }
+    f
+}
+
 #[test]
 fn long_and_strided_rows() {
     let Some(gpu) = gpu_or_skip("long_and_strided_rows") else { return };
     let mut cases = vec![];
-    for (d, causal) in [(64, true), (128, false), (128, true), (256, true)] {
-        cases.push(GradCase::batched(1, 1037, 1037, 4, 2, d, causal, DType::Bf16));
-        let mut c = GradCase::batched(2, 300, 500, 6, 3, d, causal, DType::F16);
-        c.rows = Rows::Batched { bhsd: true };
-        cases.push(c);
+    for kernel in families(&gpu) {
+        for (d, causal) in [(64, true), (128, false), (128, true), (256, true)] {
+            let mut c = GradCase::batched(1, 1037, 1037, 4, 2, d, causal, DType::Bf16);
+            c.kernel = kernel;
+            cases.push(c);
+            let mut c = GradCase::batched(2, 300, 500, 6, 3, d, causal, DType::F16);
+            c.rows = Rows::Batched { bhsd: true };
+            c.kernel = kernel;
+            cases.push(c);
+        }
     }
     check_grads(&gpu, &cases);
 }
@@ -113,5 +132,50 @@ fn bad_input_is_a_typed_error() {
         let mut h = vec![half::bf16::ZERO; g.len()];
         cust::memory::CopyDestination::copy_to(&**g, &mut h[..]).unwrap();
         assert!(h.iter().all(|x| x.to_f32() == 1.5));
+    }
+}
+
+/// The Hopper backward's `dQ = dS K` building block alone (`probes/wgmma_tb.rs`): wgmma with
+/// both A and B MN-major in 128B-swizzled slabs (A stored transposed, as dS^T is). If the
+/// Hopper gradients fail and this passes, the transposed-A descriptor is not the culprit.
+#[test]
+fn probe_wgmma_mn_major_a_and_b() {
+    let Some(gpu) = flashrs_tests::hopper_or_skip("probe_wgmma_mn_major_a_and_b") else { return };
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    let func_module = flashrs_tests::probe_module(&gpu);
+    let func = func_module.get_function("probe_wgmma_tt_m64n64k16").unwrap();
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(0x77);
+    for mode in 0..2u32 {
+        let enc = |v: f32| -> (u16, f64) {
+            if mode == 1 {
+                let h = half::bf16::from_f32(v);
+                (h.to_bits(), h.to_f32() as f64)
+            } else {
+                let h = half::f16::from_f32(v);
+                (h.to_bits(), h.to_f32() as f64)
+            }
+        };
+        let mut value = || rand::Rng::random_range(&mut rng, -1.0f32..1.0);
+        // a_t[k][m] = A[m][k], b[k][n]: both 64 x 64 row-major.
+        let (at_bits, at): (Vec<u16>, Vec<f64>) = (0..64 * 64).map(|_| enc(value())).unzip();
+        let (b_bits, b): (Vec<u16>, Vec<f64>) = (0..64 * 64).map(|_| enc(value())).unzip();
+        let (at_d, b_d) = (DeviceBuffer::from_slice(&at_bits).unwrap(), DeviceBuffer::from_slice(&b_bits).unwrap());
+        let d_d = DeviceBuffer::from_slice(&vec![f32::NAN; 64 * 64]).unwrap();
+        unsafe {
+            cust::launch!(func<<<1, 128, 1024 + 16384, stream>>>(at_d.as_device_ptr(), b_d.as_device_ptr(), d_d.as_device_ptr(), mode)).unwrap();
+        }
+        stream.synchronize().unwrap();
+        let mut d = vec![0f32; 64 * 64];
+        cust::memory::CopyDestination::copy_to(&*d_d, &mut d[..]).unwrap();
+        let mut bad = 0;
+        for m in 0..64 {
+            for n in 0..64 {
+                let (want, mag) = (0..64).fold((0.0, 0.0), |(w, a), k| (w + at[k * 64 + m] * b[k * 64 + n], a + (at[k * 64 + m] * b[k * 64 + n]).abs()));
+                if !((d[m * 64 + n] as f64 - want).abs() <= 1e-3 * mag + 1e-6) {
+                    bad += 1;
+                }
+            }
+        }
+        assert_eq!(bad, 0, "mode {mode}: {bad} of 4096 values wrong");
     }
 }

@@ -465,6 +465,7 @@ mod tests {
             if let Some(Kernel::Bwd { dtype, step }) = k {
                 let c = match step {
                     flashrs_abi::BwdStep::Main(c) => [c.head_dim, c.block_m, c.block_n, c.stages],
+                    flashrs_abi::BwdStep::MainSm90(c) => [c.head_dim, c.block_m, flashrs_abi::BwdSm90Config::BLOCK_N, c.stages],
                     _ => [0; 4],
                 };
                 ptx += &format!("\t// flashrs-kernel: bwd {} {} {} {} {} {} 0\n", step.code(), dtype.code(), c[0], c[1], c[2], c[3]);

@@ -3,8 +3,9 @@
 //! `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}`: D(64xN, f32) = A(64x16) * B(16xN)
 //! (+ D when `scale_d`). B always comes from shared memory through a [`SmemDesc`]; A comes from
 //! shared memory too (`_ss`-style, the plain names) or from registers (`_rs`). Operands are
-//! K-major here (`imm-trans-a = imm-trans-b = 0`): A is stored M x K and B is stored N x K, both
-//! with K contiguous, the `A * B^T` of attention's `Q K^T`.
+//! K-major unless a name says otherwise (`imm-trans-a = imm-trans-b = 0`): A is stored M x K
+//! and B is stored N x K, both with K contiguous, the `A * B^T` of attention's `Q K^T`; `_tb`
+//! takes B N-major and `_ss_tt` both A and B MN-major ([`crate::arch::wgmma_mn`]).
 //!
 //! Sequence: [`wgmma_fence_operands`] on D (pins its current values in registers), then
 //! [`wgmma_fence`] (orders earlier register writes to D/A before the async reads), one or more
@@ -157,13 +158,21 @@ macro_rules! wgmma_regs {
 }
 
 // Per shape: both operands from shared memory (`ss`), A from registers with a K-major B
-// (`rs`), and A from registers with an N-major B (`rs_tb`, `imm-trans-b = 1`: see
-// [`crate::arch::wgmma_mn`] for its layout), each for f16 and bf16.
+// (`rs`), A from registers with an N-major B (`rs_tb`, `imm-trans-b = 1`: see
+// [`crate::arch::wgmma_mn`] for its layout), and both from shared memory MN-major (`ss_tt`,
+// the backward's `dQ = dS K` with dS stored transposed), each for f16 and bf16.
 macro_rules! wgmma_shape {
     ($shape:literal, $acc:ty, [$($i:literal)+],
-     $ss_f16:ident, $ss_bf16:ident, $rs_f16:ident, $rs_bf16:ident, $tb_f16:ident, $tb_bf16:ident) => {
-        wgmma_shape!(@ss $shape, "f16", $acc, [$($i)+], $ss_f16);
-        wgmma_shape!(@ss $shape, "bf16", $acc, [$($i)+], $ss_bf16);
+     $ss_f16:ident, $ss_bf16:ident, $rs_f16:ident, $rs_bf16:ident, $tb_f16:ident, $tb_bf16:ident,
+     $tt_f16:ident, $tt_bf16:ident) => {
+        wgmma_shape!(@ss $shape, "f16", $acc, [$($i)+], $ss_f16, "0, 0",
+            "A and B from shared memory (K-major descriptors): `d = a * b^T + (scale_d ? d : 0)`.");
+        wgmma_shape!(@ss $shape, "bf16", $acc, [$($i)+], $ss_bf16, "0, 0",
+            "A and B from shared memory (K-major descriptors): `d = a * b^T + (scale_d ? d : 0)`.");
+        wgmma_shape!(@ss $shape, "f16", $acc, [$($i)+], $tt_f16, "1, 1",
+            "A and B from shared memory, both MN-major (`imm-trans-a = imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
+        wgmma_shape!(@ss $shape, "bf16", $acc, [$($i)+], $tt_bf16, "1, 1",
+            "A and B from shared memory, both MN-major (`imm-trans-a = imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
         wgmma_shape!(@rs $shape, "f16", $acc, [$($i)+], $rs_f16, "0",
             "B from shared memory (K-major descriptor): `d = a * b^T + (scale_d ? d : 0)`.");
         wgmma_shape!(@rs $shape, "bf16", $acc, [$($i)+], $rs_bf16, "0",
@@ -173,16 +182,15 @@ macro_rules! wgmma_shape {
         wgmma_shape!(@rs $shape, "bf16", $acc, [$($i)+], $tb_bf16, "1",
             "B N-major (`imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
     };
-    (@ss $shape:literal, $ty:literal, $acc:ty, [$($i:literal)+], $name:ident) => {
-        #[doc = concat!("`wgmma.mma_async.sync.aligned.", $shape, ".f32.", $ty, ".", $ty,
-            "`, A and B from shared memory (K-major descriptors): `d = a * b^T + (scale_d ? d : 0)`.")]
+    (@ss $shape:literal, $ty:literal, $acc:ty, [$($i:literal)+], $name:ident, $trans:literal, $what:literal) => {
+        #[doc = concat!("`wgmma.mma_async.sync.aligned.", $shape, ".f32.", $ty, ".", $ty, "`, ", $what)]
         #[inline(always)]
         pub unsafe fn $name(d: &mut $acc, a: SmemDesc, b: SmemDesc, scale_d: bool) {
             unsafe {
                 core::arch::asm!(
                     concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.",
                         $shape, ".f32.", $ty, ".", $ty, " {{", wgmma_regs!($($i)+),
-                        "}}, {a}, {b}, p, 1, 1, 0, 0; }}"),
+                        "}}, {a}, {b}, p, 1, 1, ", $trans, "; }}"),
                     $(inout(reg32) d[$i],)+
                     a = in(reg64) a.0, b = in(reg64) b.0, sd = in(reg32) scale_d as u32,
                     options(nostack))
@@ -212,14 +220,16 @@ wgmma_shape!("m64n64k16", AccN64,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
     wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n64k16_f32_bf16,
     wgmma_mma_async_m64n64k16_f32_f16_rs, wgmma_mma_async_m64n64k16_f32_bf16_rs,
-    wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_rs_tb);
+    wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n64k16_f32_f16_ss_tt, wgmma_mma_async_m64n64k16_f32_bf16_ss_tt);
 
 wgmma_shape!("m64n128k16", AccN128,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
      32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
     wgmma_mma_async_m64n128k16_f32_f16, wgmma_mma_async_m64n128k16_f32_bf16,
     wgmma_mma_async_m64n128k16_f32_f16_rs, wgmma_mma_async_m64n128k16_f32_bf16_rs,
-    wgmma_mma_async_m64n128k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb);
+    wgmma_mma_async_m64n128k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n128k16_f32_f16_ss_tt, wgmma_mma_async_m64n128k16_f32_bf16_ss_tt);
 
 wgmma_shape!("m64n256k16", AccN256,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
@@ -228,4 +238,5 @@ wgmma_shape!("m64n256k16", AccN256,
      96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127],
     wgmma_mma_async_m64n256k16_f32_f16, wgmma_mma_async_m64n256k16_f32_bf16,
     wgmma_mma_async_m64n256k16_f32_f16_rs, wgmma_mma_async_m64n256k16_f32_bf16_rs,
-    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb);
+    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n256k16_f32_f16_ss_tt, wgmma_mma_async_m64n256k16_f32_bf16_ss_tt);

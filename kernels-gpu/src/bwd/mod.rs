@@ -44,7 +44,7 @@ use crate::mask::Mask;
 use epilogue::{add_dq, end_turn, store_rows, wait_turn};
 use flashrs_abi::bwd::{BWD_CONFIGS, BwdConfig};
 use flashrs_abi::grid::{Extent, div_rem};
-use flashrs_abi::{BwdParams, BwdStep};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep};
 use gemm::{Operand, mma_tiles, pack_tile, store_packed, store_tile};
 
 /// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
@@ -339,17 +339,17 @@ bwd_kernels! {
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.
 macro_rules! row_kernels {
-    ($step:ident, $body:ident: $f16:ident, $bf16:ident) => {
+    ($step:expr, $body:ident: $f16:ident, $bf16:ident) => {
         row_kernels!(@one $step, $body, $f16, F16);
         row_kernels!(@one $step, $body, $bf16, Bf16);
     };
-    (@one $step:ident, $body:ident, $name:ident, $t:ty) => {
+    (@one $step:expr, $body:ident, $name:ident, $t:ty) => {
         /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA, a warp per
         /// (row, head).
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
             unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const BwdStep::$step.code(),
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const $step.code(),
                     t = const <$t as Element>::DTYPE.code(), options(nomem, nostack, preserves_flags));
                 rows::$body::<$t>(&p)
             }
@@ -357,5 +357,6 @@ macro_rules! row_kernels {
     };
 }
 
-row_kernels!(Prep, prep: flash_bwd_prep_f16, flash_bwd_prep_bf16);
-row_kernels!(Dq, dq: flash_bwd_dq_f16, flash_bwd_dq_bf16);
+row_kernels!(BwdStep::Prep, prep: flash_bwd_prep_f16, flash_bwd_prep_bf16);
+row_kernels!(BwdStep::Dq(AccumLayout::Rows), dq: flash_bwd_dq_f16, flash_bwd_dq_bf16);
+row_kernels!(BwdStep::Dq(AccumLayout::Fragments), dq_fragments: flash_bwd_dq_frag_f16, flash_bwd_dq_frag_bf16);

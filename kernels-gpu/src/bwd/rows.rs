@@ -49,19 +49,18 @@ fn this_row(p: &BwdParams) -> Option<Row> {
     Some(Row { lse, b: b as i64, s: s as i64, h: h as i64 })
 }
 
-/// Prep: dsum, the zeroed accumulator row, and (deterministic mode) the zeroed semaphores.
+/// Prep: dsum, the zeroed accumulator, and (deterministic mode) the zeroed semaphores.
 #[inline(always)]
 pub unsafe fn prep<T: Element>(p: &BwdParams) {
     let f = &p.fwd;
     let lane = (thread_idx_x() % 32) as usize;
     if p.dq_semaphore != 0 {
-        let count = (f.batch * f.heads_q * f.m_blocks) as usize;
-        let threads = crate::arch::ids::grid_dim_x() as usize * BWD_ROW_THREADS;
-        let mut i = block_idx_x() as usize * BWD_ROW_THREADS + thread_idx_x() as usize;
-        while i < count {
+        for i in grid_stride((f.batch * f.heads_q * f.m_blocks) as usize) {
             unsafe { *(p.dq_semaphore as *mut u32).add(i) = 0 };
-            i += threads;
         }
+    }
+    for c in grid_stride((p.accum_len / 4) as usize) {
+        unsafe { *(p.dq_accum as *mut Chunk).add(c) = Chunk([0; 4]) };
     }
     let Some(row) = this_row(p) else { return };
     let mut dot = 0.0f32;
@@ -77,12 +76,14 @@ pub unsafe fn prep<T: Element>(p: &BwdParams) {
     if lane == 0 {
         unsafe { *(p.dsum as *mut f32).add(row.lse) = dot };
     }
-    let accum = unsafe { (p.dq_accum as *mut f32).add(row.lse * p.accum_dim as usize) as *mut Chunk };
-    let mut c = lane;
-    while c < p.accum_dim as usize / 4 {
-        unsafe { *accum.add(c) = Chunk([0; 4]) };
-        c += 32;
-    }
+}
+
+/// The indices below `count` this thread takes, one per pass over the grid's threads (the
+/// counters, and the accumulator in 16-byte chunks whatever its layout).
+#[inline(always)]
+fn grid_stride(count: usize) -> impl Iterator<Item = usize> {
+    let threads = crate::arch::ids::grid_dim_x() as usize * BWD_ROW_THREADS;
+    (block_idx_x() as usize * BWD_ROW_THREADS + thread_idx_x() as usize..count).step_by(threads)
 }
 
 /// dQ = scale * accumulator, rounded to `T`.
@@ -98,4 +99,28 @@ pub unsafe fn dq<T: Element>(p: &BwdParams) {
     let x = |c: Chunk, i: usize| f32::from_bits(c.0[i]) * p.scale;
     let out = Chunk([T::pack2(x(lo, 0), x(lo, 1)), T::pack2(x(lo, 2), x(lo, 3)), T::pack2(x(hi, 0), x(hi, 1)), T::pack2(x(hi, 2), x(hi, 3))]);
     unsafe { *((p.dq as *mut u16).offset(row.offset(p.dq_strides)).add(lane * 8) as *mut Chunk) = out };
+}
+
+/// dQ = scale * accumulator, rounded to `T`, from an accumulator in wgmma fragment order
+/// ([`flashrs_abi::AccumLayout::Fragments`], fixed-length launches only): lane `c`'s 8 columns
+/// are 2 values from each of 4 consecutive threads' slots of one chunk.
+#[inline(always)]
+pub unsafe fn dq_fragments<T: Element>(p: &BwdParams) {
+    let f = &p.fwd;
+    let lane = (thread_idx_x() % 32) as usize;
+    let Some(row) = this_row(p) else { return };
+    if ((lane * 8) as u32) >= f.head_dim {
+        return;
+    }
+    let (s, col) = (row.s as usize, lane * 8);
+    let groups = p.accum_dim as usize / 64;
+    let block = ((row.b as usize * f.heads_q as usize + row.h as usize) * (f.seqlen_q as usize).div_ceil(64) + s / 64) * groups + col / 64;
+    let first = block * 4096 + flashrs_abi::AccumLayout::fragment_index(s % 64, col % 64);
+    let accum = p.dq_accum as *const f32;
+    let mut out = [0u32; 4];
+    for (t, o) in out.iter_mut().enumerate() {
+        let v = unsafe { *(accum.add(first + 4 * t) as *const [f32; 2]) };
+        *o = T::pack2(v[0] * p.scale, v[1] * p.scale);
+    }
+    unsafe { *((p.dq as *mut u16).offset(row.offset(p.dq_strides)).add(col) as *mut Chunk) = Chunk(out) };
 }

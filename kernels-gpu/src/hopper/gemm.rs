@@ -27,10 +27,12 @@ pub trait WgElement: Element {
     unsafe fn rs_tb_n128(d: &mut AccN128, a: &FragA, b: SmemDesc, scale_d: bool);
     /// RS, N-major B, N = 256.
     unsafe fn rs_tb_n256(d: &mut AccN256, a: &FragA, b: SmemDesc, scale_d: bool);
+    /// SS, MN-major A and B, N = 64.
+    unsafe fn ss_tt_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, scale_d: bool);
 }
 
 macro_rules! wg_element {
-    ($t:ty, $ss64:ident, $ss128:ident, $ss256:ident, $rs64:ident, $rs128:ident, $rs256:ident) => {
+    ($t:ty, $ss64:ident, $ss128:ident, $ss256:ident, $rs64:ident, $rs128:ident, $rs256:ident, $tt64:ident) => {
         impl WgElement for $t {
             #[inline(always)]
             unsafe fn ss_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, s: bool) {
@@ -56,6 +58,10 @@ macro_rules! wg_element {
             unsafe fn rs_tb_n256(d: &mut AccN256, a: &FragA, b: SmemDesc, s: bool) {
                 unsafe { $rs256(d, a, b, s) }
             }
+            #[inline(always)]
+            unsafe fn ss_tt_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, s: bool) {
+                unsafe { $tt64(d, a, b, s) }
+            }
         }
     };
 }
@@ -63,11 +69,11 @@ macro_rules! wg_element {
 wg_element!(F16,
     wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n128k16_f32_f16, wgmma_mma_async_m64n256k16_f32_f16,
     wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_f16_rs_tb,
-    wgmma_mma_async_m64n256k16_f32_f16_rs_tb);
+    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_f16_ss_tt);
 wg_element!(Bf16,
     wgmma_mma_async_m64n64k16_f32_bf16, wgmma_mma_async_m64n128k16_f32_bf16, wgmma_mma_async_m64n256k16_f32_bf16,
     wgmma_mma_async_m64n64k16_f32_bf16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb,
-    wgmma_mma_async_m64n256k16_f32_bf16_rs_tb);
+    wgmma_mma_async_m64n256k16_f32_bf16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_ss_tt);
 
 /// `acc` viewed as an array of `M` elements; only called where `N == M`.
 #[inline(always)]
@@ -166,6 +172,26 @@ pub unsafe fn gemm_pv<T: WgElement, const D: usize, const BN: usize, const ON: u
         // 16 keys = two 8-row atoms (SBO 1024); the next 64 columns one slab further (LBO).
         let b = SmemDesc::new(v + (kk * 2048) as u32, (BN * 128) as u32, 1024, Swizzle::B128);
         unsafe { rs_tb::<T, ON>(o, &p[kk], b, true) };
+    }
+    wgmma_commit_group();
+}
+
+/// Issues `D = A B` for a 64 x 64 f32 `d` (one committed group) with both operands MN-major in
+/// 128B-swizzled shared memory, `K16` k-steps of 16: A's 64 rows (M) contiguous along each of
+/// its K rows from `a` (one 64-column slab, 16 K rows = 2048 bytes per step), B's 64 columns
+/// (N) likewise from `b` (its slab). The backward's `dQ = dS K`, with dS stored as `dS^T`
+/// (keys x queries) and K as keys x head_dim.
+#[inline(always)]
+pub unsafe fn gemm_tt_n64<T: WgElement, const K16: usize>(d: &mut AccN64, a: u32, b: u32) {
+    let (a, b) = (opaque(a), opaque(b));
+    wgmma_fence_operands(d);
+    wgmma_fence();
+    for kk in 0..K16 {
+        // One 8-row atom per 1024 bytes along K (SBO); M and N fit one slab (LBO unused).
+        let step = (kk * 2048) as u32;
+        let da = SmemDesc::new(a + step, 8192, 1024, Swizzle::B128);
+        let db = SmemDesc::new(b + step, 8192, 1024, Swizzle::B128);
+        unsafe { T::ss_tt_n64(d, da, db, kk != 0) };
     }
     wgmma_commit_group();
 }

@@ -16,10 +16,13 @@
 //! consumers taking turns at the tensor cores) and a serial twin per head dimension; head_dim
 //! 64 with two and with three consumer warpgroups.
 //!
+//! [`bwd`] is the backward pass's Hopper main kernel, built from the same parts.
+//!
 //! Entry points take the three tensor maps first (see [`TensorMapParam`]) and the same
 //! [`FwdParams`] as the mma.sync kernels. Their `.entry` headers get `.maxntid` and
 //! `.minnctapersm` from the build (see [`entry_directives`]), without which ptxas would ignore
 //! `setmaxnreg` and could allocate more registers than all the warpgroups may hold.
+pub mod bwd;
 pub mod consumer;
 pub mod epilogue;
 pub mod gemm;
@@ -49,7 +52,7 @@ use smem::{Smem, dsmem_base_1024};
 /// (65536 / THREADS per thread) that `setmaxnreg` then redistributes. rustc has no way to emit
 /// these directives itself.
 #[inline(always)]
-fn entry_directives<const THREADS: usize>() {
+pub(crate) fn entry_directives<const THREADS: usize>() {
     unsafe {
         core::arch::asm!("// flashrs-entry-directives: .maxntid {n}, 1, 1 .minnctapersm 1", n = const THREADS,
             options(nomem, nostack, preserves_flags))

@@ -30,7 +30,7 @@ pub struct Maps {
 
 /// Loads `D / 64` boxes of `ROWS` rows at sequence row `row` into the slabs at `dst`.
 #[inline(always)]
-unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map: *const TensorMap, row: u32, head: u32, batch: u32, bar: u32) {
+pub(crate) unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map: *const TensorMap, row: u32, head: u32, batch: u32, bar: u32) {
     for s in 0..D / 64 {
         unsafe {
             cp_async_bulk_tensor_4d_g2s(dst + (s * ROWS * 128) as u32, map, (64 * s) as i32, row as i32, head as i32, batch as i32, bar)

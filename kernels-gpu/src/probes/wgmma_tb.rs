@@ -8,7 +8,7 @@
 //! row-major, poisoned with NaN before the first step's `scale_d = false`.
 //!
 //! `mode`: 0 = f16, 1 = bf16. One CTA of 128 threads; dynamic shared memory 1024 (alignment
-//! slack) + N * 128 bytes.
+//! slack) + N * 128 bytes. [`probe_wgmma_tt_m64n64k16`] takes A MN-major too.
 use super::wgmma::load_frag_a;
 use super::{dsmem_base_1024, sw128_offset};
 use crate::arch::barrier::bar_sync;
@@ -88,3 +88,51 @@ probe_wgmma_tb!(/// m64n128k16, B 64x128 (see the module docs).
 probe_wgmma_tb!(/// m64n256k16, B 64x256 (see the module docs).
     probe_wgmma_tb_m64n256k16, 256,
     wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb);
+
+/// `wgmma` with both operands MN-major in shared memory (`imm-trans-a = imm-trans-b = 1`), as
+/// the Hopper backward's `dQ = dS K` uses it: `a_t` is A^T (64 x 64 row-major: K rows of the 64
+/// M values, dS^T's layout), `b` is B (64 x 64 row-major: K rows of the 64 N values, K's
+/// layout); each staged as one 128B-swizzled slab of 64 rows, A^T at the aligned base and B
+/// 8192 bytes on. D = A B is 64 x 64 f32 row-major. `mode`: 0 = f16, 1 = bf16. One CTA of 128
+/// threads; dynamic shared memory 1024 + 16384 bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_wgmma_tt_m64n64k16(a_t: *const [u32; 4], b: *const [u32; 4], d: *mut f32, mode: u32) {
+    let sa = dsmem_base_1024();
+    let sb = sa + 8192;
+    unsafe {
+        stage_slabs(sa, a_t, 64);
+        stage_slabs(sb, b, 64);
+    }
+    fence_proxy_async_shared_cta();
+    bar_sync();
+    let mut acc = [f32::NAN; 32];
+    wgmma_fence_operands(&mut acc);
+    wgmma_fence();
+    for k in 0..(K / 16) {
+        // 16 K rows (two 8-row atoms, SBO 1024) per step; M and N are one slab each.
+        let da = SmemDesc::new(sa + 2048 * k, 8192, 1024, Swizzle::B128);
+        let db = SmemDesc::new(sb + 2048 * k, 8192, 1024, Swizzle::B128);
+        unsafe {
+            if mode == 0 {
+                wgmma_mma_async_m64n64k16_f32_f16_ss_tt(&mut acc, da, db, k != 0)
+            } else {
+                wgmma_mma_async_m64n64k16_f32_bf16_ss_tt(&mut acc, da, db, k != 0)
+            }
+        }
+    }
+    wgmma_commit_group();
+    wgmma_wait_group::<0>();
+    wgmma_fence_operands(&mut acc);
+    let tid = thread_idx_x();
+    let (w, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
+    for i in 0..8 {
+        for h in 0..2 {
+            let row = 16 * w + g + 8 * h as u32;
+            let p = unsafe { d.add((row * 64 + 8 * i as u32 + 2 * t) as usize) };
+            unsafe {
+                p.write(acc[4 * i + 2 * h]);
+                p.add(1).write(acc[4 * i + 2 * h + 1]);
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! A consumer warpgroup: 64 of the CTA's keys against every step's `BM` query rows.
+//!
+//! Per step, with this warpgroup's K and V rows as the A operands (so that the scores come out
+//! transposed, keys x queries, and `P^T`, `dS^T` are already the A fragments of the dV and dK
+//! GEMMs):
+//!
+//! ```text
+//! S^T = K Q^T, dP^T = V dO^T       (SS wgmmas, m64 x BM, issued together)
+//! P^T = exp(scale S^T - lse)       (lse per column; masked scores give 0)
+//! dS^T = P^T (dP^T - dsum)
+//! dV += P^T dO, dK += dS^T Q       (RS wgmmas from the packed P^T, dS^T)
+//! dS^T -> shared memory; barrier of both consumers
+//! dQ part = dS K                   (SS wgmma, both MN-major: 64 x 64 of the step's BM x D)
+//! ```
+//!
+//! The accumulator layout is [`crate::hopper::mask`]'s with rows = keys (`16 warp + g + 8h`)
+//! and columns = query rows (`8i + 2t + j`). The two warpgroups split the step's 64 x D dQ into
+//! 64 x 64 parts: at head_dim 128 by columns (each over all 128 keys, so each needs the other's
+//! dS^T: a barrier of both), at head_dim 64 by keys (each over its own 64, no barrier; both
+//! parts go to the same accumulator chunk). Each adds its part with one bulk reduction
+//! ([`super::epilogue::add_dq`]).
+use super::Walk;
+use super::epilogue::{add_dq, store_rows};
+use super::smem::Smem;
+use crate::arch::barrier::bar_sync_named;
+use crate::arch::fence::fence_proxy_async_shared_cta;
+use crate::arch::smem::st_shared_b32;
+use crate::arch::wgmma::{FragA, wgmma_fence_operands};
+use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
+use crate::hopper::pipeline::{PipeState, release, wait_full};
+use crate::lse;
+use flashrs_abi::BwdParams;
+
+/// Named barrier of both consumer warpgroups (256 threads): dS^T is in shared memory.
+const DS_BARRIER: u32 = 3;
+
+/// Runs consumer warpgroup `wg` (0, 1) over the walk; `tid` is the thread's index in the
+/// warpgroup. Const generics: `SN = BM / 2` (score registers), `DN = D / 2` (dK, dV
+/// registers), `KP = BM / 16` (k-steps of the dK, dV GEMMs).
+#[inline(always)]
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize>(
+    p: &BwdParams,
+    smem: Smem<D, BM, STAGES>,
+    w: Walk,
+    wg: u32,
+    tid: u32,
+) {
+    const { assert!(SN == BM / 2 && DN == D / 2 && KP == BM / 16 && BM == 64 && (D == 64 || D == 128)) };
+    let f = &p.fwd;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let (seqlen_q, seqlen_k) = (f.seqlen_q, f.seqlen_k);
+    // The thread's first key (h = 0) within the sequence, and the causal diagonal's offset.
+    let key = (w.n0 + 64 * wg + 16 * warp + g) as i32;
+    let causal = f.causal != 0;
+    let offset = seqlen_k as i32 - seqlen_q as i32;
+    // This warpgroup's part of each step's dQ: columns `dq_col..` from the dS^T and K rows
+    // `dq_key..` (`DQ_KEYS` of them).
+    let split_keys = D == 64;
+    let (dq_col, dq_key) = if split_keys { (0, 64 * wg) } else { (64 * wg, 0) };
+    let (k_rows, v_rows) = (smem.k() + 64 * wg * 128, smem.v() + 64 * wg * 128);
+
+    let mut dk = [0.0f32; DN];
+    let mut dv = [0.0f32; DN];
+    let steps = w.steps();
+    if steps > 0 {
+        unsafe { wait_full(smem.kv_full(), 0) };
+    }
+    let mut pipe = PipeState::<STAGES>::new();
+    for i in 0..steps {
+        let (h, m) = w.step(i);
+        let m0 = m * BM as u32;
+        let (q_tile, do_tile) = (smem.q(pipe.stage), smem.dout(pipe.stage));
+        let mut s = [0.0f32; SN];
+        let mut dp = [0.0f32; SN];
+        unsafe {
+            wait_full(smem.q_full(pipe.stage), pipe.phase);
+            gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
+            gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
+        }
+        // The (batch, head)'s log-sum-exp and dsum rows; columns past seqlen_q are padding
+        // (zero Q and dO rows) whose P must be 0.
+        let row0 = (w.batch * f.heads_q + h) as usize * seqlen_q as usize;
+        let (lse_row, dsum_row) = unsafe { ((f.lse as *const f32).add(row0), (p.dsum as *const f32).add(row0)) };
+        let diagonal = causal && w.n0 as i32 + 64 * wg as i32 + 63 > m0 as i32 + offset;
+        wait::<1, SN>(&mut s);
+        for i in 0..SN / 4 {
+            for j in 0..2 {
+                let q = m0 + 8 * i as u32 + 2 * t + j as u32;
+                let base = if q < seqlen_q { lse::neg_lse_base(unsafe { *lse_row.add(q as usize) }) } else { f32::NEG_INFINITY };
+                for hh in 0..2 {
+                    let e = 4 * i + 2 * hh + j;
+                    if diagonal && key + 8 * hh as i32 > q as i32 + offset {
+                        s[e] = f32::NEG_INFINITY;
+                    }
+                    s[e] = lse::exp_scaled(s[e], f.scale_log2, base);
+                }
+            }
+        }
+        // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
+        let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
+        wait::<0, SN>(&mut dp);
+        for i in 0..SN / 4 {
+            for j in 0..2 {
+                let q = m0 + 8 * i as u32 + 2 * t + j as u32;
+                let dsum = if q < seqlen_q { unsafe { *dsum_row.add(q as usize) } } else { 0.0 };
+                for hh in 0..2 {
+                    let e = 4 * i + 2 * hh + j;
+                    let p = T::unpack2(pf[e / 8][(e % 8) / 2])[e % 2];
+                    dp[e] = p * (dp[e] - dsum);
+                }
+            }
+        }
+        let mut dsf: [FragA; KP] = pack_p::<T, SN, KP>(&dp);
+        unsafe {
+            gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);
+            gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
+        }
+        // dS^T into shared memory: fragment register r of k-step kk holds key row g + 8 (r % 2),
+        // query columns 8 (2 kk + r / 2) + 2t, 2t + 1.
+        let ds = smem.ds(i % 2);
+        let row = 64 * wg + 16 * warp + g;
+        for kk in 0..KP {
+            for r in 0..4 {
+                let c = (2 * kk + r / 2) as u32;
+                let addr = ds + (c / 8) * 128 * 128 + (row + 8 * (r % 2) as u32) * 128 + (((c % 8) ^ g) << 4) + 4 * t;
+                unsafe { st_shared_b32(addr, dsf[kk][r]) };
+            }
+        }
+        // dS^T visible to the async proxy (both warpgroups', where both read it) before the dQ
+        // GEMM reads it.
+        fence_proxy_async_shared_cta();
+        let mut dq = [0.0f32; 32];
+        let k_at = smem.k() + (dq_col / 64) * 128 * 128 + dq_key * 128;
+        if split_keys {
+            bar_sync_named(1 + wg, 128);
+            unsafe { gemm_tt_n64::<T, 4>(&mut dq, ds + dq_key * 128, k_at) };
+        } else {
+            bar_sync_named(DS_BARRIER, 256);
+            unsafe { gemm_tt_n64::<T, 8>(&mut dq, ds, k_at) };
+        }
+        wait::<0, 32>(&mut dq);
+        wgmma_fence_operands(&mut dv);
+        wgmma_fence_operands(&mut dk);
+        unsafe { release(smem.q_empty(pipe.stage), lane) };
+        pipe.advance();
+        {
+            let chunk = ((w.batch * f.heads_q + h) * seqlen_q.div_ceil(64) + m0 / 64) * (D / 64) as u32 + dq_col / 64;
+            unsafe { add_dq(&dq, smem.dq(wg), (p.dq_accum as *mut f32).add(chunk as usize * 4096), wg, tid) };
+        }
+    }
+    if tid == 0 {
+        crate::arch::bulk::cp_async_bulk_wait_group_0();
+    }
+    let rows = |base: u64, [sb, sr, sh]: [i64; 3]| {
+        (base as *mut u16).wrapping_offset((w.batch as i64 * sb + w.h_kv as i64 * sh) as isize + sr as isize * key as isize)
+    };
+    unsafe {
+        store_rows::<T, DN>(&dv, 1.0, rows(p.dv, p.dv_strides), p.dv_strides[1], key, seqlen_k, f.head_dim, t);
+        store_rows::<T, DN>(&dk, p.scale, rows(p.dk, p.dk_strides), p.dk_strides[1], key, seqlen_k, f.head_dim, t);
+    }
+}

@@ -1,0 +1,169 @@
+//! Backward attention on Hopper (sm_90a), FlashAttention-3 style: TMA loads, wgmma, warp
+//! specialisation. Same three launches as the `mma.sync` backward ([`flashrs_abi::bwd`]); this
+//! is the main one, with its own accumulator layout for dQ
+//! ([`flashrs_abi::AccumLayout::Fragments`]).
+//!
+//! A CTA owns 128 keys of one (batch, K/V head) and walks every query block of every query
+//! head of the GQA group that sees them (under causal masking, from the first block with a row
+//! that sees the first key), 64 query rows per step. Warpgroup 0 is the producer
+//! ([`producer`]): it gives registers away and one thread loads K and V once, then each step's
+//! Q and dO tiles into a ring of stages ([`smem`]). Warpgroups 1 and 2 are the consumers
+//! ([`consumer`]), 64 keys each, their dK and dV in registers; each step they recompute P,
+//! form dS, accumulate dV and dK, and add their half of the step's `dS K` to the f32 dQ
+//! accumulator with one bulk reduction ([`epilogue`]). dK and dV are written once at the end.
+//!
+//! Fixed-length calls only; variable-length and deterministic calls run on the `mma.sync`
+//! kernel.
+pub mod consumer;
+pub mod epilogue;
+pub mod producer;
+pub mod smem;
+
+use super::entry_directives;
+use super::gemm::WgElement;
+use super::pipeline::empty_arrivals;
+use crate::arch::barrier::bar_sync;
+use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
+use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
+use crate::arch::mbarrier::mbarrier_init;
+use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
+use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
+use crate::dtype::{Bf16, Element, F16};
+use super::smem::dsmem_base_1024;
+use flashrs_abi::bwd::{BWD_SM90_CONFIGS, BwdSm90Config};
+use flashrs_abi::grid::div_rem;
+use flashrs_abi::{BwdParams, BwdStep};
+use producer::Maps;
+use smem::Smem;
+
+/// A CTA's walk: its keys and the query blocks and heads it visits.
+#[derive(Clone, Copy)]
+pub struct Walk {
+    /// Batch index.
+    pub batch: u32,
+    /// K/V head.
+    pub h_kv: u32,
+    /// First key.
+    pub n0: u32,
+    /// Query heads per K/V head.
+    pub group: u32,
+    /// First query block visited.
+    pub m_first: u32,
+    /// Query blocks visited per head.
+    pub m_count: u32,
+}
+
+impl Walk {
+    /// Steps of the walk.
+    #[inline(always)]
+    pub fn steps(&self) -> u32 {
+        self.m_count * self.group
+    }
+
+    /// Step `i`'s (query head, query block): heads outer, blocks inner.
+    #[inline(always)]
+    pub fn step(&self, i: u32) -> (u32, u32) {
+        let (g, m) = div_rem(i, self.m_count);
+        (self.h_kv * self.group + g, self.m_first + m)
+    }
+}
+
+/// The kernel body. Const generics: element type, padded head dim `D`, query rows per step
+/// `BM`, `STAGES`, and the derived `SN = BM / 2`, `DN = D / 2`, `KP = BM / 16` and register
+/// budgets, which stable Rust cannot compute in array types.
+#[inline(always)]
+unsafe fn flash_bwd_sm90<
+    T: WgElement,
+    const D: usize,
+    const BM: usize,
+    const STAGES: usize,
+    const SN: usize,
+    const DN: usize,
+    const KP: usize,
+    const PREGS: u32,
+    const CREGS: u32,
+>(
+    maps: Maps,
+    p: &BwdParams,
+) {
+    const { assert!(128 * PREGS as usize + 256 * CREGS as usize <= 65536) };
+    let f = &p.fwd;
+    let smem = Smem::<D, BM, STAGES>::new(dsmem_base_1024());
+    let tid = thread_idx_x();
+    if !(tensor_map_aligned(maps.q) && tensor_map_aligned(maps.k) && tensor_map_aligned(maps.v) && tensor_map_aligned(maps.dout)) {
+        unsafe { core::arch::nvptx::trap() };
+    }
+    let heads_kv = div_rem(f.heads_q, f.group).0;
+    let (bh, nb) = div_rem(block_idx_x(), p.n_blocks);
+    let (batch, h_kv) = div_rem(bh, heads_kv);
+    let n0 = nb * BwdSm90Config::BLOCK_N as u32;
+    let m_blocks = f.seqlen_q.div_ceil(BM as u32);
+    // The first query block with a row that sees key n0 (bottom-right causal diagonal).
+    let m_first = if f.causal != 0 {
+        ((n0 as i32 - (f.seqlen_k as i32 - f.seqlen_q as i32)).max(0) as u32 / BM as u32).min(m_blocks)
+    } else {
+        0
+    };
+    let walk = Walk { batch, h_kv, n0, group: f.group, m_first, m_count: m_blocks - m_first };
+    if tid == 0 {
+        unsafe {
+            mbarrier_init(smem.kv_full(), 1);
+            for s in 0..STAGES as u32 {
+                mbarrier_init(smem.q_full(s), 1);
+                mbarrier_init(smem.q_empty(s), empty_arrivals(2));
+            }
+        }
+        fence_mbarrier_init_release_cluster();
+        fence_proxy_async_shared_cta();
+    }
+    bar_sync();
+    let warpgroup = warp_id() / 4;
+    if warpgroup == 0 {
+        setmaxnreg_dec::<PREGS>();
+        if tid == 0 && walk.steps() > 0 {
+            unsafe { producer::run::<D, BM, STAGES>(maps, smem, walk) };
+        }
+    } else {
+        setmaxnreg_inc::<CREGS>();
+        unsafe { consumer::run::<T, D, BM, STAGES, SN, DN, KP>(p, smem, walk, warpgroup - 1, tid % 128) };
+    }
+}
+
+/// Declares one entry per (configuration of [`BWD_SM90_CONFIGS`], element type), each with its
+/// [`flashrs_abi::kernel`] marker.
+macro_rules! bwd_sm90_kernels {
+    ($($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
+        bwd_sm90_kernels!(@one $f16, F16, $idx);
+        bwd_sm90_kernels!(@one $bf16, Bf16, $idx);
+    )*};
+    (@one $name:ident, $t:ty, $idx:literal) => {
+        /// Hopper backward attention's main entry point (see the module docs): Q, K, V and dO
+        /// tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes of `block_m`
+        /// rows for Q and dO and 128 for K and V, 128-byte swizzle), then the parameters.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, _dout: TensorMapParam, p: BwdParams) {
+            const C: BwdSm90Config = BWD_SM90_CONFIGS[$idx];
+            entry_directives::<{ C.threads() }>();
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} 0", s = const BwdStep::MainSm90(C).code(),
+                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
+                    bn = const BwdSm90Config::BLOCK_N, st = const C.stages, options(nomem, nostack, preserves_flags));
+            }
+            let maps = Maps {
+                q: crate::param_tensor_map!($name, 0),
+                k: crate::param_tensor_map!($name, 1),
+                v: crate::param_tensor_map!($name, 2),
+                dout: crate::param_tensor_map!($name, 3),
+            };
+            unsafe {
+                flash_bwd_sm90::<$t, { C.head_dim }, { C.block_m }, { C.stages }, { C.block_m / 2 }, { C.head_dim / 2 },
+                    { C.block_m / 16 }, { C.producer_regs() }, { C.consumer_regs() }>(maps, &p)
+            }
+        }
+    };
+}
+
+bwd_sm90_kernels! {
+    0 => flash_bwd_sm90_f16_d64_64x128s2, flash_bwd_sm90_bf16_d64_64x128s2;
+    1 => flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2;
+}

@@ -1,0 +1,53 @@
+//! The producer: one thread of the producer warpgroup issues every TMA load of the CTA: K and
+//! V once, then per step of the walk the step's Q and dO tiles into the next stage of the ring
+//! (after the consumers released its previous fill). Rows past the sequence arrive as zeros.
+use super::Walk;
+use super::smem::Smem;
+use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
+use crate::arch::tma::{TensorMap, prefetch_tensormap};
+use crate::hopper::pipeline::{PipeState, wait_empty};
+use crate::hopper::producer::load_tile;
+use flashrs_abi::BwdSm90Config;
+
+/// The CTA's tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes, 128-byte
+/// swizzle).
+#[derive(Clone, Copy)]
+pub struct Maps {
+    /// Q, boxes of `block_m` rows.
+    pub q: *const TensorMap,
+    /// K, boxes of 128 rows.
+    pub k: *const TensorMap,
+    /// V, boxes of 128 rows.
+    pub v: *const TensorMap,
+    /// dO, boxes of `block_m` rows.
+    pub dout: *const TensorMap,
+}
+
+/// Runs the producer (one thread) over the CTA's walk.
+#[inline(always)]
+pub unsafe fn run<const D: usize, const BM: usize, const STAGES: usize>(maps: Maps, smem: Smem<D, BM, STAGES>, w: Walk) {
+    const BN: usize = BwdSm90Config::BLOCK_N;
+    unsafe {
+        prefetch_tensormap(maps.q);
+        prefetch_tensormap(maps.k);
+        prefetch_tensormap(maps.v);
+        prefetch_tensormap(maps.dout);
+        let kv = smem.kv_full();
+        mbarrier_arrive_expect_tx(kv, (2 * BN * D * 2) as u32);
+        load_tile::<D, BN>(smem.k(), maps.k, w.n0, w.h_kv, w.batch, kv);
+        load_tile::<D, BN>(smem.v(), maps.v, w.n0, w.h_kv, w.batch, kv);
+    }
+    let mut pipe = PipeState::<STAGES>::new();
+    for i in 0..w.steps() {
+        let (h, m) = w.step(i);
+        let row = m * BM as u32;
+        let full = smem.q_full(pipe.stage);
+        unsafe {
+            wait_empty(smem.q_empty(pipe.stage), pipe.phase);
+            mbarrier_arrive_expect_tx(full, (2 * BM * D * 2) as u32);
+            load_tile::<D, BM>(smem.q(pipe.stage), maps.q, row, h, w.batch, full);
+            load_tile::<D, BM>(smem.dout(pipe.stage), maps.dout, row, h, w.batch, full);
+        }
+        pipe.advance();
+    }
+}
