@@ -78,16 +78,25 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
-        // The (batch, head)'s log-sum-exp and dsum rows; columns past seqlen_q are padding
-        // (zero Q and dO rows) whose P must be 0.
+        // The (batch, head)'s log-sum-exp and dsum rows, per column the thread holds (`8i + 2t
+        // + j` at `2i + j`), loaded while the GEMMs run; columns past seqlen_q are padding (zero
+        // Q and dO rows) whose P must be 0.
         let row0 = (w.batch * f.heads_q + h) as usize * seqlen_q as usize;
         let (lse_row, dsum_row) = unsafe { ((f.lse as *const f32).add(row0), (p.dsum as *const f32).add(row0)) };
+        let column = |i: usize, j: usize| m0 + 8 * i as u32 + 2 * t + j as u32;
+        let per_column = |row: *const f32, pad: f32| -> [f32; 16] {
+            core::array::from_fn(|x| {
+                let q = column(x / 2, x % 2);
+                if q < seqlen_q { unsafe { *row.add(q as usize) } } else { pad }
+            })
+        };
+        let lses = per_column(lse_row, f32::INFINITY);
         let diagonal = causal && w.n0 as i32 + 64 * wg as i32 + 63 > m0 as i32 + offset;
         wait::<1, SN>(&mut s);
         for i in 0..SN / 4 {
             for j in 0..2 {
-                let q = m0 + 8 * i as u32 + 2 * t + j as u32;
-                let base = if q < seqlen_q { lse::neg_lse_base(unsafe { *lse_row.add(q as usize) }) } else { f32::NEG_INFINITY };
+                let q = column(i, j);
+                let base = lse::neg_lse_base(lses[2 * i + j]);
                 for hh in 0..2 {
                     let e = 4 * i + 2 * hh + j;
                     if diagonal && key + 8 * hh as i32 > q as i32 + offset {
@@ -99,11 +108,11 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         }
         // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
         let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
+        let dsums = per_column(dsum_row, 0.0);
         wait::<0, SN>(&mut dp);
         for i in 0..SN / 4 {
             for j in 0..2 {
-                let q = m0 + 8 * i as u32 + 2 * t + j as u32;
-                let dsum = if q < seqlen_q { unsafe { *dsum_row.add(q as usize) } } else { 0.0 };
+                let dsum = dsums[2 * i + j];
                 for hh in 0..2 {
                     let e = 4 * i + 2 * hh + j;
                     let p = T::unpack2(pf[e / 8][(e % 8) / 2])[e % 2];
