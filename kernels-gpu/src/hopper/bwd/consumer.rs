@@ -8,10 +8,16 @@
 //! S^T = K Q^T, dP^T = V dO^T       (SS wgmmas, m64 x BM, issued together)
 //! P^T = exp(scale S^T - lse)       (lse per column; masked scores give 0)
 //! dS^T = P^T (dP^T - dsum)
-//! dV += P^T dO, dK += dS^T Q       (RS wgmmas from the packed P^T, dS^T)
 //! dS^T -> shared memory; barrier of both consumers
 //! dQ part = dS K                   (SS wgmma, both MN-major: 64 x 64 of the step's BM x D)
+//! dV += P^T dO, dK += dS^T Q       (RS wgmmas from the packed P^T, dS^T)
 //! ```
+//!
+//! At head_dim 64 the dQ part is issued first and leaves (staged, one bulk reduction) while the
+//! tensor cores still run dV and dK; at head_dim 128, whose warpgroups wait for each other's
+//! dS^T, dV and dK are issued before that barrier, so the tensor cores have work during it
+//! (and dK after the dQ part would need more registers than there are: measured, ordering it
+//! so spills).
 //!
 //! The accumulator layout is [`crate::hopper::mask`]'s with rows = keys (`16 warp + g + 8h`)
 //! and columns = query rows (`8i + 2t + j`). The two warpgroups split the step's 64 x D dQ into
@@ -121,9 +127,13 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             }
         }
         let mut dsf: [FragA; KP] = pack_p::<T, SN, KP>(&dp);
-        unsafe {
-            gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);
-            gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
+        if !split_keys {
+            // Issued before the barrier both warpgroups meet at, so the tensor cores have
+            // work while they wait for each other.
+            unsafe {
+                gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);
+                gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
+            }
         }
         // dS^T into shared memory: fragment register r of k-step kk holds key row g + 8 (r % 2),
         // query columns 8 (2 kk + r / 2) + 2t, 2t + 1.
@@ -148,14 +158,28 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             bar_sync_named(DS_BARRIER, 256);
             unsafe { gemm_tt_n64::<T, 8>(&mut dq, ds, k_at) };
         }
-        wait::<0, 32>(&mut dq);
-        wgmma_fence_operands(&mut dv);
+        unsafe {
+            if split_keys {
+                gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);
+                gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
+            }
+        }
+        // At head_dim 64 the dQ part leaves while the tensor cores run dV and dK.
+        let chunk = ((w.batch * f.heads_q + h) * seqlen_q.div_ceil(64) + m0 / 64) * (D / 64) as u32 + dq_col / 64;
+        let accum = unsafe { (p.dq_accum as *mut f32).add(chunk as usize * 4096) };
+        if split_keys {
+            wait::<2, 32>(&mut dq);
+            unsafe { add_dq(&dq, smem.dq(wg), accum, wg, tid) };
+            wait::<0, DN>(&mut dv);
+        } else {
+            wait::<0, 32>(&mut dq);
+            wgmma_fence_operands(&mut dv);
+        }
         wgmma_fence_operands(&mut dk);
         unsafe { release(smem.q_empty(pipe.stage), lane) };
         pipe.advance();
-        {
-            let chunk = ((w.batch * f.heads_q + h) * seqlen_q.div_ceil(64) + m0 / 64) * (D / 64) as u32 + dq_col / 64;
-            unsafe { add_dq(&dq, smem.dq(wg), (p.dq_accum as *mut f32).add(chunk as usize * 4096), wg, tid) };
+        if !split_keys {
+            unsafe { add_dq(&dq, smem.dq(wg), accum, wg, tid) };
         }
     }
     if tid == 0 {
