@@ -1,7 +1,8 @@
 //! The backward pass: dQ, dK and dV from Q, K, V, the forward's output and log-sum-exp, and dO.
 //!
 //! Planned like the forward (validate → choose a kernel → a checked plan, [`BackwardPlan`]) and
-//! launched as three kernels on one stream ([`flashrs_abi::bwd`] describes them) with one
+//! launched as three kernels on one stream (on sm_90a the main one is the Hopper kernel where it
+//! takes the call) ([`flashrs_abi::bwd`] describes them) with one
 //! workspace: the f32 dQ accumulator and `dot(dO, O)` per (batch, head, query row), O(batch x
 //! seqlen x heads x head_dim), and in deterministic mode one counter per query block.
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
@@ -280,7 +281,8 @@ impl Gpu {
     /// tensor's strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V
     /// head's query heads. Rows that see no key get zero dQ; keys no row sees get zero dK and
     /// dV. Memory beyond the buffers: a workspace of `(head_dim padded to 64/128/256 + 1)` f32
-    /// per (batch, head, query row). With [`AttentionParams::deterministic`], every gradient
+    /// per (batch, head, query row), the rows rounded up to 64 per (batch, head) on the Hopper
+    /// kernel. With [`AttentionParams::deterministic`], every gradient
     /// is bit-identical from run to run.
     ///
     /// Returns the first validation error without launching anything (every buffer is

@@ -6,7 +6,8 @@
 //! * [`layout`]: shared-memory layouts (swizzles) and tile copies built on the wrappers.
 //! * [`fwd`]: the FlashAttention-2-style forward kernel (mma.sync path, sm_80+).
 //! * [`bwd`]: the FlashAttention-2-style backward kernels (mma.sync path, sm_80+).
-//! * `hopper`: the FlashAttention-3-style forward kernel (TMA, wgmma; sm_90a builds only).
+//! * `hopper`: the FlashAttention-3-style forward and backward kernels (TMA, wgmma; sm_90a
+//!   builds only).
 //! * [`lse`] and [`mask`]: the softmax, log-sum-exp and masking arithmetic both share.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
 //! * [`bench`]: a spin kernel the benchmark's queued timing holds the stream with.
