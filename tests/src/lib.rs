@@ -133,3 +133,15 @@ pub fn planning_index(ptr: u64, len: usize) -> flashrs::DeviceIndex<'static> {
     // SAFETY: only planned, never launched (see above).
     unsafe { flashrs::DeviceIndex::from_raw(ptr, len) }
 }
+
+/// `v` rounded to f16 (`mode` 0) or bf16 (`mode` 1), as the probe kernels' `mode` selects: its
+/// bits and its exact value.
+pub fn encode_16(mode: u32, v: f32) -> (u16, f64) {
+    if mode == 1 {
+        let h = half::bf16::from_f32(v);
+        (h.to_bits(), h.to_f32() as f64)
+    } else {
+        let h = half::f16::from_f32(v);
+        (h.to_bits(), h.to_f32() as f64)
+    }
+}

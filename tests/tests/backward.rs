@@ -146,15 +146,7 @@ fn probe_wgmma_mn_major_a_and_b() {
     let func = func_module.get_function("probe_wgmma_tt_m64n64k16").unwrap();
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(0x77);
     for mode in 0..2u32 {
-        let enc = |v: f32| -> (u16, f64) {
-            if mode == 1 {
-                let h = half::bf16::from_f32(v);
-                (h.to_bits(), h.to_f32() as f64)
-            } else {
-                let h = half::f16::from_f32(v);
-                (h.to_bits(), h.to_f32() as f64)
-            }
-        };
+        let enc = |v: f32| flashrs_tests::encode_16(mode, v);
         let mut value = || rand::Rng::random_range(&mut rng, -1.0f32..1.0);
         // a_t[k][m] = A[m][k], b[k][n]: both 64 x 64 row-major.
         let (at_bits, at): (Vec<u16>, Vec<f64>) = (0..64 * 64).map(|_| enc(value())).unzip();

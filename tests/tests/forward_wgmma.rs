@@ -39,15 +39,7 @@ fn a1_probe_wgmma_n_major_b() {
     for n in [64usize, 128, 256] {
         let func = module.get_function(&format!("probe_wgmma_tb_m64n{n}k16")).unwrap();
         for mode in 0..2u32 {
-            let enc = |v: f32| -> (u16, f64) {
-                if mode == 1 {
-                    let h = half::bf16::from_f32(v);
-                    (h.to_bits(), h.to_f32() as f64)
-                } else {
-                    let h = half::f16::from_f32(v);
-                    (h.to_bits(), h.to_f32() as f64)
-                }
-            };
+            let enc = |v: f32| flashrs_tests::encode_16(mode, v);
             let mut value = || -> f32 { rng.random_range(0.25f32..1.0) * if rng.random::<bool>() { 1.0 } else { -1.0 } };
             let (a_bits, a): (Vec<u16>, Vec<f64>) = (0..64 * k).map(|_| enc(value())).unzip();
             let (b_bits, b): (Vec<u16>, Vec<f64>) = (0..k * n).map(|_| enc(value())).unzip();

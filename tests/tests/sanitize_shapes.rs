@@ -136,6 +136,10 @@ fn sanitize_backward() {
             cases.push(c);
         }
     }
+    // Walks of several steps (both stages and both dS^T tiles of the Hopper kernel reused).
+    for d in [64, 128] {
+        cases.push(GradCase::batched(1, 300, 260, 4, 2, d, false, DType::Bf16));
+    }
     // Deterministic mode's ordered turns.
     let mut c = GradCase::batched(2, 130, 200, 4, 2, 128, false, DType::Bf16);
     c.deterministic = true;

@@ -33,8 +33,6 @@ pub mod scheduler;
 pub mod smem;
 pub mod softmax;
 
-use crate::arch::barrier::bar_sync;
-use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
 use crate::arch::ids::{thread_idx_x, warp_id};
 use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
@@ -43,7 +41,7 @@ use crate::dtype::{Bf16, Element, F16};
 use flashrs_abi::FwdParams;
 use flashrs_abi::sm90::{CONFIGS, HopperConfig};
 use gemm::WgElement;
-use pipeline::empty_arrivals;
+use pipeline::{empty_arrivals, init_barriers};
 use producer::Maps;
 use smem::{Smem, dsmem_base_1024};
 
@@ -95,7 +93,7 @@ unsafe fn flash_fwd_sm90<
     if !(tensor_map_aligned(maps.q) && tensor_map_aligned(maps.k) && tensor_map_aligned(maps.v)) {
         unsafe { core::arch::nvptx::trap() };
     }
-    if tid == 0 {
+    init_barriers(tid, || {
         let empty = empty_arrivals(BM / 64);
         unsafe {
             for b in 0..Smem::<D, BM, BN, STAGES>::Q_BUFFERS {
@@ -109,11 +107,7 @@ unsafe fn flash_fwd_sm90<
                 mbarrier_init(smem.v_empty(s), empty);
             }
         }
-        // The TMA unit signals the barriers through the async proxy: publish the inits to it.
-        fence_mbarrier_init_release_cluster();
-        fence_proxy_async_shared_cta();
-    }
-    bar_sync();
+    });
     let warpgroup = warp_id() / 4;
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();

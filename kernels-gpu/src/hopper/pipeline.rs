@@ -6,6 +6,8 @@
 //! (one arrival per consumer warp). Waits are by phase parity: consumers wait for "full" with
 //! the fill's parity, the producer waits for "empty" with the opposite parity, which a fresh
 //! barrier passes at once (the stage starts empty).
+use crate::arch::barrier::bar_sync;
+use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
 use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_wait_parity};
 
 /// Arrivals that release a stage (or the Q tile) with `consumers` consumer warpgroups: one per
@@ -61,4 +63,17 @@ pub unsafe fn release(empty: u32, lane: u32) {
     if lane == 0 {
         unsafe { mbarrier_arrive(empty) };
     }
+}
+
+/// Thread `tid` 0 initialises the CTA's mbarriers (`init`) and publishes the inits to the async
+/// proxy, through which the TMA unit signals them; then the whole CTA syncs, after which every
+/// thread may use them.
+#[inline(always)]
+pub fn init_barriers(tid: u32, init: impl FnOnce()) {
+    if tid == 0 {
+        init();
+        fence_mbarrier_init_release_cluster();
+        fence_proxy_async_shared_cta();
+    }
+    bar_sync();
 }

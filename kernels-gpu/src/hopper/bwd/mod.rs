@@ -21,9 +21,7 @@ pub mod smem;
 
 use super::entry_directives;
 use super::gemm::WgElement;
-use super::pipeline::empty_arrivals;
-use crate::arch::barrier::bar_sync;
-use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
+use super::pipeline::{empty_arrivals, init_barriers};
 use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
 use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
@@ -105,18 +103,13 @@ unsafe fn flash_bwd_sm90<
         0
     };
     let walk = Walk { batch, h_kv, n0, group: f.group, m_first, m_count: m_blocks - m_first };
-    if tid == 0 {
-        unsafe {
-            mbarrier_init(smem.kv_full(), 1);
-            for s in 0..STAGES as u32 {
-                mbarrier_init(smem.q_full(s), 1);
-                mbarrier_init(smem.q_empty(s), empty_arrivals(2));
-            }
+    init_barriers(tid, || unsafe {
+        mbarrier_init(smem.kv_full(), 1);
+        for s in 0..STAGES as u32 {
+            mbarrier_init(smem.q_full(s), 1);
+            mbarrier_init(smem.q_empty(s), empty_arrivals(2));
         }
-        fence_mbarrier_init_release_cluster();
-        fence_proxy_async_shared_cta();
-    }
-    bar_sync();
+    });
     let warpgroup = warp_id() / 4;
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
