@@ -86,8 +86,9 @@ pub struct BwdParams {
 ///   warpgroup's `m64n64` wgmma accumulator holds them, so that a warpgroup stages its part
 ///   with conflict-free 16-byte stores and adds it with one bulk reduction: value (row `r`,
 ///   column `c`) of a chunk is at `(x / 4) * 512 + thread * 4 + x % 4`, where `thread =
-///   32 (r / 16) + 4 (r % 8) + (c % 8) / 2` and `x = 4 (c / 8) + 2 ((r / 8) % 2) + c % 2`.
-///   Chunks are ordered `[batch, heads_q, ceil(seqlen_q / 64), accum_dim / 64]`.
+///   32 (r / 16) + 4 (r % 8) + (c % 8) / 2` and `x = 4 (c / 8) + 2 ((r / 8) % 2) + c % 2`
+///   ([`AccumLayout::fragment_index`]); chunks are ordered as [`AccumLayout::fragment_chunk`]
+///   says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AccumLayout {
     /// One row per log-sum-exp row.
@@ -97,6 +98,17 @@ pub enum AccumLayout {
 }
 
 impl AccumLayout {
+    /// Values in a `Fragments` chunk (64 rows x 64 columns).
+    pub const CHUNK: usize = 64 * 64;
+
+    /// Index of the `Fragments` chunk holding sequence row `row`, column `col` of the
+    /// `seqlen_q` x `accum_dim` rows of (batch, query head) number `batch_head` (`batch *
+    /// heads_q + head`): chunks are ordered `[batch, heads_q, ceil(seqlen_q / 64), accum_dim /
+    /// 64]`. Its first value is [`Self::CHUNK`] times this into the accumulator.
+    pub const fn fragment_chunk(batch_head: usize, seqlen_q: usize, accum_dim: usize, row: usize, col: usize) -> usize {
+        (batch_head * seqlen_q.div_ceil(64) + row / 64) * (accum_dim / 64) + col / 64
+    }
+
     /// Index of value (`row`, `col`) within a `Fragments` chunk (`row`, `col` < 64).
     pub const fn fragment_index(row: usize, col: usize) -> usize {
         let thread = 32 * (row / 16) + 4 * (row % 8) + (col % 8) / 2;
@@ -289,5 +301,8 @@ mod tests {
         // Its value 4 (column group 1) is a 512-value group further.
         assert_eq!(AccumLayout::fragment_index(1, 10), 512 + 20);
         assert!(BWD_SM90_CONFIGS.iter().all(|c| c.smem_bytes() <= 200 * 1024));
+        // (batch, head) 3 of 100 rows (2 row blocks) x 128 columns (2 groups): row 70, column
+        // 65 is in its second row block's second group.
+        assert_eq!(AccumLayout::fragment_chunk(3, 100, 128, 70, 65), (3 * 2 + 1) * 2 + 1);
     }
 }

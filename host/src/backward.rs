@@ -17,7 +17,7 @@ use crate::device::Gpu;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::Kv;
-use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
+use crate::memory::{DeviceRead, DeviceWrite, LaunchStream};
 use crate::launch::encode_map;
 use crate::params::{AttentionParams, KernelChoice, Strides};
 use crate::select::tma_describable;
@@ -210,8 +210,8 @@ impl AttentionParams<'_> {
             AccumLayout::Rows => row_warps * padded as u128,
             AccumLayout::Fragments => p.batch as u128 * hq as u128 * p.seqlen_q.div_ceil(64) as u128 * 64 * padded as u128,
         };
-        // The accumulator's chunks are indexed in 32 bits (in units of 4096 values).
-        limit("dQ accumulator chunks", accum_len / 4096)?;
+        // Chunk counts within the kernels' 32-bit range, as their other indices.
+        limit("dQ accumulator chunks", accum_len / AccumLayout::CHUNK as u128)?;
         let fwd = FwdParams {
             q: bufs.q.ptr,
             k: bufs.k.ptr,
@@ -315,14 +315,9 @@ impl Gpu {
         DK: DeviceWrite<T, S> + ?Sized,
         DV: DeviceWrite<T, S> + ?Sized,
     {
-        self.make_current()?;
-        self.check_stream(stream.raw())?;
-        let mut g = Guards::default();
+        let mut g = self.enter_typed_call(stream, params)?;
         let bufs = Buffers::new(T::DTYPE, q.read(stream, &mut g), k.read(stream, &mut g), v.read(stream, &mut g), out.read(stream, &mut g)).lse(lse.read(stream, &mut g));
         let grads = GradBuffers::new(dout.read(stream, &mut g), dq.write(stream, &mut g), dk.write(stream, &mut g), dv.write(stream, &mut g));
-        for index in params.layout.device_indices() {
-            stream.track(&index, &mut g);
-        }
         let plan = self.plan_backward(params, &bufs, &grads)?;
         // SAFETY: the plan checked every address against these borrowed buffers and the index
         // arrays `params` borrows; the stream is this context's.

@@ -13,6 +13,19 @@ use crate::params::AttentionParams;
 use crate::plan::{LaunchPlan, plan};
 
 impl Gpu {
+    /// What every typed entry point does before it reads its buffers: this GPU's context made
+    /// current, `stream` checked to be one of it, and the index arrays `params` borrows
+    /// tracked for `stream` in the guards it returns (the buffers' go into them too).
+    pub(crate) fn enter_typed_call<'a, S: LaunchStream + ?Sized>(&self, stream: &'a S, params: &AttentionParams<'a>) -> Result<Guards<'a>> {
+        self.make_current()?;
+        self.check_stream(stream.raw())?;
+        let mut guards = Guards::default();
+        for index in params.layout.device_indices() {
+            stream.track(&index, &mut guards);
+        }
+        Ok(guards)
+    }
+
     /// [`AttentionParams::plan`] for this GPU ([`Gpu::target`]), counting its CTA slots per
     /// kernel with the driver's occupancy calculator. Pure host code apart from that query.
     pub fn plan_forward(&self, params: &AttentionParams, bufs: &Buffers) -> Result<LaunchPlan> {
@@ -65,14 +78,9 @@ impl Gpu {
         V: DeviceRead<T, S> + ?Sized,
         O: DeviceWrite<T, S> + ?Sized,
     {
-        self.make_current()?;
-        self.check_stream(stream.raw())?;
-        let mut guards = Guards::default();
+        let mut guards = self.enter_typed_call(stream, params)?;
         let mut bufs = Buffers::new(T::DTYPE, q.read(stream, &mut guards), k.read(stream, &mut guards), v.read(stream, &mut guards), out.write(stream, &mut guards));
         bufs.lse = lse.map(|l| l.write(stream, &mut guards));
-        for index in params.layout.device_indices() {
-            stream.track(&index, &mut guards);
-        }
         let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked every address the kernel forms against these borrowed
         // buffers and the index arrays `params` borrows; the stream is this context's.

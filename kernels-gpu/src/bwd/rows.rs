@@ -7,7 +7,7 @@
 use crate::arch::shfl::warp_sum_f32;
 use crate::arch::ids::{block_idx_x, thread_idx_x};
 use crate::dtype::Element;
-use flashrs_abi::BwdParams;
+use flashrs_abi::{AccumLayout, BwdParams};
 use flashrs_abi::bwd::BWD_ROW_THREADS;
 use flashrs_abi::grid::div_rem;
 
@@ -113,9 +113,8 @@ pub unsafe fn dq_fragments<T: Element>(p: &BwdParams) {
         return;
     }
     let (s, col) = (row.s as usize, lane * 8);
-    let groups = p.accum_dim as usize / 64;
-    let block = ((row.b as usize * f.heads_q as usize + row.h as usize) * (f.seqlen_q as usize).div_ceil(64) + s / 64) * groups + col / 64;
-    let first = block * 4096 + flashrs_abi::AccumLayout::fragment_index(s % 64, col % 64);
+    let chunk = AccumLayout::fragment_chunk(row.b as usize * f.heads_q as usize + row.h as usize, f.seqlen_q as usize, p.accum_dim as usize, s, col);
+    let first = chunk * AccumLayout::CHUNK + AccumLayout::fragment_index(s % 64, col % 64);
     let accum = p.dq_accum as *const f32;
     let mut out = [0u32; 4];
     for (t, o) in out.iter_mut().enumerate() {

@@ -35,7 +35,7 @@ use crate::arch::wgmma::{FragA, wgmma_fence_operands};
 use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
 use crate::hopper::pipeline::{PipeState, release, wait_full};
 use crate::lse;
-use flashrs_abi::BwdParams;
+use flashrs_abi::{AccumLayout, BwdParams};
 
 /// Named barrier of both consumer warpgroups (256 threads): dS^T is in shared memory.
 const DS_BARRIER: u32 = 3;
@@ -165,8 +165,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             }
         }
         // At head_dim 64 the dQ part leaves while the tensor cores run dV and dK.
-        let chunk = ((w.batch * f.heads_q + h) * seqlen_q.div_ceil(64) + m0 / 64) * (D / 64) as u32 + dq_col / 64;
-        let accum = unsafe { (p.dq_accum as *mut f32).add(chunk as usize * 4096) };
+        let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, seqlen_q as usize, D, m0 as usize, dq_col as usize);
+        let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
         if split_keys {
             wait::<2, 32>(&mut dq);
             unsafe { add_dq(&dq, smem.dq(wg), accum, wg, tid) };

@@ -5,6 +5,7 @@ use crate::arch::bulk::{cp_async_bulk_commit_group, cp_async_bulk_wait_group_rea
 use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::smem::st_shared_v4;
 use crate::dtype::Element;
+use flashrs_abi::AccumLayout;
 
 /// Adds warpgroup `wg`'s 64 x 64 dQ part (an `m64n64` accumulator) to its accumulator chunk
 /// `dst` ([`flashrs_abi::AccumLayout::Fragments`]: the registers' own order, so the staging
@@ -25,7 +26,7 @@ pub unsafe fn add_dq(dq: &[f32; 32], staged: u32, dst: *mut f32, wg: u32, tid: u
     fence_proxy_async_shared_cta();
     bar_sync_named(barrier, 128);
     if tid == 0 {
-        unsafe { cp_reduce_async_bulk_add_f32(dst, staged, 64 * 64 * 4) };
+        unsafe { cp_reduce_async_bulk_add_f32(dst, staged, (AccumLayout::CHUNK * 4) as u32) };
         cp_async_bulk_commit_group();
     }
 }

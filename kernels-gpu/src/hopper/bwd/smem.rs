@@ -9,7 +9,7 @@
 //! (a row's swizzle phase is the lane's `g`), and `dQ = dS K` reads it MN-major. Two of them,
 //! so that a warpgroup may write step `i + 1`'s while the other still reads step `i`'s. Every
 //! tile starts on a 1024-byte boundary (the swizzle's period).
-use flashrs_abi::BwdSm90Config;
+use flashrs_abi::{AccumLayout, BwdSm90Config};
 
 /// The CTA's dynamic shared memory for head dimension `D`, `BM` query rows per step and
 /// `STAGES` query-side stages (layout: see the module docs and
@@ -24,7 +24,7 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     const KV_BYTES: u32 = (Self::BN * D * 2) as u32;
     const Q_BYTES: u32 = (BM * D * 2) as u32;
     const DS_BYTES: u32 = (Self::BN * BM * 2) as u32;
-    const DQ_BYTES: u32 = 64 * 64 * 4;
+    const DQ_BYTES: u32 = (AccumLayout::CHUNK * 4) as u32;
     const Q: u32 = 2 * Self::KV_BYTES;
     const DO: u32 = Self::Q + STAGES as u32 * Self::Q_BYTES;
     const DS: u32 = Self::DO + STAGES as u32 * Self::Q_BYTES;
