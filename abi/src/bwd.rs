@@ -29,10 +29,9 @@ use crate::params::FwdParams;
 /// contiguous): dO is laid out like O, dQ like Q, dK and dV like K and V.
 ///
 /// The workspace holds the f32 dQ accumulator ([`BwdParams::accum_len`] values, in one of two
-/// layouts, see [`AccumLayout`]), then per (batch, query head, query row) in the
-/// log-sum-exp's order (`[batch, heads_q, seqlen_q]`, or `[heads_q, total_q]` for
-/// variable-length launches) the f32 `dsum`; and in deterministic mode one u32 semaphore per
-/// (batch, query head, query block).
+/// layouts, see [`AccumLayout`]), then the per-row statistics the prep kernel writes (the f32
+/// `dsum`, laid out as the accumulator layout says); and in deterministic mode one u32
+/// semaphore per (batch, query head, query block).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BwdParams {
@@ -58,7 +57,8 @@ pub struct BwdParams {
     pub dq_accum: u64,
     /// Values in the dQ accumulator (the prep kernel zeroes them all).
     pub accum_len: u64,
-    /// Device address of the f32 `dot(dO, O)` per log-sum-exp row.
+    /// Device address of the per-row statistics: the f32 `dot(dO, O)` of each log-sum-exp row,
+    /// and with [`AccumLayout::Fragments`] beside it the row's log-sum-exp base (see there).
     pub dsum: u64,
     /// Deterministic mode: device address of one u32 per (batch, query head, query block),
     /// `[batch * heads_q, m_blocks]`, zeroed by the prep kernel; each key block adds its dQ
@@ -89,6 +89,15 @@ pub struct BwdParams {
 ///   32 (r / 16) + 4 (r % 8) + (c % 8) / 2` and `x = 4 (c / 8) + 2 ((r / 8) % 2) + c % 2`
 ///   ([`AccumLayout::fragment_index`]); chunks are ordered as [`AccumLayout::fragment_chunk`]
 ///   says.
+///
+/// The layout also sets where the prep kernel leaves each row's statistics ([`BwdParams::dsum`]):
+/// with `Rows` the `dsum` in the log-sum-exp's order (`[batch, heads_q, seqlen_q]`, or
+/// `[heads_q, total_q]` for variable-length launches); with `Fragments` per (batch, query head,
+/// 64-row block) 128 f32, the rows' `-lse * log2 e` (`-inf` for a row that saw no key) and then
+/// their `dsum`, with the block's rows past `seqlen_q` at `-inf` and 0
+/// ([`AccumLayout::fragment_stats`]): 512 aligned bytes per step, which the Hopper kernel's
+/// producer copies into shared memory beside the step's Q and dO, and whose padding makes the
+/// padding rows' probabilities 0 without a bounds check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AccumLayout {
     /// One row per log-sum-exp row.
@@ -107,6 +116,15 @@ impl AccumLayout {
     /// 64]`. Its first value is [`Self::CHUNK`] times this into the accumulator.
     pub const fn fragment_chunk(batch_head: usize, seqlen_q: usize, accum_dim: usize, row: usize, col: usize) -> usize {
         (batch_head * seqlen_q.div_ceil(64) + row / 64) * (accum_dim / 64) + col / 64
+    }
+
+    /// f32 of `Fragments` statistics per 64-row block: 64 log-sum-exp bases, 64 dsums.
+    pub const STATS: usize = 128;
+
+    /// Index of sequence row `row`'s log-sum-exp base in the `Fragments` statistics of (batch,
+    /// query head) number `batch_head`; its dsum is 64 further.
+    pub const fn fragment_stats(batch_head: usize, seqlen_q: usize, row: usize) -> usize {
+        (batch_head * seqlen_q.div_ceil(64) + row / 64) * Self::STATS + row % 64
     }
 
     /// Index of value (`row`, `col`) within a `Fragments` chunk (`row`, `col` < 64).
@@ -147,10 +165,11 @@ impl BwdSm90Config {
     }
     /// Dynamic shared memory in bytes: 1024 of alignment slack, K and V, the Q and dO stages,
     /// two dS^T tiles (`BLOCK_N x block_m`), the two warpgroups' f32 dQ staging (64 x 64
+    /// each), the stages' row statistics ([`AccumLayout::fragment_stats`], 2 x `block_m` f32
     /// each), 1024 for the mbarriers.
     pub const fn smem_bytes(&self) -> usize {
         let (d, m, n) = (self.head_dim, self.block_m, Self::BLOCK_N);
-        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + 2 * n * m * 2 + 2 * 64 * 64 * 4 + 1024
+        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + 2 * n * m * 2 + 2 * 64 * 64 * 4 + self.stages * 2 * m * 4 + 1024
     }
     /// True when the kernel body takes the shape: 64-row steps, whose `dQ = dS K` the two
     /// consumer warpgroups split into 64 x 64 parts (head_dim 128: 64 columns each over all
@@ -284,6 +303,21 @@ mod tests {
         assert!(BWD_CONFIGS[4].smem_bytes() <= 99 * 1024 && BWD_CONFIGS[3].smem_bytes() <= 163 * 1024);
         assert!(!BwdConfig { head_dim: 64, block_m: 48, block_n: 128, stages: 2 }.is_valid());
         assert!(!BwdConfig { head_dim: 64, block_m: 64, block_n: 32, stages: 2 }.is_valid());
+    }
+
+    #[test]
+    fn fragment_stats_blocks_are_whole_and_aligned() {
+        // 1000 rows: 16 blocks per (batch, head), the last with 40 rows and 24 padding rows.
+        let (sq, blocks) = (1000, 16);
+        for bh in [0, 1, 7] {
+            for row in [0, 63, 64, 999] {
+                let i = AccumLayout::fragment_stats(bh, sq, row);
+                assert_eq!(i, (bh * blocks + row / 64) * 128 + row % 64);
+                // A step's block starts on 512 bytes (a bulk copy's 16 with room to spare).
+                assert_eq!((i - row % 64) * 4 % 512, 0);
+            }
+        }
+        assert_eq!(AccumLayout::fragment_stats(1, sq, 0), AccumLayout::fragment_stats(0, sq, 999) + 128 - 999 % 64);
     }
 
     #[test]

@@ -126,8 +126,9 @@ pub enum Kernel {
 /// The three launches of a backward call (see [`crate::bwd`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BwdStep {
-    /// `dot(dO, O)` per row; zeroes the dQ accumulator.
-    Prep,
+    /// `dot(dO, O)` per row, in the statistics layout of the accumulator layout's main kernel
+    /// (see [`AccumLayout`]); zeroes the dQ accumulator.
+    Prep(AccumLayout),
     /// dK, dV and the dQ accumulator (rows), `mma.sync`, in one of [`BWD_CONFIGS`].
     Main(BwdConfig),
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
@@ -141,28 +142,30 @@ impl BwdStep {
     /// Number of this step in kernel markers.
     pub const fn code(self) -> u32 {
         match self {
-            BwdStep::Prep => 0,
+            BwdStep::Prep(AccumLayout::Rows) => 0,
             BwdStep::Main(_) => 1,
             BwdStep::Dq(AccumLayout::Rows) => 2,
             BwdStep::MainSm90(_) => 3,
             BwdStep::Dq(AccumLayout::Fragments) => 4,
+            BwdStep::Prep(AccumLayout::Fragments) => 5,
         }
     }
 
-    /// The accumulator layout a main step leaves (and its dQ step reads); `None` for the
-    /// others.
-    pub const fn accum_layout(self) -> Option<AccumLayout> {
+    /// The accumulator layout the step works in: the one a main step leaves, which its prep
+    /// step prepares for and its dQ step reads.
+    pub const fn accum_layout(self) -> AccumLayout {
         match self {
-            BwdStep::Main(_) => Some(AccumLayout::Rows),
-            BwdStep::MainSm90(_) => Some(AccumLayout::Fragments),
-            BwdStep::Prep | BwdStep::Dq(_) => None,
+            BwdStep::Main(_) => AccumLayout::Rows,
+            BwdStep::MainSm90(_) => AccumLayout::Fragments,
+            BwdStep::Prep(l) | BwdStep::Dq(l) => l,
         }
     }
 
     /// Every backward step the device crate instantiates.
     fn all() -> impl Iterator<Item = BwdStep> + Clone {
-        [BwdStep::Prep, BwdStep::Dq(AccumLayout::Rows), BwdStep::Dq(AccumLayout::Fragments)]
+        [AccumLayout::Rows, AccumLayout::Fragments]
             .into_iter()
+            .flat_map(|l| [BwdStep::Prep(l), BwdStep::Dq(l)])
             .chain(BWD_CONFIGS.into_iter().map(BwdStep::Main))
             .chain(BWD_SM90_CONFIGS.into_iter().map(BwdStep::MainSm90))
     }
@@ -299,11 +302,12 @@ impl Kernel {
                 let none = BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 };
                 let sm90 = BwdSm90Config { head_dim: n[2], block_m: n[3], stages: n[5] };
                 let step = match (n[0], n[6]) {
-                    (0, 0) if config == none => BwdStep::Prep,
+                    (0, 0) if config == none => BwdStep::Prep(AccumLayout::Rows),
                     (1, 0) => BwdStep::Main(config),
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
                     (3, 0) if n[4] == BwdSm90Config::BLOCK_N => BwdStep::MainSm90(sm90),
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
+                    (5, 0) if config == none => BwdStep::Prep(AccumLayout::Fragments),
                     _ => return None,
                 };
                 Some(Kernel::Bwd { dtype, step })
@@ -315,7 +319,7 @@ impl Kernel {
 
 /// The entry point's name: `flash_fwd_[<variant>_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>` for
 /// `mma.sync` kernels, `flash_fwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]` for
-/// Hopper ones, `flash_bwd_prep_<dtype>`, `flash_bwd_[sm90_]<dtype>_d<D>_<BM>x<BN>s<stages>`
+/// Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[sm90_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -330,7 +334,8 @@ impl fmt::Display for Kernel {
                 write!(f, "flash_fwd_sm90_{v}{t}_d{}_{}x{}s{}{serial}", c.head_dim, c.block_m(), c.block_n, c.stages)
             }
             Kernel::Bwd { dtype, step } => match step {
-                BwdStep::Prep => write!(f, "flash_bwd_prep_{}", dtype.name()),
+                BwdStep::Prep(AccumLayout::Rows) => write!(f, "flash_bwd_prep_{}", dtype.name()),
+                BwdStep::Prep(AccumLayout::Fragments) => write!(f, "flash_bwd_prep_frag_{}", dtype.name()),
                 BwdStep::Main(c) => write!(f, "flash_bwd_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages),
                 BwdStep::MainSm90(c) => {
                     write!(f, "flash_bwd_sm90_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, BwdSm90Config::BLOCK_N, c.stages)
@@ -360,11 +365,12 @@ mod tests {
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main(BWD_CONFIGS[1]) };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_128x64s2");
-        assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep }.to_string(), "flash_bwd_prep_f16");
+        assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep(AccumLayout::Rows) }.to_string(), "flash_bwd_prep_f16");
         let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90(BWD_SM90_CONFIGS[1]) };
         assert_eq!(hopper.to_string(), "flash_bwd_sm90_bf16_d128_64x128s2");
         assert!(hopper.needs_sm90a());
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Dq(AccumLayout::Fragments) }.to_string(), "flash_bwd_dq_frag_f16");
+        assert_eq!(Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Prep(AccumLayout::Fragments) }.to_string(), "flash_bwd_prep_frag_bf16");
     }
 
     #[test]
@@ -374,7 +380,7 @@ mod tests {
         assert_eq!(names.len(), all.len(), "two kernels share a name");
         let mma = Variant::ALL.iter().map(|v| v.configs().len()).sum::<usize>();
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len();
-        assert_eq!(all.len(), 2 * (mma + sm90 + 3 + BWD_CONFIGS.len() + BWD_SM90_CONFIGS.len()));
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + BWD_SM90_CONFIGS.len()));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {

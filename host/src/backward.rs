@@ -76,12 +76,18 @@ impl BackwardPlan {
         self.grids.iter().all(|&g| g == 0)
     }
 
-    /// Byte offsets in the workspace of dsum and of the counters (the accumulator is first).
+    /// Byte offsets in the workspace of the row statistics and of the counters (the
+    /// accumulator is first).
     fn workspace_layout(&self) -> [usize; 2] {
         let p = &self.params;
-        let rows = p.rows as usize * p.fwd.heads_q as usize;
+        let stats = match self.kernels[1] {
+            Kernel::Bwd { step, .. } if step.accum_layout() == AccumLayout::Fragments => {
+                (p.fwd.batch * p.fwd.heads_q) as usize * (p.fwd.seqlen_q as usize).div_ceil(64) * AccumLayout::STATS
+            }
+            _ => p.rows as usize * p.fwd.heads_q as usize,
+        };
         let dsum = (p.accum_len as usize * 4).next_multiple_of(16);
-        [dsum, dsum + (rows * 4).next_multiple_of(16)]
+        [dsum, dsum + (stats * 4).next_multiple_of(16)]
     }
 }
 
@@ -153,9 +159,9 @@ impl AttentionParams<'_> {
         }
         let call = validate(p, bufs)?;
         let main = choose(&call, target)?;
-        let layout = main.accum_layout().expect("a main step");
+        let layout = main.accum_layout();
         let dtype = bufs.dtype;
-        let kernels = [Kernel::Bwd { dtype, step: BwdStep::Prep }, Kernel::Bwd { dtype, step: main }, Kernel::Bwd { dtype, step: BwdStep::Dq(layout) }];
+        let kernels = [Kernel::Bwd { dtype, step: BwdStep::Prep(layout) }, Kernel::Bwd { dtype, step: main }, Kernel::Bwd { dtype, step: BwdStep::Dq(layout) }];
         let (rows_q, rows_k) = match &call.packed {
             Some(v) => (v.total_q, v.total_k),
             None => (p.seqlen_q, p.seqlen_k),
@@ -281,9 +287,9 @@ impl Gpu {
     /// tensor's strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V
     /// head's query heads. Rows that see no key get zero dQ; keys no row sees get zero dK and
     /// dV. Memory beyond the buffers: a workspace of `(head_dim padded to 64/128/256 + 1)` f32
-    /// per (batch, head, query row), the rows rounded up to 64 per (batch, head) on the Hopper
-    /// kernel. With [`AttentionParams::deterministic`], every gradient
-    /// is bit-identical from run to run.
+    /// per (batch, head, query row) (`+ 2` on the Hopper kernel, whose rows round up to 64 per
+    /// (batch, head)). With [`AttentionParams::deterministic`], every gradient is bit-identical
+    /// from run to run.
     ///
     /// Returns the first validation error without launching anything (every buffer is
     /// untouched); `Ok` means the kernels were queued.
@@ -451,7 +457,7 @@ mod tests {
             let pl = plan(&params(d).build().unwrap(), &Target::H100).unwrap();
             let Kernel::Bwd { step: step @ BwdStep::MainSm90(c), .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
             assert_eq!((c.head_dim, pl.kernels[2]), (padded, Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Fragments) }));
-            assert_eq!(step.accum_layout(), Some(AccumLayout::Fragments));
+            assert_eq!(step.accum_layout(), AccumLayout::Fragments);
             // 64-row chunks of the padded head dim per (batch, head): ceil(1000 / 64) = 16.
             assert_eq!(pl.params.accum_len, 2 * 8 * 16 * 64 * padded as u64);
             assert_eq!((pl.params.n_blocks, pl.grids[1]), (3000u32.div_ceil(128), 2 * 2 * 3000u32.div_ceil(128)));

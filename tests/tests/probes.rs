@@ -344,3 +344,27 @@ fn probe_bulk_reduce() {
         }
     }
 }
+
+#[test]
+fn probe_bulk_copy() {
+    let Some(gpu) = hopper_or_skip("probe_bulk_copy") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0xb02);
+    for n in [4usize, 128, 1024] {
+        let src = nonzero_values(&mut rng, n + 8);
+        let src_d = DeviceBuffer::from_slice(&src).unwrap();
+        let dst_d = DeviceBuffer::from_slice(&vec![0f32; n + 4]).unwrap();
+        // From the second 16-byte chunk on, so that the copy starts off the allocation's base.
+        let from = unsafe { src_d.as_device_ptr().add(4) };
+        unsafe {
+            launch!(module.probe_bulk_copy<<<1, 128, 4096 + 16, stream>>>(from, dst_d.as_device_ptr(), n as u32)).unwrap();
+        }
+        stream.synchronize().unwrap();
+        let mut dst = vec![0f32; n + 4];
+        dst_d.copy_to(&mut dst[..]).unwrap();
+        assert_eq!(&dst[..n], &src[4..n + 4], "copy of {n}");
+        // Past n nothing is written.
+        assert!(dst[n..].iter().all(|&x| x == 0.0), "past {n}");
+    }
+}

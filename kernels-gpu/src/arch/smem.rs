@@ -23,6 +23,17 @@ pub unsafe fn ld_shared_v4(addr: u32) -> [u32; 4] {
     [a, b, c, d]
 }
 
+/// `ld.shared.v2.b32`
+#[inline(always)]
+pub unsafe fn ld_shared_v2(addr: u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    unsafe {
+        core::arch::asm!("ld.shared.v2.b32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, p = in(reg32) addr,
+            options(readonly, nostack))
+    }
+    [a, b]
+}
+
 /// `ld.shared.b32`
 #[inline(always)]
 pub unsafe fn ld_shared_b32(addr: u32) -> u32 {

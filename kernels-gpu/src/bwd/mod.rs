@@ -351,12 +351,13 @@ macro_rules! row_kernels {
             unsafe {
                 core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const $step.code(),
                     t = const <$t as Element>::DTYPE.code(), options(nomem, nostack, preserves_flags));
-                rows::$body::<$t>(&p)
+                rows::$body::<$t>(&p, $step.accum_layout())
             }
         }
     };
 }
 
-row_kernels!(BwdStep::Prep, prep: flash_bwd_prep_f16, flash_bwd_prep_bf16);
+row_kernels!(BwdStep::Prep(AccumLayout::Rows), prep: flash_bwd_prep_f16, flash_bwd_prep_bf16);
+row_kernels!(BwdStep::Prep(AccumLayout::Fragments), prep: flash_bwd_prep_frag_f16, flash_bwd_prep_frag_bf16);
 row_kernels!(BwdStep::Dq(AccumLayout::Rows), dq: flash_bwd_dq_f16, flash_bwd_dq_bf16);
-row_kernels!(BwdStep::Dq(AccumLayout::Fragments), dq_fragments: flash_bwd_dq_frag_f16, flash_bwd_dq_frag_bf16);
+row_kernels!(BwdStep::Dq(AccumLayout::Fragments), dq: flash_bwd_dq_frag_f16, flash_bwd_dq_frag_bf16);

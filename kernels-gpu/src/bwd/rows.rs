@@ -1,5 +1,6 @@
 //! The backward's row kernels, one warp per (query row, head): before the main kernel,
-//! `dsum = dot(dO, O)` and a zeroed dQ accumulator; after it, dQ from the accumulator.
+//! `dsum = dot(dO, O)` (where the accumulator layout keeps it) and a zeroed dQ accumulator;
+//! after it, dQ from the accumulator.
 //!
 //! Rows are numbered per head as the log-sum-exp's: `b * seqlen_q + s` of a fixed-length
 //! launch, the packed row of a variable-length one (which needs no offsets here: a packed row
@@ -7,6 +8,7 @@
 use crate::arch::shfl::warp_sum_f32;
 use crate::arch::ids::{block_idx_x, thread_idx_x};
 use crate::dtype::Element;
+use crate::lse;
 use flashrs_abi::{AccumLayout, BwdParams};
 use flashrs_abi::bwd::BWD_ROW_THREADS;
 use flashrs_abi::grid::div_rem;
@@ -49,9 +51,11 @@ fn this_row(p: &BwdParams) -> Option<Row> {
     Some(Row { lse, b: b as i64, s: s as i64, h: h as i64 })
 }
 
-/// Prep: dsum, the zeroed accumulator, and (deterministic mode) the zeroed semaphores.
+/// Prep: dsum where `layout` keeps the statistics (with `Fragments` also the log-sum-exp base
+/// and the padding rows'), the zeroed accumulator, and (deterministic mode) the zeroed
+/// semaphores.
 #[inline(always)]
-pub unsafe fn prep<T: Element>(p: &BwdParams) {
+pub unsafe fn prep<T: Element>(p: &BwdParams, layout: AccumLayout) {
     let f = &p.fwd;
     let lane = (thread_idx_x() % 32) as usize;
     if p.dq_semaphore != 0 {
@@ -73,8 +77,34 @@ pub unsafe fn prep<T: Element>(p: &BwdParams) {
         }
     }
     let dot = warp_sum_f32(dot);
-    if lane == 0 {
-        unsafe { *(p.dsum as *mut f32).add(row.lse) = dot };
+    let stats = p.dsum as *mut f32;
+    match layout {
+        AccumLayout::Rows => {
+            if lane == 0 {
+                unsafe { *stats.add(row.lse) = dot };
+            }
+        }
+        AccumLayout::Fragments => {
+            let s = row.s as usize;
+            let at = unsafe { stats.add(AccumLayout::fragment_stats(row.b as usize * f.heads_q as usize + row.h as usize, f.seqlen_q as usize, s)) };
+            if lane == 0 {
+                unsafe {
+                    *at = lse::neg_lse_base(*(f.lse as *const f32).add(row.lse));
+                    *at.add(64) = dot;
+                }
+            }
+            // The last row fills its block's padding rows.
+            if s + 1 == f.seqlen_q as usize {
+                for r in [lane + 1, lane + 33] {
+                    if s % 64 + r < 64 {
+                        unsafe {
+                            *at.add(r) = f32::NEG_INFINITY;
+                            *at.add(r + 64) = 0.0;
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -86,9 +116,18 @@ fn grid_stride(count: usize) -> impl Iterator<Item = usize> {
     (block_idx_x() as usize * BWD_ROW_THREADS + thread_idx_x() as usize..count).step_by(threads)
 }
 
-/// dQ = scale * accumulator, rounded to `T`.
+/// dQ = scale * accumulator (laid out as `layout`), rounded to `T`.
 #[inline(always)]
-pub unsafe fn dq<T: Element>(p: &BwdParams) {
+pub unsafe fn dq<T: Element>(p: &BwdParams, layout: AccumLayout) {
+    match layout {
+        AccumLayout::Rows => unsafe { dq_rows::<T>(p) },
+        AccumLayout::Fragments => unsafe { dq_fragments::<T>(p) },
+    }
+}
+
+/// dQ from an accumulator of rows.
+#[inline(always)]
+unsafe fn dq_rows<T: Element>(p: &BwdParams) {
     let lane = (thread_idx_x() % 32) as usize;
     let Some(row) = this_row(p) else { return };
     if ((lane * 8) as u32) >= p.fwd.head_dim {
@@ -105,7 +144,7 @@ pub unsafe fn dq<T: Element>(p: &BwdParams) {
 /// ([`flashrs_abi::AccumLayout::Fragments`], fixed-length launches only): lane `c`'s 8 columns
 /// are 2 values from each of 4 consecutive threads' slots of one chunk.
 #[inline(always)]
-pub unsafe fn dq_fragments<T: Element>(p: &BwdParams) {
+unsafe fn dq_fragments<T: Element>(p: &BwdParams) {
     let f = &p.fwd;
     let lane = (thread_idx_x() % 32) as usize;
     let Some(row) = this_row(p) else { return };

@@ -9,7 +9,8 @@
 //! * `red.add.f32`: every thread adds `vals[t]` to `accum[t % 4]`.
 //! * `ld.acquire`: `out[130]` = the bits of `*counter`.
 //!
-//! sm_90a: [`probe_bulk_reduce`], a bulk reduction of staged f32 into global memory.
+//! sm_90a: [`probe_bulk_reduce`], a bulk reduction of staged f32 into global memory, and
+//! [`probe_bulk_copy`], a bulk copy into shared memory completing on an mbarrier.
 use crate::arch::atom::{ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
 use crate::arch::barrier::bar_sync;
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
@@ -64,5 +65,33 @@ pub unsafe extern "ptx-kernel" fn probe_bulk_reduce(src: *const f32, dst: *mut f
         unsafe { cp_reduce_async_bulk_add_f32(dst, smem, 4 * n) };
         cp_async_bulk_commit_group();
         cp_async_bulk_wait_group_0();
+    }
+}
+
+/// sm_90a: copies `src[0..n]` (n a multiple of 4, at most 1024; `src` 16-byte aligned) into
+/// shared memory with one bulk copy on an mbarrier, waits for it, and writes it back to
+/// `dst[0..n]` in 8-byte shared loads; one CTA of 128 threads, 4096 + 16 bytes of dynamic shared
+/// memory.
+#[cfg(target_feature = "sm_90a")]
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_bulk_copy(src: *const f32, dst: *mut [u32; 2], n: u32) {
+    use crate::arch::bulk::cp_async_bulk_g2s;
+    use crate::arch::mbarrier::{mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait_parity};
+    let (data, bar) = (dsmem_base(), dsmem_base() + 4096);
+    if thread_idx_x() == 0 {
+        unsafe { mbarrier_init(bar, 1) };
+    }
+    bar_sync();
+    if thread_idx_x() == 0 {
+        unsafe {
+            mbarrier_arrive_expect_tx(bar, 4 * n);
+            cp_async_bulk_g2s(data, src as *const u8, 4 * n, bar);
+        }
+    }
+    unsafe { mbarrier_wait_parity(bar, 0) };
+    let mut i = thread_idx_x();
+    while 2 * i < n {
+        unsafe { *dst.add(i as usize) = crate::arch::smem::ld_shared_v2(data + 8 * i) };
+        i += 128;
     }
 }

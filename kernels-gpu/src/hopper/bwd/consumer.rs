@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! S^T = K Q^T, dP^T = V dO^T       (SS wgmmas, m64 x BM, issued together)
-//! P^T = exp(scale S^T - lse)       (lse per column; masked scores give 0)
+//! P^T = exp(scale S^T - lse)       (lse per column, from the stage; masked scores give 0)
 //! dS^T = P^T (dP^T - dsum)
 //! dS^T -> shared memory; barrier of both consumers
 //! dQ part = dS K                   (SS wgmma, both MN-major: 64 x 64 of the step's BM x D)
@@ -30,7 +30,7 @@ use super::epilogue::{add_dq, store_rows};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
 use crate::arch::fence::fence_proxy_async_shared_cta;
-use crate::arch::smem::st_shared_b32;
+use crate::arch::smem::{ld_shared_v2, st_shared_b32};
 use crate::arch::wgmma::{FragA, wgmma_fence_operands};
 use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
 use crate::hopper::pipeline::{PipeState, release, wait_full};
@@ -84,25 +84,21 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
-        // The (batch, head)'s log-sum-exp and dsum rows, per column the thread holds (`8i + 2t
-        // + j` at `2i + j`), loaded while the GEMMs run; columns past seqlen_q are padding (zero
-        // Q and dO rows) whose P must be 0.
-        let row0 = (w.batch * f.heads_q + h) as usize * seqlen_q as usize;
-        let (lse_row, dsum_row) = unsafe { ((f.lse as *const f32).add(row0), (p.dsum as *const f32).add(row0)) };
-        let column = |i: usize, j: usize| m0 + 8 * i as u32 + 2 * t + j as u32;
-        let per_column = |row: *const f32, pad: f32| -> [f32; 16] {
-            core::array::from_fn(|x| {
-                let q = column(x / 2, x % 2);
-                if q < seqlen_q { unsafe { *row.add(q as usize) } } else { pad }
-            })
+        // The step's statistics, per column the thread holds (`8i + 2t + j` at `2i + j`): the
+        // log-sum-exp bases at 0, the dsums at 64 (padding columns: -inf and 0, so their P is 0).
+        let stats = smem.stats(pipe.stage);
+        let per_column = |at: u32| -> [f32; 16] {
+            let pairs: [[u32; 2]; 8] = core::array::from_fn(|i| unsafe { ld_shared_v2(stats + 4 * (at + 8 * i as u32 + 2 * t)) });
+            core::array::from_fn(|x| f32::from_bits(pairs[x / 2][x % 2]))
         };
-        let lses = per_column(lse_row, f32::INFINITY);
+        let column = |i: usize, j: usize| m0 + 8 * i as u32 + 2 * t + j as u32;
         let diagonal = causal && w.n0 as i32 + 64 * wg as i32 + 63 > m0 as i32 + offset;
         wait::<1, SN>(&mut s);
+        let bases = per_column(0);
         for i in 0..SN / 4 {
             for j in 0..2 {
                 let q = column(i, j);
-                let base = lse::neg_lse_base(lses[2 * i + j]);
+                let base = bases[2 * i + j];
                 for hh in 0..2 {
                     let e = 4 * i + 2 * hh + j;
                     if diagonal && key + 8 * hh as i32 > q as i32 + offset {
@@ -114,7 +110,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         }
         // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
         let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
-        let dsums = per_column(dsum_row, 0.0);
+        let dsums = per_column(64);
         wait::<0, SN>(&mut dp);
         for i in 0..SN / 4 {
             for j in 0..2 {

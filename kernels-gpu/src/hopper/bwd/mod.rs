@@ -114,7 +114,7 @@ unsafe fn flash_bwd_sm90<
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 && walk.steps() > 0 {
-            unsafe { producer::run::<D, BM, STAGES>(maps, smem, walk) };
+            unsafe { producer::run::<D, BM, STAGES>(maps, p, smem, walk) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();

@@ -1,13 +1,16 @@
 //! The producer: one thread of the producer warpgroup issues every TMA load of the CTA: K and
-//! V once, then per step of the walk the step's Q and dO tiles into the next stage of the ring
-//! (after the consumers released its previous fill). Rows past the sequence arrive as zeros.
+//! V once, then per step of the walk the step's Q and dO tiles and its rows' statistics (one
+//! 512-byte bulk copy) into the next stage of the ring (after the consumers released its
+//! previous fill). Rows past the sequence arrive as zeros, and their statistics as the prep
+//! kernel's padding.
 use super::Walk;
 use super::smem::Smem;
+use crate::arch::bulk::cp_async_bulk_g2s;
 use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
 use crate::arch::tma::{TensorMap, prefetch_tensormap};
 use crate::hopper::pipeline::{PipeState, wait_empty};
 use crate::hopper::producer::load_tile;
-use flashrs_abi::BwdSm90Config;
+use flashrs_abi::{AccumLayout, BwdParams, BwdSm90Config};
 
 /// The CTA's tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes, 128-byte
 /// swizzle).
@@ -25,8 +28,9 @@ pub struct Maps {
 
 /// Runs the producer (one thread) over the CTA's walk.
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BM: usize, const STAGES: usize>(maps: Maps, smem: Smem<D, BM, STAGES>, w: Walk) {
+pub unsafe fn run<const D: usize, const BM: usize, const STAGES: usize>(maps: Maps, p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk) {
     const BN: usize = BwdSm90Config::BLOCK_N;
+    const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
     unsafe {
         prefetch_tensormap(maps.q);
         prefetch_tensormap(maps.k);
@@ -44,9 +48,11 @@ pub unsafe fn run<const D: usize, const BM: usize, const STAGES: usize>(maps: Ma
         let full = smem.q_full(pipe.stage);
         unsafe {
             wait_empty(smem.q_empty(pipe.stage), pipe.phase);
-            mbarrier_arrive_expect_tx(full, (2 * BM * D * 2) as u32);
+            mbarrier_arrive_expect_tx(full, (2 * BM * D * 2) as u32 + STATS_BYTES);
             load_tile::<D, BM>(smem.q(pipe.stage), maps.q, row, h, w.batch, full);
             load_tile::<D, BM>(smem.dout(pipe.stage), maps.dout, row, h, w.batch, full);
+            let stats = AccumLayout::fragment_stats((w.batch * p.fwd.heads_q + h) as usize, p.fwd.seqlen_q as usize, row as usize);
+            cp_async_bulk_g2s(smem.stats(pipe.stage), (p.dsum as *const f32).add(stats) as *const u8, STATS_BYTES, full);
         }
         pipe.advance();
     }

@@ -1,6 +1,6 @@
 //! Shared-memory plan of a Hopper backward CTA: K and V (the CTA's 128 keys, loaded once), the
-//! query-side ring (Q and dO tiles per stage), two dS^T tiles, the consumer warpgroups' dQ
-//! staging, and the mbarriers.
+//! query-side ring (Q and dO tiles and the rows' statistics per stage), two dS^T tiles, the
+//! consumer warpgroups' dQ staging, and the mbarriers.
 //!
 //! Q, dO, K and V are stored as 64-column slabs (`rows x 128` bytes, 128-byte swizzle), as
 //! TMA's 64-column boxes write them and as the forward's tiles are. dS^T is stored the same
@@ -29,7 +29,9 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     const DO: u32 = Self::Q + STAGES as u32 * Self::Q_BYTES;
     const DS: u32 = Self::DO + STAGES as u32 * Self::Q_BYTES;
     const DQ: u32 = Self::DS + 2 * Self::DS_BYTES;
-    const BARS: u32 = Self::DQ + 2 * Self::DQ_BYTES;
+    const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
+    const STATS: u32 = Self::DQ + 2 * Self::DQ_BYTES;
+    const BARS: u32 = Self::STATS + STAGES as u32 * Self::STATS_BYTES;
 
     /// The plan for dynamic shared memory starting at `base` (1024-byte aligned).
     #[inline(always)]
@@ -73,19 +75,26 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
         self.base + Self::DQ + wg * Self::DQ_BYTES
     }
 
+    /// Stage `s`'s row statistics: the step's 64 log-sum-exp bases, then its 64 dsums
+    /// ([`AccumLayout::fragment_stats`]).
+    #[inline(always)]
+    pub fn stats(self, s: u32) -> u32 {
+        self.base + Self::STATS + s * Self::STATS_BYTES
+    }
+
     /// Barrier: K and V landed.
     #[inline(always)]
     pub fn kv_full(self) -> u32 {
         self.base + Self::BARS
     }
 
-    /// Barrier: stage `s`'s Q and dO landed.
+    /// Barrier: stage `s`'s Q, dO and statistics landed.
     #[inline(always)]
     pub fn q_full(self, s: u32) -> u32 {
         self.base + Self::BARS + 8 + 8 * s
     }
 
-    /// Barrier: every consumer warp is done with stage `s`'s Q and dO.
+    /// Barrier: every consumer warp is done with stage `s`.
     #[inline(always)]
     pub fn q_empty(self, s: u32) -> u32 {
         self.base + Self::BARS + 8 + 8 * (STAGES as u32 + s)
