@@ -1,7 +1,7 @@
 //! Where the backward's results leave the CTA: a query block's dQ part added to the f32
 //! accumulator (in key-block order in deterministic mode), and dK, dV written once at the end.
 use crate::arch::atom::{atom_acq_rel_gpu_add_u32, ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
-use crate::arch::barrier::bar_sync;
+use crate::arch::barrier::{bar_sync, bar_sync_divergent};
 use crate::arch::smem::st_shared_b32;
 use crate::arch::mma::FragC;
 use crate::dtype::Element;
@@ -34,7 +34,7 @@ pub unsafe fn wait_turn(sem: *const u32, before: u32, tid: u32) {
     if tid == 0 {
         while unsafe { ld_acquire_gpu_u32(sem) } < before {}
     }
-    bar_sync();
+    bar_sync_divergent();
 }
 
 /// Deterministic mode: after every thread's adds (the barrier), counts this key block's part

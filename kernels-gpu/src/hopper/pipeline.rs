@@ -6,7 +6,7 @@
 //! (one arrival per consumer warp). Waits are by phase parity: consumers wait for "full" with
 //! the fill's parity, the producer waits for "empty" with the opposite parity, which a fresh
 //! barrier passes at once (the stage starts empty).
-use crate::arch::barrier::bar_sync;
+use crate::arch::barrier::bar_sync_divergent;
 use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
 use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_wait_parity};
 
@@ -75,5 +75,5 @@ pub fn init_barriers(tid: u32, init: impl FnOnce()) {
         fence_mbarrier_init_release_cluster();
         fence_proxy_async_shared_cta();
     }
-    bar_sync();
+    bar_sync_divergent();
 }

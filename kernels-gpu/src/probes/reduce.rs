@@ -60,7 +60,7 @@ pub unsafe extern "ptx-kernel" fn probe_bulk_reduce(src: *const f32, dst: *mut f
         i += 128;
     }
     crate::arch::fence::fence_proxy_async_shared_cta();
-    bar_sync();
+    crate::arch::barrier::bar_sync_divergent();
     if thread_idx_x() == 0 {
         unsafe { cp_reduce_async_bulk_add_f32(dst, smem, 4 * n) };
         cp_async_bulk_commit_group();
@@ -78,10 +78,7 @@ pub unsafe extern "ptx-kernel" fn probe_bulk_copy(src: *const f32, dst: *mut [u3
     use crate::arch::bulk::cp_async_bulk_g2s;
     use crate::arch::mbarrier::{mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait_parity};
     let (data, bar) = (dsmem_base(), dsmem_base() + 4096);
-    if thread_idx_x() == 0 {
-        unsafe { mbarrier_init(bar, 1) };
-    }
-    bar_sync();
+    crate::hopper::pipeline::init_barriers(thread_idx_x(), || unsafe { mbarrier_init(bar, 1) });
     if thread_idx_x() == 0 {
         unsafe {
             mbarrier_arrive_expect_tx(bar, 4 * n);
