@@ -29,11 +29,12 @@ use super::Walk;
 use super::epilogue::{add_dq, store_rows};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
+use crate::arch::mbarrier::mbarrier_arrive;
 use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::smem::{ld_shared_v2, st_shared_b32};
 use crate::arch::wgmma::{FragA, wgmma_fence_operands};
 use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
-use crate::hopper::pipeline::{PipeState, release, wait_full};
+use crate::hopper::pipeline::{PipeState, wait_full};
 use crate::lse;
 use flashrs_abi::{AccumLayout, BwdParams};
 
@@ -172,7 +173,12 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             wgmma_fence_operands(&mut dv);
         }
         wgmma_fence_operands(&mut dk);
-        unsafe { release(smem.q_empty(pipe.stage), lane) };
+        // Every thread releases the stage itself: besides the wgmma reads (complete for the
+        // warpgroup after the waits above) it read the stage's statistics, which its own arrive
+        // orders before the producer's refill (after a proxy fence, as that refill is the async
+        // proxy's).
+        fence_proxy_async_shared_cta();
+        unsafe { mbarrier_arrive(smem.q_empty(pipe.stage)) };
         pipe.advance();
         if !split_keys {
             unsafe { add_dq(&dq, smem.dq(wg), accum, wg, tid) };

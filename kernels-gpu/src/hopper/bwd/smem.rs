@@ -94,7 +94,7 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
         self.base + Self::BARS + 8 + 8 * s
     }
 
-    /// Barrier: every consumer warp is done with stage `s`.
+    /// Barrier: every consumer thread is done with stage `s`.
     #[inline(always)]
     pub fn q_empty(self, s: u32) -> u32 {
         self.base + Self::BARS + 8 + 8 * (STAGES as u32 + s)
