@@ -163,13 +163,20 @@ impl BwdSm90Config {
     pub const fn consumer_regs(&self) -> u32 {
         240
     }
+    /// f32 dQ staging tiles (64 x 64) per consumer warpgroup, used in turn: two where shared
+    /// memory has room (head_dim 64), so that a step's staging need not wait for the previous
+    /// step's bulk reduction to have read its tile.
+    pub const fn dq_buffers(&self) -> usize {
+        if self.head_dim == 64 { 2 } else { 1 }
+    }
     /// Dynamic shared memory in bytes: 1024 of alignment slack, K and V, the Q and dO stages,
-    /// two dS^T tiles (`BLOCK_N x block_m`), the two warpgroups' f32 dQ staging (64 x 64
-    /// each), the stages' row statistics ([`AccumLayout::fragment_stats`], 2 x `block_m` f32
-    /// each), 1024 for the mbarriers.
+    /// two dS^T tiles (`BLOCK_N x block_m`), the two warpgroups' f32 dQ staging
+    /// ([`Self::dq_buffers`] tiles of 64 x 64 each), the stages' row statistics
+    /// ([`AccumLayout::fragment_stats`], 2 x `block_m` f32 each), 1024 for the mbarriers.
     pub const fn smem_bytes(&self) -> usize {
         let (d, m, n) = (self.head_dim, self.block_m, Self::BLOCK_N);
-        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + 2 * n * m * 2 + 2 * 64 * 64 * 4 + self.stages * 2 * m * 4 + 1024
+        let dq = 2 * self.dq_buffers() * 64 * 64 * 4;
+        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + 2 * n * m * 2 + dq + self.stages * 2 * m * 4 + 1024
     }
     /// True when the kernel body takes the shape: 64-row steps, whose `dQ = dS K` the two
     /// consumer warpgroups split into 64 x 64 parts (head_dim 128: 64 columns each over all

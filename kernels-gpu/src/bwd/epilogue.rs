@@ -122,7 +122,7 @@ pub unsafe fn reduce_dq<const BM: usize, const D: usize>(accum: *mut f32, halves
 #[inline(always)]
 pub fn staged_read() {
     #[cfg(target_feature = "sm_90a")]
-    crate::arch::bulk::cp_async_bulk_wait_group_read_0();
+    crate::arch::bulk::cp_async_bulk_wait_group_read::<0>();
 }
 
 /// sm_90 (the reducing thread): waits until the reductions are done (before the CTA exits).

@@ -66,6 +66,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     let split_keys = D == 64;
     let (dq_col, dq_key) = if split_keys { (0, 64 * wg) } else { (64 * wg, 0) };
     let (k_rows, v_rows) = (smem.k() + 64 * wg * 128, smem.v() + 64 * wg * 128);
+    let dq_bufs = Smem::<D, BM, STAGES>::DQ_BUFS;
 
     let mut dk = [0.0f32; DN];
     let mut dv = [0.0f32; DN];
@@ -166,7 +167,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
         if split_keys {
             wait::<2, 32>(&mut dq);
-            unsafe { add_dq(&dq, smem.dq(wg), accum, wg, tid) };
+            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), dq_bufs, accum, wg, tid) };
             wait::<0, DN>(&mut dv);
         } else {
             wait::<0, 32>(&mut dq);
@@ -181,7 +182,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         unsafe { mbarrier_arrive(smem.q_empty(pipe.stage)) };
         pipe.advance();
         if !split_keys {
-            unsafe { add_dq(&dq, smem.dq(wg), accum, wg, tid) };
+            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), dq_bufs, accum, wg, tid) };
         }
     }
     if tid == 0 {

@@ -25,12 +25,14 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     const Q_BYTES: u32 = (BM * D * 2) as u32;
     const DS_BYTES: u32 = (Self::BN * BM * 2) as u32;
     const DQ_BYTES: u32 = (AccumLayout::CHUNK * 4) as u32;
+    /// Staging tiles per consumer warpgroup.
+    pub const DQ_BUFS: u32 = BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.dq_buffers() as u32;
     const Q: u32 = 2 * Self::KV_BYTES;
     const DO: u32 = Self::Q + STAGES as u32 * Self::Q_BYTES;
     const DS: u32 = Self::DO + STAGES as u32 * Self::Q_BYTES;
     const DQ: u32 = Self::DS + 2 * Self::DS_BYTES;
     const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
-    const STATS: u32 = Self::DQ + 2 * Self::DQ_BYTES;
+    const STATS: u32 = Self::DQ + 2 * Self::DQ_BUFS * Self::DQ_BYTES;
     const BARS: u32 = Self::STATS + STAGES as u32 * Self::STATS_BYTES;
 
     /// The plan for dynamic shared memory starting at `base` (1024-byte aligned).
@@ -69,10 +71,11 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
         self.base + Self::DS + b * Self::DS_BYTES
     }
 
-    /// Consumer warpgroup `wg`'s dQ staging: 64 x 64 f32 in fragment order.
+    /// Consumer warpgroup `wg`'s dQ staging tile `b` (< [`Self::DQ_BUFS`]): 64 x 64 f32 in
+    /// fragment order.
     #[inline(always)]
-    pub fn dq(self, wg: u32) -> u32 {
-        self.base + Self::DQ + wg * Self::DQ_BYTES
+    pub fn dq(self, wg: u32, b: u32) -> u32 {
+        self.base + Self::DQ + (wg * Self::DQ_BUFS + b) * Self::DQ_BYTES
     }
 
     /// Stage `s`'s row statistics: the step's 64 log-sum-exp bases, then its 64 dsums
