@@ -118,6 +118,12 @@ impl AccumLayout {
         (batch_head * seqlen_q.div_ceil(64) + row / 64) * (accum_dim / 64) + col / 64
     }
 
+    /// Values in a `Fragments` accumulator for `batch_heads` (batch, query head) pairs of
+    /// `seqlen_q` rows and `accum_dim` columns: the chunk index one past the last, in values.
+    pub const fn fragment_len(batch_heads: usize, seqlen_q: usize, accum_dim: usize) -> usize {
+        Self::fragment_chunk(batch_heads, seqlen_q, accum_dim, 0, 0) * Self::CHUNK
+    }
+
     /// f32 of `Fragments` statistics per 64-row block: 64 log-sum-exp bases, 64 dsums.
     pub const STATS: usize = 128;
 
@@ -125,6 +131,12 @@ impl AccumLayout {
     /// query head) number `batch_head`; its dsum is 64 further.
     pub const fn fragment_stats(batch_head: usize, seqlen_q: usize, row: usize) -> usize {
         (batch_head * seqlen_q.div_ceil(64) + row / 64) * Self::STATS + row % 64
+    }
+
+    /// f32 of `Fragments` statistics for `batch_heads` (batch, query head) pairs of `seqlen_q`
+    /// rows: the index one past the last.
+    pub const fn fragment_stats_len(batch_heads: usize, seqlen_q: usize) -> usize {
+        Self::fragment_stats(batch_heads, seqlen_q, 0)
     }
 
     /// Index of value (`row`, `col`) within a `Fragments` chunk (`row`, `col` < 64).
@@ -330,6 +342,8 @@ mod tests {
             }
         }
         assert_eq!(AccumLayout::fragment_stats(1, sq, 0), AccumLayout::fragment_stats(0, sq, 999) + 128 - 999 % 64);
+        // 8 (batch, head) pairs: 8 x 16 blocks of 128.
+        assert_eq!(AccumLayout::fragment_stats_len(8, sq), 8 * blocks * 128);
     }
 
     #[test]
@@ -349,5 +363,7 @@ mod tests {
         // (batch, head) 3 of 100 rows (2 row blocks) x 128 columns (2 groups): row 70, column
         // 65 is in its second row block's second group.
         assert_eq!(AccumLayout::fragment_chunk(3, 100, 128, 70, 65), (3 * 2 + 1) * 2 + 1);
+        // 4 of those (batch, head) pairs: 4 x 2 x 2 chunks.
+        assert_eq!(AccumLayout::fragment_len(4, 100, 128), 4 * 2 * 2 * 4096);
     }
 }

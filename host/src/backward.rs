@@ -82,7 +82,7 @@ impl BackwardPlan {
         let p = &self.params;
         let stats = match self.kernels[1] {
             Kernel::Bwd { step, .. } if step.accum_layout() == AccumLayout::Fragments => {
-                (p.fwd.batch * p.fwd.heads_q) as usize * (p.fwd.seqlen_q as usize).div_ceil(64) * AccumLayout::STATS
+                AccumLayout::fragment_stats_len((p.fwd.batch * p.fwd.heads_q) as usize, p.fwd.seqlen_q as usize)
             }
             _ => p.rows as usize * p.fwd.heads_q as usize,
         };
@@ -214,7 +214,9 @@ impl AttentionParams<'_> {
         let row_grid = limit("row CTAs", row_warps.div_ceil((BWD_ROW_THREADS / 32) as u128))?;
         let accum_len = match layout {
             AccumLayout::Rows => row_warps * padded as u128,
-            AccumLayout::Fragments => p.batch as u128 * hq as u128 * p.seqlen_q.div_ceil(64) as u128 * 64 * padded as u128,
+            // One (batch, head)'s length (seqlen_q < 2^31 here: batch >= 1 and the rows fit
+            // above) times their number, which may be large only when there are no query rows.
+            AccumLayout::Fragments => AccumLayout::fragment_len(1, p.seqlen_q, padded) as u128 * p.batch as u128 * hq as u128,
         };
         // Chunk counts within the kernels' 32-bit range, as their other indices.
         limit("dQ accumulator chunks", accum_len / AccumLayout::CHUNK as u128)?;

@@ -3,9 +3,10 @@
 //! Producer and consumers walk the same sequence of tiles, so both derive (stage, phase) from
 //! the tile's position in it. A "full" barrier completes once per fill of its stage (the
 //! producer's `arrive.expect_tx` plus the TMA bytes); an "empty" barrier once per release
-//! (one arrival per consumer warp). Waits are by phase parity: consumers wait for "full" with
-//! the fill's parity, the producer waits for "empty" with the opposite parity, which a fresh
-//! barrier passes at once (the stage starts empty).
+//! (one arrival per consumer warp, or per consumer thread where threads read the stage with
+//! their own loads). Waits are by phase parity: consumers wait for "full" with the fill's
+//! parity, the producer waits for "empty" with the opposite parity, which a fresh barrier
+//! passes at once (the stage starts empty).
 use crate::arch::barrier::bar_sync_divergent;
 use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
 use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_wait_parity};
@@ -15,6 +16,13 @@ use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_wait_parity};
 #[inline(always)]
 pub const fn empty_arrivals(consumers: usize) -> u32 {
     4 * consumers as u32
+}
+
+/// Arrivals that release a stage with `consumers` consumer warpgroups whose every thread
+/// arrives ([`release_own_reads`]).
+#[inline(always)]
+pub const fn thread_arrivals(consumers: usize) -> u32 {
+    128 * consumers as u32
 }
 
 /// Position in the ring.
@@ -63,6 +71,15 @@ pub unsafe fn release(empty: u32, lane: u32) {
     if lane == 0 {
         unsafe { mbarrier_arrive(empty) };
     }
+}
+
+/// Consumer side, for stages read with the thread's own loads too (not only by wgmma): every
+/// thread arrives, its arrive ordering its loads before the producer's refill, after a proxy
+/// fence since that refill is the async proxy's. Barrier count: [`thread_arrivals`].
+#[inline(always)]
+pub unsafe fn release_own_reads(empty: u32) {
+    fence_proxy_async_shared_cta();
+    unsafe { mbarrier_arrive(empty) };
 }
 
 /// Thread `tid` 0 initialises the CTA's mbarriers (`init`) and publishes the inits to the async

@@ -29,12 +29,11 @@ use super::Walk;
 use super::epilogue::{add_dq, store_rows};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
-use crate::arch::mbarrier::mbarrier_arrive;
 use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::smem::{ld_shared_v2, st_shared_b32};
 use crate::arch::wgmma::{FragA, wgmma_fence_operands};
 use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
-use crate::hopper::pipeline::{PipeState, wait_full};
+use crate::hopper::pipeline::{PipeState, release_own_reads, wait_full};
 use crate::lse;
 use flashrs_abi::{AccumLayout, BwdParams};
 
@@ -167,22 +166,19 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
         if split_keys {
             wait::<2, 32>(&mut dq);
-            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), dq_bufs, accum, wg, tid) };
+            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), accum, wg, tid) };
             wait::<0, DN>(&mut dv);
         } else {
             wait::<0, 32>(&mut dq);
             wgmma_fence_operands(&mut dv);
         }
         wgmma_fence_operands(&mut dk);
-        // Every thread releases the stage itself: besides the wgmma reads (complete for the
-        // warpgroup after the waits above) it read the stage's statistics, which its own arrive
-        // orders before the producer's refill (after a proxy fence, as that refill is the async
-        // proxy's).
-        fence_proxy_async_shared_cta();
-        unsafe { mbarrier_arrive(smem.q_empty(pipe.stage)) };
+        // Besides the wgmma reads (complete for the warpgroup after the waits above) every
+        // thread read the stage's statistics with its own loads.
+        unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
         if !split_keys {
-            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), dq_bufs, accum, wg, tid) };
+            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), accum, wg, tid) };
         }
     }
     if tid == 0 {

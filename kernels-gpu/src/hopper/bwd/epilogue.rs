@@ -10,18 +10,14 @@ use flashrs_abi::AccumLayout;
 /// Adds warpgroup `wg`'s 64 x 64 dQ part (an `m64n64` accumulator) to its accumulator chunk
 /// `dst` ([`flashrs_abi::AccumLayout::Fragments`]: the registers' own order, so the staging
 /// stores are 16 contiguous bytes per thread, conflict-free), through the staging tile
-/// `staged`, one of the warpgroup's `bufs` (1 or 2) staging tiles, used in turn. Thread 0 of
-/// the warpgroup issues the reduction and, before the staging, waits until the reduction that
-/// last used this tile (`bufs` ago) has read it.
+/// `staged`, one of the warpgroup's two staging tiles ([`super::smem::Smem::DQ_BUFS`]), used in
+/// turn. Thread 0 of the warpgroup issues the reduction and, before the staging, waits until
+/// the reduction that last used this tile (two steps ago) has read it.
 #[inline(always)]
-pub unsafe fn add_dq(dq: &[f32; 32], staged: u32, bufs: u32, dst: *mut f32, wg: u32, tid: u32) {
+pub unsafe fn add_dq(dq: &[f32; 32], staged: u32, dst: *mut f32, wg: u32, tid: u32) {
     let barrier = 1 + wg;
     if tid == 0 {
-        if bufs == 1 {
-            cp_async_bulk_wait_group_read::<0>();
-        } else {
-            cp_async_bulk_wait_group_read::<1>();
-        }
+        cp_async_bulk_wait_group_read::<1>();
     }
     bar_sync_named(barrier, 128);
     for k in 0..8 {

@@ -21,7 +21,7 @@ pub mod smem;
 
 use super::entry_directives;
 use super::gemm::WgElement;
-use super::pipeline::init_barriers;
+use super::pipeline::{init_barriers, thread_arrivals};
 use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
 use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
@@ -107,8 +107,7 @@ unsafe fn flash_bwd_sm90<
         mbarrier_init(smem.kv_full(), 1);
         for s in 0..STAGES as u32 {
             mbarrier_init(smem.q_full(s), 1);
-            // Every consumer thread arrives (see the consumer).
-            mbarrier_init(smem.q_empty(s), 256);
+            mbarrier_init(smem.q_empty(s), thread_arrivals(2));
         }
     });
     let warpgroup = warp_id() / 4;

@@ -25,8 +25,13 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     const Q_BYTES: u32 = (BM * D * 2) as u32;
     const DS_BYTES: u32 = (Self::BN * BM * 2) as u32;
     const DQ_BYTES: u32 = (AccumLayout::CHUNK * 4) as u32;
-    /// Staging tiles per consumer warpgroup.
-    pub const DQ_BUFS: u32 = BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.dq_buffers() as u32;
+    /// Staging tiles per consumer warpgroup (two: [`super::epilogue::add_dq`] waits for the
+    /// reduction of two steps before).
+    pub const DQ_BUFS: u32 = {
+        let n = BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.dq_buffers();
+        assert!(n == 2);
+        n as u32
+    };
     const Q: u32 = 2 * Self::KV_BYTES;
     const DO: u32 = Self::Q + STAGES as u32 * Self::Q_BYTES;
     const DS: u32 = Self::DO + STAGES as u32 * Self::Q_BYTES;
