@@ -147,22 +147,53 @@ impl AccumLayout {
     }
 }
 
+/// How a Hopper backward CTA's two consumer warpgroups share each step's work
+/// ([`BwdSm90Config::split`]); the register budget decides: a warpgroup keeps its dK and dV in
+/// registers for the whole walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BwdSm90Split {
+    /// Head dim 64: each warpgroup owns 64 of the CTA's 128 keys (scores, dK, dV); the step's
+    /// 64 x 64 dQ is added by both, each over its own keys.
+    Keys,
+    /// Head dim 128: each warpgroup owns 64 of the CTA's 128 keys (scores, dK, dV); the step's
+    /// dQ is split by columns, 64 each, over all 128 keys.
+    Columns,
+    /// Head dim 256: a 64 x 256 dK and dV do not fit one warpgroup's registers beside its
+    /// scores, so both warpgroups work on all of the CTA's 64 keys: the scores split by query
+    /// rows (32 each, through shared memory), dK, dV and dQ by head-dim halves (128 each, dQ
+    /// added from registers).
+    HeadDim,
+}
+
 /// Tile shape of one Hopper (sm_90a) backward kernel instantiation: FlashAttention-3 style,
-/// one producer warpgroup (TMA) and two consumer warpgroups (wgmma), each owning 64 of the
-/// CTA's [`BwdSm90Config::BLOCK_N`] keys.
+/// one producer warpgroup (TMA) and two consumer warpgroups (wgmma) sharing the CTA's
+/// [`BwdSm90Config::block_n`] keys as [`BwdSm90Config::split`] says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BwdSm90Config {
-    /// Padded head dimension (64 or 128).
+    /// Padded head dimension (64, 128 or 256).
     pub head_dim: usize,
-    /// Query rows per step (64): the N of the `S^T` and `dP^T` wgmmas.
+    /// Query rows per step (64).
     pub block_m: usize,
     /// Stages of the query-side ring (Q and dO tiles).
     pub stages: usize,
 }
 
 impl BwdSm90Config {
-    /// Keys per CTA.
-    pub const BLOCK_N: usize = 128;
+    /// How the consumer warpgroups share a step (set by the head dimension).
+    pub const fn split(&self) -> BwdSm90Split {
+        match self.head_dim {
+            0..=64 => BwdSm90Split::Keys,
+            65..=128 => BwdSm90Split::Columns,
+            _ => BwdSm90Split::HeadDim,
+        }
+    }
+    /// Keys per CTA: 64 per consumer warpgroup, or 64 shared by both ([`BwdSm90Split::HeadDim`]).
+    pub const fn block_n(&self) -> usize {
+        match self.split() {
+            BwdSm90Split::HeadDim => 64,
+            _ => 128,
+        }
+    }
     /// Threads per CTA: the producer warpgroup and two consumers.
     pub const fn threads(&self) -> usize {
         384
@@ -178,32 +209,45 @@ impl BwdSm90Config {
     /// f32 dQ staging tiles (64 x 64) per consumer warpgroup, used in turn: two, so that a
     /// step's staging need not wait for the previous step's bulk reduction to have read its
     /// tile (at head_dim 128 this fills shared memory to the byte, see [`Self::smem_bytes`]).
+    /// None with [`BwdSm90Split::HeadDim`], whose warpgroups add dQ from registers.
     pub const fn dq_buffers(&self) -> usize {
-        2
+        match self.split() {
+            BwdSm90Split::HeadDim => 0,
+            _ => 2,
+        }
+    }
+    /// 16-bit `block_n x block_m` tiles of transposed step results in shared memory, two of each
+    /// so that one warpgroup may write step `i + 1`'s while the other still reads step `i`'s:
+    /// dS^T, and with [`BwdSm90Split::HeadDim`] also P^T (each warpgroup computes half of them).
+    pub const fn transposed_tiles(&self) -> usize {
+        match self.split() {
+            BwdSm90Split::HeadDim => 4,
+            _ => 2,
+        }
     }
     /// Dynamic shared memory in bytes: 1024 of alignment slack, K and V, the Q and dO stages,
-    /// two dS^T tiles (`BLOCK_N x block_m`), the two warpgroups' f32 dQ staging
+    /// the transposed tiles ([`Self::transposed_tiles`]), the two warpgroups' f32 dQ staging
     /// ([`Self::dq_buffers`] tiles of 64 x 64 each), the stages' row statistics
     /// ([`AccumLayout::fragment_stats`], 2 x `block_m` f32 each), 1024 for the mbarriers.
     pub const fn smem_bytes(&self) -> usize {
-        let (d, m, n) = (self.head_dim, self.block_m, Self::BLOCK_N);
+        let (d, m, n) = (self.head_dim, self.block_m, self.block_n());
         let dq = 2 * self.dq_buffers() * 64 * 64 * 4;
-        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + 2 * n * m * 2 + dq + self.stages * 2 * m * 4 + 1024
+        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + self.transposed_tiles() * n * m * 2 + dq + self.stages * 2 * m * 4 + 1024
     }
-    /// True when the kernel body takes the shape: 64-row steps, whose `dQ = dS K` the two
-    /// consumer warpgroups split into 64 x 64 parts (head_dim 128: 64 columns each over all
-    /// keys; head_dim 64: all columns over their own 64 keys).
+    /// True when the kernel body takes the shape: 64-row steps, head_dim 64, 128 or 256 (one
+    /// per [`BwdSm90Split`]), and shared memory that fits.
     pub const fn is_valid(&self) -> bool {
-        self.block_m == 64 && (self.head_dim == 64 || self.head_dim == 128)
+        self.block_m == 64 && (self.head_dim == 64 || self.head_dim == 128 || self.head_dim == 256)
             && self.stages >= 1 && self.stages <= 3 && self.smem_bytes() <= crate::sm90::MAX_SMEM
     }
 }
 
 /// Every instantiated Hopper backward configuration (each for f16 and bf16), one per head
-/// dimension; head_dim 256 stays on the `mma.sync` kernel.
-pub const BWD_SM90_CONFIGS: [BwdSm90Config; 2] = [
+/// dimension.
+pub const BWD_SM90_CONFIGS: [BwdSm90Config; 3] = [
     BwdSm90Config { head_dim: 64, block_m: 64, stages: 2 },
     BwdSm90Config { head_dim: 128, block_m: 64, stages: 2 },
+    BwdSm90Config { head_dim: 256, block_m: 64, stages: 2 },
 ];
 
 /// Tile shape of one backward (`mma.sync`) kernel instantiation. Eight warps; each of the
@@ -326,6 +370,14 @@ mod tests {
         // all of the 227 KB a CTA may have.
         assert_eq!(BWD_SM90_CONFIGS[1].smem_bytes(), crate::sm90::MAX_SMEM);
         assert!(BWD_SM90_CONFIGS[0].smem_bytes() < crate::sm90::MAX_SMEM);
+        // Hopper, head_dim 256, 64 keys: K, V 32 KB each; Q, dO 2 x 32 KB each; P^T and dS^T 2
+        // x 8 KB each; no dQ staging; statistics 2 x 512 B; 1 KB each of slack and barriers:
+        // again all of it.
+        let wide = BWD_SM90_CONFIGS[2];
+        assert_eq!((wide.split(), wide.block_n(), wide.dq_buffers()), (BwdSm90Split::HeadDim, 64, 0));
+        assert_eq!(wide.smem_bytes(), crate::sm90::MAX_SMEM);
+        assert!(BWD_SM90_CONFIGS.iter().all(|c| c.is_valid()));
+        assert!(!BwdSm90Config { head_dim: 256, block_m: 64, stages: 3 }.is_valid());
         assert!(!BwdConfig { head_dim: 64, block_m: 64, block_n: 32, stages: 2 }.is_valid());
     }
 

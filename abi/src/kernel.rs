@@ -241,7 +241,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.block_n,
             Kernel::Sm90 { config, .. } => config.block_n,
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_n,
-            Kernel::Bwd { step: BwdStep::MainSm90(_), .. } => BwdSm90Config::BLOCK_N,
+            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.block_n(),
             Kernel::Bwd { .. } => 0,
         }
     }
@@ -305,7 +305,7 @@ impl Kernel {
                     (0, 0) if config == none => BwdStep::Prep(AccumLayout::Rows),
                     (1, 0) => BwdStep::Main(config),
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
-                    (3, 0) if n[4] == BwdSm90Config::BLOCK_N => BwdStep::MainSm90(sm90),
+                    (3, 0) if n[4] == sm90.block_n() => BwdStep::MainSm90(sm90),
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
                     (5, 0) if config == none => BwdStep::Prep(AccumLayout::Fragments),
                     _ => return None,
@@ -338,7 +338,7 @@ impl fmt::Display for Kernel {
                 BwdStep::Prep(AccumLayout::Fragments) => write!(f, "flash_bwd_prep_frag_{}", dtype.name()),
                 BwdStep::Main(c) => write!(f, "flash_bwd_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages),
                 BwdStep::MainSm90(c) => {
-                    write!(f, "flash_bwd_sm90_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, BwdSm90Config::BLOCK_N, c.stages)
+                    write!(f, "flash_bwd_sm90_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n(), c.stages)
                 }
                 BwdStep::Dq(AccumLayout::Rows) => write!(f, "flash_bwd_dq_{}", dtype.name()),
                 BwdStep::Dq(AccumLayout::Fragments) => write!(f, "flash_bwd_dq_frag_{}", dtype.name()),
@@ -395,7 +395,7 @@ mod tests {
                 Kernel::Bwd { dtype, step } => {
                     let c = match step {
                         BwdStep::Main(c) => c,
-                        BwdStep::MainSm90(c) => BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: BwdSm90Config::BLOCK_N, stages: c.stages },
+                        BwdStep::MainSm90(c) => BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: c.block_n(), stages: c.stages },
                         _ => BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 },
                     };
                     std::format!("// {MARKER} bwd {} {} {} {} {} {} 0", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages)

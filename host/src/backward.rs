@@ -455,18 +455,20 @@ mod tests {
 
     #[test]
     fn hopper_takes_fixed_length_calls_on_sm90a_and_keeps_its_accumulator_layout() {
-        for (d, padded) in [(64, 64), (128, 128), (96, 128), (40, 64)] {
+        for (d, padded) in [(64, 64), (128, 128), (96, 128), (40, 64), (256, 256), (200, 256)] {
             let pl = plan(&params(d).build().unwrap(), &Target::H100).unwrap();
             let Kernel::Bwd { step: step @ BwdStep::MainSm90(c), .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
             assert_eq!((c.head_dim, pl.kernels[2]), (padded, Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Fragments) }));
             assert_eq!(step.accum_layout(), AccumLayout::Fragments);
             // 64-row chunks of the padded head dim per (batch, head): ceil(1000 / 64) = 16.
             assert_eq!(pl.params.accum_len, 2 * 8 * 16 * 64 * padded as u64);
-            assert_eq!((pl.params.n_blocks, pl.grids[1]), (3000u32.div_ceil(128), 2 * 2 * 3000u32.div_ceil(128)));
+            // 128 keys per CTA, 64 at head_dim 256 (both consumers on the same keys).
+            let bn = if padded == 256 { 64 } else { 128 };
+            assert_eq!((c.block_n(), pl.params.n_blocks, pl.grids[1]), (bn, 3000u32.div_ceil(bn as u32), 2 * 2 * 3000u32.div_ceil(bn as u32)));
         }
         // Elsewhere, and where the Hopper kernel does not take the call: mma.sync, rows.
         let det = params(128).deterministic(true).build().unwrap();
-        for (p, t) in [(params(128).build().unwrap(), Target::A100), (det.clone(), Target::H100), (params(256).build().unwrap(), Target::H100)] {
+        for (p, t) in [(params(128).build().unwrap(), Target::A100), (det.clone(), Target::H100), (params(256).build().unwrap(), Target::A100)] {
             let pl = plan(&p, &t).unwrap();
             assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::Main(_), .. }), "{:?}", pl.kernels[1]);
             assert_eq!(pl.kernels[2], Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Rows) });

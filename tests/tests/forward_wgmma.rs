@@ -26,9 +26,10 @@ fn wgmma(p: AttentionParamsBuilder<'static>) -> AttentionParams<'static> {
     p.path(KernelPath::Wgmma).build().unwrap()
 }
 
-/// The `P V` building block alone (`probes/wgmma_tb.rs`): wgmma with A from registers and an
-/// N-major B (V's layout) in 128B-swizzled 64-column slabs, for each N the kernels use. If the
-/// attention tests fail and this passes, the transposed-B descriptor is not the culprit.
+/// The `P V` building block alone (`probes/wgmma_tb.rs`): wgmma with A from registers (or, as
+/// the head-dim-256 backward's `P^T dO`, from shared memory) and an N-major B (V's layout) in
+/// 128B-swizzled 64-column slabs, for each N the kernels use. If the attention tests fail and
+/// this passes, the transposed-B descriptor is not the culprit.
 #[test]
 fn a1_probe_wgmma_n_major_b() {
     let Some(gpu) = hopper_or_skip("a1_probe_wgmma_n_major_b") else { return };
@@ -38,8 +39,8 @@ fn a1_probe_wgmma_n_major_b() {
     let module = probe_module(&gpu);
     for n in [64usize, 128, 256] {
         let func = module.get_function(&format!("probe_wgmma_tb_m64n{n}k16")).unwrap();
-        for mode in 0..2u32 {
-            let enc = |v: f32| flashrs_tests::encode_16(mode, v);
+        for mode in 0..4u32 {
+            let enc = |v: f32| flashrs_tests::encode_16(mode % 2, v);
             let mut value = || -> f32 { rng.random_range(0.25f32..1.0) * if rng.random::<bool>() { 1.0 } else { -1.0 } };
             let (a_bits, a): (Vec<u16>, Vec<f64>) = (0..64 * k).map(|_| enc(value())).unzip();
             let (b_bits, b): (Vec<u16>, Vec<f64>) = (0..k * n).map(|_| enc(value())).unzip();
@@ -47,7 +48,7 @@ fn a1_probe_wgmma_n_major_b() {
             let b_d = DeviceBuffer::from_slice(&b_bits).unwrap();
             let d_d = DeviceBuffer::from_slice(&vec![f32::NAN; 64 * n]).unwrap();
             unsafe {
-                cust::launch!(func<<<1, 128, (1024 + n * 128) as u32, stream>>>(
+                cust::launch!(func<<<1, 128, (1024 + n * 128 + 8192) as u32, stream>>>(
                     a_d.as_device_ptr(), b_d.as_device_ptr(), d_d.as_device_ptr(), mode
                 ))
                 .unwrap();
@@ -72,8 +73,9 @@ fn a1_probe_wgmma_n_major_b() {
             }
             assert!(
                 bad.is_empty(),
-                "wgmma m64n{n}k16 N-major B ({}): {} of {} elements off:\n  {}",
-                if mode == 1 { "bf16" } else { "f16" },
+                "wgmma m64n{n}k16 N-major B ({}, A from {}): {} of {} elements off:\n  {}",
+                if mode % 2 == 1 { "bf16" } else { "f16" },
+                if mode >= 2 { "shared memory" } else { "registers" },
                 bad.len(),
                 64 * n,
                 bad[..bad.len().min(8)].join("\n  ")

@@ -185,7 +185,7 @@ fn probe_wgmma() {
     let module = probe_module(&gpu);
     let stream = stream();
     let mut rng = StdRng::seed_from_u64(0x9e3);
-    for n in [64usize, 128, 256] {
+    for n in [32usize, 64, 128, 256] {
         let kernel = format!("probe_wgmma_m64n{n}k16");
         let func = module.get_function(&kernel).unwrap();
         // mode: 0 f16 SS, 1 bf16 SS, 2 f16 RS, 3 bf16 RS (A from registers).
@@ -340,6 +340,33 @@ fn probe_bulk_reduce() {
         for i in 0..n + 4 {
             // Past n nothing is added.
             let want = dst0[i] + if i < n { src[i] } else { 0.0 };
+            assert_eq!(dst[i], want, "element {i} of {n}");
+        }
+    }
+}
+
+#[test]
+fn probe_red_v4() {
+    let Some(gpu) = hopper_or_skip("probe_red_v4") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0xb03);
+    for n in [4usize, 100, 1024] {
+        let src = nonzero_values(&mut rng, n);
+        let dst0 = nonzero_values(&mut rng, n + 4);
+        let src_d = DeviceBuffer::from_slice(&src).unwrap();
+        let dst_d = DeviceBuffer::from_slice(&dst0).unwrap();
+        for _ in 0..2 {
+            unsafe {
+                launch!(module.probe_red_v4<<<1, 128, 0, stream>>>(src_d.as_device_ptr(), dst_d.as_device_ptr(), n as u32)).unwrap();
+            }
+        }
+        stream.synchronize().unwrap();
+        let mut dst = vec![0f32; n + 4];
+        dst_d.copy_to(&mut dst[..]).unwrap();
+        for i in 0..n + 4 {
+            // Twice within n, nothing past it.
+            let want = if i < n { (dst0[i] + src[i]) + src[i] } else { dst0[i] };
             assert_eq!(dst[i], want, "element {i} of {n}");
         }
     }

@@ -136,8 +136,9 @@ fn sanitize_backward() {
             cases.push(c);
         }
     }
-    // Walks of several steps (both stages and both dS^T tiles of the Hopper kernel reused).
-    for d in [64, 128] {
+    // Walks of several steps (both stages and both dS^T (and P^T) tiles of the Hopper kernel
+    // reused).
+    for d in [64, 128, 256] {
         cases.push(GradCase::batched(1, 300, 260, 4, 2, d, false, DType::Bf16));
     }
     // Deterministic mode's ordered turns.

@@ -18,12 +18,15 @@ pub struct Arch {
     /// compiles the PTX for the GPU it loads on: a kernel that spills on one of them is slow
     /// there).
     pub assembled_for: &'static [&'static str],
+    /// Extra `-C target-feature`s, or "": the PTX ISA version where the target CPU's default
+    /// lacks an instruction the module uses (sm_90a: vector `red`, PTX 8.1).
+    pub features: &'static str,
 }
 
 /// The modules the host embeds: a portable Ampere+ one (A100, and the 99 KB-per-CTA sm_86 and
 /// sm_89 GPUs) and a Hopper one (wgmma, TMA).
 pub const ARCHES: [Arch; 2] =
-    [Arch { name: "sm_80", assembled_for: &["sm_80", "sm_86", "sm_89"] }, Arch { name: "sm_90a", assembled_for: &["sm_90a"] }];
+    [Arch { name: "sm_80", assembled_for: &["sm_80", "sm_86", "sm_89"], features: "" }, Arch { name: "sm_90a", assembled_for: &["sm_90a"], features: "+ptx81" }];
 
 /// Kernels whose names start with this prefix are hot: they must not spill.
 pub const HOT_PREFIX: &str = "flash_";
@@ -129,6 +132,9 @@ impl Build {
             // every such loop is fully unrolled, which LLVM's default threshold refuses for
             // bodies of hundreds of MMAs. Rust has no `#pragma unroll`, so raise the threshold.
             .args(["-C", "llvm-args=-unroll-threshold=100000"]);
+        if !arch.features.is_empty() {
+            cmd.args(["-C", &format!("target-feature={}", arch.features)]);
+        }
         run(&mut cmd, &format!("cargo rustc (kernels-gpu, {})", arch.name))?;
 
         let deps = target_dir.join("nvptx64-nvidia-cuda/release/deps");
@@ -465,7 +471,7 @@ mod tests {
             if let Some(Kernel::Bwd { dtype, step }) = k {
                 let c = match step {
                     flashrs_abi::BwdStep::Main(c) => [c.head_dim, c.block_m, c.block_n, c.stages],
-                    flashrs_abi::BwdStep::MainSm90(c) => [c.head_dim, c.block_m, flashrs_abi::BwdSm90Config::BLOCK_N, c.stages],
+                    flashrs_abi::BwdStep::MainSm90(c) => [c.head_dim, c.block_m, c.block_n(), c.stages],
                     _ => [0; 4],
                 };
                 ptx += &format!("\t// flashrs-kernel: bwd {} {} {} {} {} {} 0\n", step.code(), dtype.code(), c[0], c[1], c[2], c[3]);

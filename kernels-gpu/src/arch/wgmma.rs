@@ -143,6 +143,8 @@ pub fn wgmma_fence_operands<const K: usize>(d: &mut [f32; K]) {
     }
 }
 
+/// Accumulator of an m64n32 wgmma: 16 f32 per thread.
+pub type AccN32 = [f32; 16];
 /// Accumulator of an m64n64 wgmma: 32 f32 per thread.
 pub type AccN64 = [f32; 32];
 /// Accumulator of an m64n128 wgmma: 64 f32 per thread.
@@ -159,12 +161,14 @@ macro_rules! wgmma_regs {
 
 // Per shape: both operands from shared memory (`ss`), A from registers with a K-major B
 // (`rs`), A from registers with an N-major B (`rs_tb`, `imm-trans-b = 1`: see
-// [`crate::arch::wgmma_mn`] for its layout), and both from shared memory MN-major (`ss_tt`,
-// the backward's `dQ = dS K` with dS stored transposed), each for f16 and bf16.
+// [`crate::arch::wgmma_mn`] for its layout), both from shared memory MN-major (`ss_tt`, the
+// backward's `dQ = dS K` with dS stored transposed), and A from shared memory K-major with an
+// N-major B (`ss_tb`, the head-dim-256 backward's `dV += P^T dO` with P^T in shared memory),
+// each for f16 and bf16.
 macro_rules! wgmma_shape {
     ($shape:literal, $acc:ty, [$($i:literal)+],
      $ss_f16:ident, $ss_bf16:ident, $rs_f16:ident, $rs_bf16:ident, $tb_f16:ident, $tb_bf16:ident,
-     $tt_f16:ident, $tt_bf16:ident) => {
+     $tt_f16:ident, $tt_bf16:ident, $stb_f16:ident, $stb_bf16:ident) => {
         wgmma_shape!(@ss $shape, "f16", $acc, [$($i)+], $ss_f16, "0, 0",
             "A and B from shared memory (K-major descriptors): `d = a * b^T + (scale_d ? d : 0)`.");
         wgmma_shape!(@ss $shape, "bf16", $acc, [$($i)+], $ss_bf16, "0, 0",
@@ -173,6 +177,10 @@ macro_rules! wgmma_shape {
             "A and B from shared memory, both MN-major (`imm-trans-a = imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
         wgmma_shape!(@ss $shape, "bf16", $acc, [$($i)+], $tt_bf16, "1, 1",
             "A and B from shared memory, both MN-major (`imm-trans-a = imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
+        wgmma_shape!(@ss $shape, "f16", $acc, [$($i)+], $stb_f16, "0, 1",
+            "A from shared memory K-major, B MN-major (`imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
+        wgmma_shape!(@ss $shape, "bf16", $acc, [$($i)+], $stb_bf16, "0, 1",
+            "A from shared memory K-major, B MN-major (`imm-trans-b = 1`, see [`crate::arch::wgmma_mn`]): `d = a * b + (scale_d ? d : 0)`.");
         wgmma_shape!(@rs $shape, "f16", $acc, [$($i)+], $rs_f16, "0",
             "B from shared memory (K-major descriptor): `d = a * b^T + (scale_d ? d : 0)`.");
         wgmma_shape!(@rs $shape, "bf16", $acc, [$($i)+], $rs_bf16, "0",
@@ -216,12 +224,21 @@ macro_rules! wgmma_shape {
     };
 }
 
+wgmma_shape!("m64n32k16", AccN32,
+    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15],
+    wgmma_mma_async_m64n32k16_f32_f16, wgmma_mma_async_m64n32k16_f32_bf16,
+    wgmma_mma_async_m64n32k16_f32_f16_rs, wgmma_mma_async_m64n32k16_f32_bf16_rs,
+    wgmma_mma_async_m64n32k16_f32_f16_rs_tb, wgmma_mma_async_m64n32k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n32k16_f32_f16_ss_tt, wgmma_mma_async_m64n32k16_f32_bf16_ss_tt,
+    wgmma_mma_async_m64n32k16_f32_f16_ss_tb, wgmma_mma_async_m64n32k16_f32_bf16_ss_tb);
+
 wgmma_shape!("m64n64k16", AccN64,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
     wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n64k16_f32_bf16,
     wgmma_mma_async_m64n64k16_f32_f16_rs, wgmma_mma_async_m64n64k16_f32_bf16_rs,
     wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_rs_tb,
-    wgmma_mma_async_m64n64k16_f32_f16_ss_tt, wgmma_mma_async_m64n64k16_f32_bf16_ss_tt);
+    wgmma_mma_async_m64n64k16_f32_f16_ss_tt, wgmma_mma_async_m64n64k16_f32_bf16_ss_tt,
+    wgmma_mma_async_m64n64k16_f32_f16_ss_tb, wgmma_mma_async_m64n64k16_f32_bf16_ss_tb);
 
 wgmma_shape!("m64n128k16", AccN128,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
@@ -229,7 +246,8 @@ wgmma_shape!("m64n128k16", AccN128,
     wgmma_mma_async_m64n128k16_f32_f16, wgmma_mma_async_m64n128k16_f32_bf16,
     wgmma_mma_async_m64n128k16_f32_f16_rs, wgmma_mma_async_m64n128k16_f32_bf16_rs,
     wgmma_mma_async_m64n128k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb,
-    wgmma_mma_async_m64n128k16_f32_f16_ss_tt, wgmma_mma_async_m64n128k16_f32_bf16_ss_tt);
+    wgmma_mma_async_m64n128k16_f32_f16_ss_tt, wgmma_mma_async_m64n128k16_f32_bf16_ss_tt,
+    wgmma_mma_async_m64n128k16_f32_f16_ss_tb, wgmma_mma_async_m64n128k16_f32_bf16_ss_tb);
 
 wgmma_shape!("m64n256k16", AccN256,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
@@ -239,4 +257,5 @@ wgmma_shape!("m64n256k16", AccN256,
     wgmma_mma_async_m64n256k16_f32_f16, wgmma_mma_async_m64n256k16_f32_bf16,
     wgmma_mma_async_m64n256k16_f32_f16_rs, wgmma_mma_async_m64n256k16_f32_bf16_rs,
     wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb,
-    wgmma_mma_async_m64n256k16_f32_f16_ss_tt, wgmma_mma_async_m64n256k16_f32_bf16_ss_tt);
+    wgmma_mma_async_m64n256k16_f32_f16_ss_tt, wgmma_mma_async_m64n256k16_f32_bf16_ss_tt,
+    wgmma_mma_async_m64n256k16_f32_f16_ss_tb, wgmma_mma_async_m64n256k16_f32_bf16_ss_tb);

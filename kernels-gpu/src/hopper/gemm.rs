@@ -7,6 +7,9 @@
 //!   (`imm-trans-b = 1`): `BN / 16` wgmmas, each reading 16 keys (two 8-row atoms, 2048 bytes)
 //!   across all `D / 64` slabs (LBO = one slab).
 //!
+//! The backward adds `A B^T` with B some rows of a taller tile ([`gemm_abt`]), `A B` with both
+//! MN-major ([`gemm_tt_n64`]), and `A B` with A K-major from shared memory ([`gemm_ss_tb_n128`]).
+//!
 //! Issue and wait are separate so that callers can overlap other work with the tensor cores:
 //! each `gemm_*` commits one wgmma group; [`wait`] then waits.
 use crate::arch::wgmma::*;
@@ -15,6 +18,8 @@ use crate::dtype::{Bf16, Element, F16};
 
 /// A 16-bit element type with wgmma forms for every N the kernels use.
 pub trait WgElement: Element {
+    /// SS, K-major A and B, N = 32.
+    unsafe fn ss_n32(d: &mut AccN32, a: SmemDesc, b: SmemDesc, scale_d: bool);
     /// SS, K-major A and B, N = 64.
     unsafe fn ss_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, scale_d: bool);
     /// SS, K-major A and B, N = 128.
@@ -29,11 +34,18 @@ pub trait WgElement: Element {
     unsafe fn rs_tb_n256(d: &mut AccN256, a: &FragA, b: SmemDesc, scale_d: bool);
     /// SS, MN-major A and B, N = 64.
     unsafe fn ss_tt_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, scale_d: bool);
+    /// SS, K-major A, N-major B, N = 128.
+    unsafe fn ss_tb_n128(d: &mut AccN128, a: SmemDesc, b: SmemDesc, scale_d: bool);
 }
 
 macro_rules! wg_element {
-    ($t:ty, $ss64:ident, $ss128:ident, $ss256:ident, $rs64:ident, $rs128:ident, $rs256:ident, $tt64:ident) => {
+    ($t:ty, $ss32:ident, $ss64:ident, $ss128:ident, $ss256:ident, $rs64:ident, $rs128:ident, $rs256:ident, $tt64:ident,
+     $stb128:ident) => {
         impl WgElement for $t {
+            #[inline(always)]
+            unsafe fn ss_n32(d: &mut AccN32, a: SmemDesc, b: SmemDesc, s: bool) {
+                unsafe { $ss32(d, a, b, s) }
+            }
             #[inline(always)]
             unsafe fn ss_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, s: bool) {
                 unsafe { $ss64(d, a, b, s) }
@@ -62,18 +74,24 @@ macro_rules! wg_element {
             unsafe fn ss_tt_n64(d: &mut AccN64, a: SmemDesc, b: SmemDesc, s: bool) {
                 unsafe { $tt64(d, a, b, s) }
             }
+            #[inline(always)]
+            unsafe fn ss_tb_n128(d: &mut AccN128, a: SmemDesc, b: SmemDesc, s: bool) {
+                unsafe { $stb128(d, a, b, s) }
+            }
         }
     };
 }
 
 wg_element!(F16,
-    wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n128k16_f32_f16, wgmma_mma_async_m64n256k16_f32_f16,
+    wgmma_mma_async_m64n32k16_f32_f16, wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n128k16_f32_f16, wgmma_mma_async_m64n256k16_f32_f16,
     wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_f16_rs_tb,
-    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_f16_ss_tt);
+    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_f16_ss_tt,
+    wgmma_mma_async_m64n128k16_f32_f16_ss_tb);
 wg_element!(Bf16,
-    wgmma_mma_async_m64n64k16_f32_bf16, wgmma_mma_async_m64n128k16_f32_bf16, wgmma_mma_async_m64n256k16_f32_bf16,
+    wgmma_mma_async_m64n32k16_f32_bf16, wgmma_mma_async_m64n64k16_f32_bf16, wgmma_mma_async_m64n128k16_f32_bf16, wgmma_mma_async_m64n256k16_f32_bf16,
     wgmma_mma_async_m64n64k16_f32_bf16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb,
-    wgmma_mma_async_m64n256k16_f32_bf16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_ss_tt);
+    wgmma_mma_async_m64n256k16_f32_bf16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_ss_tt,
+    wgmma_mma_async_m64n128k16_f32_bf16_ss_tb);
 
 /// `acc` viewed as an array of `M` elements; only called where `N == M`.
 #[inline(always)]
@@ -84,9 +102,10 @@ unsafe fn same<const N: usize, const M: usize>(acc: &mut [f32; N]) -> &mut [f32;
 /// One SS wgmma with an accumulator of `NH = N / 2` registers.
 #[inline(always)]
 unsafe fn ss<T: WgElement, const NH: usize>(d: &mut [f32; NH], a: SmemDesc, b: SmemDesc, scale_d: bool) {
-    const { assert!(NH == 32 || NH == 64 || NH == 128) };
+    const { assert!(NH == 16 || NH == 32 || NH == 64 || NH == 128) };
     unsafe {
         match NH {
+            16 => T::ss_n32(same(d), a, b, scale_d),
             32 => T::ss_n64(same(d), a, b, scale_d),
             64 => T::ss_n128(same(d), a, b, scale_d),
             _ => T::ss_n256(same(d), a, b, scale_d),
@@ -116,18 +135,32 @@ pub unsafe fn gemm_qk<T: WgElement, const D: usize, const BM: usize, const BN: u
     q: u32,
     k: u32,
 ) {
-    const { assert!(SN == BN / 2 && D % 64 == 0) };
-    // Opaque, so LLVM builds Q's descriptors here instead of hoisting all `D / 16` of them
+    const { assert!(SN == BN / 2) };
+    unsafe { gemm_abt::<T, D, BM, BN, SN>(s, q, k) }
+}
+
+/// Issues `D = A B^T` (one committed group) for an m64 x `2 SN` f32 `d` with A and B K-major
+/// along `D` columns in 128B-swizzled slabs: A's 64 rows from `a` (its slabs `A_ROWS * 128`
+/// bytes apart), B's `2 SN` rows from `b` (slabs `B_ROWS * 128` bytes apart, so that B may be
+/// some rows of a taller tile). `d`'s previous contents are ignored.
+#[inline(always)]
+pub unsafe fn gemm_abt<T: WgElement, const D: usize, const A_ROWS: usize, const B_ROWS: usize, const SN: usize>(
+    d: &mut [f32; SN],
+    a: u32,
+    b: u32,
+) {
+    const { assert!(2 * SN <= B_ROWS && D % 64 == 0) };
+    // Opaque, so LLVM builds A's descriptors here instead of hoisting all `D / 16` of them
     // (64-bit each) out of every loop into registers the consumers are short of.
-    let q = opaque(q);
-    // Pins `s` before the fence: nothing may write its registers between fence and wgmma.
-    wgmma_fence_operands(s);
+    let a = opaque(a);
+    // Pins `d` before the fence: nothing may write its registers between fence and wgmma.
+    wgmma_fence_operands(d);
     wgmma_fence();
     for ks in 0..D / 16 {
         let step = ((ks % 4) * 32) as u32;
-        let a = SmemDesc::k_major_sw128(q + ((ks / 4) * BM * 128) as u32 + step);
-        let b = SmemDesc::k_major_sw128(k + ((ks / 4) * BN * 128) as u32 + step);
-        unsafe { ss::<T, SN>(s, a, b, ks != 0) };
+        let da = SmemDesc::k_major_sw128(a + ((ks / 4) * A_ROWS * 128) as u32 + step);
+        let db = SmemDesc::k_major_sw128(b + ((ks / 4) * B_ROWS * 128) as u32 + step);
+        unsafe { ss::<T, SN>(d, da, db, ks != 0) };
     }
     wgmma_commit_group();
 }
@@ -172,6 +205,24 @@ pub unsafe fn gemm_pv<T: WgElement, const D: usize, const BN: usize, const ON: u
         // 16 keys = two 8-row atoms (SBO 1024); the next 64 columns one slab further (LBO).
         let b = SmemDesc::new(v + (kk * 2048) as u32, (BN * 128) as u32, 1024, Swizzle::B128);
         unsafe { rs_tb::<T, ON>(o, &p[kk], b, true) };
+    }
+    wgmma_commit_group();
+}
+
+/// Issues `D += A B` (one committed group) for a 64 x 128 f32 `d` with A from shared memory
+/// K-major (one 128B-swizzled slab of 64 rows at `a`, `K16` k-steps of 16 columns) and B
+/// N-major like [`gemm_pv`]'s V (`B_ROWS` rows per 64-column slab from `b`). The head-dim-256
+/// backward's `dV += P^T dO` and `dK += dS^T Q`, P^T and dS^T in shared memory.
+#[inline(always)]
+pub unsafe fn gemm_ss_tb_n128<T: WgElement, const B_ROWS: usize, const K16: usize>(d: &mut AccN128, a: u32, b: u32) {
+    const { assert!(K16 <= 4) };
+    let (a, b) = (opaque(a), opaque(b));
+    wgmma_fence_operands(d);
+    wgmma_fence();
+    for kk in 0..K16 {
+        let da = SmemDesc::k_major_sw128(a + (kk * 32) as u32);
+        let db = SmemDesc::new(b + (kk * 2048) as u32, (B_ROWS * 128) as u32, 1024, Swizzle::B128);
+        unsafe { T::ss_tb_n128(d, da, db, true) };
     }
     wgmma_commit_group();
 }

@@ -9,8 +9,9 @@
 //! * `red.add.f32`: every thread adds `vals[t]` to `accum[t % 4]`.
 //! * `ld.acquire`: `out[130]` = the bits of `*counter`.
 //!
-//! sm_90a: [`probe_bulk_reduce`], a bulk reduction of staged f32 into global memory, and
-//! [`probe_bulk_copy`], a bulk copy into shared memory completing on an mbarrier.
+//! sm_90a: [`probe_bulk_reduce`], a bulk reduction of staged f32 into global memory,
+//! [`probe_red_v4`], the same from registers 16 bytes at a time, and [`probe_bulk_copy`], a
+//! bulk copy into shared memory completing on an mbarrier.
 use crate::arch::atom::{ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
 use crate::arch::barrier::bar_sync;
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
@@ -65,6 +66,19 @@ pub unsafe extern "ptx-kernel" fn probe_bulk_reduce(src: *const f32, dst: *mut f
         unsafe { cp_reduce_async_bulk_add_f32(dst, smem, 4 * n) };
         cp_async_bulk_commit_group();
         cp_async_bulk_wait_group_0();
+    }
+}
+
+/// sm_90a: adds `src[0..n]` (n a multiple of 4, at most 1024) to `dst[0..n]` with one vector
+/// reduction per 4 values, thread `t` adding values `4t..` then `4t + 512..`; one CTA of 128
+/// threads, launched twice to show the adds accumulate.
+#[cfg(target_feature = "sm_90a")]
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_red_v4(src: *const [f32; 4], dst: *mut f32, n: u32) {
+    let mut i = thread_idx_x();
+    while 4 * i < n {
+        unsafe { crate::arch::atom::red_relaxed_gpu_add_v4_f32(dst.add(4 * i as usize), *src.add(i as usize)) };
+        i += 128;
     }
 }
 

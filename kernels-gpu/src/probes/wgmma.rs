@@ -127,6 +127,10 @@ macro_rules! probe_wgmma {
     };
 }
 
+probe_wgmma!(/// m64n32k16 (see the module docs): `bt` is 32x64, `d` 64x32.
+    probe_wgmma_m64n32k16, 32,
+    wgmma_mma_async_m64n32k16_f32_f16, wgmma_mma_async_m64n32k16_f32_bf16,
+    wgmma_mma_async_m64n32k16_f32_f16_rs, wgmma_mma_async_m64n32k16_f32_bf16_rs);
 probe_wgmma!(/// m64n64k16 (see the module docs): `bt` is 64x64, `d` 64x64.
     probe_wgmma_m64n64k16, 64,
     wgmma_mma_async_m64n64k16_f32_f16, wgmma_mma_async_m64n64k16_f32_bf16,

@@ -7,8 +7,10 @@
 //! with LBO = one slab (the next 64 columns) and SBO = 1024 (the next 8 rows). D is 64xN f32
 //! row-major, poisoned with NaN before the first step's `scale_d = false`.
 //!
-//! `mode`: 0 = f16, 1 = bf16. One CTA of 128 threads; dynamic shared memory 1024 (alignment
-//! slack) + N * 128 bytes. [`probe_wgmma_tt_m64n64k16`] takes A MN-major too.
+//! `mode`: 0 = f16, 1 = bf16; 2 = f16, 3 = bf16 with A from shared memory instead (K-major,
+//! one slab staged after B's: the head-dim-256 backward's `dV += P^T dO`). One CTA of 128
+//! threads; dynamic shared memory 1024 (alignment slack) + N * 128 + 8192 bytes.
+//! [`probe_wgmma_tt_m64n64k16`] takes A MN-major too.
 use super::wgmma::load_frag_a;
 use super::{dsmem_base_1024, sw128_offset};
 use crate::arch::barrier::bar_sync;
@@ -35,12 +37,16 @@ unsafe fn stage_slabs(dst: u32, b: *const [u32; 4], n: u32) {
 }
 
 macro_rules! probe_wgmma_tb {
-    ($(#[$doc:meta])* $name:ident, $n:literal, $f16:ident, $bf16:ident) => {
+    ($(#[$doc:meta])* $name:ident, $n:literal, $f16:ident, $bf16:ident, $ss_f16:ident, $ss_bf16:ident) => {
         $(#[$doc])*
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(a: *const u32, b: *const [u32; 4], d: *mut f32, mode: u32) {
             let sb = dsmem_base_1024();
-            unsafe { stage_slabs(sb, b, $n) };
+            let sa = sb + $n * 128;
+            unsafe {
+                stage_slabs(sb, b, $n);
+                stage_slabs(sa, a as *const [u32; 4], 64);
+            }
             fence_proxy_async_shared_cta();
             bar_sync();
             let mut frags = [[0u32; 4]; (K / 16) as usize];
@@ -52,11 +58,13 @@ macro_rules! probe_wgmma_tb {
             wgmma_fence();
             for k in 0..(K / 16) as usize {
                 let desc = SmemDesc::new(sb + 2048 * k as u32, K * 128, 1024, Swizzle::B128);
+                let da = SmemDesc::k_major_sw128(sa).add(32 * k as u32);
                 unsafe {
-                    if mode == 0 {
-                        $f16(&mut acc, &frags[k], desc, k != 0)
-                    } else {
-                        $bf16(&mut acc, &frags[k], desc, k != 0)
+                    match mode {
+                        0 => $f16(&mut acc, &frags[k], desc, k != 0),
+                        1 => $bf16(&mut acc, &frags[k], desc, k != 0),
+                        2 => $ss_f16(&mut acc, da, desc, k != 0),
+                        _ => $ss_bf16(&mut acc, da, desc, k != 0),
                     }
                 }
             }
@@ -81,13 +89,16 @@ macro_rules! probe_wgmma_tb {
 
 probe_wgmma_tb!(/// m64n64k16, B 64x64 (see the module docs).
     probe_wgmma_tb_m64n64k16, 64,
-    wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_rs_tb);
+    wgmma_mma_async_m64n64k16_f32_f16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n64k16_f32_f16_ss_tb, wgmma_mma_async_m64n64k16_f32_bf16_ss_tb);
 probe_wgmma_tb!(/// m64n128k16, B 64x128 (see the module docs).
     probe_wgmma_tb_m64n128k16, 128,
-    wgmma_mma_async_m64n128k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb);
+    wgmma_mma_async_m64n128k16_f32_f16_rs_tb, wgmma_mma_async_m64n128k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n128k16_f32_f16_ss_tb, wgmma_mma_async_m64n128k16_f32_bf16_ss_tb);
 probe_wgmma_tb!(/// m64n256k16, B 64x256 (see the module docs).
     probe_wgmma_tb_m64n256k16, 256,
-    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb);
+    wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb,
+    wgmma_mma_async_m64n256k16_f32_f16_ss_tb, wgmma_mma_async_m64n256k16_f32_bf16_ss_tb);
 
 /// `wgmma` with both operands MN-major in shared memory (`imm-trans-a = imm-trans-b = 1`), as
 /// the Hopper backward's `dQ = dS K` uses it: `a_t` is A^T (64 x 64 row-major: K rows of the 64

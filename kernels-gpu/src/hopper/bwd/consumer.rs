@@ -27,18 +27,17 @@
 //! ([`super::epilogue::add_dq`]).
 use super::Walk;
 use super::epilogue::{add_dq, store_rows};
+use super::scores::{column_stats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
 use crate::arch::fence::fence_proxy_async_shared_cta;
-use crate::arch::smem::{ld_shared_v2, st_shared_b32};
 use crate::arch::wgmma::{FragA, wgmma_fence_operands};
 use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
 use crate::hopper::pipeline::{PipeState, release_own_reads, wait_full};
-use crate::lse;
 use flashrs_abi::{AccumLayout, BwdParams};
 
 /// Named barrier of both consumer warpgroups (256 threads): dS^T is in shared memory.
-const DS_BARRIER: u32 = 3;
+pub const DS_BARRIER: u32 = 3;
 
 /// Runs consumer warpgroup `wg` (0, 1) over the walk; `tid` is the thread's index in the
 /// warpgroup. Const generics: `SN = BM / 2` (score registers), `DN = D / 2` (dK, dV
@@ -52,6 +51,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     tid: u32,
 ) {
     const { assert!(SN == BM / 2 && DN == D / 2 && KP == BM / 16 && BM == 64 && (D == 64 || D == 128)) };
+    const { assert!(Smem::<D, BM, STAGES>::DQ_BUFS == 2) };
     let f = &p.fwd;
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
@@ -85,44 +85,15 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
-        // The step's statistics, per column the thread holds (`8i + 2t + j` at `2i + j`): the
-        // log-sum-exp bases at 0, the dsums at 64 (padding columns: -inf and 0, so their P is 0).
         let stats = smem.stats(pipe.stage);
-        let per_column = |at: u32| -> [f32; 16] {
-            let pairs: [[u32; 2]; 8] = core::array::from_fn(|i| unsafe { ld_shared_v2(stats + 4 * (at + 8 * i as u32 + 2 * t)) });
-            core::array::from_fn(|x| f32::from_bits(pairs[x / 2][x % 2]))
-        };
-        let column = |i: usize, j: usize| m0 + 8 * i as u32 + 2 * t + j as u32;
         let diagonal = causal && w.n0 as i32 + 64 * wg as i32 + 63 > m0 as i32 + offset;
         wait::<1, SN>(&mut s);
-        let bases = per_column(0);
-        for i in 0..SN / 4 {
-            for j in 0..2 {
-                let q = column(i, j);
-                let base = bases[2 * i + j];
-                for hh in 0..2 {
-                    let e = 4 * i + 2 * hh + j;
-                    if diagonal && key + 8 * hh as i32 > q as i32 + offset {
-                        s[e] = f32::NEG_INFINITY;
-                    }
-                    s[e] = lse::exp_scaled(s[e], f.scale_log2, base);
-                }
-            }
-        }
+        probabilities::<SN, 8>(&mut s, &column_stats::<8>(stats, 0, 0, t), f.scale_log2, diagonal, key, m0 as i32 + offset, t);
         // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
         let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
-        let dsums = per_column(64);
+        let dsums = column_stats::<8>(stats, 64, 0, t);
         wait::<0, SN>(&mut dp);
-        for i in 0..SN / 4 {
-            for j in 0..2 {
-                let dsum = dsums[2 * i + j];
-                for hh in 0..2 {
-                    let e = 4 * i + 2 * hh + j;
-                    let p = T::unpack2(pf[e / 8][(e % 8) / 2])[e % 2];
-                    dp[e] = p * (dp[e] - dsum);
-                }
-            }
-        }
+        dscores::<T, SN, 8, KP>(&mut dp, &pf, &dsums);
         let mut dsf: [FragA; KP] = pack_p::<T, SN, KP>(&dp);
         if !split_keys {
             // Issued before the barrier both warpgroups meet at, so the tensor cores have
@@ -132,17 +103,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
                 gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
             }
         }
-        // dS^T into shared memory: fragment register r of k-step kk holds key row g + 8 (r % 2),
-        // query columns 8 (2 kk + r / 2) + 2t, 2t + 1.
         let ds = smem.ds(i % 2);
-        let row = 64 * wg + 16 * warp + g;
-        for kk in 0..KP {
-            for r in 0..4 {
-                let c = (2 * kk + r / 2) as u32;
-                let addr = ds + (c / 8) * 128 * 128 + (row + 8 * (r % 2) as u32) * 128 + (((c % 8) ^ g) << 4) + 4 * t;
-                unsafe { st_shared_b32(addr, dsf[kk][r]) };
-            }
-        }
+        unsafe { store_transposed::<KP>(ds, 128, &dsf, 64 * wg + 16 * warp + g, 0, g, t) };
         // dS^T visible to the async proxy (both warpgroups', where both read it) before the dQ
         // GEMM reads it.
         fence_proxy_async_shared_cta();

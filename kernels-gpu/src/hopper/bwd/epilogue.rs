@@ -1,5 +1,7 @@
 //! Where a Hopper backward CTA's results leave: each step's dQ part, added to the f32
-//! accumulator by one bulk reduction per warpgroup, and dK, dV at the end.
+//! accumulator by one bulk reduction per warpgroup (or, where shared memory has no room to
+//! stage it, from registers), and dK, dV at the end.
+use crate::arch::atom::red_relaxed_gpu_add_v4_f32;
 use crate::arch::barrier::bar_sync_named;
 use crate::arch::bulk::{cp_async_bulk_commit_group, cp_async_bulk_wait_group_read, cp_reduce_async_bulk_add_f32};
 use crate::arch::fence::fence_proxy_async_shared_cta;
@@ -29,6 +31,17 @@ pub unsafe fn add_dq(dq: &[f32; 32], staged: u32, dst: *mut f32, wg: u32, tid: u
     if tid == 0 {
         unsafe { cp_reduce_async_bulk_add_f32(dst, staged, (AccumLayout::CHUNK * 4) as u32) };
         cp_async_bulk_commit_group();
+    }
+}
+
+/// Adds a warpgroup's 64 x 64 dQ part (an `m64n64` accumulator) to its accumulator chunk `dst`
+/// straight from registers: the chunk's order is the registers' own, so each thread adds 16
+/// contiguous bytes at a time and a warp 512 ([`add_dq`]'s layout without the staging).
+#[inline(always)]
+pub unsafe fn add_dq_from_registers(dq: &[f32; 32], dst: *mut f32, tid: u32) {
+    for k in 0..8 {
+        let v = [dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]];
+        unsafe { red_relaxed_gpu_add_v4_f32(dst.add(k * 512 + 4 * tid as usize), v) };
     }
 }
 

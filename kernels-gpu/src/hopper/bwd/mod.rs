@@ -3,20 +3,24 @@
 //! is the main one, with its own accumulator layout for dQ
 //! ([`flashrs_abi::AccumLayout::Fragments`]).
 //!
-//! A CTA owns 128 keys of one (batch, K/V head) and walks every query block of every query
-//! head of the GQA group that sees them (under causal masking, from the first block with a row
-//! that sees the first key), 64 query rows per step. Warpgroup 0 is the producer
-//! ([`producer`]): it gives registers away and one thread loads K and V once, then each step's
-//! Q and dO tiles into a ring of stages ([`smem`]). Warpgroups 1 and 2 are the consumers
-//! ([`consumer`]), 64 keys each, their dK and dV in registers; each step they recompute P,
-//! form dS, accumulate dV and dK, and add their half of the step's `dS K` to the f32 dQ
-//! accumulator with one bulk reduction ([`epilogue`]). dK and dV are written once at the end.
+//! A CTA owns 128 keys (64 at head_dim 256) of one (batch, K/V head) and walks every query
+//! block of every query head of the GQA group that sees them (under causal masking, from the
+//! first block with a row that sees the first key), 64 query rows per step. Warpgroup 0 is the
+//! producer ([`producer`]): it gives registers away and one thread loads K and V once, then
+//! each step's Q and dO tiles into a ring of stages ([`smem`]). Warpgroups 1 and 2 are the
+//! consumers, their dK and dV in registers; each step they recompute P, form dS
+//! ([`scores`]), accumulate dV and dK, and add their part of the step's `dS K` to the f32 dQ
+//! accumulator ([`epilogue`]). dK and dV are written once at the end. How the consumers share
+//! the work follows [`flashrs_abi::BwdSm90Split`]: 64 keys each ([`consumer`], head_dim 64
+//! and 128), or all 64 keys with the head dim halved between them ([`consumer_wide`], 256).
 //!
 //! Fixed-length calls only; variable-length and deterministic calls run on the `mma.sync`
 //! kernel.
 pub mod consumer;
+pub mod consumer_wide;
 pub mod epilogue;
 pub mod producer;
+pub mod scores;
 pub mod smem;
 
 use super::entry_directives;
@@ -28,7 +32,7 @@ use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
 use crate::dtype::{Bf16, Element, F16};
 use super::smem::dsmem_base_1024;
-use flashrs_abi::bwd::{BWD_SM90_CONFIGS, BwdSm90Config};
+use flashrs_abi::bwd::{BWD_SM90_CONFIGS, BwdSm90Config, BwdSm90Split};
 use flashrs_abi::grid::div_rem;
 use flashrs_abi::{BwdParams, BwdStep};
 use producer::Maps;
@@ -67,22 +71,13 @@ impl Walk {
 }
 
 /// The kernel body. Const generics: element type, padded head dim `D`, query rows per step
-/// `BM`, `STAGES`, and the derived `SN = BM / 2`, `DN = D / 2`, `KP = BM / 16` and register
-/// budgets, which stable Rust cannot compute in array types.
+/// `BM`, keys `BN`, `STAGES` and the register budgets; `consume` runs a consumer warpgroup (its shared
+/// memory, the walk, its index 0 or 1, the thread's index in it).
 #[inline(always)]
-unsafe fn flash_bwd_sm90<
-    T: WgElement,
-    const D: usize,
-    const BM: usize,
-    const STAGES: usize,
-    const SN: usize,
-    const DN: usize,
-    const KP: usize,
-    const PREGS: u32,
-    const CREGS: u32,
->(
+unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const PREGS: u32, const CREGS: u32>(
     maps: Maps,
     p: &BwdParams,
+    consume: impl FnOnce(Smem<D, BM, STAGES>, Walk, u32, u32),
 ) {
     const { assert!(128 * PREGS as usize + 256 * CREGS as usize <= 65536) };
     let f = &p.fwd;
@@ -94,7 +89,7 @@ unsafe fn flash_bwd_sm90<
     let heads_kv = div_rem(f.heads_q, f.group).0;
     let (bh, nb) = div_rem(block_idx_x(), p.n_blocks);
     let (batch, h_kv) = div_rem(bh, heads_kv);
-    let n0 = nb * BwdSm90Config::BLOCK_N as u32;
+    let n0 = nb * BN as u32;
     let m_blocks = f.seqlen_q.div_ceil(BM as u32);
     // The first query block with a row that sees key n0 (bottom-right causal diagonal).
     let m_first = if f.causal != 0 {
@@ -114,33 +109,45 @@ unsafe fn flash_bwd_sm90<
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 && walk.steps() > 0 {
-            unsafe { producer::run::<D, BM, STAGES>(maps, p, smem, walk) };
+            unsafe { producer::run::<D, BM, BN, STAGES>(maps, p, smem, walk) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
-        unsafe { consumer::run::<T, D, BM, STAGES, SN, DN, KP>(p, smem, walk, warpgroup - 1, tid % 128) };
+        consume(smem, walk, warpgroup - 1, tid % 128);
     }
 }
 
 /// Declares one entry per (configuration of [`BWD_SM90_CONFIGS`], element type), each with its
-/// [`flashrs_abi::kernel`] marker.
+/// [`flashrs_abi::kernel`] marker, running the consumer its split names (checked against the
+/// configuration at compile time).
 macro_rules! bwd_sm90_kernels {
-    ($($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
-        bwd_sm90_kernels!(@one $f16, F16, $idx);
-        bwd_sm90_kernels!(@one $bf16, Bf16, $idx);
+    ($($idx:literal => $split:ident: $f16:ident, $bf16:ident;)*) => {$(
+        bwd_sm90_kernels!(@one $f16, F16, $idx, $split);
+        bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split);
     )*};
-    (@one $name:ident, $t:ty, $idx:literal) => {
+    (@consume Keys, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
+    (@consume Columns, $t:ty, $c:ident, $p:ident) => {
+        |smem, walk, wg, tid| unsafe {
+            consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
+                { $c.block_m / 16 }>(&$p, smem, walk, wg, tid)
+        }
+    };
+    (@consume HeadDim, $t:ty, $c:ident, $p:ident) => {
+        |smem, walk, wg, tid| unsafe { consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }>(&$p, smem, walk, wg, tid) }
+    };
+    (@one $name:ident, $t:ty, $idx:literal, $split:ident) => {
         /// Hopper backward attention's main entry point (see the module docs): Q, K, V and dO
         /// tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes of `block_m`
-        /// rows for Q and dO and 128 for K and V, 128-byte swizzle), then the parameters.
+        /// rows for Q and dO and `block_n` for K and V, 128-byte swizzle), then the parameters.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, _dout: TensorMapParam, p: BwdParams) {
             const C: BwdSm90Config = BWD_SM90_CONFIGS[$idx];
+            const { assert!(matches!(C.split(), BwdSm90Split::$split)) };
             entry_directives::<{ C.threads() }>();
             unsafe {
                 core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} 0", s = const BwdStep::MainSm90(C).code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const BwdSm90Config::BLOCK_N, st = const C.stages, options(nomem, nostack, preserves_flags));
+                    bn = const C.block_n(), st = const C.stages, options(nomem, nostack, preserves_flags));
             }
             let maps = Maps {
                 q: crate::param_tensor_map!($name, 0),
@@ -149,14 +156,15 @@ macro_rules! bwd_sm90_kernels {
                 dout: crate::param_tensor_map!($name, 3),
             };
             unsafe {
-                flash_bwd_sm90::<$t, { C.head_dim }, { C.block_m }, { C.stages }, { C.block_m / 2 }, { C.head_dim / 2 },
-                    { C.block_m / 16 }, { C.producer_regs() }, { C.consumer_regs() }>(maps, &p)
+                flash_bwd_sm90::<$t, { C.head_dim }, { C.block_m }, { C.block_n() }, { C.stages }, { C.producer_regs() }, { C.consumer_regs() }>(
+                    maps, &p, bwd_sm90_kernels!(@consume $split, $t, C, p))
             }
         }
     };
 }
 
 bwd_sm90_kernels! {
-    0 => flash_bwd_sm90_f16_d64_64x128s2, flash_bwd_sm90_bf16_d64_64x128s2;
-    1 => flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2;
+    0 => Keys: flash_bwd_sm90_f16_d64_64x128s2, flash_bwd_sm90_bf16_d64_64x128s2;
+    1 => Columns: flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2;
+    2 => HeadDim: flash_bwd_sm90_f16_d256_64x64s2, flash_bwd_sm90_bf16_d256_64x64s2;
 }

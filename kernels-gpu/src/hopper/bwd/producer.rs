@@ -18,18 +18,18 @@ use flashrs_abi::{AccumLayout, BwdParams, BwdSm90Config};
 pub struct Maps {
     /// Q, boxes of `block_m` rows.
     pub q: *const TensorMap,
-    /// K, boxes of 128 rows.
+    /// K, boxes of `block_n` rows.
     pub k: *const TensorMap,
-    /// V, boxes of 128 rows.
+    /// V, boxes of `block_n` rows.
     pub v: *const TensorMap,
     /// dO, boxes of `block_m` rows.
     pub dout: *const TensorMap,
 }
 
-/// Runs the producer (one thread) over the CTA's walk.
+/// Runs the producer (one thread) over the CTA's walk; `BN` is the CTA's keys.
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BM: usize, const STAGES: usize>(maps: Maps, p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk) {
-    const BN: usize = BwdSm90Config::BLOCK_N;
+pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(maps: Maps, p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk) {
+    const { assert!(BN == BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.block_n()) };
     const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
     unsafe {
         prefetch_tensormap(maps.q);

@@ -1,6 +1,7 @@
-//! Shared-memory plan of a Hopper backward CTA: K and V (the CTA's 128 keys, loaded once), the
-//! query-side ring (Q and dO tiles and the rows' statistics per stage), two dS^T tiles, the
-//! consumer warpgroups' dQ staging, and the mbarriers.
+//! Shared-memory plan of a Hopper backward CTA: K and V (the CTA's keys, loaded once), the
+//! query-side ring (Q and dO tiles and the rows' statistics per stage), two dS^T tiles (and at
+//! head_dim 256 two P^T tiles), the consumer warpgroups' dQ staging (none at head_dim 256), and
+//! the mbarriers.
 //!
 //! Q, dO, K and V are stored as 64-column slabs (`rows x 128` bytes, 128-byte swizzle), as
 //! TMA's 64-column boxes write them and as the forward's tiles are. dS^T is stored the same
@@ -20,22 +21,18 @@ pub struct Smem<const D: usize, const BM: usize, const STAGES: usize> {
 }
 
 impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
-    const BN: usize = BwdSm90Config::BLOCK_N;
+    const CONFIG: BwdSm90Config = BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES };
+    const BN: usize = Self::CONFIG.block_n();
     const KV_BYTES: u32 = (Self::BN * D * 2) as u32;
     const Q_BYTES: u32 = (BM * D * 2) as u32;
     const DS_BYTES: u32 = (Self::BN * BM * 2) as u32;
     const DQ_BYTES: u32 = (AccumLayout::CHUNK * 4) as u32;
-    /// Staging tiles per consumer warpgroup (two: [`super::epilogue::add_dq`] waits for the
-    /// reduction of two steps before).
-    pub const DQ_BUFS: u32 = {
-        let n = BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.dq_buffers();
-        assert!(n == 2);
-        n as u32
-    };
+    /// Staging tiles per consumer warpgroup ([`BwdSm90Config::dq_buffers`]).
+    pub const DQ_BUFS: u32 = Self::CONFIG.dq_buffers() as u32;
     const Q: u32 = 2 * Self::KV_BYTES;
     const DO: u32 = Self::Q + STAGES as u32 * Self::Q_BYTES;
     const DS: u32 = Self::DO + STAGES as u32 * Self::Q_BYTES;
-    const DQ: u32 = Self::DS + 2 * Self::DS_BYTES;
+    const DQ: u32 = Self::DS + Self::CONFIG.transposed_tiles() as u32 * Self::DS_BYTES;
     const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
     const STATS: u32 = Self::DQ + 2 * Self::DQ_BUFS * Self::DQ_BYTES;
     const BARS: u32 = Self::STATS + STAGES as u32 * Self::STATS_BYTES;
@@ -46,13 +43,13 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
         Smem { base }
     }
 
-    /// K: `D / 64` slabs of 128 rows.
+    /// K: `D / 64` slabs of `block_n` rows.
     #[inline(always)]
     pub fn k(self) -> u32 {
         self.base
     }
 
-    /// V: `D / 64` slabs of 128 rows.
+    /// V: `D / 64` slabs of `block_n` rows.
     #[inline(always)]
     pub fn v(self) -> u32 {
         self.base + Self::KV_BYTES
@@ -70,10 +67,18 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
         self.base + Self::DO + s * Self::Q_BYTES
     }
 
-    /// dS^T tile `b` (0, 1): `BM / 64` slabs of 128 key rows.
+    /// dS^T tile `b` (0, 1): `BM / 64` slabs of `block_n` key rows.
     #[inline(always)]
     pub fn ds(self, b: u32) -> u32 {
         self.base + Self::DS + b * Self::DS_BYTES
+    }
+
+    /// P^T tile `b` (0, 1), laid out as dS^T's; only where
+    /// [`BwdSm90Config::transposed_tiles`] has room for it (head_dim 256).
+    #[inline(always)]
+    pub fn pt(self, b: u32) -> u32 {
+        const { assert!(Self::CONFIG.transposed_tiles() == 4) };
+        self.base + Self::DS + (2 + b) * Self::DS_BYTES
     }
 
     /// Consumer warpgroup `wg`'s dQ staging tile `b` (< [`Self::DQ_BUFS`]): 64 x 64 f32 in

@@ -1,0 +1,81 @@
+//! The step math both consumer shapes share, on a warpgroup's transposed scores: an m64
+//! accumulator whose rows are keys and whose columns are some of the step's query rows
+//! (`s[4i + 2h + j]`: key `16 warp + g + 8h`, column `col0 + 8i + 2t + j`, [`crate::hopper::mask`]'s
+//! layout). From S^T and dP^T it forms P^T and dS^T, reading the rows' statistics from the
+//! stage, and stores the packed results transposed into shared memory for the GEMMs that take
+//! them from there.
+use crate::arch::smem::{ld_shared_v2, st_shared_b32};
+use crate::arch::wgmma::FragA;
+use crate::dtype::Element;
+use crate::lse;
+
+/// The step's statistic at `at` (0: the log-sum-exp bases, 64: the dsums, see
+/// [`flashrs_abi::AccumLayout::fragment_stats`]) of each column the thread holds: `[i][j]` is
+/// column `col0 + 8i + 2t + j`. Padding rows read as `-inf` and 0, so their P is 0.
+#[inline(always)]
+pub fn column_stats<const I: usize>(stats: u32, at: u32, col0: u32, t: u32) -> [[f32; 2]; I] {
+    core::array::from_fn(|i| {
+        let v = unsafe { ld_shared_v2(stats + 4 * (at + col0 + 8 * i as u32 + 2 * t)) };
+        [f32::from_bits(v[0]), f32::from_bits(v[1])]
+    })
+}
+
+/// Turns the scores S^T into probabilities P^T in place: `2^(s scale_log2 + base)` per column.
+/// Where `diagonal` (the tile crosses the causal diagonal), keys past a column's last visible
+/// key score `-inf` first: key `key + 8h` against column `q0 + 8i + 2t + j`, where `key` is the
+/// thread's first key and `q0` the column `col0`'s query row plus `seqlen_k - seqlen_q`.
+#[inline(always)]
+pub fn probabilities<const SN: usize, const I: usize>(
+    s: &mut [f32; SN],
+    bases: &[[f32; 2]; I],
+    scale_log2: f32,
+    diagonal: bool,
+    key: i32,
+    q0: i32,
+    t: u32,
+) {
+    const { assert!(SN == 4 * I) };
+    for i in 0..I {
+        for j in 0..2 {
+            let q = q0 + (8 * i as u32 + 2 * t + j as u32) as i32;
+            for h in 0..2 {
+                let e = 4 * i + 2 * h + j;
+                if diagonal && key + 8 * h as i32 > q {
+                    s[e] = f32::NEG_INFINITY;
+                }
+                s[e] = lse::exp_scaled(s[e], scale_log2, bases[i][j]);
+            }
+        }
+    }
+}
+
+/// Turns dP^T into dS^T in place: `P (dP - dsum)` per column, with P as rounded to `T` in its
+/// packed fragments `p` (what the dV GEMM multiplies by).
+#[inline(always)]
+pub fn dscores<T: Element, const SN: usize, const I: usize, const KP: usize>(dp: &mut [f32; SN], p: &[FragA; KP], dsums: &[[f32; 2]; I]) {
+    const { assert!(SN == 4 * I && SN == 8 * KP) };
+    for i in 0..I {
+        for j in 0..2 {
+            for h in 0..2 {
+                let e = 4 * i + 2 * h + j;
+                let pe = T::unpack2(p[e / 8][(e % 8) / 2])[e % 2];
+                dp[e] = pe * (dp[e] - dsums[i][j]);
+            }
+        }
+    }
+}
+
+/// Stores packed transposed results (k-step `kk`'s register `r`: key row `row + 8 (r % 2)`,
+/// columns `col0 + 16 kk + 8 (r / 2) + 2t` and the next) into the tile at `tile`: 128-byte rows
+/// of 64 columns, 128B swizzle (a row's phase is `row % 8 = g`, so the stores are
+/// conflict-free), the next 64 columns `slab_rows` rows on.
+#[inline(always)]
+pub unsafe fn store_transposed<const KP: usize>(tile: u32, slab_rows: u32, f: &[FragA; KP], row: u32, col0: u32, g: u32, t: u32) {
+    for kk in 0..KP {
+        for r in 0..4 {
+            let c = col0 / 8 + (2 * kk + r / 2) as u32;
+            let addr = tile + (c / 8) * slab_rows * 128 + (row + 8 * (r % 2) as u32) * 128 + (((c % 8) ^ g) << 4) + 4 * t;
+            unsafe { st_shared_b32(addr, f[kk][r]) };
+        }
+    }
+}
