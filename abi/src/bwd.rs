@@ -206,14 +206,18 @@ impl BwdSm90Config {
     pub const fn consumer_regs(&self) -> u32 {
         240
     }
-    /// f32 dQ staging tiles (64 x 64) per consumer warpgroup, used in turn: two, so that a
-    /// step's staging need not wait for the previous step's bulk reduction to have read its
-    /// tile (at head_dim 128 this fills shared memory to the byte, see [`Self::smem_bytes`]).
-    /// None with [`BwdSm90Split::HeadDim`], whose warpgroups add dQ from registers.
+    /// f32 dQ staging tiles (64 x 64) per consumer warpgroup, used in turn, or 0 where the
+    /// warpgroups add their dQ parts from registers (16-byte vector reductions). Staging and
+    /// one bulk reduction per part pays at head_dim 64 ([`BwdSm90Split::Keys`]), where both
+    /// warpgroups add a part to the same chunk every step: from registers it measured 7-10%
+    /// slower on the H100. Elsewhere the parts are disjoint and registers were as fast or faster
+    /// (head_dim 128: 1-2%) and leave the shared memory free (at head_dim 256 there is none to
+    /// stage in). Two tiles, so that a step's staging need not wait for the previous step's
+    /// bulk reduction to have read its tile.
     pub const fn dq_buffers(&self) -> usize {
         match self.split() {
-            BwdSm90Split::HeadDim => 0,
-            _ => 2,
+            BwdSm90Split::Keys => 2,
+            _ => 0,
         }
     }
     /// 16-bit `block_n x block_m` tiles of transposed step results in shared memory, two of each
@@ -365,11 +369,11 @@ mod tests {
         assert_eq!(c.smem_bytes(), 64 * 1024 + 64 * 1024 + 32 * 1024 + 1024);
         assert!(BWD_CONFIGS[4].smem_bytes() <= 99 * 1024 && BWD_CONFIGS[3].smem_bytes() <= 163 * 1024);
         assert!(!BwdConfig { head_dim: 64, block_m: 48, block_n: 128, stages: 2 }.is_valid());
-        // Hopper, head_dim 128: K, V 32 KB each; Q, dO 2 x 16 KB each; dS^T 2 x 16 KB; dQ
-        // staging 2 x 2 x 16 KB; statistics 2 x 512 B; alignment slack and barriers 1 KB each:
-        // all of the 227 KB a CTA may have.
-        assert_eq!(BWD_SM90_CONFIGS[1].smem_bytes(), crate::sm90::MAX_SMEM);
-        assert!(BWD_SM90_CONFIGS[0].smem_bytes() < crate::sm90::MAX_SMEM);
+        // Hopper, head_dim 64: K, V 16 KB each; Q, dO 2 x 8 KB each; dS^T 2 x 16 KB; dQ staging
+        // 2 x 2 x 16 KB; statistics 2 x 512 B; alignment slack and barriers 1 KB each.
+        assert_eq!(BWD_SM90_CONFIGS[0].smem_bytes(), (32 + 32 + 32 + 64 + 1 + 2) * 1024);
+        // head_dim 128, dQ from registers: K, V 32 KB each; Q, dO 2 x 16 KB each; dS^T 2 x 16 KB.
+        assert_eq!(BWD_SM90_CONFIGS[1].smem_bytes(), (64 + 64 + 32 + 1 + 2) * 1024);
         // Hopper, head_dim 256, 64 keys: K, V 32 KB each; Q, dO 2 x 32 KB each; P^T and dS^T 2
         // x 8 KB each; no dQ staging; statistics 2 x 512 B; 1 KB each of slack and barriers:
         // again all of it.

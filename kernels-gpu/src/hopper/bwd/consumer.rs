@@ -23,10 +23,12 @@
 //! and columns = query rows (`8i + 2t + j`). The two warpgroups split the step's 64 x D dQ into
 //! 64 x 64 parts: at head_dim 128 by columns (each over all 128 keys, so each needs the other's
 //! dS^T: a barrier of both), at head_dim 64 by keys (each over its own 64, no barrier; both
-//! parts go to the same accumulator chunk). Each adds its part with one bulk reduction
-//! ([`super::epilogue::add_dq`]).
+//! parts go to the same accumulator chunk). At head_dim 64 each adds its part with one bulk
+//! reduction of a staged tile ([`super::epilogue::add_dq`]), at head_dim 128 from registers
+//! ([`super::epilogue::add_dq_from_registers`]); [`flashrs_abi::BwdSm90Config::dq_buffers`]
+//! says which and why.
 use super::Walk;
-use super::epilogue::{add_dq, store_rows};
+use super::epilogue::{add_dq, add_dq_from_registers, store_rows};
 use super::scores::{column_stats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
@@ -51,7 +53,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     tid: u32,
 ) {
     const { assert!(SN == BM / 2 && DN == D / 2 && KP == BM / 16 && BM == 64 && (D == 64 || D == 128)) };
-    const { assert!(Smem::<D, BM, STAGES>::DQ_BUFS == 2) };
+    // Staged in two tiles used in turn (`i % 2`), or added from registers.
+    const { assert!(Smem::<D, BM, STAGES>::DQ_BUFS == 2 || Smem::<D, BM, STAGES>::DQ_BUFS == 0) };
     let f = &p.fwd;
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
@@ -65,7 +68,13 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     let split_keys = D == 64;
     let (dq_col, dq_key) = if split_keys { (0, 64 * wg) } else { (64 * wg, 0) };
     let (k_rows, v_rows) = (smem.k() + 64 * wg * 128, smem.v() + 64 * wg * 128);
-    let dq_bufs = Smem::<D, BM, STAGES>::DQ_BUFS;
+    let add = |dq: &[f32; 32], accum: *mut f32, i: u32| unsafe {
+        if Smem::<D, BM, STAGES>::DQ_BUFS == 0 {
+            add_dq_from_registers(dq, accum, tid)
+        } else {
+            add_dq(dq, smem.dq(wg, i % 2), accum, wg, tid)
+        }
+    };
 
     let mut dk = [0.0f32; DN];
     let mut dv = [0.0f32; DN];
@@ -128,7 +137,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
         if split_keys {
             wait::<2, 32>(&mut dq);
-            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), accum, wg, tid) };
+            add(&dq, accum, i);
             wait::<0, DN>(&mut dv);
         } else {
             wait::<0, 32>(&mut dq);
@@ -140,7 +149,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
         if !split_keys {
-            unsafe { add_dq(&dq, smem.dq(wg, i % dq_bufs), accum, wg, tid) };
+            add(&dq, accum, i);
         }
     }
     if tid == 0 {

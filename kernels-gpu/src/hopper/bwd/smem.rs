@@ -1,6 +1,6 @@
 //! Shared-memory plan of a Hopper backward CTA: K and V (the CTA's keys, loaded once), the
 //! query-side ring (Q and dO tiles and the rows' statistics per stage), two dS^T tiles (and at
-//! head_dim 256 two P^T tiles), the consumer warpgroups' dQ staging (none at head_dim 256), and
+//! head_dim 256 two P^T tiles), the consumer warpgroups' dQ staging (head_dim 64 only), and
 //! the mbarriers.
 //!
 //! Q, dO, K and V are stored as 64-column slabs (`rows x 128` bytes, 128-byte swizzle), as
