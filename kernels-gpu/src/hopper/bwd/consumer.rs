@@ -24,11 +24,12 @@
 //! 64 x 64 parts: at head_dim 128 by columns (each over all 128 keys, so each needs the other's
 //! dS^T: a barrier of both), at head_dim 64 by keys (each over its own 64, no barrier; both
 //! parts go to the same accumulator chunk). At head_dim 64 each adds its part with one bulk
-//! reduction of a staged tile ([`super::epilogue::add_dq`]), at head_dim 128 from registers
+//! reduction of a staged tile, issued by the writer warp ([`super::epilogue::stage_dq`]), at
+//! head_dim 128 from registers
 //! ([`super::epilogue::add_dq_from_registers`]); [`flashrs_abi::BwdSm90Config::dq_buffers`]
 //! says which and why.
 use super::Walk;
-use super::epilogue::{add_dq, add_dq_from_registers, store_rows};
+use super::epilogue::{add_dq_from_registers, stage_dq, store_rows};
 use super::scores::{column_stats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
@@ -72,7 +73,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         if Smem::<D, BM, STAGES>::DQ_BUFS == 0 {
             add_dq_from_registers(dq, accum, tid)
         } else {
-            add_dq(dq, smem.dq(wg, i % 2), accum, wg, tid)
+            stage_dq(dq, smem, i, wg, tid)
         }
     };
 

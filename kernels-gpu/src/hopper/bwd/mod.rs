@@ -7,11 +7,12 @@
 //! block of every query head of the GQA group that sees them (under causal masking, from the
 //! first block with a row that sees the first key), 64 query rows per step. Warpgroup 0 is the
 //! producer ([`producer`]): it gives registers away and one thread loads K and V once, then
-//! each step's Q and dO tiles into a ring of stages ([`smem`]). Warpgroups 1 and 2 are the
-//! consumers, their dK and dV in registers; each step they recompute P, form dS
-//! ([`scores`]), accumulate dV and dK, and add their part of the step's `dS K` to the f32 dQ
-//! accumulator ([`epilogue`]). dK and dV are written once at the end. How the consumers share
-//! the work follows [`flashrs_abi::BwdSm90Split`]: 64 keys each ([`consumer`], head_dim 64
+//! each step's Q and dO tiles into a ring of stages ([`smem`]); at head_dim 64 its second warp
+//! adds the consumers' staged dQ parts to the accumulator ([`epilogue::dq_writer`]).
+//! Warpgroups 1 and 2 are the consumers, their dK and dV in registers; each step they
+//! recompute P, form dS ([`scores`]), accumulate dV and dK, and add their part of the step's
+//! `dS K` to the f32 dQ accumulator ([`epilogue`]). dK and dV are written once at the end. How
+//! the consumers share the work follows [`flashrs_abi::BwdSm90Split`]: 64 keys each ([`consumer`], head_dim 64
 //! and 128), or all 64 keys with the head dim halved between them ([`consumer_wide`], 256).
 //!
 //! Fixed-length calls only; variable-length and deterministic calls run on the `mma.sync`
@@ -104,12 +105,19 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
             mbarrier_init(smem.q_full(s), 1);
             mbarrier_init(smem.q_empty(s), thread_arrivals(2));
         }
+        if Smem::<D, BM, STAGES>::DQ_BUFS > 0 {
+            for b in 0..4 {
+                mbarrier_init(smem.dq_free(b / 2, b % 2), 1);
+            }
+        }
     });
     let warpgroup = warp_id() / 4;
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 && walk.steps() > 0 {
             unsafe { producer::run::<D, BM, BN, STAGES>(maps, p, smem, walk) };
+        } else if Smem::<D, BM, STAGES>::DQ_BUFS > 0 && tid / 32 == 1 {
+            unsafe { epilogue::dq_writer::<D, BM, STAGES>(p, smem, walk, tid % 32) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();

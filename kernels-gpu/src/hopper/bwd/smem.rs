@@ -101,6 +101,13 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
         self.base + Self::BARS
     }
 
+    /// Barrier: consumer warpgroup `wg`'s dQ staging tile `b` is free again (the writer warp's
+    /// reduction has read it; [`super::epilogue::dq_writer`]).
+    #[inline(always)]
+    pub fn dq_free(self, wg: u32, b: u32) -> u32 {
+        self.base + Self::BARS + 8 + 8 * (2 * STAGES as u32 + 2 * wg + b)
+    }
+
     /// Barrier: stage `s`'s Q, dO and statistics landed.
     #[inline(always)]
     pub fn q_full(self, s: u32) -> u32 {
