@@ -20,14 +20,8 @@ use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::shfl::shfl_sync_idx_u32;
 use crate::arch::smem::ld_shared_b32;
 use crate::arch::wgmma::FragA;
+use crate::hopper::gemm::opaque;
 use flashrs_abi::FwdParams;
-
-/// `v`, hidden from the optimiser: what is computed from it cannot be hoisted above this point.
-#[inline(always)]
-fn opaque(mut v: u32) -> u32 {
-    unsafe { core::arch::asm!("// opaque {0}", inout(reg32) v, options(nomem, nostack)) };
-    v
-}
 
 /// Compiler-only: makes `v`'s current values inputs of an ordered (side-effecting) statement,
 /// so their computation cannot move below the next wgmma wait or barrier.

@@ -165,9 +165,10 @@ pub unsafe fn gemm_abt<T: WgElement, const D: usize, const A_ROWS: usize, const 
     wgmma_commit_group();
 }
 
-/// `v`, hidden from the optimiser (see [`gemm_qk`]).
+/// `v`, hidden from the optimiser: what is computed from it cannot be hoisted above this point
+/// (see [`gemm_abt`]), and a loop bound it hides is not unrolled.
 #[inline(always)]
-fn opaque(mut v: u32) -> u32 {
+pub fn opaque(mut v: u32) -> u32 {
     unsafe { core::arch::asm!("// opaque {0}", inout(reg32) v, options(nomem, nostack)) };
     v
 }
