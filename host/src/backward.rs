@@ -127,13 +127,11 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     }
 }
 
-/// Why the Hopper backward kernel cannot take a call, if it cannot: variable-length and
-/// deterministic calls, and tensors TMA cannot describe, run on `mma.sync`.
+/// Why the Hopper backward kernel cannot take a call, if it cannot: variable-length calls, and
+/// tensors TMA cannot describe, run on `mma.sync`.
 fn hopper_refusal(call: &Call) -> Option<String> {
     if call.packed.is_some() {
         Some("variable-length backward calls run on the mma.sync kernel".into())
-    } else if call.p.deterministic {
-        Some("deterministic backward calls run on the mma.sync kernel".into())
     } else {
         tma_describable(call).err()
     }
@@ -468,7 +466,7 @@ mod tests {
         }
         // Elsewhere, and where the Hopper kernel does not take the call: mma.sync, rows.
         let det = params(128).deterministic(true).build().unwrap();
-        for (p, t) in [(params(128).build().unwrap(), Target::A100), (det.clone(), Target::H100), (params(256).build().unwrap(), Target::A100)] {
+        for (p, t) in [(params(128).build().unwrap(), Target::A100), (det.clone(), Target::A100), (params(256).build().unwrap(), Target::A100)] {
             let pl = plan(&p, &t).unwrap();
             assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::Main(_), .. }), "{:?}", pl.kernels[1]);
             assert_eq!(pl.kernels[2], Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Rows) });
@@ -479,9 +477,12 @@ mod tests {
         assert!(matches!(plan(&mma, &Target::H100).unwrap().kernels[1], Kernel::Bwd { step: BwdStep::Main(_), .. }));
         let wgmma = KernelChoice::Wgmma { config: None, persistent: None };
         assert!(matches!(plan(&params(64).kernel(wgmma).build().unwrap(), &Target::A100), Err(Error::PathUnavailable { .. })));
+        // Deterministic calls too, with one counter per 64-row query block.
         let mut det_wgmma = det;
         det_wgmma.kernel = wgmma;
-        assert!(matches!(plan(&det_wgmma, &Target::H100), Err(Error::InvalidShape { what: "kernel", .. })));
+        let pl = plan(&det_wgmma, &Target::H100).unwrap();
+        assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::MainSm90(_), .. }) && pl.deterministic);
+        assert_eq!(pl.params.fwd.m_blocks, 16);
         let forced = params(64).kernel(KernelChoice::MmaSync { config: Some(flashrs_abi::tiles::CONFIGS[0]) }).build().unwrap();
         assert!(matches!(plan(&forced, &Target::H100), Err(Error::InvalidShape { what: "kernel", .. })));
     }

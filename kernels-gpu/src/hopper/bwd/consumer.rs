@@ -29,7 +29,7 @@
 //! ([`super::epilogue::add_dq_from_registers`]); [`flashrs_abi::BwdSm90Config::dq_buffers`]
 //! says which and why.
 use super::Walk;
-use super::epilogue::{add_dq_from_registers, stage_dq, store_rows};
+use super::epilogue::{Turn, add_dq_from_registers, stage_dq, store_rows};
 use super::scores::{column_stats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
@@ -69,9 +69,12 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     let split_keys = D == 64;
     let (dq_col, dq_key) = if split_keys { (0, 64 * wg) } else { (64 * wg, 0) };
     let (k_rows, v_rows) = (smem.k() + 64 * wg * 128, smem.v() + 64 * wg * 128);
-    let add = |dq: &[f32; 32], accum: *mut f32, i: u32| unsafe {
+    // Staged parts are added (in deterministic mode, in turn) by the dQ writer.
+    let add = |dq: &[f32; 32], accum: *mut f32, i: u32, turn: Turn| unsafe {
         if Smem::<D, BM, STAGES>::DQ_BUFS == 0 {
-            add_dq_from_registers(dq, accum, tid)
+            turn.wait_warpgroup(wg, tid);
+            add_dq_from_registers(dq, accum, tid);
+            turn.end_warpgroup(wg, tid);
         } else {
             stage_dq(dq, smem, i, wg, tid)
         }
@@ -135,10 +138,11 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         }
         // At head_dim 64 the dQ part leaves while the tensor cores run dV and dK.
         let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, seqlen_q as usize, D, m0 as usize, dq_col as usize);
+        let turn = Turn::new(w.semaphore(p, h, m), w.key_block);
         let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
         if split_keys {
             wait::<2, 32>(&mut dq);
-            add(&dq, accum, i);
+            add(&dq, accum, i, turn);
             wait::<0, DN>(&mut dv);
         } else {
             wait::<0, 32>(&mut dq);
@@ -150,7 +154,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
         if !split_keys {
-            add(&dq, accum, i);
+            add(&dq, accum, i, turn);
         }
     }
     if tid == 0 {

@@ -18,7 +18,7 @@
 //! ([`super::scores`]), rows = keys.
 use super::Walk;
 use super::consumer::DS_BARRIER;
-use super::epilogue::{add_dq_from_registers, store_rows};
+use super::epilogue::{Turn, add_dq_from_registers, store_rows};
 use super::scores::{column_stats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
@@ -96,11 +96,18 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         }
         let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, seqlen_q as usize, D, m0 as usize, half as usize);
         let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
+        let turn = Turn::new(w.semaphore(p, h, m), w.key_block);
         wait::<3, 32>(&mut dq[0]);
-        unsafe { add_dq_from_registers(&dq[0], accum, tid) };
+        unsafe {
+            turn.wait_warpgroup(wg, tid);
+            add_dq_from_registers(&dq[0], accum, tid);
+        }
         wait::<2, 32>(&mut dq[1]);
         // The next 64 columns are the next chunk.
-        unsafe { add_dq_from_registers(&dq[1], accum.add(AccumLayout::CHUNK), tid) };
+        unsafe {
+            add_dq_from_registers(&dq[1], accum.add(AccumLayout::CHUNK), tid);
+            turn.end_warpgroup(wg, tid);
+        }
         wait::<0, 64>(&mut dv);
         wgmma_fence_operands(&mut dk);
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };

@@ -4,7 +4,7 @@
 //! the end.
 use super::Walk;
 use super::smem::Smem;
-use crate::arch::atom::red_relaxed_gpu_add_v4_f32;
+use crate::arch::atom::{atom_acq_rel_gpu_add_u32, ld_acquire_gpu_u32, red_relaxed_gpu_add_v4_f32};
 use crate::arch::barrier::{bar_arrive_named, bar_sync_named};
 use crate::arch::bulk::{cp_async_bulk_commit_group, cp_async_bulk_wait_group_0, cp_async_bulk_wait_group_read, cp_reduce_async_bulk_add_f32};
 use crate::arch::fence::fence_proxy_async_shared_cta;
@@ -50,13 +50,22 @@ pub unsafe fn dq_writer<const D: usize, const BM: usize, const STAGES: usize>(p:
         let (h, m) = w.step(i);
         let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, f.seqlen_q as usize, D, (m * BM as u32) as usize, 0);
         let dst = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
+        // Deterministic mode: the two parts one after the other, each complete before the next
+        // add to the chunk (bulk reductions in flight are not ordered among themselves).
+        let turn = Turn::new(w.semaphore(p, h, m), w.key_block);
+        let ordered = p.dq_semaphore != 0;
+        unsafe { turn.wait(lane == 0) };
         for wg in 0..2 {
             bar_sync_named(STAGED + 2 * wg + i % 2, 160);
             if lane == 0 {
                 unsafe { cp_reduce_async_bulk_add_f32(dst, smem.dq(wg, i % 2), (AccumLayout::CHUNK * 4) as u32) };
                 cp_async_bulk_commit_group();
+                if ordered {
+                    cp_async_bulk_wait_group_0();
+                }
             }
         }
+        unsafe { turn.end(lane == 0, 2) };
         if lane == 0 && i > 0 {
             cp_async_bulk_wait_group_read::<2>();
             unsafe {
@@ -67,6 +76,61 @@ pub unsafe fn dq_writer<const D: usize, const BM: usize, const STAGES: usize>(p:
     }
     if lane == 0 {
         cp_async_bulk_wait_group_0();
+    }
+}
+
+/// Deterministic mode's turn at one query block's dQ accumulator (see the module docs of
+/// [`super`]): waits until every earlier key block has added its parts (two counts each), and
+/// after this key block's adds counts them in, releasing them to the next key block's acquire.
+/// A null counter (not deterministic) does nothing.
+#[derive(Clone, Copy)]
+pub struct Turn {
+    sem: *mut u32,
+    before: u32,
+}
+
+impl Turn {
+    /// The turn of key block `key_block` at the counter `sem` (null: none).
+    #[inline(always)]
+    pub fn new(sem: *mut u32, key_block: u32) -> Self {
+        Turn { sem, before: 2 * key_block }
+    }
+
+    /// Lane 0 of the caller polls until the turn has come. Callers that add from several
+    /// threads then meet at a barrier ([`Turn::wait_warpgroup`]).
+    #[inline(always)]
+    pub unsafe fn wait(self, lane0: bool) {
+        if lane0 && !self.sem.is_null() {
+            while unsafe { ld_acquire_gpu_u32(self.sem) } < self.before {}
+        }
+    }
+
+    /// Lane 0 counts `n` adds in (after they completed and, where several threads added, a
+    /// barrier).
+    #[inline(always)]
+    pub unsafe fn end(self, lane0: bool, n: u32) {
+        if lane0 && !self.sem.is_null() {
+            unsafe { atom_acq_rel_gpu_add_u32(self.sem, n) };
+        }
+    }
+
+    /// A consumer warpgroup's wait: thread 0 polls, the warpgroup's named barrier `1 + wg`
+    /// releases the others.
+    #[inline(always)]
+    pub unsafe fn wait_warpgroup(self, wg: u32, tid: u32) {
+        if !self.sem.is_null() {
+            unsafe { self.wait(tid == 0) };
+            bar_sync_named(1 + wg, 128);
+        }
+    }
+
+    /// A consumer warpgroup's end: after its threads' adds (the barrier), thread 0 counts one.
+    #[inline(always)]
+    pub unsafe fn end_warpgroup(self, wg: u32, tid: u32) {
+        if !self.sem.is_null() {
+            bar_sync_named(1 + wg, 128);
+            unsafe { self.end(tid == 0, 1) };
+        }
     }
 }
 

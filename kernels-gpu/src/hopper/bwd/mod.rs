@@ -15,8 +15,13 @@
 //! the consumers share the work follows [`flashrs_abi::BwdSm90Split`]: 64 keys each ([`consumer`], head_dim 64
 //! and 128), or all 64 keys with the head dim halved between them ([`consumer_wide`], 256).
 //!
-//! Fixed-length calls only; variable-length and deterministic calls run on the `mma.sync`
-//! kernel.
+//! Deterministic mode: each query block's dQ parts are added in key-block order. Its counter
+//! counts two per key block that has added its part (one per consumer warpgroup, or two from
+//! the dQ writer after both reductions completed): a CTA adds once the count is twice its key
+//! block index ([`epilogue::Turn`]). The grid puts a (batch, K/V head)'s key blocks at
+//! consecutive CTA indices, so a CTA waits only for CTAs started before it.
+//!
+//! Fixed-length calls only; variable-length calls run on the `mma.sync` kernel.
 pub mod consumer;
 pub mod consumer_wide;
 pub mod epilogue;
@@ -48,6 +53,8 @@ pub struct Walk {
     pub h_kv: u32,
     /// First key.
     pub n0: u32,
+    /// Key block index (`n0 / block_n`): deterministic mode's turn.
+    pub key_block: u32,
     /// Query heads per K/V head.
     pub group: u32,
     /// First query block visited.
@@ -61,6 +68,16 @@ impl Walk {
     #[inline(always)]
     pub fn steps(&self) -> u32 {
         self.m_count * self.group
+    }
+
+    /// Deterministic mode ([`BwdParams::dq_semaphore`]): the counter of query block `m` of
+    /// query head `h`, or null.
+    #[inline(always)]
+    pub fn semaphore(&self, p: &BwdParams, h: u32, m: u32) -> *mut u32 {
+        if p.dq_semaphore == 0 {
+            return core::ptr::null_mut();
+        }
+        (p.dq_semaphore as *mut u32).wrapping_add(((self.batch * p.fwd.heads_q + h) * p.fwd.m_blocks + m) as usize)
     }
 
     /// Step `i`'s (query head, query block): heads outer, blocks inner.
@@ -98,7 +115,7 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
     } else {
         0
     };
-    let walk = Walk { batch, h_kv, n0, group: f.group, m_first, m_count: m_blocks - m_first };
+    let walk = Walk { batch, h_kv, n0, key_block: nb, group: f.group, m_first, m_count: m_blocks - m_first };
     init_barriers(tid, || unsafe {
         mbarrier_init(smem.kv_full(), 1);
         for s in 0..STAGES as u32 {
