@@ -218,6 +218,10 @@ pub struct BenchmarkArgs {
     /// the forward. TFLOPS count 2.5 forward passes (FlashAttention's convention).
     #[arg(long, conflicts_with_all = ["page_size", "decode"])]
     pub backward: bool,
+    /// With --backward: deterministic mode (bit-identical gradients, dQ's parts added in one
+    /// order); torch runs as it does by default.
+    #[arg(long, requires = "backward")]
+    pub deterministic: bool,
     /// What the events around each timed launch see (ours and torch's alike).
     #[arg(long, value_enum, default_value_t = TimingArg::Call)]
     pub timing: TimingArg,

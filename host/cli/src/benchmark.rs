@@ -32,6 +32,7 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         device_offsets: args.device_offsets,
         timing: args.timing.into(),
         backward: args.backward,
+        deterministic: args.deterministic,
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();

@@ -44,6 +44,8 @@ pub struct Options {
     pub timing: TimingMode,
     /// Time the backward pass.
     pub backward: bool,
+    /// The backward pass in deterministic mode.
+    pub deterministic: bool,
 }
 
 impl Options {
@@ -57,6 +59,9 @@ impl Options {
         }
         if self.bhsd {
             p = p.dim_order(DimOrder::Bhsd);
+        }
+        if self.deterministic {
+            p = p.deterministic(true);
         }
         p.build().map_err(|e| CliError::Row { row: shape.label(), source: e.into() })
     }
@@ -129,7 +134,8 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         let splits = plan.split.as_ref().map(|s| format!("{} splits", s.num_splits));
         let pages = opts.page_size.map(|n| format!("pages of {n} rows"));
         let packed = opts.varlen.then(|| if opts.device_offsets { "varlen, device offsets" } else { "varlen" }.to_string());
-        record.note = [packed, pages, splits].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
+        let deterministic = opts.deterministic.then(|| "deterministic".to_string());
+        record.note = [packed, pages, splits, deterministic].into_iter().flatten().reduce(|a, b| format!("{a}, {b}"));
         if opts.verify {
             // One launch; the timer synchronises on its end, so the output is complete.
             time_plan(ctx, gpu, &plan, 0, 1, TimingMode::Call).map_err(row_err)?;
@@ -172,7 +178,7 @@ mod tests {
     use crate::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false }
     }
 
     #[test]
