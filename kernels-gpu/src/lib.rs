@@ -13,7 +13,7 @@
 //! * [`bench`]: a spin kernel the benchmark's queued timing holds the stream with.
 //! * [`upload`]: a kernel that stores small host arrays passed in its parameters.
 #![no_std]
-#![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx)]
+#![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, stmt_expr_attributes)]
 #![allow(clippy::missing_safety_doc)]
 
 pub mod arch;

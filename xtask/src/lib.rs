@@ -82,6 +82,10 @@ pub struct KernelReport {
     pub stack_frame: u32,
     /// Static shared memory bytes.
     pub smem: u32,
+    /// Functions the kernel calls (ptxas reports their properties after the kernel's): a call
+    /// in a hot kernel is a function LLVM did not inline, whose registers live on a stack and
+    /// across which ptxas serialises wgmma.
+    pub callees: Vec<String>,
 }
 
 impl KernelReport {
@@ -383,6 +387,8 @@ pub fn cubin_path(ptx: &Path, gpu: &str) -> PathBuf {
 /// Parses `ptxas -v` output into per-kernel reports.
 pub fn parse_ptxas(text: &str) -> Vec<KernelReport> {
     let mut reports: Vec<KernelReport> = Vec::new();
+    // Whether the properties being read are the last entry's own (not a callee's).
+    let mut own = false;
     for line in text.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or("").to_string();
@@ -390,10 +396,18 @@ pub fn parse_ptxas(text: &str) -> Vec<KernelReport> {
             continue;
         }
         let Some(r) = reports.last_mut() else { continue };
-        if line.contains("bytes stack frame") {
-            r.stack_frame = number_before(line, "bytes stack frame");
-            r.spill_stores = number_before(line, "bytes spill stores");
-            r.spill_loads = number_before(line, "bytes spill loads");
+        if let Some(f) = line.split("Function properties for ").nth(1) {
+            let f = f.trim();
+            own = f == r.name;
+            if !own {
+                r.callees.push(f.to_string());
+            }
+        } else if line.contains("bytes stack frame") {
+            if own {
+                r.stack_frame = number_before(line, "bytes stack frame");
+                r.spill_stores = number_before(line, "bytes spill stores");
+                r.spill_loads = number_before(line, "bytes spill loads");
+            }
         } else if line.contains("Used") && line.contains("registers") {
             r.registers = number_before(line, "registers");
             r.smem = number_before(line, "bytes smem");
@@ -412,15 +426,16 @@ fn number_before(line: &str, label: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Fails when a hot kernel spills on `gpu`.
+/// Fails when a hot kernel spills, keeps a stack or calls a function on `gpu`.
 pub fn check_spills(gpu: &'static str, reports: &[KernelReport]) -> Result<(), PtxError> {
     let kernels: Vec<String> = reports
         .iter()
         // A stack frame in a hot kernel is a register array that went to local memory: as
         // slow as a spill even when ptxas does not call it one.
-        .filter(|r| r.is_hot() && (r.spill_stores > 0 || r.spill_loads > 0 || r.stack_frame > 0))
+        .filter(|r| r.is_hot() && (r.spill_stores > 0 || r.spill_loads > 0 || r.stack_frame > 0 || !r.callees.is_empty()))
         .map(|r| {
-            format!("{} ({} B spill stores, {} B spill loads, {} B stack)", r.name, r.spill_stores, r.spill_loads, r.stack_frame)
+            let calls = if r.callees.is_empty() { String::new() } else { format!(", calls {}", r.callees.join(", ")) };
+            format!("{} ({} B spill stores, {} B spill loads, {} B stack{calls})", r.name, r.spill_stores, r.spill_loads, r.stack_frame)
         })
         .collect();
     if kernels.is_empty() { Ok(()) } else { Err(PtxError::Spills { arch: gpu, kernels }) }
@@ -533,11 +548,28 @@ mod tests {
                 spill_stores: 4,
                 spill_loads: 12,
                 stack_frame: 8,
-                smem: 16
+                smem: 16,
+                callees: vec![]
             }
         );
         assert_eq!((r[1].registers, r[1].spill_stores, r[1].smem), (40, 0, 0));
         assert!(matches!(check_spills("sm_90a", &r), Err(PtxError::Spills { .. })));
         assert!(check_spills("sm_90a", &r[1..]).is_ok());
+    }
+
+    #[test]
+    fn a_callee_neither_hides_the_kernels_stack_nor_passes_the_gate() {
+        // ptxas lists a function the kernel calls after the kernel, with its own (empty) frame.
+        let text = "ptxas info    : Compiling entry function 'flash_bwd' for 'sm_90a'\n\
+            ptxas info    : Function properties for flash_bwd\n\
+            \x20   488 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+            ptxas info    : Used 168 registers, used 16 barriers, 488 bytes cumulative stack size\n\
+            ptxas info    : Function properties for _RNCNvflash_bwd0B7_\n\
+            \x20   0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n";
+        let r = parse_ptxas(text);
+        assert_eq!((r[0].stack_frame, r[0].callees.clone()), (488, vec!["_RNCNvflash_bwd0B7_".to_string()]));
+        let mut called = r[0].clone();
+        called.stack_frame = 0;
+        assert!(matches!(check_spills("sm_90a", &[called]), Err(PtxError::Spills { .. })));
     }
 }

@@ -70,7 +70,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     let (dq_col, dq_key) = if split_keys { (0, 64 * wg) } else { (64 * wg, 0) };
     let (k_rows, v_rows) = (smem.k() + 64 * wg * 128, smem.v() + 64 * wg * 128);
     // Staged parts are added (in deterministic mode, in turn) by the dQ writer.
-    let add = |dq: &[f32; 32], accum: *mut f32, i: u32, turn: Turn| unsafe {
+    let add = #[inline(always)]
+    |dq: &[f32; 32], accum: *mut f32, i: u32, turn: Turn| unsafe {
         if Smem::<D, BM, STAGES>::DQ_BUFS == 0 {
             turn.wait_warpgroup(wg, tid);
             add_dq_from_registers(dq, accum, tid);

@@ -151,13 +151,17 @@ macro_rules! bwd_sm90_kernels {
         bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split);
     )*};
     (@consume Keys, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
+    // Inlined by force: an outlined consumer is a call inside its wgmma pipeline, which ptxas
+    // serialises (and it keeps its registers on a stack).
     (@consume Columns, $t:ty, $c:ident, $p:ident) => {
+        #[inline(always)]
         |smem, walk, wg, tid| unsafe {
             consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
                 { $c.block_m / 16 }>(&$p, smem, walk, wg, tid)
         }
     };
     (@consume HeadDim, $t:ty, $c:ident, $p:ident) => {
+        #[inline(always)]
         |smem, walk, wg, tid| unsafe { consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }>(&$p, smem, walk, wg, tid) }
     };
     (@one $name:ident, $t:ty, $idx:literal, $split:ident) => {
