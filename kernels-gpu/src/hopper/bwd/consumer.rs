@@ -44,9 +44,9 @@ pub const DS_BARRIER: u32 = 3;
 
 /// Runs consumer warpgroup `wg` (0, 1) over the walk; `tid` is the thread's index in the
 /// warpgroup. Const generics: `SN = BM / 2` (score registers), `DN = D / 2` (dK, dV
-/// registers), `KP = BM / 16` (k-steps of the dK, dV GEMMs).
+/// registers), `KP = BM / 16` (k-steps of the dK, dV GEMMs), `DET` deterministic mode.
 #[inline(always)]
-pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize>(
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize, const DET: bool>(
     p: &BwdParams,
     smem: Smem<D, BM, STAGES>,
     w: Walk,
@@ -139,7 +139,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         }
         // At head_dim 64 the dQ part leaves while the tensor cores run dV and dK.
         let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, seqlen_q as usize, D, m0 as usize, dq_col as usize);
-        let turn = Turn::new(w.semaphore(p, h, m), w.key_block);
+        let turn = Turn::at::<DET>(p, &w, h, m);
         let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
         if split_keys {
             wait::<2, 32>(&mut dq);

@@ -29,9 +29,9 @@ use crate::hopper::pipeline::{PipeState, release_own_reads, wait_full};
 use flashrs_abi::{AccumLayout, BwdParams};
 
 /// Runs consumer warpgroup `wg` (0, 1) over the walk; `tid` is the thread's index in the
-/// warpgroup.
+/// warpgroup; `DET`: deterministic mode.
 #[inline(always)]
-pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize>(
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const DET: bool>(
     p: &BwdParams,
     smem: Smem<D, BM, STAGES>,
     w: Walk,
@@ -96,7 +96,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         }
         let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, seqlen_q as usize, D, m0 as usize, half as usize);
         let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
-        let turn = Turn::new(w.semaphore(p, h, m), w.key_block);
+        let turn = Turn::at::<DET>(p, &w, h, m);
         wait::<3, 32>(&mut dq[0]);
         unsafe {
             turn.wait_warpgroup(wg, tid);

@@ -134,7 +134,13 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
         if tid == 0 && walk.steps() > 0 {
             unsafe { producer::run::<D, BM, BN, STAGES>(maps, p, smem, walk) };
         } else if Smem::<D, BM, STAGES>::DQ_BUFS > 0 && tid / 32 == 1 {
-            unsafe { epilogue::dq_writer::<D, BM, STAGES>(p, smem, walk, tid % 32) };
+            unsafe {
+                if p.dq_semaphore != 0 {
+                    epilogue::dq_writer::<D, BM, STAGES, true>(p, smem, walk, tid % 32)
+                } else {
+                    epilogue::dq_writer::<D, BM, STAGES, false>(p, smem, walk, tid % 32)
+                }
+            };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
@@ -156,13 +162,24 @@ macro_rules! bwd_sm90_kernels {
     (@consume Columns, $t:ty, $c:ident, $p:ident) => {
         #[inline(always)]
         |smem, walk, wg, tid| unsafe {
-            consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
-                { $c.block_m / 16 }>(&$p, smem, walk, wg, tid)
+            if $p.dq_semaphore != 0 {
+                consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
+                    { $c.block_m / 16 }, true>(&$p, smem, walk, wg, tid)
+            } else {
+                consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
+                    { $c.block_m / 16 }, false>(&$p, smem, walk, wg, tid)
+            }
         }
     };
     (@consume HeadDim, $t:ty, $c:ident, $p:ident) => {
         #[inline(always)]
-        |smem, walk, wg, tid| unsafe { consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }>(&$p, smem, walk, wg, tid) }
+        |smem, walk, wg, tid| unsafe {
+            if $p.dq_semaphore != 0 {
+                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, true>(&$p, smem, walk, wg, tid)
+            } else {
+                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, false>(&$p, smem, walk, wg, tid)
+            }
+        }
     };
     (@one $name:ident, $t:ty, $idx:literal, $split:ident) => {
         /// Hopper backward attention's main entry point (see the module docs): Q, K, V and dO
