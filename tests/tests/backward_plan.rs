@@ -1,0 +1,205 @@
+//! Property test of the backward planner (`AttentionParams::plan_backward`), CPU only.
+//!
+//! Seeded random fixed-length calls (`FLASHRS_SEED` replays them; a failure names its case and
+//! seed): head dims 8 to 256, causal or not, GQA and MQA, deterministic or not, lengths from 1 to
+//! a few thousand, each planned for every target of `Target::PRESETS` with the automatic
+//! choice and with `mma.sync` forced. Every plan is checked against an independent model: the
+//! kernel family and tile the selection rules name (the Hopper kernel for any fixed-length call
+//! on sm_90a unless `mma.sync` is forced, with 128 keys a CTA, 64 at head_dim 256), grids,
+//! the workspace's parts and the parameters' untruncated values. A gradient that overlaps an
+//! input or another gradient is a typed error.
+use flashrs::{
+    AccumLayout, Arch, AttentionParams, BufferRef, Buffers, BwdStep, DType, Error, GradBuffers, Kernel, KernelChoice, Target,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// One random call's shape.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    batch: usize,
+    seqlen_q: usize,
+    seqlen_k: usize,
+    heads_q: usize,
+    heads_kv: usize,
+    head_dim: usize,
+    causal: bool,
+    deterministic: bool,
+}
+
+impl Shape {
+    fn random(rng: &mut StdRng) -> Shape {
+        let heads_kv = rng.random_range(1..=4);
+        let len = |rng: &mut StdRng| if rng.random_bool(0.3) { rng.random_range(1..=130) } else { rng.random_range(1..=3000) };
+        Shape {
+            batch: rng.random_range(1..=4),
+            seqlen_q: len(rng),
+            seqlen_k: len(rng),
+            heads_q: heads_kv * [1, 2, 4, 8][rng.random_range(0..4)],
+            heads_kv,
+            head_dim: 8 * rng.random_range(1..=32),
+            causal: rng.random_bool(0.5),
+            deterministic: rng.random_bool(0.3),
+        }
+    }
+
+    fn params(&self, kernel: KernelChoice) -> AttentionParams<'static> {
+        let s = *self;
+        AttentionParams::builder()
+            .batch(s.batch)
+            .seqlen_q(s.seqlen_q)
+            .seqlen_k(s.seqlen_k)
+            .heads_q(s.heads_q)
+            .heads_kv(s.heads_kv)
+            .head_dim(s.head_dim)
+            .causal(s.causal)
+            .deterministic(s.deterministic)
+            .kernel(kernel)
+            .build()
+            .expect("a valid shape")
+    }
+
+    fn q_len(&self) -> usize {
+        self.batch * self.seqlen_q * self.heads_q * self.head_dim
+    }
+
+    fn kv_len(&self) -> usize {
+        self.batch * self.seqlen_k * self.heads_kv * self.head_dim
+    }
+}
+
+/// Separate buffers of exactly the call's sizes, far apart; `alias` points buffer `alias.0`
+/// (in the order q, k, v, o, lse, dout, dq, dk, dv) at buffer `alias.1`'s address.
+fn buffers(s: &Shape, alias: Option<(usize, usize)>) -> (Buffers, GradBuffers) {
+    let lens = [s.q_len(), s.kv_len(), s.kv_len(), s.q_len(), s.batch * s.heads_q * s.seqlen_q, s.q_len(), s.q_len(), s.kv_len(), s.kv_len()];
+    let stride = (lens.iter().max().unwrap() * 4).next_multiple_of(1 << 20) as u64;
+    let at = |i: usize| {
+        let slot = alias.filter(|&(a, _)| a == i).map_or(i, |(_, b)| b);
+        BufferRef::new((1 << 32) + slot as u64 * stride, lens[i])
+    };
+    let bufs = Buffers::new(DType::Bf16, at(0), at(1), at(2), at(3)).lse(at(4));
+    (bufs, GradBuffers::new(at(5), at(6), at(7), at(8)))
+}
+
+/// The padded head dimension the kernels are built for.
+fn padded(d: usize) -> usize {
+    [64, 128, 256].into_iter().find(|&p| d <= p).expect("head_dim <= 256")
+}
+
+/// Checks one accepted plan against the model; `Err` names what differs.
+fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
+    let (bufs, grads) = buffers(s, None);
+    let plan = s.params(kernel).plan_backward(&bufs, &grads, t).map_err(|e| format!("rejected: {e}"))?;
+    let pd = padded(s.head_dim);
+    let hopper = t.arch == Arch::Sm90a && kernel == KernelChoice::Auto;
+    let (bm, bn, layout) = match plan.kernels[1] {
+        Kernel::Bwd { step: BwdStep::MainSm90(c), .. } if hopper => {
+            // Two consumer warpgroups of 64 keys, or at 256 both on the same 64 (a 64 x 256 dK
+            // and dV do not fit one warpgroup's registers).
+            let bn = if pd == 256 { 64 } else { 128 };
+            if (c.head_dim, c.block_m, c.block_n()) != (pd, 64, bn) {
+                return Err(format!("Hopper tile {c:?}, want head_dim {pd}, 64 x {bn}"));
+            }
+            (64, bn, AccumLayout::Fragments)
+        }
+        Kernel::Bwd { step: BwdStep::Main(c), .. } if !hopper => {
+            if c.head_dim != pd || c.smem_bytes() > t.max_smem_per_block as usize {
+                return Err(format!("mma.sync tile {c:?} for head_dim {pd} and {} bytes of shared memory", t.max_smem_per_block));
+            }
+            (c.block_m, c.block_n, AccumLayout::Rows)
+        }
+        k => return Err(format!("main kernel {k:?}, want {}", if hopper { "Hopper" } else { "mma.sync" })),
+    };
+    let want_steps = [BwdStep::Prep(layout), BwdStep::Dq(layout)];
+    let steps = [plan.kernels[0], plan.kernels[2]].map(|k| match k {
+        Kernel::Bwd { step, dtype: DType::Bf16 } => Some(step),
+        _ => None,
+    });
+    if steps != want_steps.map(Some) {
+        return Err(format!("prep and dQ kernels {:?}, want {want_steps:?}", [plan.kernels[0], plan.kernels[2]]));
+    }
+    let (m_blocks, n_blocks) = (s.seqlen_q.div_ceil(bm), s.seqlen_k.div_ceil(bn));
+    let rows = s.batch * s.seqlen_q * s.heads_q;
+    let grids = [rows.div_ceil(8), s.batch * s.heads_kv * n_blocks, rows.div_ceil(8)].map(|g| g as u32);
+    if plan.grids != grids {
+        return Err(format!("grids {:?}, want {grids:?}", plan.grids));
+    }
+    // The f32 accumulator: per query row and head a padded row, or (Hopper) 64-row blocks; then
+    // the row statistics (dsum, or per block 64 log-sum-exp bases and 64 dsums); then the
+    // deterministic mode's counters, one per (batch, head, query block).
+    let blocks = s.batch * s.heads_q * s.seqlen_q.div_ceil(64);
+    let (accum, stats) = match layout {
+        AccumLayout::Rows => (rows * pd, rows),
+        AccumLayout::Fragments => (blocks * 64 * pd, blocks * 128),
+    };
+    let counters = if s.deterministic { s.batch * s.heads_q * m_blocks } else { 0 };
+    let at_least = 4 * (accum + stats + counters);
+    if plan.params.accum_len != accum as u64 || plan.workspace_bytes < at_least || plan.workspace_bytes > at_least + 64 {
+        return Err(format!("accumulator {} values, workspace {} bytes; want {accum} values, {at_least}..+64 bytes", plan.params.accum_len, plan.workspace_bytes));
+    }
+    let p = &plan.params;
+    let f = &p.fwd;
+    let got = [f.batch, f.seqlen_q, f.seqlen_k, f.heads_q, f.group, f.head_dim, f.causal, f.m_blocks, p.n_blocks, p.accum_dim, p.rows];
+    let want = [s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_q / s.heads_kv, s.head_dim, s.causal as usize, m_blocks, n_blocks, pd, s.batch * s.seqlen_q]
+        .map(|x| x as u32);
+    if got != want {
+        return Err(format!("parameters (batch, seqlen_q, seqlen_k, heads_q, group, head_dim, causal, m_blocks, n_blocks, accum_dim, rows) {got:?}, want {want:?}"));
+    }
+    if plan.deterministic != s.deterministic || (p.scale - 1.0 / (s.head_dim as f32).sqrt()).abs() > 1e-6 {
+        return Err(format!("deterministic {}, scale {}", plan.deterministic, p.scale));
+    }
+    Ok(())
+}
+
+#[test]
+fn backward_plans_match_the_model() {
+    let seed = std::env::var("FLASHRS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0xbac4);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut hopper = 0;
+    for case in 0..600 {
+        let s = Shape::random(&mut rng);
+        for t in &Target::PRESETS {
+            for kernel in [KernelChoice::Auto, KernelChoice::MmaSync { config: None }] {
+                // Head dim 256 needs more shared memory than the 99 KB GPUs give the mma.sync
+                // kernel: a typed error there, not a plan.
+                let (bufs, grads) = buffers(&s, None);
+                let fits = !(padded(s.head_dim) == 256 && t.max_smem_per_block < 160 * 1024);
+                if !fits {
+                    let e = s.params(kernel).plan_backward(&bufs, &grads, t);
+                    assert!(matches!(e, Err(Error::SharedMemory { .. })), "case {case} (seed {seed}) {s:?} on {t:?}: {e:?}");
+                    continue;
+                }
+                if let Err(why) = check(&s, kernel, t) {
+                    panic!("case {case} (seed {seed}) {s:?}, {kernel:?} on {:?} {:?}: {why}", t.arch, t.compute_capability);
+                }
+                hopper += (t.arch == Arch::Sm90a && kernel == KernelChoice::Auto) as usize;
+            }
+        }
+    }
+    assert_eq!(hopper, 600, "every case planned once for the H100's Hopper kernel");
+}
+
+#[test]
+fn gradients_overlapping_anything_are_typed_errors() {
+    let seed = std::env::var("FLASHRS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0xa11a5);
+    let mut rng = StdRng::seed_from_u64(seed);
+    for case in 0..200 {
+        let s = Shape::random(&mut rng);
+        // A gradient (dq, dk, dv) at another buffer's address, or dO at a gradient's.
+        let (w, other) = match rng.random_range(0..4) {
+            0 => (6, rng.random_range(0..6)),
+            1 => (7, [0, 1, 2, 3, 5, 6][rng.random_range(0..6)]),
+            2 => (8, [0, 1, 2, 3, 5, 7][rng.random_range(0..6)]),
+            _ => (5, rng.random_range(6..9)),
+        };
+        let (bufs, grads) = buffers(&s, Some((w, other)));
+        let t = Target::PRESETS[rng.random_range(0..4)];
+        if padded(s.head_dim) == 256 && t.max_smem_per_block < 160 * 1024 {
+            continue;
+        }
+        match s.params(KernelChoice::Auto).plan_backward(&bufs, &grads, &t) {
+            Err(Error::InvalidBuffer { .. }) => {}
+            r => panic!("case {case} (seed {seed}) {s:?}: buffer {w} at buffer {other}'s address planned as {r:?}"),
+        }
+    }
+}
