@@ -1,13 +1,15 @@
 //! The backward pass: the gradients of a loss with respect to Q, K and V, given its gradient
 //! with respect to the output (`dout`), analytically:
 //!
-//! `P = softmax(scale * Q K^T)` over each row's visible keys, `O = P V`, and with `D_i =
-//! dO_i . O_i`: `dV_j = sum_i P_ij dO_i`, `dS_ij = P_ij (dO_i . V_j - D_i)`, `dQ_i = scale *
-//! sum_j dS_ij K_j`, `dK_j = scale * sum_i dS_ij Q_i`. With GQA, a K/V head's gradients sum over
-//! the query heads that read it. Rows that see no key contribute nothing and get a zero `dQ`.
-//! The forward is recomputed here in f64, not taken from a kernel.
-use crate::forward::{probabilities, weighted_values};
-use crate::{Problem, RefInputs, parallel_map};
+//! `P = softmax(S)` over each row's visible keys (and its sink), `S = f(scale * Q K^T)` with
+//! `f` the variants' score ([`crate::Variants::score`]), `O = P V`, and with `D_i = dO_i . O_i`:
+//! `dV_j = sum_i P_ij dO_i`, `dS_ij = P_ij (dO_i . V_j - D_i) f'_ij`, `dQ_i = scale * sum_j dS_ij
+//! K_j`, `dK_j = scale * sum_i dS_ij Q_i`, and a sink's `d sink = - sum_i P_sink,i D_i` over its
+//! head's rows. With GQA, a K/V head's gradients sum over the query heads that read it. Rows
+//! that see no key contribute nothing and get a zero `dQ`. The forward is recomputed here in
+//! f64, not taken from a kernel.
+use crate::forward::{softmax, weighted_values};
+use crate::{Problem, RefInputs, Variants, parallel_map};
 
 /// Reference gradients, in the inputs' layouts.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,35 +20,44 @@ pub struct RefGrads {
     pub dk: Vec<f64>,
     /// `[batch, seqlen_k, heads_kv, head_dim]`.
     pub dv: Vec<f64>,
+    /// `[heads_q]`: the sinks' gradients (empty without sinks).
+    pub dsinks: Vec<f64>,
 }
 
 /// The gradients of a loss whose gradient with respect to the output is `dout` (contiguous
 /// `[batch, seqlen_q, heads_q, head_dim]`), computed on all available cores.
 pub fn reference_backward<T: Copy + Into<f64> + Sync>(p: &Problem, x: &RefInputs<T>, dout: &[T]) -> RefGrads {
+    reference_backward_with(p, &Variants::NONE, x, dout)
+}
+
+/// [`reference_backward`] with variants.
+pub fn reference_backward_with<T: Copy + Into<f64> + Sync>(p: &Problem, var: &Variants, x: &RefInputs<T>, dout: &[T]) -> RefGrads {
     let d = p.head_dim;
     let group = p.heads_q / p.heads_kv;
-    // One task per (batch, K/V head): it owns that head's dK and dV, and its query heads' dQ.
+    // One task per (batch, K/V head): it owns that head's dK and dV, and its query heads' dQ
+    // and sink gradients.
     let tasks: Vec<(usize, usize)> = (0..p.batch).flat_map(|b| (0..p.heads_kv).map(move |h| (b, h))).collect();
     let parts = parallel_map(&tasks, |&(b, hkv)| {
         let (mut dk, mut dv) = (vec![0.0; p.seqlen_k * d], vec![0.0; p.seqlen_k * d]);
         let mut dq = vec![0.0; group * p.seqlen_q * d];
+        let mut dsinks = vec![0.0; group];
         for g in 0..group {
             let h = hkv * group + g;
             for i in 0..p.seqlen_q {
-                let (probs, _) = probabilities(p, x, b, h, i);
-                if probs.is_empty() {
+                let sm = softmax(p, var, x, b, h, i);
+                if sm.probs.is_empty() {
                     continue;
                 }
-                let out = weighted_values(p, x, b, h, &probs);
+                let out = weighted_values(p, x, b, h, sm.keys.clone(), &sm.probs);
                 let q = &x.q[p.q_offset(b, h, i)..][..d];
                 let d_o = &dout[p.q_offset(b, h, i)..][..d];
-                let dot = |a: &[T], b: &[f64]| a.iter().zip(b).map(|(&x, y)| x.into() * y).sum::<f64>();
-                let big_d = dot(d_o, &out);
+                let big_d = d_o.iter().zip(&out).map(|(&a, b)| a.into() * b).sum::<f64>();
+                dsinks[g] -= sm.sink * big_d;
                 let dq_row = &mut dq[(g * p.seqlen_q + i) * d..][..d];
-                for (j, &pj) in probs.iter().enumerate() {
+                for ((j, &pj), &f) in sm.keys.clone().zip(&sm.probs).zip(&sm.dscore) {
                     let (k, v) = (&x.k[p.kv_offset(b, hkv, j)..][..d], &x.v[p.kv_offset(b, hkv, j)..][..d]);
                     let dp = d_o.iter().zip(v).map(|(&a, &b)| a.into() * b.into()).sum::<f64>();
-                    let ds = pj * (dp - big_d);
+                    let ds = pj * (dp - big_d) * f;
                     for c in 0..d {
                         dq_row[c] += p.scale * ds * k[c].into();
                         dk[j * d + c] += p.scale * ds * q[c].into();
@@ -55,17 +66,21 @@ pub fn reference_backward<T: Copy + Into<f64> + Sync>(p: &Problem, x: &RefInputs
                 }
             }
         }
-        (dq, dk, dv)
+        (dq, dk, dv, dsinks)
     });
     let mut grads = RefGrads {
         dq: vec![0.0; p.batch * p.seqlen_q * p.heads_q * d],
         dk: vec![0.0; p.batch * p.seqlen_k * p.heads_kv * d],
         dv: vec![0.0; p.batch * p.seqlen_k * p.heads_kv * d],
+        dsinks: if var.sinks.is_some() { vec![0.0; p.heads_q] } else { vec![] },
     };
-    for (&(b, hkv), (dq, dk, dv)) in tasks.iter().zip(parts) {
+    for (&(b, hkv), (dq, dk, dv, dsinks)) in tasks.iter().zip(parts) {
         for g in 0..group {
             for i in 0..p.seqlen_q {
                 grads.dq[p.q_offset(b, hkv * group + g, i)..][..d].copy_from_slice(&dq[(g * p.seqlen_q + i) * d..][..d]);
+            }
+            if let Some(s) = grads.dsinks.get_mut(hkv * group + g) {
+                *s += dsinks[g];
             }
         }
         for j in 0..p.seqlen_k {
@@ -122,6 +137,54 @@ mod tests {
                     let numeric = (up - down) / (2.0 * h);
                     let err = (numeric - analytic[e]).abs();
                     assert!(err < 1e-7 + 1e-6 * numeric.abs(), "tensor {which} element {e}: analytic {} numeric {numeric} ({sq}x{sk} causal {causal})", analytic[e]);
+                }
+            }
+        }
+    }
+
+    /// `sum(dout * O)` under variants `var` with the sink logits `sinks`.
+    fn loss_with(p: &Problem, var: &Variants, sinks: &[f64], q: &[f64], k: &[f64], v: &[f64], dout: &[f64]) -> f64 {
+        let var = Variants { sinks: var.sinks.map(|_| sinks), ..*var };
+        let (out, _) = crate::reference_forward_with(p, &var, &RefInputs { q, k, v });
+        out.iter().zip(dout).map(|(o, g)| o * g).sum()
+    }
+
+    /// With each variant and all of them together: the analytic gradients (and the sinks')
+    /// against central finite differences, element by element.
+    #[test]
+    fn variant_gradients_match_finite_differences() {
+        let slopes = [0.3, 0.05, 0.6, 0.2];
+        let per_batch = [0.3, 0.05, 0.6, 0.2, 0.1, 0.4, 0.0, 0.25];
+        let sinks = [0.4, -1.0, 2.0, 0.0];
+        let cases = [
+            (false, Variants { window: (Some(2), Some(1)), ..Variants::NONE }),
+            (true, Variants { window: (Some(1), None), ..Variants::NONE }),
+            (false, Variants { softcap: Some(0.8), ..Variants::NONE }),
+            (true, Variants { alibi: Some(&slopes), ..Variants::NONE }),
+            (false, Variants { alibi: Some(&per_batch), ..Variants::NONE }),
+            (true, Variants { sinks: Some(&sinks), ..Variants::NONE }),
+            (false, Variants { window: (Some(1), Some(2)), softcap: Some(1.5), alibi: Some(&slopes), sinks: Some(&sinks) }),
+        ];
+        for (causal, var) in cases {
+            // More queries than keys: under causal masking and narrow windows some rows see none.
+            let p = Problem { batch: 2, seqlen_q: 5, seqlen_k: 4, heads_q: 4, heads_kv: 2, head_dim: 3, causal, scale: 0.9 };
+            let (nq, nk) = (2 * 5 * 4 * 3, 2 * 4 * 2 * 3);
+            let (q, k, v, dout) = (values(nq, 11), values(nk, 12), values(nk, 13), values(nq, 14));
+            let g = reference_backward_with(&p, &var, &RefInputs { q: &q, k: &k, v: &v }, &dout);
+            assert!(g.dq.iter().chain(&g.dk).chain(&g.dv).any(|x| x.abs() > 1e-2), "{var:?}: all gradients near zero");
+            assert_eq!(g.dsinks.len(), if var.sinks.is_some() { 4 } else { 0 });
+            let h = 1e-6;
+            let s0 = var.sinks.map_or(vec![], |s| s.to_vec());
+            for (which, analytic) in [(0, &g.dq), (1, &g.dk), (2, &g.dv), (3, &g.dsinks)] {
+                for e in 0..analytic.len() {
+                    let mut t = [q.clone(), k.clone(), v.clone(), s0.clone()];
+                    t[which][e] += h;
+                    let up = loss_with(&p, &var, &t[3], &t[0], &t[1], &t[2], &dout);
+                    t[which][e] -= 2.0 * h;
+                    let down = loss_with(&p, &var, &t[3], &t[0], &t[1], &t[2], &dout);
+                    let numeric = (up - down) / (2.0 * h);
+                    let err = (numeric - analytic[e]).abs();
+                    assert!(err < 1e-7 + 1e-6 * numeric.abs(), "{var:?} causal {causal}: tensor {which} element {e}: analytic {} numeric {numeric}", analytic[e]);
                 }
             }
         }

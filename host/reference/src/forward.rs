@@ -1,5 +1,6 @@
 //! The forward pass: each query row's output and log-sum-exp.
-use crate::{Problem, RefInputs, parallel_map};
+use crate::{Problem, RefInputs, Variants, parallel_map};
+use core::ops::Range;
 
 /// One query row's reference result.
 #[derive(Clone, Debug, PartialEq)]
@@ -10,32 +11,49 @@ pub struct RefRow {
     pub lse: f64,
 }
 
-/// The softmax weights of query row `row` of (`batch`, `head`) over the keys it sees, and the
-/// log-sum-exp of its scaled scores; empty weights and `-inf` when it sees none.
-pub(crate) fn probabilities<T: Copy + Into<f64>>(p: &Problem, x: &RefInputs<T>, batch: usize, head: usize, row: usize) -> (Vec<f64>, f64) {
+/// A query row's softmax over the keys it sees.
+pub(crate) struct RowSoftmax {
+    /// The keys it sees.
+    pub keys: Range<usize>,
+    /// Their probabilities (empty when it sees none).
+    pub probs: Vec<f64>,
+    /// Each score's derivative with respect to its scaled dot product (the softcap's).
+    pub dscore: Vec<f64>,
+    /// The sink's probability (0 without sinks).
+    pub sink: f64,
+    /// Natural-log log-sum-exp of the scores (and the sink): `-inf` with neither.
+    pub lse: f64,
+}
+
+/// The softmax of query row `row` of (`batch`, `head`).
+pub(crate) fn softmax<T: Copy + Into<f64>>(p: &Problem, var: &Variants, x: &RefInputs<T>, batch: usize, head: usize, row: usize) -> RowSoftmax {
     let d = p.head_dim;
     let q = &x.q[p.q_offset(batch, head, row)..][..d];
     let head_kv = p.kv_head(head);
-    let scores: Vec<f64> = (0..p.visible_keys(row))
+    let keys = var.visible(p, row);
+    let (scores, dscore): (Vec<f64>, Vec<f64>) = keys
+        .clone()
         .map(|j| {
             let k = &x.k[p.kv_offset(batch, head_kv, j)..][..d];
-            p.scale * q.iter().zip(k).map(|(&a, &b)| a.into() * b.into()).sum::<f64>()
+            var.score(p, batch, head, row, j, p.scale * q.iter().zip(k).map(|(&a, &b)| a.into() * b.into()).sum::<f64>())
         })
-        .collect();
-    if scores.is_empty() {
-        return (scores, f64::NEG_INFINITY);
+        .unzip();
+    let sink = var.sink(head);
+    let max = scores.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);
+    if max == f64::NEG_INFINITY {
+        return RowSoftmax { keys, probs: vec![], dscore, sink: 0.0, lse: f64::NEG_INFINITY };
     }
-    let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-    let sum: f64 = weights.iter().sum();
-    (weights.iter().map(|w| w / sum).collect(), max + sum.ln())
+    let sink_weight = sink.map_or(0.0, |s| (s - max).exp());
+    let sum: f64 = weights.iter().sum::<f64>() + sink_weight;
+    RowSoftmax { keys, probs: weights.iter().map(|w| w / sum).collect(), dscore, sink: sink_weight / sum, lse: max + sum.ln() }
 }
 
-/// `sum_j probs[j] * v_j` over the keys of (`batch`, `head`)'s K/V head.
-pub(crate) fn weighted_values<T: Copy + Into<f64>>(p: &Problem, x: &RefInputs<T>, batch: usize, head: usize, probs: &[f64]) -> Vec<f64> {
+/// `sum_j probs[j] * v_j` over `keys` of (`batch`, `head`)'s K/V head.
+pub(crate) fn weighted_values<T: Copy + Into<f64>>(p: &Problem, x: &RefInputs<T>, batch: usize, head: usize, keys: Range<usize>, probs: &[f64]) -> Vec<f64> {
     let (d, head_kv) = (p.head_dim, p.kv_head(head));
     let mut out = vec![0.0; d];
-    for (j, w) in probs.iter().enumerate() {
+    for (j, w) in keys.zip(probs) {
         for (o, &vv) in out.iter_mut().zip(&x.v[p.kv_offset(batch, head_kv, j)..][..d]) {
             *o += w * vv.into();
         }
@@ -45,17 +63,27 @@ pub(crate) fn weighted_values<T: Copy + Into<f64>>(p: &Problem, x: &RefInputs<T>
 
 /// Computes query row `row` of (`batch`, `head`).
 pub fn reference_row<T: Copy + Into<f64>>(p: &Problem, x: &RefInputs<T>, batch: usize, head: usize, row: usize) -> RefRow {
-    let (probs, lse) = probabilities(p, x, batch, head, row);
-    RefRow { out: weighted_values(p, x, batch, head, &probs), lse }
+    reference_row_with(p, &Variants::NONE, x, batch, head, row)
+}
+
+/// [`reference_row`] with variants.
+pub fn reference_row_with<T: Copy + Into<f64>>(p: &Problem, var: &Variants, x: &RefInputs<T>, batch: usize, head: usize, row: usize) -> RefRow {
+    let sm = softmax(p, var, x, batch, head, row);
+    RefRow { out: weighted_values(p, x, batch, head, sm.keys, &sm.probs), lse: sm.lse }
 }
 
 /// The whole output (`[batch, seqlen_q, heads_q, head_dim]`) and log-sum-exp
 /// (`[batch, heads_q, seqlen_q]`), computed on all available cores.
 pub fn reference_forward<T: Copy + Into<f64> + Sync>(p: &Problem, x: &RefInputs<T>) -> (Vec<f64>, Vec<f64>) {
+    reference_forward_with(p, &Variants::NONE, x)
+}
+
+/// [`reference_forward`] with variants.
+pub fn reference_forward_with<T: Copy + Into<f64> + Sync>(p: &Problem, var: &Variants, x: &RefInputs<T>) -> (Vec<f64>, Vec<f64>) {
     let rows: Vec<(usize, usize, usize)> = (0..p.batch)
         .flat_map(|b| (0..p.heads_q).flat_map(move |h| (0..p.seqlen_q).map(move |i| (b, h, i))))
         .collect();
-    let results = parallel_map(&rows, |&(b, h, i)| reference_row(p, x, b, h, i));
+    let results = parallel_map(&rows, |&(b, h, i)| reference_row_with(p, var, x, b, h, i));
     let d = p.head_dim;
     let mut out = vec![0.0; p.batch * p.seqlen_q * p.heads_q * d];
     let mut lse = vec![0.0; p.batch * p.heads_q * p.seqlen_q];

@@ -2,13 +2,16 @@
 //! tested against. It shares no code with the library: it is the textbook definition, row by
 //! row, with the same semantics (bottom-right causal alignment, GQA head mapping, `-inf`
 //! log-sum-exp and zero output for rows that see no key): the forward pass ([`reference_forward`])
-//! and its analytic gradients ([`reference_backward`]).
+//! and its analytic gradients ([`reference_backward`]), and both with the variants today's
+//! models use ([`Variants`]: sliding window, softcap, ALiBi, sinks; the `_with` functions).
 
 mod backward;
 mod forward;
+mod variants;
 
-pub use backward::{RefGrads, reference_backward};
-pub use forward::{RefRow, reference_forward, reference_row};
+pub use backward::{RefGrads, reference_backward, reference_backward_with};
+pub use forward::{RefRow, reference_forward, reference_forward_with, reference_row, reference_row_with};
+pub use variants::Variants;
 
 /// The attention problem: contiguous `[batch, seqlen, heads, head_dim]` tensors.
 #[derive(Clone, Copy, Debug, PartialEq)]
