@@ -39,10 +39,11 @@ pub(crate) fn softmax<T: Copy + Into<f64>>(p: &Problem, var: &Variants, x: &RefI
         })
         .unzip();
     let sink = var.sink(head);
-    let max = scores.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);
-    if max == f64::NEG_INFINITY {
+    if scores.is_empty() && sink.is_none() {
         return RowSoftmax { keys, probs: vec![], dscore, sink: 0.0, lse: f64::NEG_INFINITY };
     }
+    // A NaN score (NaN in Q or K) makes the row's results NaN, as it does the kernels'.
+    let max = scores.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);
     let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
     let sink_weight = sink.map_or(0.0, |s| (s - max).exp());
     let sum: f64 = weights.iter().sum::<f64>() + sink_weight;
@@ -122,6 +123,18 @@ mod tests {
         assert_eq!(reference_row(&p, &x, 0, 0, 1).out[0], 1.0);
         let r2 = reference_row(&p, &x, 0, 0, 2);
         assert!((r2.out[0] - 2.0).abs() < 1e-12 && (r2.lse - 2f64.ln()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_nan_score_makes_its_row_nan_and_only_its_row() {
+        let p = Problem { batch: 1, seqlen_q: 2, seqlen_k: 2, heads_q: 1, heads_kv: 1, head_dim: 2, causal: false, scale: 1.0 };
+        let q = [f32::NAN, 0.0, 1.0, 0.0];
+        let (k, v) = ([1.0f32; 4], [1.0f32; 4]);
+        let x = RefInputs { q: &q, k: &k, v: &v };
+        let r0 = reference_row(&p, &x, 0, 0, 0);
+        assert!(r0.lse.is_nan() && r0.out.iter().all(|o| o.is_nan()));
+        let r1 = reference_row(&p, &x, 0, 0, 1);
+        assert!((r1.lse - (1.0 + 2f64.ln())).abs() < 1e-12 && r1.out == [1.0, 1.0]);
     }
 
     #[test]
