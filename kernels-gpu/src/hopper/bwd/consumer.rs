@@ -138,9 +138,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             }
         }
         // At head_dim 64 the dQ part leaves while the tensor cores run dV and dK.
-        let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, seqlen_q as usize, D, m0 as usize, dq_col as usize);
         let turn = Turn::at::<DET>(p, &w, h, m);
-        let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
+        let accum = w.dq_chunk::<D>(p, h, m0, dq_col);
         if split_keys {
             wait::<2, 32>(&mut dq);
             add(&dq, accum, i, turn);
@@ -161,11 +160,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     if tid == 0 {
         crate::arch::bulk::cp_async_bulk_wait_group_0();
     }
-    let rows = |base: u64, [sb, sr, sh]: [i64; 3]| {
-        (base as *mut u16).wrapping_offset((w.batch as i64 * sb + w.h_kv as i64 * sh) as isize + sr as isize * key as isize)
-    };
     unsafe {
-        store_rows::<T, DN>(&dv, 1.0, rows(p.dv, p.dv_strides), p.dv_strides[1], key, seqlen_k, f.head_dim, t);
-        store_rows::<T, DN>(&dk, p.scale, rows(p.dk, p.dk_strides), p.dk_strides[1], key, seqlen_k, f.head_dim, t);
+        store_rows::<T, DN>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, 0), p.dv_strides[1], key, seqlen_k, f.head_dim, t);
+        store_rows::<T, DN>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, 0), p.dk_strides[1], key, seqlen_k, f.head_dim, t);
     }
 }

@@ -94,8 +94,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_ss_tb_n128::<T, BM, 4>(&mut dv, pt, slab(do_tile, 0));
             gemm_ss_tb_n128::<T, BM, 4>(&mut dk, ds, slab(q_tile, 0));
         }
-        let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, seqlen_q as usize, D, m0 as usize, half as usize);
-        let accum = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
+        let accum = w.dq_chunk::<D>(p, h, m0, half);
         let turn = Turn::at::<DET>(p, &w, h, m);
         wait::<3, 32>(&mut dq[0]);
         unsafe {
@@ -113,13 +112,9 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
     }
-    let rows = |base: u64, [sb, sr, sh]: [i64; 3]| {
-        let at = w.batch as i64 * sb + w.h_kv as i64 * sh + sr * key as i64 + half as i64;
-        (base as *mut u16).wrapping_offset(at as isize)
-    };
     let cols = f.head_dim.saturating_sub(half);
     unsafe {
-        store_rows::<T, 64>(&dv, 1.0, rows(p.dv, p.dv_strides), p.dv_strides[1], key, seqlen_k, cols, t);
-        store_rows::<T, 64>(&dk, p.scale, rows(p.dk, p.dk_strides), p.dk_strides[1], key, seqlen_k, cols, t);
+        store_rows::<T, 64>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, half), p.dv_strides[1], key, seqlen_k, cols, t);
+        store_rows::<T, 64>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, half), p.dk_strides[1], key, seqlen_k, cols, t);
     }
 }

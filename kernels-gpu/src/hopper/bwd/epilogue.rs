@@ -39,28 +39,25 @@ pub unsafe fn stage_dq<const D: usize, const BM: usize, const STAGES: usize>(dq:
 /// The dQ writer, one warp of the producer warpgroup where the consumers stage their dQ parts
 /// ([`flashrs_abi::BwdSm90Config::dq_buffers`], head_dim 64): per step of the walk, waits for
 /// each consumer warpgroup's staged part ([`stage_dq`]) and adds it to the accumulator (both
-/// parts go to the step's one chunk: at head_dim 64 the consumers split dQ by keys) with one bulk reduction from
-/// lane 0; once a step's reductions are issued, frees the tiles of the step before, whose
-/// reductions have then read them. FlashAttention-3's arrangement: the consumers never wait
+/// parts go to the step's one chunk: at head_dim 64 the consumers split dQ by keys) with one
+/// bulk reduction from lane 0; once a step's reductions are issued, frees the tiles of the step
+/// before, whose reductions have then read them. FlashAttention-3's arrangement: the consumers never wait
 /// for a reduction to be issued.
 #[inline(always)]
 pub unsafe fn dq_writer<const D: usize, const BM: usize, const STAGES: usize, const DET: bool>(p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk, lane: u32) {
-    let f = &p.fwd;
     for i in 0..w.steps() {
         let (h, m) = w.step(i);
-        let chunk = AccumLayout::fragment_chunk((w.batch * f.heads_q + h) as usize, f.seqlen_q as usize, D, (m * BM as u32) as usize, 0);
-        let dst = unsafe { (p.dq_accum as *mut f32).add(chunk * AccumLayout::CHUNK) };
+        let dst = w.dq_chunk::<D>(p, h, m * BM as u32, 0);
         // Deterministic mode: the two parts one after the other, each complete before the next
         // add to the chunk (bulk reductions in flight are not ordered among themselves).
         let turn = Turn::at::<DET>(p, &w, h, m);
-        let ordered = DET;
         unsafe { turn.wait(lane == 0) };
         for wg in 0..2 {
             bar_sync_named(STAGED + 2 * wg + i % 2, 160);
             if lane == 0 {
                 unsafe { cp_reduce_async_bulk_add_f32(dst, smem.dq(wg, i % 2), (AccumLayout::CHUNK * 4) as u32) };
                 cp_async_bulk_commit_group();
-                if ordered {
+                if DET {
                     cp_async_bulk_wait_group_0();
                 }
             }
@@ -82,7 +79,7 @@ pub unsafe fn dq_writer<const D: usize, const BM: usize, const STAGES: usize, co
 /// Deterministic mode's turn at one query block's dQ accumulator (see the module docs of
 /// [`super`]): waits until every earlier key block has added its parts (two counts each), and
 /// after this key block's adds counts them in, releasing them to the next key block's acquire.
-/// A null counter (not deterministic) does nothing.
+/// Without a counter (not deterministic, see [`Turn::at`]) it does nothing.
 #[derive(Clone, Copy)]
 pub struct Turn {
     sem: *mut u32,

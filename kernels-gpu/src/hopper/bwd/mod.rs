@@ -40,7 +40,7 @@ use crate::dtype::{Bf16, Element, F16};
 use super::smem::dsmem_base_1024;
 use flashrs_abi::bwd::{BWD_SM90_CONFIGS, BwdSm90Config, BwdSm90Split};
 use flashrs_abi::grid::div_rem;
-use flashrs_abi::{BwdParams, BwdStep};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep};
 use producer::Maps;
 use smem::Smem;
 
@@ -70,14 +70,27 @@ impl Walk {
         self.m_count * self.group
     }
 
-    /// Deterministic mode ([`BwdParams::dq_semaphore`]): the counter of query block `m` of
-    /// query head `h`, or null.
+    /// Deterministic mode ([`BwdParams::dq_semaphore`] set): the counter of query block `m` of
+    /// query head `h`.
     #[inline(always)]
     pub fn semaphore(&self, p: &BwdParams, h: u32, m: u32) -> *mut u32 {
-        if p.dq_semaphore == 0 {
-            return core::ptr::null_mut();
-        }
         (p.dq_semaphore as *mut u32).wrapping_add(((self.batch * p.fwd.heads_q + h) * p.fwd.m_blocks + m) as usize)
+    }
+
+    /// The dQ accumulator's chunk holding query row `row`, column `col` of query head `h`
+    /// ([`flashrs_abi::AccumLayout::fragment_chunk`], `D` columns a row).
+    #[inline(always)]
+    pub fn dq_chunk<const D: usize>(&self, p: &BwdParams, h: u32, row: u32, col: u32) -> *mut f32 {
+        let chunk = AccumLayout::fragment_chunk((self.batch * p.fwd.heads_q + h) as usize, p.fwd.seqlen_q as usize, D, row as usize, col as usize);
+        (p.dq_accum as *mut f32).wrapping_add(chunk * AccumLayout::CHUNK)
+    }
+
+    /// Element `col` of key row `key` of this walk's K/V head in the gradient at `base` with
+    /// `strides` (batch, row, head), in elements: where a thread's dK or dV row starts.
+    #[inline(always)]
+    pub fn kv_row(&self, base: u64, [sb, sr, sh]: [i64; 3], key: i32, col: u32) -> *mut u16 {
+        let at = self.batch as i64 * sb + self.h_kv as i64 * sh + sr * key as i64 + col as i64;
+        (base as *mut u16).wrapping_offset(at as isize)
     }
 
     /// Step `i`'s (query head, query block): heads outer, blocks inner.
