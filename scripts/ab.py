@@ -17,7 +17,8 @@ counts), `decode-queued` (the same, the GPU's time alone), `decode-small` (the d
 the same with queued timing), `decode-b1` (batch 1 at 1k and 8k keys, call timing: the rows
 where the host's launch work is most of the time), `mma` (standard rows of 4k forced onto
 the mma.sync kernels), `long` (the three 16k non-causal rows, the ones the power state moves
-most: run them with an even number of rounds). `--b-args` adds arguments for B only (to compare two
+most: run them with an even number of rounds), `backward` (the backward pass, bf16, 2k and 16k
+tokens, both causal modes, head dims 64, 128 and 256; `backward-128` its head_dim-128 rows). `--b-args` adds arguments for B only (to compare two
 options of one build).
 """
 import argparse
@@ -45,6 +46,10 @@ def decode(timing, batches=(1, 8, 64), most_kv=float("inf")):
     return [["--decode", "--batch", str(b), "--seqlen-k", str(k), "--timing", timing] for b, k in rows]
 
 
+def backward(dims=(64, 128, 256)):
+    return [["--backward", "--dtype", "bf16", "--head-dim", str(d), "--seqlen", str(s), "--causal", c] for d in dims for s in (2048, 16384) for c in ("off", "on")]
+
+
 def mma():
     return [["--path", "mma-sync", "--head-dim", str(d), "--seqlen", "4096", "--causal", c] for d in (64, 128, 256) for c in ("off", "on")]
 
@@ -58,6 +63,8 @@ ROWSETS = {
     "decode-small-queued": lambda: decode("queued", most_kv=1 << 20),
     "decode-b1": lambda: decode("call", batches=(1,), most_kv=8192),
     "mma": mma,
+    "backward": backward,
+    "backward-128": lambda: backward((128,)),
     "long": lambda: [["--head-dim", str(d), "--seqlen", "16384", "--causal", "off"] for d in (64, 128, 256)],
 }
 

@@ -61,7 +61,8 @@ pub struct BwdParams {
     /// and with [`AccumLayout::Fragments`] beside it the row's log-sum-exp base (see there).
     pub dsum: u64,
     /// Deterministic mode: device address of one u32 per (batch, query head, query block),
-    /// `[batch * heads_q, m_blocks]`, zeroed by the prep kernel; each key block adds its dQ
+    /// `[batch * heads_q, m_blocks]` (with [`AccumLayout::Fragments`], one per
+    /// [`FragmentBlocks`] block), zeroed by the prep kernel; each key block adds its dQ
     /// part to a query block only after the key blocks before it have (and counts itself), so
     /// the accumulator sums in one order every run. 0: atomics in any order.
     pub dq_semaphore: u64,
@@ -72,8 +73,10 @@ pub struct BwdParams {
     /// Key blocks per (batch, K/V head): the main kernel's grid is `batch * heads_kv *
     /// n_blocks` CTAs, key blocks fastest.
     pub n_blocks: u32,
-    /// Query rows the prep and dQ kernels cover per head: `batch * seqlen_q`, or `total_q`
-    /// for variable-length launches (one warp per (row, head)).
+    /// Query rows the prep and dQ kernels cover per head (one warp per (row, head)): with
+    /// [`AccumLayout::Rows`] `batch * seqlen_q`, or `total_q` for variable-length launches;
+    /// with [`AccumLayout::Fragments`] `batch * m_blocks * 64`, each sequence's rows padded to
+    /// the longest's blocks.
     pub rows: u32,
 }
 
@@ -81,8 +84,8 @@ pub struct BwdParams {
 /// that fills it.
 ///
 /// * `Rows` (`mma.sync` kernels): `accum_dim` values per log-sum-exp row, in its order.
-/// * `Fragments` (Hopper kernels): per (batch, query head, 64-row block of the sequence,
-///   64-column group of `accum_dim`) a chunk of 64 x 64 values in the order a consumer
+/// * `Fragments` (Hopper kernels): per 64-row block of a (batch, query head)'s sequence
+///   ([`FragmentBlocks`]: padded per sequence) and 64-column group of `accum_dim`, a chunk of 64 x 64 values in the order a consumer
 ///   warpgroup's `m64n64` wgmma accumulator holds them, so that a warpgroup stages its part
 ///   with conflict-free 16-byte stores and adds it with one bulk reduction: value (row `r`,
 ///   column `c`) of a chunk is at `(x / 4) * 512 + thread * 4 + x % 4`, where `thread =
@@ -92,8 +95,8 @@ pub struct BwdParams {
 ///
 /// The layout also sets where the prep kernel leaves each row's statistics ([`BwdParams::dsum`]):
 /// with `Rows` the `dsum` in the log-sum-exp's order (`[batch, heads_q, seqlen_q]`, or
-/// `[heads_q, total_q]` for variable-length launches); with `Fragments` per (batch, query head,
-/// 64-row block) 128 f32, the rows' `-lse * log2 e` (`-inf` for a row that saw no key) and then
+/// `[heads_q, total_q]` for variable-length launches); with `Fragments` per block
+/// ([`FragmentBlocks`]) 128 f32, the rows' `-lse * log2 e` (`-inf` for a row that saw no key) and then
 /// their `dsum`, with the block's rows past `seqlen_q` at `-inf` and 0
 /// ([`AccumLayout::fragment_stats`]): 512 aligned bytes per step, which the Hopper kernel's
 /// producer copies into shared memory beside the step's Q and dO, and whose padding makes the
@@ -110,33 +113,21 @@ impl AccumLayout {
     /// Values in a `Fragments` chunk (64 rows x 64 columns).
     pub const CHUNK: usize = 64 * 64;
 
-    /// Index of the `Fragments` chunk holding sequence row `row`, column `col` of the
-    /// `seqlen_q` x `accum_dim` rows of (batch, query head) number `batch_head` (`batch *
-    /// heads_q + head`): chunks are ordered `[batch, heads_q, ceil(seqlen_q / 64), accum_dim /
-    /// 64]`. Its first value is [`Self::CHUNK`] times this into the accumulator.
-    pub const fn fragment_chunk(batch_head: usize, seqlen_q: usize, accum_dim: usize, row: usize, col: usize) -> usize {
-        (batch_head * seqlen_q.div_ceil(64) + row / 64) * (accum_dim / 64) + col / 64
-    }
-
-    /// Values in a `Fragments` accumulator for `batch_heads` (batch, query head) pairs of
-    /// `seqlen_q` rows and `accum_dim` columns: the chunk index one past the last, in values.
-    pub const fn fragment_len(batch_heads: usize, seqlen_q: usize, accum_dim: usize) -> usize {
-        Self::fragment_chunk(batch_heads, seqlen_q, accum_dim, 0, 0) * Self::CHUNK
+    /// Index of the `Fragments` chunk holding column `col` of 64-row block `block` (see
+    /// [`FragmentBlocks`]) of an accumulator of `accum_dim` columns: chunks are ordered
+    /// `[block, accum_dim / 64]`. Its first value is [`Self::CHUNK`] times this into the
+    /// accumulator.
+    pub const fn fragment_chunk(block: u32, accum_dim: usize, col: usize) -> usize {
+        block as usize * (accum_dim / 64) + col / 64
     }
 
     /// f32 of `Fragments` statistics per 64-row block: 64 log-sum-exp bases, 64 dsums.
     pub const STATS: usize = 128;
 
-    /// Index of sequence row `row`'s log-sum-exp base in the `Fragments` statistics of (batch,
-    /// query head) number `batch_head`; its dsum is 64 further.
-    pub const fn fragment_stats(batch_head: usize, seqlen_q: usize, row: usize) -> usize {
-        (batch_head * seqlen_q.div_ceil(64) + row / 64) * Self::STATS + row % 64
-    }
-
-    /// f32 of `Fragments` statistics for `batch_heads` (batch, query head) pairs of `seqlen_q`
-    /// rows: the index one past the last.
-    pub const fn fragment_stats_len(batch_heads: usize, seqlen_q: usize) -> usize {
-        Self::fragment_stats(batch_heads, seqlen_q, 0)
+    /// Index of the log-sum-exp base of row `row` (its offset in the block is `row % 64`) of
+    /// 64-row block `block` in the `Fragments` statistics; its dsum is 64 further.
+    pub const fn fragment_stats(block: u32, row: u32) -> usize {
+        block as usize * Self::STATS + (row % 64) as usize
     }
 
     /// Index of value (`row`, `col`) within a `Fragments` chunk (`row`, `col` < 64).
@@ -144,6 +135,59 @@ impl AccumLayout {
         let thread = 32 * (row / 16) + 4 * (row % 8) + (col % 8) / 2;
         let x = 4 * (col / 8) + 2 * ((row / 8) % 2) + col % 2;
         (x / 4) * 512 + thread * 4 + x % 4
+    }
+}
+
+/// Where the 64-row blocks of one batch entry's query heads lie among a `Fragments` launch's
+/// blocks (each block: a row of dQ accumulator chunks, [`AccumLayout::fragment_chunk`], one
+/// statistics block, [`AccumLayout::fragment_stats`], and in deterministic mode one counter):
+/// block `m` of query head `h` is `first + h * per_head + m`.
+///
+/// Fixed-length launches order blocks `[batch, heads_q, ceil(seqlen_q / 64)]`. Variable-length
+/// launches order them `[heads_q, total_q / 64 + batch]`, each sequence padded to whole
+/// blocks: sequence `b`, whose rows start at packed row `q_start`, starts at block
+/// `(q_start + 64 b) / 64`. As `q_start` grows by the previous sequence's length at least,
+/// that is past the previous sequence's last block; and a sequence ending at `q_end <=
+/// total_q` ends by block `ceil((q_end + 64 (batch - 1)) / 64) <= total_q / 64 + batch`, so
+/// the closed form needs no table, and clamped offsets ([`crate::grid::Extent::varlen`]) stay
+/// inside the blocks whatever the caller's offsets hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragmentBlocks {
+    /// Block 0 of query head 0.
+    pub first: u32,
+    /// Blocks between one query head's block 0 and the next's.
+    pub per_head: u32,
+}
+
+impl FragmentBlocks {
+    /// Batch entry `batch` of fixed-length launch `f`.
+    #[inline(always)]
+    pub const fn fixed(f: &FwdParams, batch: u32) -> Self {
+        let per_head = f.seqlen_q.div_ceil(64);
+        FragmentBlocks { first: batch * f.heads_q * per_head, per_head }
+    }
+
+    /// Batch entry `batch` of variable-length launch `f`, whose query rows start at packed row
+    /// `q_start`.
+    #[inline(always)]
+    pub const fn varlen(f: &FwdParams, batch: u32, q_start: u32) -> Self {
+        FragmentBlocks { first: (q_start + 64 * batch) / 64, per_head: f.total_q / 64 + f.batch }
+    }
+
+    /// The block of query head `head` holding its sequence's row `row`.
+    #[inline(always)]
+    pub const fn block(self, head: u32, row: u32) -> u32 {
+        self.first + head * self.per_head + row / 64
+    }
+
+    /// Blocks of the whole launch `f` (`varlen`: a variable-length one), computed wide (the
+    /// host checks it against the kernels' 32-bit range before it launches).
+    pub const fn count(f: &FwdParams, varlen: bool) -> u128 {
+        if varlen {
+            f.heads_q as u128 * ((f.total_q / 64) as u128 + f.batch as u128)
+        } else {
+            f.batch as u128 * f.heads_q as u128 * f.seqlen_q.div_ceil(64) as u128
+        }
     }
 }
 
@@ -387,19 +431,44 @@ mod tests {
 
     #[test]
     fn fragment_stats_blocks_are_whole_and_aligned() {
-        // 1000 rows: 16 blocks per (batch, head), the last with 40 rows and 24 padding rows.
-        let (sq, blocks) = (1000, 16);
-        for bh in [0, 1, 7] {
-            for row in [0, 63, 64, 999] {
-                let i = AccumLayout::fragment_stats(bh, sq, row);
-                assert_eq!(i, (bh * blocks + row / 64) * 128 + row % 64);
-                // A step's block starts on 512 bytes (a bulk copy's 16 with room to spare).
-                assert_eq!((i - row % 64) * 4 % 512, 0);
-            }
+        for (block, row) in [(0, 0), (0, 63), (1, 64), (15, 999), (7 * 16, 5)] {
+            let i = AccumLayout::fragment_stats(block, row);
+            assert_eq!(i, block as usize * 128 + row as usize % 64);
+            // A step's block starts on 512 bytes (a bulk copy's 16 with room to spare).
+            assert_eq!((i - row as usize % 64) * 4 % 512, 0);
         }
-        assert_eq!(AccumLayout::fragment_stats(1, sq, 0), AccumLayout::fragment_stats(0, sq, 999) + 128 - 999 % 64);
-        // 8 (batch, head) pairs: 8 x 16 blocks of 128.
-        assert_eq!(AccumLayout::fragment_stats_len(8, sq), 8 * blocks * 128);
+    }
+
+    #[test]
+    fn fixed_length_blocks_are_batch_head_block_ordered() {
+        // 1000 rows: 16 blocks per (batch, head), the last with 40 rows.
+        let f = FwdParams { batch: 3, heads_q: 8, seqlen_q: 1000, ..Default::default() };
+        let b = FragmentBlocks::fixed(&f, 2);
+        assert_eq!(b, FragmentBlocks { first: 2 * 8 * 16, per_head: 16 });
+        assert_eq!(b.block(5, 999), (2 * 8 + 5) * 16 + 15);
+        assert_eq!(FragmentBlocks::count(&f, false), 3 * 8 * 16);
+    }
+
+    #[test]
+    fn variable_length_blocks_are_disjoint_and_inside_the_count() {
+        // Sequences of 1, 64, 65, 0, 127, 1 and 200 rows, packed.
+        let lens = [1u32, 64, 65, 0, 127, 1, 200];
+        let total: u32 = lens.iter().sum();
+        let f = FwdParams { batch: lens.len() as u32, heads_q: 3, total_q: total, ..Default::default() };
+        let count = FragmentBlocks::count(&f, true) as u32;
+        let mut owner = std::vec![None; count as usize];
+        let mut q_start = 0;
+        for (batch, &len) in lens.iter().enumerate() {
+            let b = FragmentBlocks::varlen(&f, batch as u32, q_start);
+            for h in 0..3 {
+                for row in (0..len).step_by(64) {
+                    let block = b.block(h, row) as usize;
+                    assert!(block < count as usize, "sequence {batch} head {h} row {row}: block {block} of {count}");
+                    assert_eq!(owner[block].replace((batch, h, row / 64)), None, "block {block} taken twice");
+                }
+            }
+            q_start += len;
+        }
     }
 
     #[test]
@@ -416,10 +485,7 @@ mod tests {
         assert_eq!([AccumLayout::fragment_index(1, 2), AccumLayout::fragment_index(1, 3)], [20, 21]);
         // Its value 4 (column group 1) is a 512-value group further.
         assert_eq!(AccumLayout::fragment_index(1, 10), 512 + 20);
-        // (batch, head) 3 of 100 rows (2 row blocks) x 128 columns (2 groups): row 70, column
-        // 65 is in its second row block's second group.
-        assert_eq!(AccumLayout::fragment_chunk(3, 100, 128, 70, 65), (3 * 2 + 1) * 2 + 1);
-        // 4 of those (batch, head) pairs: 4 x 2 x 2 chunks.
-        assert_eq!(AccumLayout::fragment_len(4, 100, 128), 4 * 2 * 2 * 4096);
+        // 128 columns (2 groups): column 65 of block 7 is its second chunk.
+        assert_eq!(AccumLayout::fragment_chunk(7, 128, 65), 7 * 2 + 1);
     }
 }

@@ -132,8 +132,13 @@ pub enum BwdStep {
     /// dK, dV and the dQ accumulator (rows), `mma.sync`, in one of [`BWD_CONFIGS`].
     Main(BwdConfig),
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
-    /// [`BWD_SM90_CONFIGS`].
-    MainSm90(BwdSm90Config),
+    /// [`BWD_SM90_CONFIGS`]; each has a variable-length twin.
+    MainSm90 {
+        /// Its tile configuration.
+        config: BwdSm90Config,
+        /// The variable-length twin: packed rows, per-sequence extents from the offsets.
+        varlen: bool,
+    },
     /// dQ from its accumulator, laid out as the main kernel leaves it.
     Dq(AccumLayout),
 }
@@ -145,7 +150,7 @@ impl BwdStep {
             BwdStep::Prep(AccumLayout::Rows) => 0,
             BwdStep::Main(_) => 1,
             BwdStep::Dq(AccumLayout::Rows) => 2,
-            BwdStep::MainSm90(_) => 3,
+            BwdStep::MainSm90 { .. } => 3,
             BwdStep::Dq(AccumLayout::Fragments) => 4,
             BwdStep::Prep(AccumLayout::Fragments) => 5,
         }
@@ -156,7 +161,7 @@ impl BwdStep {
     pub const fn accum_layout(self) -> AccumLayout {
         match self {
             BwdStep::Main(_) => AccumLayout::Rows,
-            BwdStep::MainSm90(_) => AccumLayout::Fragments,
+            BwdStep::MainSm90 { .. } => AccumLayout::Fragments,
             BwdStep::Prep(l) | BwdStep::Dq(l) => l,
         }
     }
@@ -167,7 +172,7 @@ impl BwdStep {
             .into_iter()
             .flat_map(|l| [BwdStep::Prep(l), BwdStep::Dq(l)])
             .chain(BWD_CONFIGS.into_iter().map(BwdStep::Main))
-            .chain(BWD_SM90_CONFIGS.into_iter().map(BwdStep::MainSm90))
+            .chain(BWD_SM90_CONFIGS.into_iter().flat_map(|config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen })))
     }
 }
 
@@ -194,14 +199,14 @@ impl Kernel {
             Kernel::Mma { variant, config, .. } => variant.configs().contains(&config),
             Kernel::Sm90 { varlen, config, .. } => sm90::CONFIGS.contains(&config) && (!varlen || sm90::is_default(&config)),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => BWD_CONFIGS.contains(&config),
-            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => BWD_SM90_CONFIGS.contains(&config),
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } => true,
         }
     }
 
     /// True for kernels only the sm_90a module holds.
     pub const fn needs_sm90a(&self) -> bool {
-        matches!(self, Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::MainSm90(_), .. })
+        matches!(self, Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::MainSm90 { .. }, .. })
     }
 
     /// Element type.
@@ -218,7 +223,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.head_dim,
             Kernel::Sm90 { config, .. } => config.head_dim,
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.head_dim,
-            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.head_dim,
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.head_dim,
             Kernel::Bwd { .. } => 0,
         }
     }
@@ -230,7 +235,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.block_m,
             Kernel::Sm90 { config, .. } => config.block_m(),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_m,
-            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.block_m,
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.block_m,
             Kernel::Bwd { .. } => BWD_ROW_THREADS / 32,
         }
     }
@@ -241,7 +246,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.block_n,
             Kernel::Sm90 { config, .. } => config.block_n,
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_n,
-            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.block_n(),
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.block_n(),
             Kernel::Bwd { .. } => 0,
         }
     }
@@ -252,7 +257,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.threads(),
             Kernel::Sm90 { config, .. } => config.threads(),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.threads(),
-            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.threads(),
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.threads(),
             Kernel::Bwd { .. } => BWD_ROW_THREADS,
         }
     }
@@ -263,7 +268,7 @@ impl Kernel {
             Kernel::Mma { config, .. } => config.smem_bytes(),
             Kernel::Sm90 { config, .. } => config.smem_bytes(),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.smem_bytes(),
-            Kernel::Bwd { step: BwdStep::MainSm90(config), .. } => config.smem_bytes(),
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.smem_bytes(),
             Kernel::Bwd { .. } => 0,
         }
     }
@@ -305,7 +310,7 @@ impl Kernel {
                     (0, 0) if config == none => BwdStep::Prep(AccumLayout::Rows),
                     (1, 0) => BwdStep::Main(config),
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
-                    (3, 0) if n[4] == sm90.block_n() => BwdStep::MainSm90(sm90),
+                    (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)? },
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
                     (5, 0) if config == none => BwdStep::Prep(AccumLayout::Fragments),
                     _ => return None,
@@ -319,7 +324,8 @@ impl Kernel {
 
 /// The entry point's name: `flash_fwd_[<variant>_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>` for
 /// `mma.sync` kernels, `flash_fwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]` for
-/// Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[sm90_]<dtype>_d<D>_<BM>x<BN>s<stages>`
+/// Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
+/// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -337,8 +343,9 @@ impl fmt::Display for Kernel {
                 BwdStep::Prep(AccumLayout::Rows) => write!(f, "flash_bwd_prep_{}", dtype.name()),
                 BwdStep::Prep(AccumLayout::Fragments) => write!(f, "flash_bwd_prep_frag_{}", dtype.name()),
                 BwdStep::Main(c) => write!(f, "flash_bwd_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages),
-                BwdStep::MainSm90(c) => {
-                    write!(f, "flash_bwd_sm90_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n(), c.stages)
+                BwdStep::MainSm90 { config: c, varlen } => {
+                    let v = if *varlen { "varlen_" } else { "" };
+                    write!(f, "flash_bwd_sm90_{v}{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n(), c.stages)
                 }
                 BwdStep::Dq(AccumLayout::Rows) => write!(f, "flash_bwd_dq_{}", dtype.name()),
                 BwdStep::Dq(AccumLayout::Fragments) => write!(f, "flash_bwd_dq_frag_{}", dtype.name()),
@@ -366,9 +373,11 @@ mod tests {
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main(BWD_CONFIGS[1]) };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_128x64s2");
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep(AccumLayout::Rows) }.to_string(), "flash_bwd_prep_f16");
-        let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90(BWD_SM90_CONFIGS[1]) };
+        let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: false } };
         assert_eq!(hopper.to_string(), "flash_bwd_sm90_bf16_d128_64x128s2");
         assert!(hopper.needs_sm90a());
+        let twin = Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[2], varlen: true } };
+        assert_eq!(twin.to_string(), "flash_bwd_sm90_varlen_f16_d256_64x64s2");
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Dq(AccumLayout::Fragments) }.to_string(), "flash_bwd_dq_frag_f16");
         assert_eq!(Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Prep(AccumLayout::Fragments) }.to_string(), "flash_bwd_prep_frag_bf16");
     }
@@ -380,7 +389,7 @@ mod tests {
         assert_eq!(names.len(), all.len(), "two kernels share a name");
         let mma = Variant::ALL.iter().map(|v| v.configs().len()).sum::<usize>();
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len();
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + BWD_SM90_CONFIGS.len()));
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + 2 * BWD_SM90_CONFIGS.len()));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -393,12 +402,12 @@ mod tests {
                     varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32
                 ),
                 Kernel::Bwd { dtype, step } => {
-                    let c = match step {
-                        BwdStep::Main(c) => c,
-                        BwdStep::MainSm90(c) => BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: c.block_n(), stages: c.stages },
-                        _ => BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 },
+                    let (c, varlen) = match step {
+                        BwdStep::Main(c) => (c, false),
+                        BwdStep::MainSm90 { config: c, varlen } => (BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: c.block_n(), stages: c.stages }, varlen),
+                        _ => (BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }, false),
                     };
-                    std::format!("// {MARKER} bwd {} {} {} {} {} {} 0", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages)
+                    std::format!("// {MARKER} bwd {} {} {} {} {} {} {}", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages, varlen as u32)
                 }
             };
             assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
@@ -415,7 +424,7 @@ mod tests {
             "flashrs-kernel: mma 0 7 64 128 64 4 2", "flashrs-kernel: sm90 2 0 64 128 3 3 1", "flashrs-kernel: tc 0 0 64 128 64 4 2",
             "flashrs-kernel: mma 0 0 64 128 64 4 2 1", "flashrs-kernel: mma 0 0 64 128 x 4 2",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 1",
-            "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0"] {
+            "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");
         }
     }

@@ -32,7 +32,7 @@ pub mod tiles;
 pub mod tma;
 pub mod upload;
 
-pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split};
+pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, FragmentBlocks};
 pub use dtype::DType;
 pub use kernel::{BwdStep, Kernel, Variant};
 pub use params::FwdParams;

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 
 use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS};
 use flashrs_abi::tiles::padded_head_dim;
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FwdParams, Kernel};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks, FwdParams, Kernel};
 
 use crate::buffers::{BufferRef, Buffers};
 use crate::device::Gpu;
@@ -81,9 +81,7 @@ impl BackwardPlan {
     fn workspace_layout(&self) -> [usize; 2] {
         let p = &self.params;
         let stats = match self.kernels[1] {
-            Kernel::Bwd { step, .. } if step.accum_layout() == AccumLayout::Fragments => {
-                AccumLayout::fragment_stats_len((p.fwd.batch * p.fwd.heads_q) as usize, p.fwd.seqlen_q as usize)
-            }
+            Kernel::Bwd { step: BwdStep::MainSm90 { varlen, .. }, .. } => FragmentBlocks::count(&p.fwd, varlen) as usize * AccumLayout::STATS,
             _ => p.rows as usize * p.fwd.heads_q as usize,
         };
         let dsum = (p.accum_len as usize * 4).next_multiple_of(16);
@@ -92,7 +90,7 @@ impl BackwardPlan {
 }
 
 /// The backward main kernel for a call on `target`. `Auto`: the Hopper kernel on sm_90a where
-/// it takes the call ([`hopper_refusal`]), else the first `mma.sync` configuration of the
+/// it takes the call (tensors TMA can describe, [`tma_describable`]), else the first `mma.sync` configuration of the
 /// padded head dimension that fits the GPU. `MmaSync` / `Wgmma` without a configuration force
 /// a family (a Hopper kernel that cannot take the call is an error).
 fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
@@ -107,7 +105,7 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
         })
     };
     let hopper = || match BWD_SM90_CONFIGS.iter().find(|c| c.head_dim == padded) {
-        Some(&c) => hopper_refusal(call).map_or(Ok(BwdStep::MainSm90(c)), Err),
+        Some(&config) => tma_describable(call).map(|()| BwdStep::MainSm90 { config, varlen: call.packed.is_some() }),
         None => Err(format!("no Hopper backward kernel for head_dim {}", p.head_dim)),
     };
     match p.kernel {
@@ -124,16 +122,6 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
             what: "kernel",
             reason: "the backward pass takes a kernel family (MmaSync or Wgmma without a configuration, or Auto), not a tile configuration or launch mode".into(),
         }),
-    }
-}
-
-/// Why the Hopper backward kernel cannot take a call, if it cannot: variable-length calls, and
-/// tensors TMA cannot describe, run on `mma.sync`.
-fn hopper_refusal(call: &Call) -> Option<String> {
-    if call.packed.is_some() {
-        Some("variable-length backward calls run on the mma.sync kernel".into())
-    } else {
-        tma_describable(call).err()
     }
 }
 
@@ -203,21 +191,16 @@ impl AttentionParams<'_> {
         let (bm, bn, padded) = (kernels[1].block_m(), kernels[1].block_n(), kernels[1].head_dim());
         let m_blocks = p.seqlen_q.div_ceil(bm);
         let n_blocks = p.seqlen_k.div_ceil(bn);
-        let rows = if call.packed.is_some() { rows_q as u128 } else { p.batch as u128 * p.seqlen_q as u128 };
-        let row_warps = rows * hq as u128;
-        // 32-bit indices in the kernels: warps, rows x heads, counters.
-        limit("query rows x heads", row_warps)?;
-        limit("counters", p.batch as u128 * hq as u128 * m_blocks as u128)?;
-        let main_grid = limit("backward CTAs", p.batch as u128 * hkv as u128 * n_blocks as u128)?;
-        let row_grid = limit("row CTAs", row_warps.div_ceil((BWD_ROW_THREADS / 32) as u128))?;
-        let accum_len = match layout {
-            AccumLayout::Rows => row_warps * padded as u128,
-            // One (batch, head)'s length (seqlen_q < 2^31 here: batch >= 1 and the rows fit
-            // above) times their number, which may be large only when there are no query rows.
-            AccumLayout::Fragments => AccumLayout::fragment_len(1, p.seqlen_q, padded) as u128 * p.batch as u128 * hq as u128,
+        // The row kernels' rows: the log-sum-exp's, or (Fragments) every sequence's padded to
+        // the longest's 64-row blocks.
+        let rows = match layout {
+            AccumLayout::Fragments => p.batch as u128 * m_blocks as u128 * 64,
+            AccumLayout::Rows if call.packed.is_some() => rows_q as u128,
+            AccumLayout::Rows => p.batch as u128 * p.seqlen_q as u128,
         };
-        // Chunk counts within the kernels' 32-bit range, as their other indices.
-        limit("dQ accumulator chunks", accum_len / AccumLayout::CHUNK as u128)?;
+        let row_warps = rows * hq as u128;
+        let row_grid = limit("row CTAs", row_warps.div_ceil((BWD_ROW_THREADS / 32) as u128))?;
+        let main_grid = limit("backward CTAs", p.batch as u128 * hkv as u128 * n_blocks as u128)?;
         let fwd = FwdParams {
             q: bufs.q.ptr,
             k: bufs.k.ptr,
@@ -242,6 +225,19 @@ impl AttentionParams<'_> {
             total_k: u32_field("total_k", rows_k)?,
             ..FwdParams::default()
         };
+        // Counters: per (batch, head, query block), or one per block of the Fragments layout,
+        // whose blocks (64 rows, padded per sequence) also size its accumulator and statistics.
+        let (counters, accum_len) = match main {
+            BwdStep::MainSm90 { varlen, .. } => {
+                let blocks = FragmentBlocks::count(&fwd, varlen);
+                (blocks, blocks * 64 * padded as u128)
+            }
+            _ => (p.batch as u128 * hq as u128 * m_blocks as u128, row_warps * padded as u128),
+        };
+        // 32-bit indices in the kernels: warps, rows x heads, counters, accumulator chunks.
+        limit("query rows x heads", row_warps)?;
+        limit("counters", counters)?;
+        limit("dQ accumulator chunks", accum_len / AccumLayout::CHUNK as u128)?;
         let mut params = BwdParams {
             fwd,
             dout: grads.dout.ptr,
@@ -266,7 +262,7 @@ impl AttentionParams<'_> {
         plan.params = params;
         plan.grids = if rows_q > 0 { [row_grid, main_grid, row_grid] } else { [0, main_grid, 0] };
         let [_, sems] = plan.workspace_layout();
-        plan.workspace_bytes = sems + if p.deterministic { (p.batch * hq * m_blocks * 4).next_multiple_of(16) } else { 0 };
+        plan.workspace_bytes = sems + if p.deterministic { (counters as usize * 4).next_multiple_of(16) } else { 0 };
         Ok(plan)
     }
 }
@@ -413,22 +409,33 @@ impl Gpu {
 }
 
 /// The Hopper main kernel's Q, K, V and dO maps (see [`crate::launch`]): Q and dO in boxes of
-/// `block_m` rows, K and V of `block_n`. With no query row only K and V are read (for zero
-/// dK, dV): K's map stands in for Q's and dO's.
+/// `block_m` rows, K and V of `block_n`; a variable-length call's packed rows are one sequence
+/// (its tiles read the next sequence's rows, or zeros past the buffers' last row). With no query
+/// row only K and V are read (for zero dK, dV): K's map stands in for Q's and dO's; with no key
+/// row nothing is, and Q's stands in for K's and V's.
 fn encode_bwd_maps(plan: &BackwardPlan) -> Result<[TensorMapParam; 4]> {
     let (b, f) = (&plan.params, &plan.params.fwd);
     let main = plan.kernels[1];
     let (dtype, d) = (main.dtype(), f.head_dim as usize);
-    let (batch, hq, hkv) = (f.batch as usize, f.heads_q as usize, (f.heads_q / f.group) as usize);
+    let (hq, hkv) = (f.heads_q as usize, (f.heads_q / f.group) as usize);
     let (bm, bn) = (main.block_m() as u32, main.block_n() as u32);
-    let k = encode_map(dtype, f.k, f.k_strides, [batch, f.seqlen_k as usize, hkv], d, bn)?.param();
-    let v = encode_map(dtype, f.v, f.v_strides, [batch, f.seqlen_k as usize, hkv], d, bn)?.param();
-    if f.seqlen_q == 0 {
-        return Ok([k, k, v, k]);
+    let (batch, rows_q, rows_k) = match main {
+        Kernel::Bwd { step: BwdStep::MainSm90 { varlen: true, .. }, .. } => (1, f.total_q as usize, f.total_k as usize),
+        _ => (f.batch as usize, f.seqlen_q as usize, f.seqlen_k as usize),
+    };
+    let kv = |ptr, strides| encode_map(dtype, ptr, strides, [batch, rows_k, hkv], d, bn).map(|m| m.param());
+    let rows = |ptr, strides| encode_map(dtype, ptr, strides, [batch, rows_q, hq], d, bm).map(|m| m.param());
+    match (rows_q, rows_k) {
+        (0, _) => {
+            let (k, v) = (kv(f.k, f.k_strides)?, kv(f.v, f.v_strides)?);
+            Ok([k, k, v, k])
+        }
+        (_, 0) => {
+            let q = rows(f.q, f.q_strides)?;
+            Ok([q, q, q, rows(b.dout, b.dout_strides)?])
+        }
+        _ => Ok([rows(f.q, f.q_strides)?, kv(f.k, f.k_strides)?, kv(f.v, f.v_strides)?, rows(b.dout, b.dout_strides)?]),
     }
-    let q = encode_map(dtype, f.q, f.q_strides, [batch, f.seqlen_q as usize, hq], d, bm)?.param();
-    let dout = encode_map(dtype, b.dout, b.dout_strides, [batch, f.seqlen_q as usize, hq], d, bm)?.param();
-    Ok([q, k, v, dout])
 }
 
 #[cfg(test)]
@@ -455,7 +462,7 @@ mod tests {
     fn hopper_takes_fixed_length_calls_on_sm90a_and_keeps_its_accumulator_layout() {
         for (d, padded) in [(64, 64), (128, 128), (96, 128), (40, 64), (256, 256), (200, 256)] {
             let pl = plan(&params(d).build().unwrap(), &Target::H100).unwrap();
-            let Kernel::Bwd { step: step @ BwdStep::MainSm90(c), .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
+            let Kernel::Bwd { step: step @ BwdStep::MainSm90 { config: c, varlen: false }, .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
             assert_eq!((c.head_dim, pl.kernels[2]), (padded, Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Fragments) }));
             assert_eq!(step.accum_layout(), AccumLayout::Fragments);
             // 64-row chunks of the padded head dim per (batch, head): ceil(1000 / 64) = 16.
@@ -481,9 +488,32 @@ mod tests {
         let mut det_wgmma = det;
         det_wgmma.kernel = wgmma;
         let pl = plan(&det_wgmma, &Target::H100).unwrap();
-        assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::MainSm90(_), .. }) && pl.deterministic);
+        assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::MainSm90 { .. }, .. }) && pl.deterministic);
         assert_eq!(pl.params.fwd.m_blocks, 16);
         let forced = params(64).kernel(KernelChoice::MmaSync { config: Some(flashrs_abi::tiles::CONFIGS[0]) }).build().unwrap();
         assert!(matches!(plan(&forced, &Target::H100), Err(Error::InvalidShape { what: "kernel", .. })));
+    }
+
+    #[test]
+    fn hopper_takes_variable_length_calls_with_blocks_padded_per_sequence() {
+        // Sequences of 1, 100 and 64 query rows (165 packed), 300, 0 and 70 keys.
+        let (cq, ck) = ([0, 1, 101, 165], [0, 300, 300, 370]);
+        let p = AttentionParams::builder().heads_q(8).heads_kv(2).head_dim(128).causal(true).deterministic(true).varlen(&cq, &ck).build().unwrap();
+        let (q, k) = (165 * 8 * 128, 370 * 2 * 128);
+        let at = |i: u64, len: usize| BufferRef::new((1 << 32) + i * (1 << 24), len);
+        let bufs = Buffers::new(DType::F16, at(0, q), at(1, k), at(2, k), at(3, q)).lse(at(4, 8 * 165));
+        let grads = GradBuffers::new(at(5, q), at(6, q), at(7, k), at(8, k));
+        let pl = p.plan_backward(&bufs, &grads, &Target::H100).unwrap();
+        let Kernel::Bwd { step: BwdStep::MainSm90 { config, varlen: true }, .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
+        assert_eq!(pl.kernels[1].to_string(), "flash_bwd_sm90_varlen_f16_d128_64x128s2");
+        // Per head 165 / 64 + 3 = 5 blocks (the sequences need 1 + 2 + 1), 8 heads.
+        let blocks = 8 * 5;
+        assert_eq!(pl.params.accum_len, blocks * 64 * 128);
+        // Accumulator, statistics (128 f32 a block) and one counter a block.
+        assert_eq!(pl.workspace_bytes as u64, 4 * (blocks * 64 * 128 + blocks * 128 + blocks));
+        // The longest sequence's keys size the grid: 300 keys, 3 blocks of 128 per (sequence, K/V head).
+        assert_eq!((config.block_n(), pl.params.n_blocks, pl.grids[1]), (128, 3, 3 * 2 * 3));
+        // The row kernels walk every sequence padded to the longest's blocks: 3 x 2 x 64 rows.
+        assert_eq!((pl.params.rows, pl.grids[0]), (384, 384 * 8 / 8));
     }
 }

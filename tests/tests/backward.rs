@@ -61,14 +61,21 @@ fn long_and_strided_rows() {
 fn variable_length_batches() {
     let Some(gpu) = gpu_or_skip("variable_length_batches") else { return };
     let mut cases = vec![];
-    for (d, device) in [(64, false), (128, true), (256, false), (96, true)] {
-        for causal in [false, true] {
-            for dtype in [DType::Bf16, DType::F16] {
-                let lens = vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0), (127, 127)];
-                let mut c = GradCase::batched(1, 1, 1, 4, 2, d, causal, dtype);
-                c.lens = lens;
-                c.rows = Rows::Varlen { device };
-                cases.push(c);
+    // Key counts off the 128-key blocks and sequences after them (a key tile reaches into the
+    // next sequence's rows), query counts off the 64-row blocks, empty sequences; and many short
+    // sequences.
+    let ragged = vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0), (127, 127)];
+    let short: Vec<(usize, usize)> = (0..13).map(|i| (1 + 37 * i % 90, 1 + 53 * i % 150)).collect();
+    for kernel in families(&gpu) {
+        for (d, device) in [(64, false), (128, true), (256, false), (96, true)] {
+            for causal in [false, true] {
+                for (dtype, lens) in [(DType::Bf16, &ragged), (DType::F16, &ragged), (DType::Bf16, &short)] {
+                    let mut c = GradCase::batched(1, 1, 1, 4, 2, d, causal, dtype);
+                    c.lens = lens.clone();
+                    c.rows = Rows::Varlen { device };
+                    c.kernel = kernel;
+                    cases.push(c);
+                }
             }
         }
     }
@@ -80,8 +87,14 @@ fn deterministic_mode_is_bit_identical() {
     let Some(gpu) = gpu_or_skip("deterministic_mode_is_bit_identical") else { return };
     // Every kernel family and Hopper split (head_dim 64: staged parts from the dQ writer; 128
     // and 256: each warpgroup from registers).
-    for (kernel, d, causal) in families(&gpu).into_iter().flat_map(|k| [64, 128, 256].into_iter().flat_map(move |d| [(k, d, false), (k, d, true)])) {
+    // Variable-length: the Hopper kernel's counters per block padded per sequence.
+    let cases = families(&gpu).into_iter().flat_map(|k| [64, 128, 256].into_iter().flat_map(move |d| [(k, d, false, false), (k, d, true, false), (k, d, true, true)]));
+    for (kernel, d, causal, varlen) in cases {
         let mut c = GradCase::batched(2, 700, 900, 8, 2, d, causal, DType::Bf16);
+        if varlen {
+            c.lens = vec![(300, 500), (1, 129), (450, 200), (0, 64)];
+            c.rows = Rows::Varlen { device: false };
+        }
         c.deterministic = true;
         c.kernel = kernel;
         let (e, first) = run_grad::<half::bf16>(&gpu, &c);

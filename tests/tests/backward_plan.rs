@@ -6,8 +6,9 @@
 //! choice and with `mma.sync` forced. Every plan is checked against an independent model: the
 //! kernel family and tile the selection rules name (the Hopper kernel for any fixed-length call
 //! on sm_90a unless `mma.sync` is forced, with 128 keys a CTA, 64 at head_dim 256), grids,
-//! the workspace's parts and the parameters' untruncated values. A gradient that overlaps an
-//! input or another gradient is a typed error.
+//! the workspace's parts and the parameters' untruncated values. Variable-length calls (host
+//! offsets, sequences from 0 rows) likewise, the Hopper kernel's blocks padded per sequence. A
+//! gradient that overlaps an input or another gradient is a typed error.
 use flashrs::{
     AccumLayout, Arch, AttentionParams, BufferRef, Buffers, BwdStep, DType, Error, GradBuffers, Kernel, KernelChoice, Target,
 };
@@ -93,7 +94,7 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     let pd = padded(s.head_dim);
     let hopper = t.arch == Arch::Sm90a && kernel == KernelChoice::Auto;
     let (bm, bn, layout) = match plan.kernels[1] {
-        Kernel::Bwd { step: BwdStep::MainSm90(c), .. } if hopper => {
+        Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: false }, .. } if hopper => {
             // Two consumer warpgroups of 64 keys, or at 256 both on the same 64 (a 64 x 256 dK
             // and dV do not fit one warpgroup's registers).
             let bn = if pd == 256 { 64 } else { 128 };
@@ -119,8 +120,14 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
         return Err(format!("prep and dQ kernels {:?}, want {want_steps:?}", [plan.kernels[0], plan.kernels[2]]));
     }
     let (m_blocks, n_blocks) = (s.seqlen_q.div_ceil(bm), s.seqlen_k.div_ceil(bn));
+    // The row kernels' rows per head: the log-sum-exp's, or (Hopper) padded to 64-row blocks.
+    let row_count = match layout {
+        AccumLayout::Rows => s.batch * s.seqlen_q,
+        AccumLayout::Fragments => s.batch * s.seqlen_q.div_ceil(64) * 64,
+    };
     let rows = s.batch * s.seqlen_q * s.heads_q;
-    let grids = [rows.div_ceil(8), s.batch * s.heads_kv * n_blocks, rows.div_ceil(8)].map(|g| g as u32);
+    let row_ctas = (row_count * s.heads_q).div_ceil(8);
+    let grids = [row_ctas, s.batch * s.heads_kv * n_blocks, row_ctas].map(|g| g as u32);
     if plan.grids != grids {
         return Err(format!("grids {:?}, want {grids:?}", plan.grids));
     }
@@ -140,7 +147,7 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     let p = &plan.params;
     let f = &p.fwd;
     let got = [f.batch, f.seqlen_q, f.seqlen_k, f.heads_q, f.group, f.head_dim, f.causal, f.m_blocks, p.n_blocks, p.accum_dim, p.rows];
-    let want = [s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_q / s.heads_kv, s.head_dim, s.causal as usize, m_blocks, n_blocks, pd, s.batch * s.seqlen_q]
+    let want = [s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_q / s.heads_kv, s.head_dim, s.causal as usize, m_blocks, n_blocks, pd, row_count]
         .map(|x| x as u32);
     if got != want {
         return Err(format!("parameters (batch, seqlen_q, seqlen_k, heads_q, group, head_dim, causal, m_blocks, n_blocks, accum_dim, rows) {got:?}, want {want:?}"));
@@ -202,4 +209,80 @@ fn gradients_overlapping_anything_are_typed_errors() {
             r => panic!("case {case} (seed {seed}) {s:?}: buffer {w} at buffer {other}'s address planned as {r:?}"),
         }
     }
+}
+
+/// One random variable-length call: per sequence (query rows, key rows), from 0.
+fn random_lengths(rng: &mut StdRng) -> Vec<(usize, usize)> {
+    let len = |rng: &mut StdRng| if rng.random_bool(0.15) { 0 } else if rng.random_bool(0.4) { rng.random_range(1..=70) } else { rng.random_range(1..=700) };
+    (0..rng.random_range(1..=6)).map(|_| (len(rng), len(rng))).collect()
+}
+
+#[test]
+fn variable_length_backward_plans_match_the_model() {
+    let seed = std::env::var("FLASHRS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7a41e);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut hopper = 0;
+    for case in 0..300 {
+        let lens = random_lengths(&mut rng);
+        let cu = |f: fn(&(usize, usize)) -> usize| std::iter::once(0).chain(lens.iter().scan(0, |a, l| { *a += f(l); Some(*a as i32) })).collect::<Vec<i32>>();
+        let (cq, ck) = (cu(|l| l.0), cu(|l| l.1));
+        let (total_q, total_k) = (*cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
+        let (max_q, max_k) = (lens.iter().map(|l| l.0).max().unwrap(), lens.iter().map(|l| l.1).max().unwrap());
+        let heads_kv = rng.random_range(1..=4);
+        let heads_q = heads_kv * [1, 2, 4][rng.random_range(0..3)];
+        let head_dim = 8 * rng.random_range(1..=32);
+        let (causal, deterministic) = (rng.random_bool(0.5), rng.random_bool(0.3));
+        let p = AttentionParams::builder().heads_q(heads_q).heads_kv(heads_kv).head_dim(head_dim).causal(causal).deterministic(deterministic).varlen(&cq, &ck).build().unwrap();
+        let (q, k) = ((total_q * heads_q * head_dim).max(1), (total_k * heads_kv * head_dim).max(1));
+        let at = |i: u64, len: usize| BufferRef::new((1 << 32) + i * (1 << 28), len);
+        let bufs = Buffers::new(DType::Bf16, at(0, q), at(1, k), at(2, k), at(3, q)).lse(at(4, (total_q * heads_q).max(1)));
+        let grads = GradBuffers::new(at(5, q), at(6, q), at(7, k), at(8, k));
+        let pd = padded(head_dim);
+        for t in &Target::PRESETS {
+            if pd == 256 && t.max_smem_per_block < 160 * 1024 {
+                continue;
+            }
+            let why = |what: String| format!("case {case} (seed {seed}) {lens:?} heads {heads_q}/{heads_kv} d{head_dim} on {:?}: {what}", t.arch);
+            let plan = p.plan_backward(&bufs, &grads, t).unwrap_or_else(|e| panic!("{}", why(format!("rejected: {e}"))));
+            if total_q == 0 && total_k == 0 {
+                assert!(plan.is_empty());
+                continue;
+            }
+            // With no query row there are only zero dK and dV to write: mma.sync's kernel does.
+            let on_hopper = t.arch == Arch::Sm90a && total_q > 0;
+            let (bn, accum, stats, counters, row_count) = match plan.kernels[1] {
+                Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: true }, .. } if on_hopper => {
+                    // Every sequence's blocks padded to 64 rows: at most total / 64 + batch a head.
+                    // The row kernels walk every sequence padded to the longest's blocks.
+                    let blocks = heads_q * (total_q / 64 + lens.len());
+                    (c.block_n(), blocks * 64 * pd, blocks * 128, blocks, lens.len() * max_q.div_ceil(64) * 64)
+                }
+                Kernel::Bwd { step: BwdStep::Main(c), .. } if !on_hopper => {
+                    (c.block_n, total_q * heads_q * pd, total_q * heads_q, lens.len() * heads_q * max_q.div_ceil(c.block_m), total_q)
+                }
+                k => panic!("{}", why(format!("main kernel {k:?}"))),
+            };
+            let counters = if deterministic { counters } else { 0 };
+            let rows = (row_count * heads_q).div_ceil(8) as u32;
+            let main = (lens.len() * heads_kv * max_k.div_ceil(bn)) as u32;
+            let grids = if total_q > 0 { [rows, main, rows] } else { [0, main, 0] };
+            if plan.grids != grids {
+                panic!("{}", why(format!("grids {:?}, want {grids:?}", plan.grids)));
+            }
+            let at_least = 4 * (accum + stats + counters);
+            if plan.params.accum_len != accum as u64 || plan.workspace_bytes < at_least || plan.workspace_bytes > at_least + 64 {
+                panic!("{}", why(format!("accumulator {} values, workspace {} bytes; want {accum}, {at_least}..+64", plan.params.accum_len, plan.workspace_bytes)));
+            }
+            let f = &plan.params.fwd;
+            let got = [f.batch, f.seqlen_q, f.seqlen_k, f.total_q, f.total_k, plan.params.rows].map(|x| x as usize);
+            if got != [lens.len(), max_q, max_k, total_q, total_k, row_count] {
+                panic!("{}", why(format!("(batch, seqlen_q, seqlen_k, total_q, total_k, rows) {got:?}")));
+            }
+            if plan.upload.as_deref() != Some(&[cq.as_slice(), ck.as_slice()].concat()[..]) {
+                panic!("{}", why(format!("uploads {:?}", plan.upload)));
+            }
+            hopper += on_hopper as usize;
+        }
+    }
+    assert!(hopper > 250, "{hopper} cases planned for the H100's Hopper kernel");
 }

@@ -141,10 +141,16 @@ fn sanitize_backward() {
     for d in [64, 128, 256] {
         cases.push(GradCase::batched(1, 300, 260, 4, 2, d, false, DType::Bf16));
     }
-    // Deterministic mode's ordered turns (on sm_90a every Hopper split's).
+    // Deterministic mode's ordered turns (on sm_90a every Hopper split's), batched and
+    // variable-length (several steps per walk, key tiles reaching into the next sequence).
     for d in [64, 128, 256] {
         let mut c = GradCase::batched(2, 130, 200, 4, 2, d, d == 64, DType::Bf16);
         c.deterministic = true;
+        cases.push(c);
+        let mut c = GradCase::batched(1, 1, 1, 4, 2, d, d != 64, DType::F16);
+        c.lens = vec![(200, 300), (150, 129), (1, 70)];
+        c.rows = Rows::Varlen { device: false };
+        c.deterministic = d == 128;
         cases.push(c);
     }
     check_grads(&gpu, &cases);

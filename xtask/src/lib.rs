@@ -485,11 +485,11 @@ mod tests {
             }
             if let Some(Kernel::Bwd { dtype, step }) = k {
                 let c = match step {
-                    flashrs_abi::BwdStep::Main(c) => [c.head_dim, c.block_m, c.block_n, c.stages],
-                    flashrs_abi::BwdStep::MainSm90(c) => [c.head_dim, c.block_m, c.block_n(), c.stages],
-                    _ => [0; 4],
+                    flashrs_abi::BwdStep::Main(c) => [c.head_dim, c.block_m, c.block_n, c.stages, 0],
+                    flashrs_abi::BwdStep::MainSm90 { config: c, varlen } => [c.head_dim, c.block_m, c.block_n(), c.stages, *varlen as usize],
+                    _ => [0; 5],
                 };
-                ptx += &format!("\t// flashrs-kernel: bwd {} {} {} {} {} {} 0\n", step.code(), dtype.code(), c[0], c[1], c[2], c[3]);
+                ptx += &format!("\t// flashrs-kernel: bwd {} {} {} {} {} {} {}\n", step.code(), dtype.code(), c[0], c[1], c[2], c[3], c[4]);
             }
             ptx += "\tret;\n}\n";
         }

@@ -26,20 +26,10 @@ pub struct Work {
 }
 
 impl Work {
-    /// This work as lane 0 of the warp sees it. The fields a variable-length launch loads
-    /// from the offsets are the same in every lane, but ptxas cannot tell: branching on them
-    /// (the key loop, the mask) would make it treat the consumers' wgmma code as divergent
-    /// (9% slower on an H100). Values that come from a `shfl.idx` of one lane it does treat as
-    /// warp-uniform.
+    /// This work as lane 0 of the warp sees it ([`uniform_extent`]).
     #[inline(always)]
     pub fn warp_uniform(self) -> Self {
-        let b = |x: u32| shfl_sync_idx_u32(x, 0);
-        let e = self.extent;
-        Work {
-            n_tiles: b(self.n_tiles),
-            extent: Extent { seqlen_q: b(e.seqlen_q), seqlen_k: b(e.seqlen_k), q_start: b(e.q_start), k_start: b(e.k_start) },
-            ..self
-        }
+        Work { n_tiles: shfl_sync_idx_u32(self.n_tiles, 0), extent: uniform_extent(self.extent), ..self }
     }
 
     /// Row of the K/V maps where the key tile of iteration `t` starts (tiles are walked from the
@@ -55,6 +45,16 @@ impl Work {
     pub fn is_empty(&self) -> bool {
         self.m0 >= self.extent.seqlen_q
     }
+}
+
+/// `e` as lane 0 of the warp sees it. The fields a variable-length launch loads from the
+/// offsets are the same in every lane, but ptxas cannot tell: branching on them (the key loop,
+/// the mask) would make it treat the consumers' wgmma code as divergent (9% slower on an H100).
+/// Values that come from a `shfl.idx` of one lane it does treat as warp-uniform.
+#[inline(always)]
+pub fn uniform_extent(e: Extent) -> Extent {
+    let b = |x: u32| shfl_sync_idx_u32(x, 0);
+    Extent { seqlen_q: b(e.seqlen_q), seqlen_k: b(e.seqlen_k), q_start: b(e.q_start), k_start: b(e.k_start) }
 }
 
 /// Work tiles of a launch: `batch * heads_q * m_blocks` query blocks.

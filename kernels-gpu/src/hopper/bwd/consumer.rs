@@ -59,11 +59,9 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     let f = &p.fwd;
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let (seqlen_q, seqlen_k) = (f.seqlen_q, f.seqlen_k);
-    // The thread's first key (h = 0) within the sequence, and the causal diagonal's offset.
+    // The thread's first key (h = 0) within the sequence.
     let key = (w.n0 + 64 * wg + 16 * warp + g) as i32;
     let causal = f.causal != 0;
-    let offset = seqlen_k as i32 - seqlen_q as i32;
     // This warpgroup's part of each step's dQ: columns `dq_col..` from the dS^T and K rows
     // `dq_key..` (`DQ_KEYS` of them).
     let split_keys = D == 64;
@@ -100,9 +98,9 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
         let stats = smem.stats(pipe.stage);
-        let diagonal = causal && w.n0 as i32 + 64 * wg as i32 + 63 > m0 as i32 + offset;
+        let mask = w.mask(causal, w.n0 + 64 * wg, m0, BM as u32);
         wait::<1, SN>(&mut s);
-        probabilities::<SN, 8>(&mut s, &column_stats::<8>(stats, 0, 0, t), f.scale_log2, diagonal, key, m0 as i32 + offset, t);
+        probabilities::<SN, 8>(&mut s, &column_stats::<8>(stats, 0, 0, t), f.scale_log2, mask, key, t);
         // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
         let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
         let dsums = column_stats::<8>(stats, 64, 0, t);
@@ -161,7 +159,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         crate::arch::bulk::cp_async_bulk_wait_group_0();
     }
     unsafe {
-        store_rows::<T, DN>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, 0), p.dv_strides[1], key, seqlen_k, f.head_dim, t);
-        store_rows::<T, DN>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, 0), p.dk_strides[1], key, seqlen_k, f.head_dim, t);
+        store_rows::<T, DN>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, 0), p.dv_strides[1], key, w.extent.seqlen_k, f.head_dim, t);
+        store_rows::<T, DN>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, 0), p.dk_strides[1], key, w.extent.seqlen_k, f.head_dim, t);
     }
 }

@@ -42,10 +42,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     let f = &p.fwd;
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let (seqlen_q, seqlen_k) = (f.seqlen_q, f.seqlen_k);
     let key = (w.n0 + 16 * warp + g) as i32;
     let causal = f.causal != 0;
-    let offset = seqlen_k as i32 - seqlen_q as i32;
     // This warpgroup's query columns of each step, and its head-dim columns (two 64-column
     // slabs of every tile, 64 rows each).
     let col0 = 32 * wg;
@@ -71,9 +69,9 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_abt::<T, D, 64, BM, 16>(&mut dp, smem.v(), do_tile + col0 * 128);
         }
         let stats = smem.stats(pipe.stage);
-        let diagonal = causal && w.n0 as i32 + 63 > (m0 + col0) as i32 + offset;
+        let mask = w.mask(causal, w.n0, m0 + col0, 32);
         wait::<1, 16>(&mut s);
-        probabilities::<16, 4>(&mut s, &column_stats::<4>(stats, 0, col0, t), f.scale_log2, diagonal, key, (m0 + col0) as i32 + offset, t);
+        probabilities::<16, 4>(&mut s, &column_stats::<4>(stats, 0, col0, t), f.scale_log2, mask, key, t);
         let pf = pack_p::<T, 16, 2>(&s);
         let dsums = column_stats::<4>(stats, 64, col0, t);
         wait::<0, 16>(&mut dp);
@@ -114,7 +112,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     }
     let cols = f.head_dim.saturating_sub(half);
     unsafe {
-        store_rows::<T, 64>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, half), p.dv_strides[1], key, seqlen_k, cols, t);
-        store_rows::<T, 64>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, half), p.dk_strides[1], key, seqlen_k, cols, t);
+        store_rows::<T, 64>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, half), p.dv_strides[1], key, w.extent.seqlen_k, cols, t);
+        store_rows::<T, 64>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, half), p.dk_strides[1], key, w.extent.seqlen_k, cols, t);
     }
 }

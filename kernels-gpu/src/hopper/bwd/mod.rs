@@ -21,7 +21,11 @@
 //! block index ([`epilogue::Turn`]). The grid puts a (batch, K/V head)'s key blocks at
 //! consecutive CTA indices, so a CTA waits only for CTAs started before it.
 //!
-//! Fixed-length calls only; variable-length calls run on the `mma.sync` kernel.
+//! Variable-length launches size the grid for the longest sequence (CTAs past their
+//! sequence's keys have nothing to do) and read the packed tensors as one sequence: a tile may
+//! reach into the next sequence's rows, so keys past the sequence score `-inf` ([`Walk::last_key`])
+//! and query rows past it read their padded statistics (`-inf`, so P and dS are 0 there).
+//! The accumulator and statistics are padded per sequence ([`FragmentBlocks`]).
 pub mod consumer;
 pub mod consumer_wide;
 pub mod epilogue;
@@ -37,18 +41,31 @@ use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
 use crate::dtype::{Bf16, Element, F16};
+use super::scheduler::uniform_extent;
 use super::smem::dsmem_base_1024;
 use flashrs_abi::bwd::{BWD_SM90_CONFIGS, BwdSm90Config, BwdSm90Split};
-use flashrs_abi::grid::div_rem;
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep};
+use flashrs_abi::grid::{Extent, div_rem};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks};
 use producer::Maps;
 use smem::Smem;
 
 /// A CTA's walk: its keys and the query blocks and heads it visits.
 #[derive(Clone, Copy)]
 pub struct Walk {
-    /// Batch index.
-    pub batch: u32,
+    /// The sequence's lengths and, variable-length, where its rows start in the packed
+    /// tensors (warp-uniform, see [`crate::hopper::scheduler::uniform_extent`]).
+    pub extent: Extent,
+    /// Batch coordinate of the tensor maps and of the gradients' addresses: the batch index,
+    /// or 0 for variable-length launches (packed rows are one sequence).
+    pub map_batch: u32,
+    /// Where its query heads' accumulator and statistics blocks lie.
+    pub blocks: FragmentBlocks,
+    /// The last key a score may see: the sequence's last in variable-length launches (a key
+    /// tile reaches into the next sequence's rows), none (`i32::MAX`) in fixed-length ones,
+    /// whose keys past the sequence TMA fills with zeros (zero K rows add nothing to dQ, and
+    /// the dK and dV rows past the sequence are never stored), so that their steps test no
+    /// more than the causal diagonal.
+    pub last_key: i32,
     /// K/V head.
     pub h_kv: u32,
     /// First key.
@@ -74,23 +91,48 @@ impl Walk {
     /// query head `h`.
     #[inline(always)]
     pub fn semaphore(&self, p: &BwdParams, h: u32, m: u32) -> *mut u32 {
-        (p.dq_semaphore as *mut u32).wrapping_add(((self.batch * p.fwd.heads_q + h) * p.fwd.m_blocks + m) as usize)
+        (p.dq_semaphore as *mut u32).wrapping_add(self.blocks.block(h, 64 * m) as usize)
     }
 
-    /// The dQ accumulator's chunk holding query row `row`, column `col` of query head `h`
-    /// ([`flashrs_abi::AccumLayout::fragment_chunk`], `D` columns a row).
+    /// The dQ accumulator's chunk holding query row `row` (of the sequence), column `col` of
+    /// query head `h` ([`flashrs_abi::AccumLayout::fragment_chunk`], `D` columns a row).
     #[inline(always)]
     pub fn dq_chunk<const D: usize>(&self, p: &BwdParams, h: u32, row: u32, col: u32) -> *mut f32 {
-        let chunk = AccumLayout::fragment_chunk((self.batch * p.fwd.heads_q + h) as usize, p.fwd.seqlen_q as usize, D, row as usize, col as usize);
+        let chunk = AccumLayout::fragment_chunk(self.blocks.block(h, row), D, col as usize);
         (p.dq_accum as *mut f32).wrapping_add(chunk * AccumLayout::CHUNK)
     }
 
-    /// Element `col` of key row `key` of this walk's K/V head in the gradient at `base` with
-    /// `strides` (batch, row, head), in elements: where a thread's dK or dV row starts.
+    /// Where the statistics of query head `h`'s block holding row `row` start in `p.dsum`
+    /// ([`flashrs_abi::AccumLayout::fragment_stats`]).
+    #[inline(always)]
+    pub fn stats(&self, p: &BwdParams, h: u32, row: u32) -> *const f32 {
+        (p.dsum as *const f32).wrapping_add(AccumLayout::fragment_stats(self.blocks.block(h, row), 0))
+    }
+
+    /// Element `col` of key row `key` (of the sequence) of this walk's K/V head in the
+    /// gradient at `base` with `strides` (batch, row, head), in elements: where a thread's dK
+    /// or dV row starts.
     #[inline(always)]
     pub fn kv_row(&self, base: u64, [sb, sr, sh]: [i64; 3], key: i32, col: u32) -> *mut u16 {
-        let at = self.batch as i64 * sb + self.h_kv as i64 * sh + sr * key as i64 + col as i64;
+        let row = self.extent.k_start as i64 + key as i64;
+        let at = self.map_batch as i64 * sb + self.h_kv as i64 * sh + sr * row + col as i64;
         (base as *mut u16).wrapping_offset(at as isize)
+    }
+
+    /// The mask of a warpgroup's transposed score tile whose keys start at `key0` (64 of them)
+    /// and whose first column is query row `row0` (`cols` columns): keys past
+    /// [`Walk::last_key`] and, causal, past a column's diagonal score `-inf`.
+    #[inline(always)]
+    pub fn mask(&self, causal: bool, key0: u32, row0: u32, cols: u32) -> Mask {
+        let Extent { seqlen_q, seqlen_k, .. } = self.extent;
+        // The first column's last visible key (bottom-right diagonal).
+        let diagonal = (row0 + seqlen_k) as i32 - seqlen_q as i32;
+        let last = key0 as i32 + 63;
+        Mask {
+            on: last > self.last_key || (causal && last > diagonal),
+            diagonal: if causal { diagonal } else { i32::MAX - cols as i32 },
+            last: self.last_key,
+        }
     }
 
     /// Step `i`'s (query head, query block): heads outer, blocks inner.
@@ -101,11 +143,24 @@ impl Walk {
     }
 }
 
+/// Which scores of a step's transposed tile ([`Walk::mask`]) score `-inf`: where `on`, key
+/// `k` against the tile's column `c` when `k > min(diagonal + c, last)`.
+#[derive(Clone, Copy)]
+pub struct Mask {
+    /// The tile has a masked score.
+    pub on: bool,
+    /// Column 0's last visible key (far past every key without causal masking).
+    pub diagonal: i32,
+    /// The last key any column sees ([`Walk::last_key`]).
+    pub last: i32,
+}
+
 /// The kernel body. Const generics: element type, padded head dim `D`, query rows per step
-/// `BM`, keys `BN`, `STAGES` and the register budgets; `consume` runs a consumer warpgroup (its shared
+/// `BM`, keys `BN`, `STAGES`, the register budgets and `VARLEN` (a variable-length launch: its
+/// own entry, as the mixed walk would not fit the consumers' registers); `consume` runs a consumer warpgroup (its shared
 /// memory, the walk, its index 0 or 1, the thread's index in it).
 #[inline(always)]
-unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const PREGS: u32, const CREGS: u32>(
+unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const PREGS: u32, const CREGS: u32, const VARLEN: bool>(
     maps: Maps,
     p: &BwdParams,
     consume: impl FnOnce(Smem<D, BM, STAGES>, Walk, u32, u32),
@@ -121,14 +176,30 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
     let (bh, nb) = div_rem(block_idx_x(), p.n_blocks);
     let (batch, h_kv) = div_rem(bh, heads_kv);
     let n0 = nb * BN as u32;
-    let m_blocks = f.seqlen_q.div_ceil(BM as u32);
+    // SAFETY: `batch` is below the launch's batch, so its offsets exist.
+    let extent = if VARLEN { uniform_extent(unsafe { Extent::varlen(f, batch) }) } else { Extent::fixed(f) };
+    let Extent { seqlen_q, seqlen_k, .. } = extent;
+    // Past the sequence's keys (variable-length launches size the grid for the longest) no
+    // query block is visited; dK and dV have no row to write.
+    let m_blocks = if !VARLEN || n0 < seqlen_k { seqlen_q.div_ceil(BM as u32) } else { 0 };
     // The first query block with a row that sees key n0 (bottom-right causal diagonal).
     let m_first = if f.causal != 0 {
-        ((n0 as i32 - (f.seqlen_k as i32 - f.seqlen_q as i32)).max(0) as u32 / BM as u32).min(m_blocks)
+        ((n0 as i32 - (seqlen_k as i32 - seqlen_q as i32)).max(0) as u32 / BM as u32).min(m_blocks)
     } else {
         0
     };
-    let walk = Walk { batch, h_kv, n0, key_block: nb, group: f.group, m_first, m_count: m_blocks - m_first };
+    let walk = Walk {
+        extent,
+        map_batch: if VARLEN { 0 } else { batch },
+        blocks: if VARLEN { FragmentBlocks::varlen(f, batch, extent.q_start) } else { FragmentBlocks::fixed(f, batch) },
+        last_key: if VARLEN { seqlen_k as i32 - 1 } else { i32::MAX },
+        h_kv,
+        n0,
+        key_block: nb,
+        group: f.group,
+        m_first,
+        m_count: m_blocks - m_first,
+    };
     init_barriers(tid, || unsafe {
         mbarrier_init(smem.kv_full(), 1);
         for s in 0..STAGES as u32 {
@@ -165,9 +236,11 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
 /// [`flashrs_abi::kernel`] marker, running the consumer its split names (checked against the
 /// configuration at compile time).
 macro_rules! bwd_sm90_kernels {
-    ($($idx:literal => $split:ident: $f16:ident, $bf16:ident;)*) => {$(
-        bwd_sm90_kernels!(@one $f16, F16, $idx, $split);
-        bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split);
+    ($($idx:literal => $split:ident: $f16:ident, $bf16:ident, $f16v:ident, $bf16v:ident;)*) => {$(
+        bwd_sm90_kernels!(@one $f16, F16, $idx, $split, false);
+        bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split, false);
+        bwd_sm90_kernels!(@one $f16v, F16, $idx, $split, true);
+        bwd_sm90_kernels!(@one $bf16v, Bf16, $idx, $split, true);
     )*};
     (@consume Keys, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
     // Inlined by force: an outlined consumer is a call inside its wgmma pipeline, which ptxas
@@ -194,19 +267,20 @@ macro_rules! bwd_sm90_kernels {
             }
         }
     };
-    (@one $name:ident, $t:ty, $idx:literal, $split:ident) => {
+    (@one $name:ident, $t:ty, $idx:literal, $split:ident, $varlen:literal) => {
         /// Hopper backward attention's main entry point (see the module docs): Q, K, V and dO
         /// tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes of `block_m`
-        /// rows for Q and dO and `block_n` for K and V, 128-byte swizzle), then the parameters.
+        /// rows for Q and dO and `block_n` for K and V, 128-byte swizzle; a variable-length
+        /// launch's maps see the packed rows as one sequence of batch 1), then the parameters.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, _dout: TensorMapParam, p: BwdParams) {
             const C: BwdSm90Config = BWD_SM90_CONFIGS[$idx];
             const { assert!(matches!(C.split(), BwdSm90Split::$split)) };
             entry_directives::<{ C.threads() }>();
             unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} 0", s = const BwdStep::MainSm90(C).code(),
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {v}", s = const BwdStep::MainSm90 { config: C, varlen: $varlen }.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const C.block_n(), st = const C.stages, options(nomem, nostack, preserves_flags));
+                    bn = const C.block_n(), st = const C.stages, v = const $varlen as u32, options(nomem, nostack, preserves_flags));
             }
             let maps = Maps {
                 q: crate::param_tensor_map!($name, 0),
@@ -215,7 +289,7 @@ macro_rules! bwd_sm90_kernels {
                 dout: crate::param_tensor_map!($name, 3),
             };
             unsafe {
-                flash_bwd_sm90::<$t, { C.head_dim }, { C.block_m }, { C.block_n() }, { C.stages }, { C.producer_regs() }, { C.consumer_regs() }>(
+                flash_bwd_sm90::<$t, { C.head_dim }, { C.block_m }, { C.block_n() }, { C.stages }, { C.producer_regs() }, { C.consumer_regs() }, $varlen>(
                     maps, &p, bwd_sm90_kernels!(@consume $split, $t, C, p))
             }
         }
@@ -223,7 +297,10 @@ macro_rules! bwd_sm90_kernels {
 }
 
 bwd_sm90_kernels! {
-    0 => Keys: flash_bwd_sm90_f16_d64_64x128s2, flash_bwd_sm90_bf16_d64_64x128s2;
-    1 => Columns: flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2;
-    2 => HeadDim: flash_bwd_sm90_f16_d256_64x64s2, flash_bwd_sm90_bf16_d256_64x64s2;
+    0 => Keys: flash_bwd_sm90_f16_d64_64x128s2, flash_bwd_sm90_bf16_d64_64x128s2,
+        flash_bwd_sm90_varlen_f16_d64_64x128s2, flash_bwd_sm90_varlen_bf16_d64_64x128s2;
+    1 => Columns: flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2,
+        flash_bwd_sm90_varlen_f16_d128_64x128s2, flash_bwd_sm90_varlen_bf16_d128_64x128s2;
+    2 => HeadDim: flash_bwd_sm90_f16_d256_64x64s2, flash_bwd_sm90_bf16_d256_64x64s2,
+        flash_bwd_sm90_varlen_f16_d256_64x64s2, flash_bwd_sm90_varlen_bf16_d256_64x64s2;
 }

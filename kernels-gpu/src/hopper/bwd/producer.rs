@@ -38,8 +38,9 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         prefetch_tensormap(maps.dout);
         let kv = smem.kv_full();
         mbarrier_arrive_expect_tx(kv, (2 * BN * D * 2) as u32);
-        load_tile::<D, BN>(smem.k(), maps.k, w.n0, w.h_kv, w.batch, kv);
-        load_tile::<D, BN>(smem.v(), maps.v, w.n0, w.h_kv, w.batch, kv);
+        let keys = w.extent.k_start + w.n0;
+        load_tile::<D, BN>(smem.k(), maps.k, keys, w.h_kv, w.map_batch, kv);
+        load_tile::<D, BN>(smem.v(), maps.v, keys, w.h_kv, w.map_batch, kv);
     }
     let mut pipe = PipeState::<STAGES>::new();
     for i in 0..w.steps() {
@@ -49,10 +50,10 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         unsafe {
             wait_empty(smem.q_empty(pipe.stage), pipe.phase);
             mbarrier_arrive_expect_tx(full, (2 * BM * D * 2) as u32 + STATS_BYTES);
-            load_tile::<D, BM>(smem.q(pipe.stage), maps.q, row, h, w.batch, full);
-            load_tile::<D, BM>(smem.dout(pipe.stage), maps.dout, row, h, w.batch, full);
-            let stats = AccumLayout::fragment_stats((w.batch * p.fwd.heads_q + h) as usize, p.fwd.seqlen_q as usize, row as usize);
-            cp_async_bulk_g2s(smem.stats(pipe.stage), (p.dsum as *const f32).add(stats) as *const u8, STATS_BYTES, full);
+            let rows = w.extent.q_start + row;
+            load_tile::<D, BM>(smem.q(pipe.stage), maps.q, rows, h, w.map_batch, full);
+            load_tile::<D, BM>(smem.dout(pipe.stage), maps.dout, rows, h, w.map_batch, full);
+            cp_async_bulk_g2s(smem.stats(pipe.stage), w.stats(p, h, row) as *const u8, STATS_BYTES, full);
         }
         pipe.advance();
     }

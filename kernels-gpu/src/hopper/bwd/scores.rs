@@ -4,6 +4,7 @@
 //! layout). From S^T and dP^T it forms P^T and dS^T, reading the rows' statistics from the
 //! stage, and stores the packed results transposed into shared memory for the GEMMs that take
 //! them from there.
+use super::Mask;
 use crate::arch::smem::{ld_shared_v2, st_shared_b32};
 use crate::arch::wgmma::FragA;
 use crate::dtype::Element;
@@ -21,26 +22,17 @@ pub fn column_stats<const I: usize>(stats: u32, at: u32, col0: u32, t: u32) -> [
 }
 
 /// Turns the scores S^T into probabilities P^T in place: `2^(s scale_log2 + base)` per column.
-/// Where `diagonal` (the tile crosses the causal diagonal), keys past a column's last visible
-/// key score `-inf` first: key `key + 8h` against column `q0 + 8i + 2t + j`, where `key` is the
-/// thread's first key and `q0` the column `col0`'s query row plus `seqlen_k - seqlen_q`.
+/// Where `mask.on`, key `key + 8h` against column `8i + 2t + j` (`key` is the thread's first
+/// key) scores `-inf` first when past the column's last visible key ([`super::Mask`]).
 #[inline(always)]
-pub fn probabilities<const SN: usize, const I: usize>(
-    s: &mut [f32; SN],
-    bases: &[[f32; 2]; I],
-    scale_log2: f32,
-    diagonal: bool,
-    key: i32,
-    q0: i32,
-    t: u32,
-) {
+pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], bases: &[[f32; 2]; I], scale_log2: f32, mask: Mask, key: i32, t: u32) {
     const { assert!(SN == 4 * I) };
     for i in 0..I {
         for j in 0..2 {
-            let q = q0 + (8 * i as u32 + 2 * t + j as u32) as i32;
+            let last = (mask.diagonal + (8 * i as u32 + 2 * t + j as u32) as i32).min(mask.last);
             for h in 0..2 {
                 let e = 4 * i + 2 * h + j;
-                if diagonal && key + 8 * h as i32 > q {
+                if mask.on && key + 8 * h as i32 > last {
                     s[e] = f32::NEG_INFINITY;
                 }
                 s[e] = lse::exp_scaled(s[e], scale_log2, bases[i][j]);
