@@ -284,7 +284,7 @@ impl Gpu {
     /// head's query heads. Rows that see no key get zero dQ; keys no row sees get zero dK and
     /// dV. Memory beyond the buffers: a workspace of `(head_dim padded to 64/128/256 + 1)` f32
     /// per (batch, head, query row) (`+ 2` on the Hopper kernel, whose rows round up to 64 per
-    /// (batch, head)). With [`AttentionParams::deterministic`], every gradient is bit-identical
+    /// (sequence, head)). With [`AttentionParams::deterministic`], every gradient is bit-identical
     /// from run to run.
     ///
     /// Returns the first validation error without launching anything (every buffer is
