@@ -14,7 +14,7 @@ use crate::dtype::Element;
 use crate::lse;
 use flashrs_abi::bwd::BWD_ROW_THREADS;
 use flashrs_abi::grid::{Extent, div_rem};
-use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks};
+use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
 
 /// 16 bytes, for vector loads and stores.
 #[repr(C, align(16))]
@@ -33,6 +33,14 @@ struct Row {
 }
 
 impl Row {
+    /// Row `s` of query head `h` of batch entry `b`, whose sequence has extent `e` (`varlen`: the
+    /// tensors' rows are packed, one batch entry).
+    #[inline(always)]
+    fn of(f: &FwdParams, e: &Extent, b: u32, h: u32, s: u32, varlen: bool) -> Row {
+        let lse = e.lse_first(f, b, h, varlen) + s as usize;
+        Row { lse, b: if varlen { 0 } else { b as i64 }, s: (e.q_start + s) as i64, h: h as i64 }
+    }
+
     #[inline(always)]
     fn offset(&self, [sb, sr, sh]: [i64; 3]) -> isize {
         (self.b * sb + self.s * sr + self.h * sh) as isize
@@ -54,9 +62,9 @@ fn this_row(p: &BwdParams) -> Option<Row> {
     let f = &p.fwd;
     let (h, r) = this_warp(p)?;
     let varlen = f.cu_seqlens_q != 0;
+    // Variable-length: the packed row is its own index (a sequence starting at row 0).
     let (b, s) = if varlen { (0, r) } else { div_rem(r, f.seqlen_q) };
-    let lse = if varlen { (h * f.total_q + r) as usize } else { ((b * f.heads_q + h) as usize) * f.seqlen_q as usize + s as usize };
-    Some(Row { lse, b: b as i64, s: s as i64, h: h as i64 })
+    Some(Row::of(f, &Extent::fixed(f), b, h, s, varlen))
 }
 
 /// A row of the `Fragments` layout's numbering.
@@ -78,7 +86,8 @@ fn this_fragment_row(p: &BwdParams) -> Option<FragmentRow> {
     let f = &p.fwd;
     let (h, r) = this_warp(p)?;
     let (b, s) = div_rem(r, f.m_blocks * 64);
-    let (blocks, e) = if f.cu_seqlens_q != 0 {
+    let varlen = f.cu_seqlens_q != 0;
+    let (blocks, e) = if varlen {
         // SAFETY: b < batch, and the launch has batch + 1 offsets.
         let e = unsafe { Extent::varlen(f, b) };
         (FragmentBlocks::varlen(f, b, e.q_start), e)
@@ -88,14 +97,7 @@ fn this_fragment_row(p: &BwdParams) -> Option<FragmentRow> {
     if s >= e.seqlen_q.next_multiple_of(64) {
         return None;
     }
-    let row = (s < e.seqlen_q).then(|| {
-        if f.cu_seqlens_q != 0 {
-            let packed = e.q_start + s;
-            Row { lse: (h * f.total_q + packed) as usize, b: 0, s: packed as i64, h: h as i64 }
-        } else {
-            Row { lse: ((b * f.heads_q + h) as usize) * f.seqlen_q as usize + s as usize, b: b as i64, s: s as i64, h: h as i64 }
-        }
-    });
+    let row = (s < e.seqlen_q).then(|| Row::of(f, &e, b, h, s, varlen));
     Some(FragmentRow { row, block: blocks.block(h, s), s })
 }
 

@@ -127,9 +127,9 @@ impl Walk {
         let Extent { seqlen_q, seqlen_k, .. } = self.extent;
         // The first column's last visible key (bottom-right diagonal).
         let diagonal = (row0 + seqlen_k) as i32 - seqlen_q as i32;
-        let last = key0 as i32 + 63;
+        let tile_last = key0 as i32 + 63;
         Mask {
-            on: last > self.last_key || (causal && last > diagonal),
+            on: tile_last > self.last_key || (causal && tile_last > diagonal),
             diagonal: if causal { diagonal } else { i32::MAX - cols as i32 },
             last: self.last_key,
         }
