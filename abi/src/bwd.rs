@@ -73,7 +73,7 @@ pub struct BwdParams {
     /// Key blocks per (batch, K/V head): the main kernel's grid is `batch * heads_kv *
     /// n_blocks` CTAs, key blocks fastest.
     pub n_blocks: u32,
-    /// Query rows the prep and dQ kernels cover per head (one warp per (row, head)): with
+    /// Query rows the prep and dQ kernels cover per head ([`bwd_row_lanes`] lanes per (row, head)): with
     /// [`AccumLayout::Rows`] `batch * seqlen_q`, or `total_q` for variable-length launches;
     /// with [`AccumLayout::Fragments`] `batch * m_blocks * 64`, each sequence's rows padded to
     /// the longest's blocks.
@@ -316,8 +316,19 @@ pub struct BwdConfig {
 /// Warps of every backward main kernel.
 pub const BWD_WARPS: usize = 8;
 
-/// Threads of the prep and dQ kernels' CTAs (one warp per row and head).
+/// Threads of the prep and dQ kernels' CTAs.
 pub const BWD_ROW_THREADS: usize = 256;
+
+/// Lanes the prep and dQ kernels give one (query row, head) of `head_dim` columns: one 16-byte
+/// chunk of the row each, rounded up to a power of two, and at most 16 (a lane takes chunks `c`
+/// and `c + 16` of a longer row), so that a warp holds at least two rows whole (the dQ kernel
+/// reads two rows' accumulator values from each 16-byte word of the `Fragments` layout) and a
+/// row's lanes sum by butterflies among themselves. A warp per row left 24 of its 32 lanes idle
+/// at head_dim 64, and the kernels short of loads in flight.
+pub const fn bwd_row_lanes(head_dim: u32) -> u32 {
+    let chunks = head_dim.div_ceil(8).next_power_of_two();
+    if chunks < 16 { chunks } else { 16 }
+}
 
 impl BwdConfig {
     /// Threads per CTA.

@@ -8,7 +8,7 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, bwd_row_lanes};
 use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks, FwdParams, Kernel};
 
@@ -198,8 +198,8 @@ impl AttentionParams<'_> {
             AccumLayout::Rows if call.packed.is_some() => rows_q as u128,
             AccumLayout::Rows => p.batch as u128 * p.seqlen_q as u128,
         };
-        let row_warps = rows * hq as u128;
-        let row_grid = limit("row CTAs", row_warps.div_ceil((BWD_ROW_THREADS / 32) as u128))?;
+        let row_slots = rows * hq as u128;
+        let row_grid = limit("row CTAs", (row_slots * bwd_row_lanes(d as u32) as u128).div_ceil(BWD_ROW_THREADS as u128))?;
         let main_grid = limit("backward CTAs", p.batch as u128 * hkv as u128 * n_blocks as u128)?;
         let fwd = FwdParams {
             q: bufs.q.ptr,
@@ -232,10 +232,10 @@ impl AttentionParams<'_> {
                 let blocks = FragmentBlocks::count(&fwd, varlen);
                 (blocks, blocks * 64 * padded as u128)
             }
-            _ => (p.batch as u128 * hq as u128 * m_blocks as u128, row_warps * padded as u128),
+            _ => (p.batch as u128 * hq as u128 * m_blocks as u128, row_slots * padded as u128),
         };
-        // 32-bit indices in the kernels: warps, rows x heads, counters, accumulator chunks.
-        limit("query rows x heads", row_warps)?;
+        // 32-bit indices in the kernels: rows x heads, counters, accumulator chunks.
+        limit("query rows x heads", row_slots)?;
         limit("counters", counters)?;
         limit("dQ accumulator chunks", accum_len / AccumLayout::CHUNK as u128)?;
         let mut params = BwdParams {
@@ -514,6 +514,6 @@ mod tests {
         // The longest sequence's keys size the grid: 300 keys, 3 blocks of 128 per (sequence, K/V head).
         assert_eq!((config.block_n(), pl.params.n_blocks, pl.grids[1]), (128, 3, 3 * 2 * 3));
         // The row kernels walk every sequence padded to the longest's blocks: 3 x 2 x 64 rows.
-        assert_eq!((pl.params.rows, pl.grids[0]), (384, 384 * 8 / 8));
+        assert_eq!((pl.params.rows, pl.grids[0]), (384, 384 * 8 * 16 / 256), "16 lanes a row at head_dim 128");
     }
 }

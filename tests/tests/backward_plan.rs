@@ -88,6 +88,20 @@ fn padded(d: usize) -> usize {
 }
 
 /// Checks one accepted plan against the model; `Err` names what differs.
+/// CTAs of 256 threads the row kernels need for `slots` (row, head) pairs: a lane per 16-byte
+/// chunk of a row, a power of two of them and at most 16 (two chunks a lane past 128 columns),
+/// so that 4 rows share a warp at head_dim 64 and 2 at 256.
+fn row_ctas(slots: usize, head_dim: usize) -> usize {
+    let lanes = match head_dim.div_ceil(8) {
+        1 => 1,
+        2 => 2,
+        3..=4 => 4,
+        5..=8 => 8,
+        _ => 16,
+    };
+    (slots * lanes).div_ceil(256)
+}
+
 fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     let (bufs, grads) = buffers(s, None);
     let plan = s.params(kernel).plan_backward(&bufs, &grads, t).map_err(|e| format!("rejected: {e}"))?;
@@ -126,7 +140,7 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
         AccumLayout::Fragments => s.batch * s.seqlen_q.div_ceil(64) * 64,
     };
     let rows = s.batch * s.seqlen_q * s.heads_q;
-    let row_ctas = (row_count * s.heads_q).div_ceil(8);
+    let row_ctas = row_ctas(row_count * s.heads_q, s.head_dim);
     let grids = [row_ctas, s.batch * s.heads_kv * n_blocks, row_ctas].map(|g| g as u32);
     if plan.grids != grids {
         return Err(format!("grids {:?}, want {grids:?}", plan.grids));
@@ -263,7 +277,7 @@ fn variable_length_backward_plans_match_the_model() {
                 k => panic!("{}", why(format!("main kernel {k:?}"))),
             };
             let counters = if deterministic { counters } else { 0 };
-            let rows = (row_count * heads_q).div_ceil(8) as u32;
+            let rows = row_ctas(row_count * heads_q, head_dim) as u32;
             let main = (lens.len() * heads_kv * max_k.div_ceil(bn)) as u32;
             let grids = if total_q > 0 { [rows, main, rows] } else { [0, main, 0] };
             if plan.grids != grids {

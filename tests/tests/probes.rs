@@ -288,7 +288,7 @@ fn probe_backward_atoms() {
     let vals_d = DeviceBuffer::from_slice(&vals).unwrap();
     let halves_d = DeviceBuffer::from_slice(&halves).unwrap();
     let counter_d = DeviceBuffer::from_slice(&[counter]).unwrap();
-    let out_d = DeviceBuffer::from_slice(&[f32::NAN; 131]).unwrap();
+    let out_d = DeviceBuffer::from_slice(&[f32::NAN; 139]).unwrap();
     let accum_d = DeviceBuffer::from_slice(&init).unwrap();
     unsafe {
         launch!(module.probe_backward_atoms<<<1, 64, 256, stream>>>(
@@ -297,13 +297,17 @@ fn probe_backward_atoms() {
         .unwrap();
     }
     stream.synchronize().unwrap();
-    let mut out = [0f32; 131];
+    let mut out = [0f32; 139];
     out_d.copy_to(&mut out[..]).unwrap();
     let mut accum = [0f32; 4];
     accum_d.copy_to(&mut accum[..]).unwrap();
     for w in 0..2 {
         let want: f64 = vals[32 * w..32 * w + 32].iter().map(|&x| x as f64).sum();
         assert!((out[w] as f64 - want).abs() < 1e-4, "warp {w} sum {} != {want}", out[w]);
+    }
+    for g in 0..8 {
+        let want: f64 = vals[8 * g..8 * g + 8].iter().map(|&x| x as f64).sum();
+        assert!((out[131 + g] as f64 - want).abs() < 1e-5, "group {g} sum {} != {want}", out[131 + g]);
     }
     for i in 0..64 {
         assert_eq!(out[2 + i], f16::from_f32(pairs[i]).to_f32(), "half {i}");

@@ -36,23 +36,24 @@ pub fn quad_sum_f32(v: f32) -> f32 {
     v + shfl_sync_bfly_f32(v, 2)
 }
 
-/// Sum over the whole warp (five butterfly `shfl.sync`s in one block). Not `pure`: LLVM must
-/// not sink it into a branch that only some lanes take (as it may a pure shuffle whose result
-/// one lane uses), where the other lanes would never join the shuffle.
+/// Sum over each aligned group of `lanes` lanes (a power of two up to 32; 32: the whole warp),
+/// five butterfly `shfl.sync`s whatever `lanes` is, the adds past the group predicated off. Not
+/// `pure`: LLVM must not sink it into a branch that only some lanes take (as it may a pure
+/// shuffle whose result one lane uses), where the other lanes would never join the shuffle.
 #[inline(always)]
-pub fn warp_sum_f32(v: f32) -> f32 {
+pub fn group_sum_f32(v: f32, lanes: u32) -> f32 {
     let r: f32;
     unsafe {
         core::arch::asm!(
-            "{{ .reg .f32 t; .reg .f32 s;",
+            "{{ .reg .f32 t; .reg .f32 s; .reg .pred p;",
             "mov.f32 s, {v};",
-            "shfl.sync.bfly.b32 t, s, 16, 0x1f, -1; add.f32 s, s, t;",
-            "shfl.sync.bfly.b32 t, s, 8, 0x1f, -1; add.f32 s, s, t;",
-            "shfl.sync.bfly.b32 t, s, 4, 0x1f, -1; add.f32 s, s, t;",
-            "shfl.sync.bfly.b32 t, s, 2, 0x1f, -1; add.f32 s, s, t;",
-            "shfl.sync.bfly.b32 t, s, 1, 0x1f, -1; add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 16, 0x1f, -1; setp.gt.u32 p, {n}, 16; @p add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 8, 0x1f, -1; setp.gt.u32 p, {n}, 8; @p add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 4, 0x1f, -1; setp.gt.u32 p, {n}, 4; @p add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 2, 0x1f, -1; setp.gt.u32 p, {n}, 2; @p add.f32 s, s, t;",
+            "shfl.sync.bfly.b32 t, s, 1, 0x1f, -1; setp.gt.u32 p, {n}, 1; @p add.f32 s, s, t;",
             "mov.f32 {r}, s; }}",
-            v = in(reg32) v, r = out(reg32) r, options(nomem, nostack))
+            v = in(reg32) v, n = in(reg32) lanes, r = out(reg32) r, options(nomem, nostack))
     }
     r
 }

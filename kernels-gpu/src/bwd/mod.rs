@@ -344,8 +344,8 @@ macro_rules! row_kernels {
         row_kernels!(@one $step, $body, $bf16, Bf16);
     };
     (@one $step:expr, $body:ident, $name:ident, $t:ty) => {
-        /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA, a warp per
-        /// (row, head).
+        /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA,
+        /// `bwd_row_lanes(head_dim)` per (row, head).
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
             unsafe {

@@ -1,18 +1,20 @@
-//! The backward's row kernels, one warp per (query row, head): before the main kernel,
+//! The backward's row kernels, [`bwd_row_lanes`] lanes per (query row, head): before the main kernel,
 //! `dsum = dot(dO, O)` (where the accumulator layout keeps it) and a zeroed dQ accumulator;
 //! after it, dQ from the accumulator.
 //!
 //! Rows are numbered per head. In the `Rows` layout as the log-sum-exp's: `b * seqlen_q + s`
 //! of a fixed-length launch, the packed row of a variable-length one (which needs no offsets
 //! here: a packed row is its own index). In the `Fragments` layout by sequence, each padded to
-//! its launch's `m_blocks` 64-row blocks (`b * 64 m_blocks + s`), so a warp finds its sequence
-//! without searching the offsets, and padding rows write their own statistics. Lane `c` takes
-//! the row's 16-byte chunk `c` (head_dim <= 256: one pass).
-use crate::arch::shfl::warp_sum_f32;
+//! its launch's `m_blocks` 64-row blocks (`b * 64 m_blocks + s`), so a thread finds its sequence
+//! without searching the offsets, and padding rows write their own statistics. A row's lane `c`
+//! of `n` takes its 16-byte chunks `c` and `c + n`; a warp holds two rows or more (four at
+//! head_dim 64), so that every lane has bytes in flight.
+use crate::arch::shfl::group_sum_f32;
+use crate::arch::smem::st_global_v4;
 use crate::arch::ids::{block_idx_x, thread_idx_x};
 use crate::dtype::Element;
 use crate::lse;
-use flashrs_abi::bwd::BWD_ROW_THREADS;
+use flashrs_abi::bwd::{BWD_ROW_THREADS, bwd_row_lanes};
 use flashrs_abi::grid::{Extent, div_rem};
 use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
 
@@ -21,7 +23,12 @@ use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
 #[derive(Clone, Copy)]
 struct Chunk([u32; 4]);
 
-/// Where one warp's (row, head) lies.
+/// 8 bytes, for vector loads (an `[f32; 2]` would load as two 4-byte halves).
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct Pair([u32; 2]);
+
+/// Where one (row, head) lies.
 struct Row {
     /// Its index in the log-sum-exp (and dsum, and the accumulator's rows).
     lse: usize,
@@ -47,24 +54,45 @@ impl Row {
     }
 }
 
-/// This warp's (head, row number), or `None` past the last head.
+/// This thread's row slot as (head, row number), `None` past the last head, and its lane of
+/// the row's. Slots count rows per head, heads slowest; a slot's lanes lie in one warp.
 #[inline(always)]
-fn this_warp(p: &BwdParams) -> Option<(u32, u32)> {
-    let warp = block_idx_x() * (BWD_ROW_THREADS / 32) as u32 + thread_idx_x() / 32;
-    let (h, r) = div_rem(warp, p.rows);
-    (h < p.fwd.heads_q).then_some((h, r))
+fn this_slot(p: &BwdParams) -> (Option<(u32, u32)>, Lane) {
+    let shift = bwd_row_lanes(p.fwd.head_dim).trailing_zeros();
+    let slot = block_idx_x() * (BWD_ROW_THREADS as u32 >> shift) + (thread_idx_x() >> shift);
+    let (h, r) = div_rem(slot, p.rows);
+    ((h < p.fwd.heads_q).then_some((h, r)), Lane { at: thread_idx_x() & ((1 << shift) - 1), of: 1 << shift })
 }
 
-/// This warp's row in the `Rows` layout's numbering (the log-sum-exp's), or `None` past the
-/// last.
+/// A thread's place among its row's [`bwd_row_lanes`] lanes.
+#[derive(Clone, Copy)]
+struct Lane {
+    at: u32,
+    of: u32,
+}
+
+impl Lane {
+    /// The first column of each of this lane's 16-byte chunks of a `head_dim`-wide row (at
+    /// most 16 lanes a row, at most 256 columns: two chunks), `None` past the row.
+    #[inline(always)]
+    fn columns(self, head_dim: u32) -> [Option<usize>; 2] {
+        [self.at, self.at + self.of].map(|c| (8 * c < head_dim).then_some(8 * c as usize))
+    }
+}
+
+/// This thread's row in the `Rows` layout's numbering (the log-sum-exp's), `None` past the
+/// last, and its lane.
 #[inline(always)]
-fn this_row(p: &BwdParams) -> Option<Row> {
+fn this_row(p: &BwdParams) -> (Option<Row>, Lane) {
     let f = &p.fwd;
-    let (h, r) = this_warp(p)?;
-    let varlen = f.cu_seqlens_q != 0;
-    // Variable-length: the packed row is its own index (a sequence starting at row 0).
-    let (b, s) = if varlen { (0, r) } else { div_rem(r, f.seqlen_q) };
-    Some(Row::of(f, &Extent::fixed(f), b, h, s, varlen))
+    let (slot, lane) = this_slot(p);
+    let row = slot.map(|(h, r)| {
+        let varlen = f.cu_seqlens_q != 0;
+        // Variable-length: the packed row is its own index (a sequence starting at row 0).
+        let (b, s) = if varlen { (0, r) } else { div_rem(r, f.seqlen_q) };
+        Row::of(f, &Extent::fixed(f), b, h, s, varlen)
+    });
+    (row, lane)
 }
 
 /// A row of the `Fragments` layout's numbering.
@@ -77,44 +105,53 @@ struct FragmentRow {
     s: u32,
 }
 
-/// This warp's row in the `Fragments` layout's numbering: per head, each sequence's rows padded
-/// to `m_blocks` 64-row blocks ([`BwdParams::rows`] = `batch * m_blocks * 64`), so the row's
-/// sequence is its quotient (a variable-length launch reads that sequence's two offsets, no
-/// search). `None` past the last head, and for rows past the sequence's last block.
+/// This thread's row in the `Fragments` layout's numbering, and its lane: per head, each
+/// sequence's rows padded to `m_blocks` 64-row blocks ([`BwdParams::rows`] = `batch * m_blocks *
+/// 64`), so the row's sequence is its quotient (a variable-length launch reads that sequence's
+/// two offsets, no search). `None` past the last head, and for rows past the sequence's last
+/// block.
 #[inline(always)]
-fn this_fragment_row(p: &BwdParams) -> Option<FragmentRow> {
+fn this_fragment_row(p: &BwdParams) -> (Option<FragmentRow>, Lane) {
     let f = &p.fwd;
-    let (h, r) = this_warp(p)?;
-    let (b, s) = div_rem(r, f.m_blocks * 64);
-    let varlen = f.cu_seqlens_q != 0;
-    let (blocks, e) = if varlen {
-        // SAFETY: b < batch, and the launch has batch + 1 offsets.
-        let e = unsafe { Extent::varlen(f, b) };
-        (FragmentBlocks::varlen(f, b, e.q_start), e)
-    } else {
-        (FragmentBlocks::fixed(f, b), Extent::fixed(f))
-    };
-    if s >= e.seqlen_q.next_multiple_of(64) {
-        return None;
-    }
-    let row = (s < e.seqlen_q).then(|| Row::of(f, &e, b, h, s, varlen));
-    Some(FragmentRow { row, block: blocks.block(h, s), s })
+    let (slot, lane) = this_slot(p);
+    let row = slot.and_then(|(h, r)| {
+        let (b, s) = div_rem(r, f.m_blocks * 64);
+        // Rows s and s + 8 of a 16-row group take neighbouring slots: the accumulator keeps
+        // their values in the two halves of each 16-byte word, so the dQ kernel's 8-byte loads
+        // of the two fill whole sectors in one warp.
+        let s = (s & !15) | (s & 1) << 3 | (s >> 1) & 7;
+        let varlen = f.cu_seqlens_q != 0;
+        let (blocks, e) = if varlen {
+            // SAFETY: b < batch, and the launch has batch + 1 offsets.
+            let e = unsafe { Extent::varlen(f, b) };
+            (FragmentBlocks::varlen(f, b, e.q_start), e)
+        } else {
+            (FragmentBlocks::fixed(f, b), Extent::fixed(f))
+        };
+        let row = (s < e.seqlen_q).then(|| Row::of(f, &e, b, h, s, varlen));
+        (s < e.seqlen_q.next_multiple_of(64)).then_some(FragmentRow { row, block: blocks.block(h, s), s })
+    });
+    (row, lane)
 }
 
-/// `dot(dO, O)` of `row`, the warp's sum (lane `c` its 16-byte chunk `c`).
+/// This lane's part of `dot(dO, O)` of `row`: its chunks'.
 #[inline(always)]
-unsafe fn dot_do_o<T: Element>(p: &BwdParams, row: &Row, lane: usize) -> f32 {
+unsafe fn dot_do_o<T: Element>(p: &BwdParams, row: &Row, lane: Lane) -> f32 {
     let f = &p.fwd;
-    let mut dot = 0.0f32;
-    if ((lane * 8) as u32) < f.head_dim {
-        let o = unsafe { *((f.o as *const u16).offset(row.offset(f.o_strides)).add(lane * 8) as *const Chunk) };
-        let d = unsafe { *((p.dout as *const u16).offset(row.offset(p.dout_strides)).add(lane * 8) as *const Chunk) };
+    let part = |col: Option<usize>| {
+        let Some(col) = col else { return 0.0 };
+        let o = unsafe { *((f.o as *const u16).offset(row.offset(f.o_strides)).add(col) as *const Chunk) };
+        let d = unsafe { *((p.dout as *const u16).offset(row.offset(p.dout_strides)).add(col) as *const Chunk) };
+        let mut dot = 0.0f32;
         for i in 0..4 {
             let (o, d) = (T::unpack2(o.0[i]), T::unpack2(d.0[i]));
             dot += o[0] * d[0] + o[1] * d[1];
         }
-    }
-    warp_sum_f32(dot)
+        dot
+    };
+    // Each chunk by name, not by a loop: an array indexed in a loop may live on the stack.
+    let [first, second] = lane.columns(f.head_dim);
+    part(first) + part(second)
 }
 
 /// Prep: dsum where `layout` keeps the statistics (with `Fragments` also the log-sum-exp base,
@@ -123,7 +160,6 @@ unsafe fn dot_do_o<T: Element>(p: &BwdParams, row: &Row, lane: usize) -> f32 {
 #[inline(always)]
 pub unsafe fn prep<T: Element>(p: &BwdParams, layout: AccumLayout) {
     let f = &p.fwd;
-    let lane = (thread_idx_x() % 32) as usize;
     if p.dq_semaphore != 0 {
         let counters = match layout {
             AccumLayout::Rows => f.batch * f.heads_q * f.m_blocks,
@@ -134,24 +170,33 @@ pub unsafe fn prep<T: Element>(p: &BwdParams, layout: AccumLayout) {
         }
     }
     for c in grid_stride((p.accum_len / 4) as usize) {
-        unsafe { *(p.dq_accum as *mut Chunk).add(c) = Chunk([0; 4]) };
+        // One 16-byte store (a zero `Chunk` compiles to two 8-byte ones).
+        unsafe { st_global_v4((p.dq_accum as *mut u32).add(4 * c), [0; 4]) };
     }
-    let stats = p.dsum as *mut f32;
+    let (stats, lanes) = (p.dsum as *mut f32, bwd_row_lanes(f.head_dim));
+    // Every lane joins its row's sum, slot or none; a row's lane 0 writes its statistics.
     match layout {
         AccumLayout::Rows => {
-            let Some(row) = this_row(p) else { return };
-            let dot = unsafe { dot_do_o::<T>(p, &row, lane) };
-            if lane == 0 {
+            let (row, lane) = this_row(p);
+            let dot = group_sum_f32(row.as_ref().map_or(0.0, |row| unsafe { dot_do_o::<T>(p, row, lane) }), lanes);
+            if let (Some(row), 0) = (row, lane.at) {
                 unsafe { *stats.add(row.lse) = dot };
             }
         }
         AccumLayout::Fragments => {
-            let Some(FragmentRow { row, block, s }) = this_fragment_row(p) else { return };
-            let dot = row.as_ref().map_or(0.0, |row| unsafe { dot_do_o::<T>(p, row, lane) });
-            if lane == 0 {
-                // Lane 0 alone reads the log-sum-exp, after the sum.
-                let base = row.map_or(f32::NEG_INFINITY, |row| lse::neg_lse_base(unsafe { *(f.lse as *const f32).add(row.lse) }));
-                let at = unsafe { stats.add(AccumLayout::fragment_stats(block, s)) };
+            let (at, lane) = this_fragment_row(p);
+            let (row, stats_at) = match at {
+                Some(FragmentRow { row, block, s }) => (row, Some(AccumLayout::fragment_stats(block, s))),
+                None => (None, None),
+            };
+            // Read before the sum, so that the load overlaps it.
+            let base = match &row {
+                Some(row) if lane.at == 0 => lse::neg_lse_base(unsafe { *(f.lse as *const f32).add(row.lse) }),
+                _ => f32::NEG_INFINITY,
+            };
+            let dot = group_sum_f32(row.map_or(0.0, |row| unsafe { dot_do_o::<T>(p, &row, lane) }), lanes);
+            if let (Some(stats_at), 0) = (stats_at, lane.at) {
+                let at = unsafe { stats.add(stats_at) };
                 unsafe {
                     *at = base;
                     *at.add(64) = dot;
@@ -181,36 +226,46 @@ pub unsafe fn dq<T: Element>(p: &BwdParams, layout: AccumLayout) {
 /// dQ from an accumulator of rows.
 #[inline(always)]
 unsafe fn dq_rows<T: Element>(p: &BwdParams) {
-    let lane = (thread_idx_x() % 32) as usize;
-    let Some(row) = this_row(p) else { return };
-    if ((lane * 8) as u32) >= p.fwd.head_dim {
-        return;
+    let (Some(row), lane) = this_row(p) else { return };
+    let accum = unsafe { (p.dq_accum as *const f32).add(row.lse * p.accum_dim as usize) };
+    let scaled = lane.columns(p.fwd.head_dim).map(|col| {
+        col.map(|col| {
+            let at = unsafe { accum.add(col) as *const Chunk };
+            let (lo, hi) = unsafe { (*at, *at.add(1)) };
+            let x = |c: Chunk, i: usize| f32::from_bits(c.0[i]) * p.scale;
+            (col, Chunk([T::pack2(x(lo, 0), x(lo, 1)), T::pack2(x(lo, 2), x(lo, 3)), T::pack2(x(hi, 0), x(hi, 1)), T::pack2(x(hi, 2), x(hi, 3))]))
+        })
+    });
+    unsafe { store_dq(p, &row, scaled) };
+}
+
+/// Stores a lane's dQ chunks (loaded, all of them, before the first store).
+#[inline(always)]
+unsafe fn store_dq(p: &BwdParams, row: &Row, chunks: [Option<(usize, Chunk)>; 2]) {
+    for i in 0..2 {
+        let Some((col, out)) = chunks[i] else { continue };
+        unsafe { *((p.dq as *mut u16).offset(row.offset(p.dq_strides)).add(col) as *mut Chunk) = out };
     }
-    let accum = unsafe { (p.dq_accum as *const f32).add(row.lse * p.accum_dim as usize + lane * 8) as *const Chunk };
-    let (lo, hi) = unsafe { (*accum, *accum.add(1)) };
-    let x = |c: Chunk, i: usize| f32::from_bits(c.0[i]) * p.scale;
-    let out = Chunk([T::pack2(x(lo, 0), x(lo, 1)), T::pack2(x(lo, 2), x(lo, 3)), T::pack2(x(hi, 0), x(hi, 1)), T::pack2(x(hi, 2), x(hi, 3))]);
-    unsafe { *((p.dq as *mut u16).offset(row.offset(p.dq_strides)).add(lane * 8) as *mut Chunk) = out };
 }
 
 /// dQ = scale * accumulator, rounded to `T`, from an accumulator in wgmma fragment order
-/// ([`flashrs_abi::AccumLayout::Fragments`]): lane `c`'s 8 columns are 2 values from each of
-/// 4 consecutive threads' slots of one chunk.
+/// ([`flashrs_abi::AccumLayout::Fragments`]): a chunk's 8 columns are 2 values from each of
+/// 4 consecutive threads' slots of one accumulator chunk.
 #[inline(always)]
 unsafe fn dq_fragments<T: Element>(p: &BwdParams) {
-    let lane = (thread_idx_x() % 32) as usize;
-    let Some(FragmentRow { row: Some(row), block, s }) = this_fragment_row(p) else { return };
-    if ((lane * 8) as u32) >= p.fwd.head_dim {
-        return;
-    }
-    let col = lane * 8;
-    let chunk = AccumLayout::fragment_chunk(block, p.accum_dim as usize, col);
-    let first = chunk * AccumLayout::CHUNK + AccumLayout::fragment_index(s as usize % 64, col % 64);
+    let (Some(FragmentRow { row: Some(row), block, s }), lane) = this_fragment_row(p) else { return };
     let accum = p.dq_accum as *const f32;
-    let mut out = [0u32; 4];
-    for (t, o) in out.iter_mut().enumerate() {
-        let v = unsafe { *(accum.add(first + 4 * t) as *const [f32; 2]) };
-        *o = T::pack2(v[0] * p.scale, v[1] * p.scale);
-    }
-    unsafe { *((p.dq as *mut u16).offset(row.offset(p.dq_strides)).add(col) as *mut Chunk) = Chunk(out) };
+    let scaled = lane.columns(p.fwd.head_dim).map(|col| {
+        col.map(|col| {
+            let chunk = AccumLayout::fragment_chunk(block, p.accum_dim as usize, col);
+            let first = chunk * AccumLayout::CHUNK + AccumLayout::fragment_index(s as usize % 64, col % 64);
+            let mut out = [0u32; 4];
+            for (t, o) in out.iter_mut().enumerate() {
+                let v = unsafe { *(accum.add(first + 4 * t) as *const Pair) };
+                *o = T::pack2(f32::from_bits(v.0[0]) * p.scale, f32::from_bits(v.0[1]) * p.scale);
+            }
+            (col, Chunk(out))
+        })
+    });
+    unsafe { store_dq(p, &row, scaled) };
 }

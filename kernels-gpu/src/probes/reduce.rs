@@ -1,7 +1,8 @@
 //! The backward pass's smaller instruction families, one CTA of 64 threads (two warps), 256
 //! bytes of dynamic shared memory:
 //!
-//! * `shfl.sync` warp sum ([`warp_sum_f32`]): `out[w]` = the sum of warp `w`'s `vals`.
+//! * `shfl.sync` group sums ([`group_sum_f32`]): `out[w]` = the sum of warp `w`'s `vals`;
+//!   `out[131 + g]` = the sum of `vals[8g..8g + 8]` (groups of 8 lanes).
 //! * `cvt.f32.f16` of packed pairs: `out[2 + 2i..]` = the two halves of `halves[i]` (i < 32).
 //! * 4-byte `cp.async` with zero fill: thread `t` copies `vals[t]` into shared slot `t`, or
 //!   zero-fills it where `t % 3 == 0`; `out[66 + t]` = slot `(t + 1) % 64`, which another
@@ -17,17 +18,20 @@ use crate::arch::barrier::bar_sync;
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::cvt::cvt_f32x2_f16x2;
 use crate::arch::ids::thread_idx_x;
-use crate::arch::shfl::warp_sum_f32;
+use crate::arch::shfl::group_sum_f32;
 use crate::arch::smem::{dsmem_base, ld_shared_b32};
 
-/// `vals`: 64 f32; `halves`: 32 packed f16 pairs; `out`: 131 f32; `accum`: 4 f32.
+/// `vals`: 64 f32; `halves`: 32 packed f16 pairs; `out`: 139 f32; `accum`: 4 f32.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_backward_atoms(vals: *const f32, halves: *const u32, counter: *const u32, out: *mut f32, accum: *mut f32) {
     let t = thread_idx_x() as usize;
     let v = unsafe { *vals.add(t) };
-    let sum = warp_sum_f32(v);
+    let (sum, eighth) = (group_sum_f32(v, 32), group_sum_f32(v, 8));
     if t % 32 == 0 {
         unsafe { *out.add(t / 32) = sum };
+    }
+    if t % 8 == 0 {
+        unsafe { *out.add(131 + t / 8) = eighth };
     }
     if t < 32 {
         let [lo, hi] = cvt_f32x2_f16x2(unsafe { *halves.add(t) });
