@@ -18,7 +18,8 @@ the same with queued timing), `decode-b1` (batch 1 at 1k and 8k keys, call timin
 where the host's launch work is most of the time), `mma` (standard rows of 4k forced onto
 the mma.sync kernels), `long` (the three 16k non-causal rows, the ones the power state moves
 most: run them with an even number of rounds), `backward` (the backward pass, bf16, 2k and 16k
-tokens, both causal modes, head dims 64, 128 and 256; `backward-128` its head_dim-128 rows). `--b-args` adds arguments for B only (to compare two
+tokens, both causal modes, head dims 64, 128 and 256; `backward-64`, `backward-128` and
+`backward-256` the rows of one head dim). `--b-args` adds arguments for B only (to compare two
 options of one build).
 """
 import argparse
@@ -64,7 +65,9 @@ ROWSETS = {
     "decode-b1": lambda: decode("call", batches=(1,), most_kv=8192),
     "mma": mma,
     "backward": backward,
+    "backward-64": lambda: backward((64,)),
     "backward-128": lambda: backward((128,)),
+    "backward-256": lambda: backward((256,)),
     "long": lambda: [["--head-dim", str(d), "--seqlen", "16384", "--causal", "off"] for d in (64, 128, 256)],
 }
 

@@ -202,6 +202,11 @@ pub enum BwdSm90Split {
     /// Head dim 128: each warpgroup owns 64 of the CTA's 128 keys (scores, dK, dV); the step's
     /// dQ is split by columns, 64 each, over all 128 keys.
     Columns,
+    /// Head dim 64 with 128-row steps: each warpgroup owns 64 of the CTA's 128 keys (scores,
+    /// dK, dV); the step's 128 x 64 dQ is split by query rows, 64 each, over all 128 keys, so
+    /// that each part sums twice the keys of a [`BwdSm90Split::Keys`] part before it leaves
+    /// (half the accumulator traffic) and the two parts go to different chunks.
+    Rows,
     /// Head dim 256: a 64 x 256 dK and dV do not fit one warpgroup's registers beside its
     /// scores, so both warpgroups work on all of the CTA's 64 keys: the scores split by query
     /// rows (32 each, through shared memory), dK, dV and dQ by head-dim halves (128 each, dQ
@@ -226,6 +231,7 @@ impl BwdSm90Config {
     /// How the consumer warpgroups share a step (set by the head dimension).
     pub const fn split(&self) -> BwdSm90Split {
         match self.head_dim {
+            0..=64 if self.block_m == 128 => BwdSm90Split::Rows,
             0..=64 => BwdSm90Split::Keys,
             65..=128 => BwdSm90Split::Columns,
             _ => BwdSm90Split::HeadDim,
@@ -285,7 +291,7 @@ impl BwdSm90Config {
     /// True when the kernel body takes the shape: 64-row steps, head_dim 64, 128 or 256 (one
     /// per [`BwdSm90Split`]), and shared memory that fits.
     pub const fn is_valid(&self) -> bool {
-        self.block_m == 64 && (self.head_dim == 64 || self.head_dim == 128 || self.head_dim == 256)
+        (self.block_m == 64 || (self.block_m == 128 && self.head_dim == 64)) && (self.head_dim == 64 || self.head_dim == 128 || self.head_dim == 256)
             && self.stages >= 1 && self.stages <= 3 && self.smem_bytes() <= crate::sm90::MAX_SMEM
     }
 }
@@ -293,7 +299,7 @@ impl BwdSm90Config {
 /// Every instantiated Hopper backward configuration (each for f16 and bf16), one per head
 /// dimension.
 pub const BWD_SM90_CONFIGS: [BwdSm90Config; 3] = [
-    BwdSm90Config { head_dim: 64, block_m: 64, stages: 2 },
+    BwdSm90Config { head_dim: 64, block_m: 128, stages: 2 },
     BwdSm90Config { head_dim: 128, block_m: 64, stages: 2 },
     BwdSm90Config { head_dim: 256, block_m: 64, stages: 2 },
 ];
@@ -424,9 +430,10 @@ mod tests {
         assert_eq!(c.smem_bytes(), 64 * 1024 + 64 * 1024 + 32 * 1024 + 1024);
         assert!(BWD_CONFIGS[4].smem_bytes() <= 99 * 1024 && BWD_CONFIGS[3].smem_bytes() <= 163 * 1024);
         assert!(!BwdConfig { head_dim: 64, block_m: 48, block_n: 128, stages: 2 }.is_valid());
-        // Hopper, head_dim 64: K, V 16 KB each; Q, dO 2 x 8 KB each; dS^T 2 x 16 KB; dQ staging
-        // 2 x 2 x 16 KB; statistics 2 x 512 B; alignment slack and barriers 1 KB each.
-        assert_eq!(BWD_SM90_CONFIGS[0].smem_bytes(), (32 + 32 + 32 + 64 + 1 + 2) * 1024);
+        // Hopper, head_dim 64, 128-row steps: K, V 16 KB each; Q, dO 2 x 16 KB each; dS^T 2 x
+        // 32 KB; statistics 2 x 1 KB; alignment slack and barriers 1 KB each.
+        assert_eq!(BWD_SM90_CONFIGS[0].smem_bytes(), (32 + 64 + 64 + 2 + 2) * 1024);
+        assert_eq!(BWD_SM90_CONFIGS[0].split(), BwdSm90Split::Rows);
         // head_dim 128, dQ from registers: K, V 32 KB each; Q, dO 2 x 16 KB each; dS^T 2 x 16 KB.
         assert_eq!(BWD_SM90_CONFIGS[1].smem_bytes(), (64 + 64 + 32 + 1 + 2) * 1024);
         // Hopper, head_dim 256, 64 keys: K, V 32 KB each; Q, dO 2 x 32 KB each; P^T and dS^T 2

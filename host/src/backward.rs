@@ -81,7 +81,8 @@ impl BackwardPlan {
     fn workspace_layout(&self) -> [usize; 2] {
         let p = &self.params;
         let stats = match self.kernels[1] {
-            Kernel::Bwd { step: BwdStep::MainSm90 { varlen, .. }, .. } => FragmentBlocks::count(&p.fwd, varlen) as usize * AccumLayout::STATS,
+            // One padding block after the launch's (see the prep kernel).
+            Kernel::Bwd { step: BwdStep::MainSm90 { varlen, .. }, .. } => (FragmentBlocks::count(&p.fwd, varlen) as usize + 1) * AccumLayout::STATS,
             _ => p.rows as usize * p.fwd.heads_q as usize,
         };
         let dsum = (p.accum_len as usize * 4).next_multiple_of(16);
@@ -194,7 +195,7 @@ impl AttentionParams<'_> {
         // The row kernels' rows: the log-sum-exp's, or (Fragments) every sequence's padded to
         // the longest's 64-row blocks.
         let rows = match layout {
-            AccumLayout::Fragments => p.batch as u128 * m_blocks as u128 * 64,
+            AccumLayout::Fragments => p.batch as u128 * (m_blocks * bm) as u128,
             AccumLayout::Rows if call.packed.is_some() => rows_q as u128,
             AccumLayout::Rows => p.batch as u128 * p.seqlen_q as u128,
         };
@@ -509,8 +510,8 @@ mod tests {
         // Per head 165 / 64 + 3 = 5 blocks (the sequences need 1 + 2 + 1), 8 heads.
         let blocks = 8 * 5;
         assert_eq!(pl.params.accum_len, blocks * 64 * 128);
-        // Accumulator, statistics (128 f32 a block) and one counter a block.
-        assert_eq!(pl.workspace_bytes as u64, 4 * (blocks * 64 * 128 + blocks * 128 + blocks));
+        // Accumulator, statistics (128 f32 a block, and a padding block) and one counter a block.
+        assert_eq!(pl.workspace_bytes as u64, 4 * (blocks * 64 * 128 + (blocks + 1) * 128 + blocks));
         // The longest sequence's keys size the grid: 300 keys, 3 blocks of 128 per (sequence, K/V head).
         assert_eq!((config.block_n(), pl.params.n_blocks, pl.grids[1]), (128, 3, 3 * 2 * 3));
         // The row kernels walk every sequence padded to the longest's blocks: 3 x 2 x 64 rows.

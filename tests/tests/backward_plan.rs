@@ -102,6 +102,17 @@ fn row_ctas(slots: usize, head_dim: usize) -> usize {
     (slots * lanes).div_ceil(256)
 }
 
+/// The Hopper backward's (query rows a step, keys a CTA) at padded head dim `pd`: two consumer
+/// warpgroups of 64 keys each, or at 256 both on the same 64 (a 64 x 256 dK and dV do not fit
+/// one warpgroup's registers); 128-row steps at 64 (the warpgroups split dQ by rows).
+fn hopper_tile(pd: usize) -> (usize, usize) {
+    match pd {
+        64 => (128, 128),
+        128 => (64, 128),
+        _ => (64, 64),
+    }
+}
+
 fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     let (bufs, grads) = buffers(s, None);
     let plan = s.params(kernel).plan_backward(&bufs, &grads, t).map_err(|e| format!("rejected: {e}"))?;
@@ -111,11 +122,11 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
         Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: false }, .. } if hopper => {
             // Two consumer warpgroups of 64 keys, or at 256 both on the same 64 (a 64 x 256 dK
             // and dV do not fit one warpgroup's registers).
-            let bn = if pd == 256 { 64 } else { 128 };
-            if (c.head_dim, c.block_m, c.block_n()) != (pd, 64, bn) {
-                return Err(format!("Hopper tile {c:?}, want head_dim {pd}, 64 x {bn}"));
+            let (bm, bn) = hopper_tile(pd);
+            if (c.head_dim, c.block_m, c.block_n()) != (pd, bm, bn) {
+                return Err(format!("Hopper tile {c:?}, want head_dim {pd}, {bm} x {bn}"));
             }
-            (64, bn, AccumLayout::Fragments)
+            (bm, bn, AccumLayout::Fragments)
         }
         Kernel::Bwd { step: BwdStep::Main(c), .. } if !hopper => {
             if c.head_dim != pd || c.smem_bytes() > t.max_smem_per_block as usize {
@@ -134,10 +145,10 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
         return Err(format!("prep and dQ kernels {:?}, want {want_steps:?}", [plan.kernels[0], plan.kernels[2]]));
     }
     let (m_blocks, n_blocks) = (s.seqlen_q.div_ceil(bm), s.seqlen_k.div_ceil(bn));
-    // The row kernels' rows per head: the log-sum-exp's, or (Hopper) padded to 64-row blocks.
+    // The row kernels' rows per head: the log-sum-exp's, or (Hopper) padded to whole steps.
     let row_count = match layout {
         AccumLayout::Rows => s.batch * s.seqlen_q,
-        AccumLayout::Fragments => s.batch * s.seqlen_q.div_ceil(64) * 64,
+        AccumLayout::Fragments => s.batch * m_blocks * bm,
     };
     let rows = s.batch * s.seqlen_q * s.heads_q;
     let row_ctas = row_ctas(row_count * s.heads_q, s.head_dim);
@@ -146,14 +157,15 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
         return Err(format!("grids {:?}, want {grids:?}", plan.grids));
     }
     // The f32 accumulator: per query row and head a padded row, or (Hopper) 64-row blocks; then
-    // the row statistics (dsum, or per block 64 log-sum-exp bases and 64 dsums); then the
-    // deterministic mode's counters, one per (batch, head, query block).
+    // the row statistics (dsum, or per block 64 log-sum-exp bases and 64 dsums, and one
+    // padding block); then the deterministic mode's counters, one per (batch, head, query
+    // block), or (Hopper) per 64-row block.
     let blocks = s.batch * s.heads_q * s.seqlen_q.div_ceil(64);
-    let (accum, stats) = match layout {
-        AccumLayout::Rows => (rows * pd, rows),
-        AccumLayout::Fragments => (blocks * 64 * pd, blocks * 128),
+    let (accum, stats, counters) = match layout {
+        AccumLayout::Rows => (rows * pd, rows, s.batch * s.heads_q * m_blocks),
+        AccumLayout::Fragments => (blocks * 64 * pd, (blocks + 1) * 128, blocks),
     };
-    let counters = if s.deterministic { s.batch * s.heads_q * m_blocks } else { 0 };
+    let counters = if s.deterministic { counters } else { 0 };
     let at_least = 4 * (accum + stats + counters);
     if plan.params.accum_len != accum as u64 || plan.workspace_bytes < at_least || plan.workspace_bytes > at_least + 64 {
         return Err(format!("accumulator {} values, workspace {} bytes; want {accum} values, {at_least}..+64 bytes", plan.params.accum_len, plan.workspace_bytes));
@@ -266,10 +278,13 @@ fn variable_length_backward_plans_match_the_model() {
             let on_hopper = t.arch == Arch::Sm90a && total_q > 0;
             let (bn, accum, stats, counters, row_count) = match plan.kernels[1] {
                 Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: true }, .. } if on_hopper => {
-                    // Every sequence's blocks padded to 64 rows: at most total / 64 + batch a head.
-                    // The row kernels walk every sequence padded to the longest's blocks.
+                    let (bm, bn) = hopper_tile(pd);
+                    assert_eq!((c.block_m, c.block_n()), (bm, bn), "{}", why(format!("Hopper tile {c:?}")));
+                    // Every sequence's blocks padded to 64 rows: at most total / 64 + batch a head,
+                    // and one padding block of statistics. The row kernels walk every sequence
+                    // padded to the longest's steps.
                     let blocks = heads_q * (total_q / 64 + lens.len());
-                    (c.block_n(), blocks * 64 * pd, blocks * 128, blocks, lens.len() * max_q.div_ceil(64) * 64)
+                    (bn, blocks * 64 * pd, (blocks + 1) * 128, blocks, lens.len() * max_q.div_ceil(bm) * bm)
                 }
                 Kernel::Bwd { step: BwdStep::Main(c), .. } if !on_hopper => {
                     (c.block_n, total_q * heads_q * pd, total_q * heads_q, lens.len() * heads_q * max_q.div_ceil(c.block_m), total_q)

@@ -115,7 +115,8 @@ fn this_fragment_row(p: &BwdParams) -> (Option<FragmentRow>, Lane) {
     let f = &p.fwd;
     let (slot, lane) = this_slot(p);
     let row = slot.and_then(|(h, r)| {
-        let (b, s) = div_rem(r, f.m_blocks * 64);
+        // Each sequence padded to the longest's steps: `rows / batch` rows.
+        let (b, s) = div_rem(r, div_rem(p.rows, f.batch).0);
         // Rows s and s + 8 of a 16-row group take neighbouring slots: the accumulator keeps
         // their values in the two halves of each 16-byte word, so the dQ kernel's 8-byte loads
         // of the two fill whole sectors in one warp.
@@ -174,6 +175,15 @@ pub unsafe fn prep<T: Element>(p: &BwdParams, layout: AccumLayout) {
         unsafe { st_global_v4((p.dq_accum as *mut u32).add(4 * c), [0; 4]) };
     }
     let (stats, lanes) = (p.dsum as *mut f32, bwd_row_lanes(f.head_dim));
+    if matches!(layout, AccumLayout::Fragments) {
+        // The padding block after the launch's blocks, which the Hopper kernel's 128-row steps
+        // read past a sequence's last block: `-inf` bases, 0 dsums.
+        let pad = FragmentBlocks::count(f, f.cu_seqlens_q != 0) as usize * AccumLayout::STATS;
+        let t = (block_idx_x() as usize * BWD_ROW_THREADS) + thread_idx_x() as usize;
+        if t < AccumLayout::STATS {
+            unsafe { *stats.add(pad + t) = if t < 64 { f32::NEG_INFINITY } else { 0.0 } };
+        }
+    }
     // Every lane joins its row's sum, slot or none; a row's lane 0 writes its statistics.
     match layout {
         AccumLayout::Rows => {

@@ -30,30 +30,31 @@
 //! says which and why.
 use super::Walk;
 use super::epilogue::{Turn, add_dq_from_registers, stage_dq, store_rows};
-use super::scores::{column_stats, dscores, probabilities, store_transposed};
+use super::scores::{ColumnStats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
 use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::wgmma::{FragA, wgmma_fence_operands};
 use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
 use crate::hopper::pipeline::{PipeState, release_own_reads, wait_full};
-use flashrs_abi::{AccumLayout, BwdParams};
+use flashrs_abi::{AccumLayout, BwdParams, BwdSm90Config, BwdSm90Split};
 
 /// Named barrier of both consumer warpgroups (256 threads): dS^T is in shared memory.
 pub const DS_BARRIER: u32 = 3;
 
 /// Runs consumer warpgroup `wg` (0, 1) over the walk; `tid` is the thread's index in the
 /// warpgroup. Const generics: `SN = BM / 2` (score registers), `DN = D / 2` (dK, dV
-/// registers), `KP = BM / 16` (k-steps of the dK, dV GEMMs), `DET` deterministic mode.
+/// registers), `KP = BM / 16` (k-steps of the dK, dV GEMMs), `CI = BM / 8` (column groups of
+/// the scores), `DET` deterministic mode.
 #[inline(always)]
-pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize, const DET: bool>(
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize, const CI: usize, const DET: bool>(
     p: &BwdParams,
     smem: Smem<D, BM, STAGES>,
     w: Walk,
     wg: u32,
     tid: u32,
 ) {
-    const { assert!(SN == BM / 2 && DN == D / 2 && KP == BM / 16 && BM == 64 && (D == 64 || D == 128)) };
+    const { assert!(SN == BM / 2 && DN == D / 2 && KP == BM / 16 && CI == BM / 8 && ((BM == 64 && (D == 64 || D == 128)) || (BM == 128 && D == 64))) };
     // Staged in two tiles used in turn (`i % 2`), or added from registers.
     const { assert!(Smem::<D, BM, STAGES>::DQ_BUFS == 2 || Smem::<D, BM, STAGES>::DQ_BUFS == 0) };
     let f = &p.fwd;
@@ -62,10 +63,15 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     // The thread's first key (h = 0) within the sequence.
     let key = (w.n0 + 64 * wg + 16 * warp + g) as i32;
     let causal = f.causal != 0;
-    // This warpgroup's part of each step's dQ: columns `dq_col..` from the dS^T and K rows
-    // `dq_key..` (`DQ_KEYS` of them).
-    let split_keys = D == 64;
-    let (dq_col, dq_key) = if split_keys { (0, 64 * wg) } else { (64 * wg, 0) };
+    // This warpgroup's part of each step's dQ: rows `dq_row..` and columns `dq_col..` of it,
+    // over K rows `dq_key..` (64 of them where the warpgroups split the keys, else 128).
+    let split = BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.split();
+    let split_keys = matches!(split, BwdSm90Split::Keys);
+    let (dq_row, dq_col, dq_key) = match split {
+        BwdSm90Split::Keys => (0, 0, 64 * wg),
+        BwdSm90Split::Rows => (64 * wg, 0, 0),
+        _ => (0, 64 * wg, 0),
+    };
     let (k_rows, v_rows) = (smem.k() + 64 * wg * 128, smem.v() + 64 * wg * 128);
     // Staged parts are added (in deterministic mode, in turn) by the dQ writer.
     let add = #[inline(always)]
@@ -73,7 +79,9 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         if Smem::<D, BM, STAGES>::DQ_BUFS == 0 {
             turn.wait_warpgroup(wg, tid);
             add_dq_from_registers(dq, accum, tid);
-            turn.end_warpgroup(wg, tid);
+            // Two counts a key block per query block: one from each warpgroup, or both from
+            // the one whose rows it is.
+            turn.end_warpgroup(wg, tid, if matches!(split, BwdSm90Split::Rows) { 2 } else { 1 });
         } else {
             stage_dq(dq, smem, i, wg, tid)
         }
@@ -100,12 +108,12 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let stats = smem.stats(pipe.stage);
         let mask = w.mask(causal, w.n0 + 64 * wg, m0, BM as u32);
         wait::<1, SN>(&mut s);
-        probabilities::<SN, 8>(&mut s, &column_stats::<8>(stats, 0, 0, t), f.scale_log2, mask, key, t);
+        let stats = ColumnStats { stats, col0: 0 };
+        probabilities::<SN, CI>(&mut s, stats, f.scale_log2, mask, key, t);
         // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
         let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
-        let dsums = column_stats::<8>(stats, 64, 0, t);
         wait::<0, SN>(&mut dp);
-        dscores::<T, SN, 8, KP>(&mut dp, &pf, &dsums);
+        dscores::<T, SN, CI, KP>(&mut dp, &pf, stats, t);
         let mut dsf: [FragA; KP] = pack_p::<T, SN, KP>(&dp);
         if !split_keys {
             // Issued before the barrier both warpgroups meet at, so the tensor cores have
@@ -127,7 +135,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             unsafe { gemm_tt_n64::<T, 4>(&mut dq, ds + dq_key * 128, k_at) };
         } else {
             bar_sync_named(DS_BARRIER, 256);
-            unsafe { gemm_tt_n64::<T, 8>(&mut dq, ds, k_at) };
+            // dS^T's 64-column slab `dq_row / 64`: BN (128) key rows of 128 bytes each.
+            unsafe { gemm_tt_n64::<T, 8>(&mut dq, ds + (dq_row / 64) * 128 * 128, k_at) };
         }
         unsafe {
             if split_keys {
@@ -136,8 +145,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             }
         }
         // At head_dim 64 the dQ part leaves while the tensor cores run dV and dK.
-        let turn = Turn::at::<DET>(p, &w, h, m);
-        let accum = w.dq_chunk::<D>(p, h, m0, dq_col);
+        let turn = Turn::at::<DET>(p, &w, h, m0 + dq_row);
+        let accum = w.dq_chunk::<D>(p, h, m0 + dq_row, dq_col);
         if split_keys {
             wait::<2, 32>(&mut dq);
             add(&dq, accum, i, turn);
@@ -151,7 +160,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         // thread read the stage's statistics with its own loads.
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
-        if !split_keys {
+        // A 128-row step's second half past the sequence has no block to add to.
+        if !split_keys && m0 + dq_row < w.extent.seqlen_q {
             add(&dq, accum, i, turn);
         }
     }

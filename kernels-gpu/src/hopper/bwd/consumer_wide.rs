@@ -19,7 +19,7 @@
 use super::Walk;
 use super::consumer::DS_BARRIER;
 use super::epilogue::{Turn, add_dq_from_registers, store_rows};
-use super::scores::{column_stats, dscores, probabilities, store_transposed};
+use super::scores::{ColumnStats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
 use crate::arch::fence::fence_proxy_async_shared_cta;
@@ -71,11 +71,11 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let stats = smem.stats(pipe.stage);
         let mask = w.mask(causal, w.n0, m0 + col0, 32);
         wait::<1, 16>(&mut s);
-        probabilities::<16, 4>(&mut s, &column_stats::<4>(stats, 0, col0, t), f.scale_log2, mask, key, t);
+        let stats = ColumnStats { stats, col0 };
+        probabilities::<16, 4>(&mut s, stats, f.scale_log2, mask, key, t);
         let pf = pack_p::<T, 16, 2>(&s);
-        let dsums = column_stats::<4>(stats, 64, col0, t);
         wait::<0, 16>(&mut dp);
-        dscores::<T, 16, 4, 2>(&mut dp, &pf, &dsums);
+        dscores::<T, 16, 4, 2>(&mut dp, &pf, stats, t);
         let dsf = pack_p::<T, 16, 2>(&dp);
         let (pt, ds) = (smem.pt(i % 2), smem.ds(i % 2));
         unsafe {
@@ -93,7 +93,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_ss_tb_n128::<T, BM, 4>(&mut dk, ds, slab(q_tile, 0));
         }
         let accum = w.dq_chunk::<D>(p, h, m0, half);
-        let turn = Turn::at::<DET>(p, &w, h, m);
+        let turn = Turn::at::<DET>(p, &w, h, m0);
         wait::<3, 32>(&mut dq[0]);
         unsafe {
             turn.wait_warpgroup(wg, tid);
@@ -103,7 +103,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         // The next 64 columns are the next chunk.
         unsafe {
             add_dq_from_registers(&dq[1], accum.add(AccumLayout::CHUNK), tid);
-            turn.end_warpgroup(wg, tid);
+            turn.end_warpgroup(wg, tid, 1);
         }
         wait::<0, 64>(&mut dv);
         wgmma_fence_operands(&mut dk);

@@ -50,7 +50,7 @@ pub unsafe fn dq_writer<const D: usize, const BM: usize, const STAGES: usize, co
         let dst = w.dq_chunk::<D>(p, h, m * BM as u32, 0);
         // Deterministic mode: the two parts one after the other, each complete before the next
         // add to the chunk (bulk reductions in flight are not ordered among themselves).
-        let turn = Turn::at::<DET>(p, &w, h, m);
+        let turn = Turn::at::<DET>(p, &w, h, m * BM as u32);
         unsafe { turn.wait(lane == 0) };
         for wg in 0..2 {
             bar_sync_named(STAGED + 2 * wg + i % 2, 160);
@@ -87,12 +87,13 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The walk's turn at step (`h`, `m`)'s counter where `DET` (deterministic mode), else none.
+    /// The walk's turn at the counter of query head `h`'s block holding row `row` where `DET`
+    /// (deterministic mode), else none.
     /// A compile-time choice, so that the default mode's code carries no trace of the turns:
     /// a run-time null check alone measured 4-5% slower at head_dim 128.
     #[inline(always)]
-    pub fn at<const DET: bool>(p: &BwdParams, w: &Walk, h: u32, m: u32) -> Self {
-        let sem = if DET { w.semaphore(p, h, m) } else { core::ptr::null_mut() };
+    pub fn at<const DET: bool>(p: &BwdParams, w: &Walk, h: u32, row: u32) -> Self {
+        let sem = if DET { w.semaphore(p, h, row) } else { core::ptr::null_mut() };
         Turn { sem, before: 2 * w.key_block }
     }
 
@@ -124,12 +125,12 @@ impl Turn {
         }
     }
 
-    /// A consumer warpgroup's end: after its threads' adds (the barrier), thread 0 counts one.
+    /// A consumer warpgroup's end: after its threads' adds (the barrier), thread 0 counts `n`.
     #[inline(always)]
-    pub unsafe fn end_warpgroup(self, wg: u32, tid: u32) {
+    pub unsafe fn end_warpgroup(self, wg: u32, tid: u32, n: u32) {
         if !self.sem.is_null() {
             bar_sync_named(1 + wg, 128);
-            unsafe { self.end(tid == 0, 1) };
+            unsafe { self.end(tid == 0, n) };
         }
     }
 }

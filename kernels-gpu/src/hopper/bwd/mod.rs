@@ -87,11 +87,11 @@ impl Walk {
         self.m_count * self.group
     }
 
-    /// Deterministic mode ([`BwdParams::dq_semaphore`] set): the counter of query block `m` of
-    /// query head `h`.
+    /// Deterministic mode ([`BwdParams::dq_semaphore`] set): the counter of the 64-row block
+    /// holding row `row` of query head `h`.
     #[inline(always)]
-    pub fn semaphore(&self, p: &BwdParams, h: u32, m: u32) -> *mut u32 {
-        (p.dq_semaphore as *mut u32).wrapping_add(self.blocks.block(h, 64 * m) as usize)
+    pub fn semaphore(&self, p: &BwdParams, h: u32, row: u32) -> *mut u32 {
+        (p.dq_semaphore as *mut u32).wrapping_add(self.blocks.block(h, row) as usize)
     }
 
     /// The dQ accumulator's chunk holding query row `row` (of the sequence), column `col` of
@@ -103,10 +103,13 @@ impl Walk {
     }
 
     /// Where the statistics of query head `h`'s block holding row `row` start in `p.dsum`
-    /// ([`flashrs_abi::AccumLayout::fragment_stats`]).
+    /// ([`flashrs_abi::AccumLayout::fragment_stats`]); for a row past the sequence (the second
+    /// half of a 128-row step) the padding block after the launch's blocks, all `-inf` and 0,
+    /// so that the step's columns there have P = 0 and dS = 0.
     #[inline(always)]
-    pub fn stats(&self, p: &BwdParams, h: u32, row: u32) -> *const f32 {
-        (p.dsum as *const f32).wrapping_add(AccumLayout::fragment_stats(self.blocks.block(h, row), 0))
+    pub fn stats<const VARLEN: bool>(&self, p: &BwdParams, h: u32, row: u32) -> *const f32 {
+        let block = if row < self.extent.seqlen_q { self.blocks.block(h, row) } else { FragmentBlocks::count(&p.fwd, VARLEN) as u32 };
+        (p.dsum as *const f32).wrapping_add(AccumLayout::fragment_stats(block, 0))
     }
 
     /// Element `col` of key row `key` (of the sequence) of this walk's K/V head in the
@@ -216,7 +219,7 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 && walk.steps() > 0 {
-            unsafe { producer::run::<D, BM, BN, STAGES>(maps, p, smem, walk) };
+            unsafe { producer::run::<D, BM, BN, STAGES, VARLEN>(maps, p, smem, walk) };
         } else if Smem::<D, BM, STAGES>::DQ_BUFS > 0 && tid / 32 == 1 {
             unsafe {
                 if p.dq_semaphore != 0 {
@@ -243,6 +246,7 @@ macro_rules! bwd_sm90_kernels {
         bwd_sm90_kernels!(@one $bf16v, Bf16, $idx, $split, true);
     )*};
     (@consume Keys, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
+    (@consume Rows, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
     // Inlined by force: an outlined consumer is a call inside its wgmma pipeline, which ptxas
     // serialises (and it keeps its registers on a stack).
     (@consume Columns, $t:ty, $c:ident, $p:ident) => {
@@ -250,10 +254,10 @@ macro_rules! bwd_sm90_kernels {
         |smem, walk, wg, tid| unsafe {
             if $p.dq_semaphore != 0 {
                 consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
-                    { $c.block_m / 16 }, true>(&$p, smem, walk, wg, tid)
+                    { $c.block_m / 16 }, { $c.block_m / 8 }, true>(&$p, smem, walk, wg, tid)
             } else {
                 consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
-                    { $c.block_m / 16 }, false>(&$p, smem, walk, wg, tid)
+                    { $c.block_m / 16 }, { $c.block_m / 8 }, false>(&$p, smem, walk, wg, tid)
             }
         }
     };
@@ -297,8 +301,8 @@ macro_rules! bwd_sm90_kernels {
 }
 
 bwd_sm90_kernels! {
-    0 => Keys: flash_bwd_sm90_f16_d64_64x128s2, flash_bwd_sm90_bf16_d64_64x128s2,
-        flash_bwd_sm90_varlen_f16_d64_64x128s2, flash_bwd_sm90_varlen_bf16_d64_64x128s2;
+    0 => Rows: flash_bwd_sm90_f16_d64_128x128s2, flash_bwd_sm90_bf16_d64_128x128s2,
+        flash_bwd_sm90_varlen_f16_d64_128x128s2, flash_bwd_sm90_varlen_bf16_d64_128x128s2;
     1 => Columns: flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2,
         flash_bwd_sm90_varlen_f16_d128_64x128s2, flash_bwd_sm90_varlen_bf16_d128_64x128s2;
     2 => HeadDim: flash_bwd_sm90_f16_d256_64x64s2, flash_bwd_sm90_bf16_d256_64x64s2,

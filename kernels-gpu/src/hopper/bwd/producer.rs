@@ -28,9 +28,11 @@ pub struct Maps {
 
 /// Runs the producer (one thread) over the CTA's walk; `BN` is the CTA's keys.
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(maps: Maps, p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk) {
+pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool>(maps: Maps, p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk) {
     const { assert!(BN == BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.block_n()) };
+    // One block of statistics per 64 rows of the step.
     const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
+    let blocks = BM as u32 / 64;
     unsafe {
         prefetch_tensormap(maps.q);
         prefetch_tensormap(maps.k);
@@ -49,11 +51,14 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         let full = smem.q_full(pipe.stage);
         unsafe {
             wait_empty(smem.q_empty(pipe.stage), pipe.phase);
-            mbarrier_arrive_expect_tx(full, (2 * BM * D * 2) as u32 + STATS_BYTES);
+            mbarrier_arrive_expect_tx(full, (2 * BM * D * 2) as u32 + blocks * STATS_BYTES);
             let rows = w.extent.q_start + row;
             load_tile::<D, BM>(smem.q(pipe.stage), maps.q, rows, h, w.map_batch, full);
             load_tile::<D, BM>(smem.dout(pipe.stage), maps.dout, rows, h, w.map_batch, full);
-            cp_async_bulk_g2s(smem.stats(pipe.stage), w.stats(p, h, row) as *const u8, STATS_BYTES, full);
+            for b in 0..blocks {
+                let at = w.stats::<VARLEN>(p, h, row + 64 * b) as *const u8;
+                cp_async_bulk_g2s(smem.stats(pipe.stage) + b * STATS_BYTES, at, STATS_BYTES, full);
+            }
         }
         pipe.advance();
     }

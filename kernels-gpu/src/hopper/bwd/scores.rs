@@ -9,25 +9,43 @@ use crate::arch::smem::{ld_shared_v2, st_shared_b32};
 use crate::arch::wgmma::FragA;
 use crate::dtype::Element;
 use crate::lse;
+use flashrs_abi::AccumLayout;
 
-/// The step's statistic at `at` (0: the log-sum-exp bases, 64: the dsums, see
-/// [`flashrs_abi::AccumLayout::fragment_stats`]) of each column the thread holds: `[i][j]` is
-/// column `col0 + 8i + 2t + j`. Padding rows read as `-inf` and 0, so their P is 0.
-#[inline(always)]
-pub fn column_stats<const I: usize>(stats: u32, at: u32, col0: u32, t: u32) -> [[f32; 2]; I] {
-    core::array::from_fn(|i| {
-        let v = unsafe { ld_shared_v2(stats + 4 * (at + col0 + 8 * i as u32 + 2 * t)) };
+/// The step's row statistics in the stage, as the columns a thread holds see them: column
+/// `col0 + 8i + 2t + j`'s at `[i][j]` of [`ColumnStats::get`]. Read where used, one 8-byte
+/// shared load per `i`, rather than all up front: 128-column steps would hold 64 registers of
+/// them. Padding rows read as `-inf` and 0, so their P is 0.
+#[derive(Clone, Copy)]
+pub struct ColumnStats {
+    /// The stage's statistics ([`super::smem::Smem::stats`]).
+    pub stats: u32,
+    /// The thread's first column.
+    pub col0: u32,
+}
+
+impl ColumnStats {
+    /// Offset of the log-sum-exp bases, and of the dsums ([`AccumLayout::fragment_stats`]).
+    pub const BASES: u32 = 0;
+    pub const DSUMS: u32 = 64;
+
+    /// The statistic at `at` ([`Self::BASES`], [`Self::DSUMS`]) of columns `8i + 2t + j`, j = 0, 1
+    /// (each 64 columns a block of statistics: 128-row steps have two).
+    #[inline(always)]
+    pub fn get(self, at: u32, i: usize, t: u32) -> [f32; 2] {
+        let col = self.col0 + 8 * i as u32 + 2 * t;
+        let v = unsafe { ld_shared_v2(self.stats + 4 * ((col / 64) * AccumLayout::STATS as u32 + at + col % 64)) };
         [f32::from_bits(v[0]), f32::from_bits(v[1])]
-    })
+    }
 }
 
 /// Turns the scores S^T into probabilities P^T in place: `2^(s scale_log2 + base)` per column.
 /// Where `mask.on`, key `key + 8h` against column `8i + 2t + j` (`key` is the thread's first
 /// key) scores `-inf` first when past the column's last visible key ([`super::Mask`]).
 #[inline(always)]
-pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], bases: &[[f32; 2]; I], scale_log2: f32, mask: Mask, key: i32, t: u32) {
+pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], stats: ColumnStats, scale_log2: f32, mask: Mask, key: i32, t: u32) {
     const { assert!(SN == 4 * I) };
     for i in 0..I {
+        let bases = stats.get(ColumnStats::BASES, i, t);
         for j in 0..2 {
             let last = (mask.diagonal + (8 * i as u32 + 2 * t + j as u32) as i32).min(mask.last);
             for h in 0..2 {
@@ -35,7 +53,7 @@ pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], bases: 
                 if mask.on && key + 8 * h as i32 > last {
                     s[e] = f32::NEG_INFINITY;
                 }
-                s[e] = lse::exp_scaled(s[e], scale_log2, bases[i][j]);
+                s[e] = lse::exp_scaled(s[e], scale_log2, bases[j]);
             }
         }
     }
@@ -44,14 +62,15 @@ pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], bases: 
 /// Turns dP^T into dS^T in place: `P (dP - dsum)` per column, with P as rounded to `T` in its
 /// packed fragments `p` (what the dV GEMM multiplies by).
 #[inline(always)]
-pub fn dscores<T: Element, const SN: usize, const I: usize, const KP: usize>(dp: &mut [f32; SN], p: &[FragA; KP], dsums: &[[f32; 2]; I]) {
+pub fn dscores<T: Element, const SN: usize, const I: usize, const KP: usize>(dp: &mut [f32; SN], p: &[FragA; KP], stats: ColumnStats, t: u32) {
     const { assert!(SN == 4 * I && SN == 8 * KP) };
     for i in 0..I {
+        let dsums = stats.get(ColumnStats::DSUMS, i, t);
         for j in 0..2 {
             for h in 0..2 {
                 let e = 4 * i + 2 * h + j;
                 let pe = T::unpack2(p[e / 8][(e % 8) / 2])[e % 2];
-                dp[e] = pe * (dp[e] - dsums[i][j]);
+                dp[e] = pe * (dp[e] - dsums[j]);
             }
         }
     }

@@ -33,7 +33,7 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     const DO: u32 = Self::Q + STAGES as u32 * Self::Q_BYTES;
     const DS: u32 = Self::DO + STAGES as u32 * Self::Q_BYTES;
     const DQ: u32 = Self::DS + Self::CONFIG.transposed_tiles() as u32 * Self::DS_BYTES;
-    const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
+    const STATS_BYTES: u32 = (BM / 64 * AccumLayout::STATS * 4) as u32;
     const STATS: u32 = Self::DQ + 2 * Self::DQ_BUFS * Self::DQ_BYTES;
     const BARS: u32 = Self::STATS + STAGES as u32 * Self::STATS_BYTES;
 
