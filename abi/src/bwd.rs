@@ -73,10 +73,10 @@ pub struct BwdParams {
     /// Key blocks per (batch, K/V head): the main kernel's grid is `batch * heads_kv *
     /// n_blocks` CTAs, key blocks fastest.
     pub n_blocks: u32,
-    /// Query rows the prep and dQ kernels cover per head ([`bwd_row_lanes`] lanes per (row, head)): with
-    /// [`AccumLayout::Rows`] `batch * seqlen_q`, or `total_q` for variable-length launches;
-    /// with [`AccumLayout::Fragments`] `batch * m_blocks * 64`, each sequence's rows padded to
-    /// the longest's blocks.
+    /// Query rows the prep and dQ kernels cover per head ([`bwd_row_lanes`] lanes per (row,
+    /// head)): with [`AccumLayout::Rows`] `batch * seqlen_q`, or `total_q` for variable-length
+    /// launches; with [`AccumLayout::Fragments`] `batch * m_blocks * block_m`, each sequence's
+    /// rows padded to the longest's steps.
     pub rows: u32,
 }
 
@@ -98,9 +98,11 @@ pub struct BwdParams {
 /// `[heads_q, total_q]` for variable-length launches); with `Fragments` per block
 /// ([`FragmentBlocks`]) 128 f32, the rows' `-lse * log2 e` (`-inf` for a row that saw no key) and then
 /// their `dsum`, with the block's rows past `seqlen_q` at `-inf` and 0
-/// ([`AccumLayout::fragment_stats`]): 512 aligned bytes per step, which the Hopper kernel's
-/// producer copies into shared memory beside the step's Q and dO, and whose padding makes the
-/// padding rows' probabilities 0 without a bounds check.
+/// ([`AccumLayout::fragment_stats`]), and after the launch's blocks one padding block (all
+/// `-inf` and 0): 512 aligned bytes per 64 rows of a step, which the Hopper kernel's producer
+/// copies into shared memory beside the step's Q and dO, and whose padding makes the padding
+/// rows' probabilities 0 without a bounds check (a 128-row step's second 64 rows past the
+/// sequence read the padding block).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AccumLayout {
     /// One row per log-sum-exp row.
@@ -196,16 +198,14 @@ impl FragmentBlocks {
 /// registers for the whole walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BwdSm90Split {
-    /// Head dim 64: each warpgroup owns 64 of the CTA's 128 keys (scores, dK, dV); the step's
-    /// 64 x 64 dQ is added by both, each over its own keys.
-    Keys,
     /// Head dim 128: each warpgroup owns 64 of the CTA's 128 keys (scores, dK, dV); the step's
     /// dQ is split by columns, 64 each, over all 128 keys.
     Columns,
-    /// Head dim 64 with 128-row steps: each warpgroup owns 64 of the CTA's 128 keys (scores,
-    /// dK, dV); the step's 128 x 64 dQ is split by query rows, 64 each, over all 128 keys, so
-    /// that each part sums twice the keys of a [`BwdSm90Split::Keys`] part before it leaves
-    /// (half the accumulator traffic) and the two parts go to different chunks.
+    /// Head dim 64, 128-row steps: each warpgroup owns 64 of the CTA's 128 keys (scores, dK,
+    /// dV); the step's 128 x 64 dQ is split by query rows, 64 each, over all 128 keys. With
+    /// 64-row steps the warpgroups split a 64 x 64 dQ by keys, and both added a part over 64
+    /// keys to the same chunk every step: twice the accumulator traffic per key, and 6-11%
+    /// slower on the H100.
     Rows,
     /// Head dim 256: a 64 x 256 dK and dV do not fit one warpgroup's registers beside its
     /// scores, so both warpgroups work on all of the CTA's 64 keys: the scores split by query
@@ -221,7 +221,7 @@ pub enum BwdSm90Split {
 pub struct BwdSm90Config {
     /// Padded head dimension (64, 128 or 256).
     pub head_dim: usize,
-    /// Query rows per step (64).
+    /// Query rows per step: 128 at head_dim 64 ([`BwdSm90Split::Rows`]), else 64.
     pub block_m: usize,
     /// Stages of the query-side ring (Q and dO tiles).
     pub stages: usize,
@@ -231,8 +231,7 @@ impl BwdSm90Config {
     /// How the consumer warpgroups share a step (set by the head dimension).
     pub const fn split(&self) -> BwdSm90Split {
         match self.head_dim {
-            0..=64 if self.block_m == 128 => BwdSm90Split::Rows,
-            0..=64 => BwdSm90Split::Keys,
+            0..=64 => BwdSm90Split::Rows,
             65..=128 => BwdSm90Split::Columns,
             _ => BwdSm90Split::HeadDim,
         }
@@ -256,20 +255,6 @@ impl BwdSm90Config {
     pub const fn consumer_regs(&self) -> u32 {
         240
     }
-    /// f32 dQ staging tiles (64 x 64) per consumer warpgroup, used in turn, or 0 where the
-    /// warpgroups add their dQ parts from registers (16-byte vector reductions). Staging and
-    /// one bulk reduction per part pays at head_dim 64 ([`BwdSm90Split::Keys`]), where both
-    /// warpgroups add a part to the same chunk every step: from registers it measured 7-10%
-    /// slower on the H100. Elsewhere the parts are disjoint and registers were as fast or faster
-    /// (head_dim 128: 1-2%) and leave the shared memory free (at head_dim 256 there is none to
-    /// stage in). Two tiles, so that a step's staging need not wait for the previous step's
-    /// bulk reduction to have read its tile.
-    pub const fn dq_buffers(&self) -> usize {
-        match self.split() {
-            BwdSm90Split::Keys => 2,
-            _ => 0,
-        }
-    }
     /// 16-bit `block_n x block_m` tiles of transposed step results in shared memory, two of each
     /// so that one warpgroup may write step `i + 1`'s while the other still reads step `i`'s:
     /// dS^T, and with [`BwdSm90Split::HeadDim`] also P^T (each warpgroup computes half of them).
@@ -280,18 +265,16 @@ impl BwdSm90Config {
         }
     }
     /// Dynamic shared memory in bytes: 1024 of alignment slack, K and V, the Q and dO stages,
-    /// the transposed tiles ([`Self::transposed_tiles`]), the two warpgroups' f32 dQ staging
-    /// ([`Self::dq_buffers`] tiles of 64 x 64 each), the stages' row statistics
+    /// the transposed tiles ([`Self::transposed_tiles`]), the stages' row statistics
     /// ([`AccumLayout::fragment_stats`], 2 x `block_m` f32 each), 1024 for the mbarriers.
     pub const fn smem_bytes(&self) -> usize {
         let (d, m, n) = (self.head_dim, self.block_m, self.block_n());
-        let dq = 2 * self.dq_buffers() * 64 * 64 * 4;
-        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + self.transposed_tiles() * n * m * 2 + dq + self.stages * 2 * m * 4 + 1024
+        1024 + 2 * n * d * 2 + 2 * self.stages * m * d * 2 + self.transposed_tiles() * n * m * 2 + self.stages * 2 * m * 4 + 1024
     }
-    /// True when the kernel body takes the shape: 64-row steps, head_dim 64, 128 or 256 (one
-    /// per [`BwdSm90Split`]), and shared memory that fits.
+    /// True when the kernel body takes the shape: head_dim 64 with 128-row steps, or 128 or
+    /// 256 with 64-row steps (one per [`BwdSm90Split`]), and shared memory that fits.
     pub const fn is_valid(&self) -> bool {
-        (self.block_m == 64 || (self.block_m == 128 && self.head_dim == 64)) && (self.head_dim == 64 || self.head_dim == 128 || self.head_dim == 256)
+        matches!((self.head_dim, self.block_m), (64, 128) | (128, 64) | (256, 64))
             && self.stages >= 1 && self.stages <= 3 && self.smem_bytes() <= crate::sm90::MAX_SMEM
     }
 }
@@ -440,10 +423,11 @@ mod tests {
         // x 8 KB each; no dQ staging; statistics 2 x 512 B; 1 KB each of slack and barriers:
         // again all of it.
         let wide = BWD_SM90_CONFIGS[2];
-        assert_eq!((wide.split(), wide.block_n(), wide.dq_buffers()), (BwdSm90Split::HeadDim, 64, 0));
+        assert_eq!((wide.split(), wide.block_n()), (BwdSm90Split::HeadDim, 64));
         assert_eq!(wide.smem_bytes(), crate::sm90::MAX_SMEM);
         assert!(BWD_SM90_CONFIGS.iter().all(|c| c.is_valid()));
         assert!(!BwdSm90Config { head_dim: 256, block_m: 64, stages: 3 }.is_valid());
+        assert!(!BwdSm90Config { head_dim: 64, block_m: 64, stages: 2 }.is_valid());
         assert!(!BwdConfig { head_dim: 64, block_m: 64, block_n: 32, stages: 2 }.is_valid());
     }
 

@@ -5,8 +5,9 @@
 //! Rows are numbered per head. In the `Rows` layout as the log-sum-exp's: `b * seqlen_q + s`
 //! of a fixed-length launch, the packed row of a variable-length one (which needs no offsets
 //! here: a packed row is its own index). In the `Fragments` layout by sequence, each padded to
-//! its launch's `m_blocks` 64-row blocks (`b * 64 m_blocks + s`), so a thread finds its sequence
-//! without searching the offsets, and padding rows write their own statistics. A row's lane `c`
+//! its launch's `m_blocks` steps (`b * rows / batch + s`), so a thread finds its sequence
+//! without searching the offsets, and padding rows write their own statistics (and the prep
+//! kernel the padding block after the launch's blocks). A row's lane `c`
 //! of `n` takes its 16-byte chunks `c` and `c + n`; a warp holds two rows or more (four at
 //! head_dim 64), so that every lane has bytes in flight.
 use crate::arch::shfl::group_sum_f32;
@@ -106,10 +107,10 @@ struct FragmentRow {
 }
 
 /// This thread's row in the `Fragments` layout's numbering, and its lane: per head, each
-/// sequence's rows padded to `m_blocks` 64-row blocks ([`BwdParams::rows`] = `batch * m_blocks *
-/// 64`), so the row's sequence is its quotient (a variable-length launch reads that sequence's
-/// two offsets, no search). `None` past the last head, and for rows past the sequence's last
-/// block.
+/// sequence's rows padded to `m_blocks` steps ([`BwdParams::rows`] = `batch * m_blocks *
+/// block_m`), so the row's sequence is its quotient (a variable-length launch reads that
+/// sequence's two offsets, no search). `None` past the last head, and for rows past the
+/// sequence's last 64-row block.
 #[inline(always)]
 fn this_fragment_row(p: &BwdParams) -> (Option<FragmentRow>, Lane) {
     let f = &p.fwd;

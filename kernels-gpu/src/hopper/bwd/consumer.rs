@@ -8,28 +8,24 @@
 //! S^T = K Q^T, dP^T = V dO^T       (SS wgmmas, m64 x BM, issued together)
 //! P^T = exp(scale S^T - lse)       (lse per column, from the stage; masked scores give 0)
 //! dS^T = P^T (dP^T - dsum)
-//! dS^T -> shared memory; barrier of both consumers
-//! dQ part = dS K                   (SS wgmma, both MN-major: 64 x 64 of the step's BM x D)
 //! dV += P^T dO, dK += dS^T Q       (RS wgmmas from the packed P^T, dS^T)
+//! dS^T -> shared memory; barrier of both consumers
+//! dQ part = dS K                   (SS wgmma, both MN-major: 64 x 64 of the step's BM x D,
+//!                                   over all 128 keys)
 //! ```
 //!
-//! At head_dim 64 the dQ part is issued first and leaves (staged, one bulk reduction) while the
-//! tensor cores still run dV and dK; at head_dim 128, whose warpgroups wait for each other's
-//! dS^T, dV and dK are issued before that barrier, so the tensor cores have work during it
-//! (and dK after the dQ part would need more registers than there are: measured, ordering it
-//! so spills).
+//! dV and dK are issued before the barrier both warpgroups meet at, so that the tensor cores
+//! have work while they wait for each other (and dK after the dQ part would need more
+//! registers than there are: measured, ordering it so spills).
 //!
 //! The accumulator layout is [`crate::hopper::mask`]'s with rows = keys (`16 warp + g + 8h`)
-//! and columns = query rows (`8i + 2t + j`). The two warpgroups split the step's 64 x D dQ into
-//! 64 x 64 parts: at head_dim 128 by columns (each over all 128 keys, so each needs the other's
-//! dS^T: a barrier of both), at head_dim 64 by keys (each over its own 64, no barrier; both
-//! parts go to the same accumulator chunk). At head_dim 64 each adds its part with one bulk
-//! reduction of a staged tile, issued by the writer warp ([`super::epilogue::stage_dq`]), at
-//! head_dim 128 from registers
-//! ([`super::epilogue::add_dq_from_registers`]); [`flashrs_abi::BwdSm90Config::dq_buffers`]
-//! says which and why.
+//! and columns = query rows (`8i + 2t + j`). The two warpgroups split the step's `BM x D` dQ
+//! into 64 x 64 parts, each over all 128 keys (so each needs the other's dS^T): at head_dim 128
+//! by columns ([`BwdSm90Split::Columns`]), at head_dim 64, whose steps have 128 rows, by rows
+//! ([`BwdSm90Split::Rows`]). The parts are disjoint, and each thread adds its fragments from
+//! registers ([`super::epilogue::add_dq_from_registers`]).
 use super::Walk;
-use super::epilogue::{Turn, add_dq_from_registers, stage_dq, store_rows};
+use super::epilogue::{Turn, add_dq_from_registers, store_rows};
 use super::scores::{ColumnStats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
 use crate::arch::barrier::bar_sync_named;
@@ -37,7 +33,7 @@ use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::wgmma::{FragA, wgmma_fence_operands};
 use crate::hopper::gemm::{WgElement, gemm_pv, gemm_qk, gemm_tt_n64, pack_p, wait};
 use crate::hopper::pipeline::{PipeState, release_own_reads, wait_full};
-use flashrs_abi::{AccumLayout, BwdParams, BwdSm90Config, BwdSm90Split};
+use flashrs_abi::{BwdParams, BwdSm90Config, BwdSm90Split};
 
 /// Named barrier of both consumer warpgroups (256 threads): dS^T is in shared memory.
 pub const DS_BARRIER: u32 = 3;
@@ -55,37 +51,19 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     tid: u32,
 ) {
     const { assert!(SN == BM / 2 && DN == D / 2 && KP == BM / 16 && CI == BM / 8 && ((BM == 64 && (D == 64 || D == 128)) || (BM == 128 && D == 64))) };
-    // Staged in two tiles used in turn (`i % 2`), or added from registers.
-    const { assert!(Smem::<D, BM, STAGES>::DQ_BUFS == 2 || Smem::<D, BM, STAGES>::DQ_BUFS == 0) };
     let f = &p.fwd;
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     // The thread's first key (h = 0) within the sequence.
     let key = (w.n0 + 64 * wg + 16 * warp + g) as i32;
     let causal = f.causal != 0;
-    // This warpgroup's part of each step's dQ: rows `dq_row..` and columns `dq_col..` of it,
-    // over K rows `dq_key..` (64 of them where the warpgroups split the keys, else 128).
-    let split = BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.split();
-    let split_keys = matches!(split, BwdSm90Split::Keys);
-    let (dq_row, dq_col, dq_key) = match split {
-        BwdSm90Split::Keys => (0, 0, 64 * wg),
-        BwdSm90Split::Rows => (64 * wg, 0, 0),
-        _ => (0, 64 * wg, 0),
-    };
+    // This warpgroup's part of each step's dQ: rows `dq_row..` and columns `dq_col..` of it.
+    let rows = matches!((BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }).split(), BwdSm90Split::Rows);
+    let (dq_row, dq_col) = if rows { (64 * wg, 0) } else { (0, 64 * wg) };
+    // Deterministic mode counts two a key block at each 64-row block: one from each warpgroup,
+    // or (split by rows) both from the one whose rows they are.
+    let counts = if rows { 2 } else { 1 };
     let (k_rows, v_rows) = (smem.k() + 64 * wg * 128, smem.v() + 64 * wg * 128);
-    // Staged parts are added (in deterministic mode, in turn) by the dQ writer.
-    let add = #[inline(always)]
-    |dq: &[f32; 32], accum: *mut f32, i: u32, turn: Turn| unsafe {
-        if Smem::<D, BM, STAGES>::DQ_BUFS == 0 {
-            turn.wait_warpgroup(wg, tid);
-            add_dq_from_registers(dq, accum, tid);
-            // Two counts a key block per query block: one from each warpgroup, or both from
-            // the one whose rows it is.
-            turn.end_warpgroup(wg, tid, if matches!(split, BwdSm90Split::Rows) { 2 } else { 1 });
-        } else {
-            stage_dq(dq, smem, i, wg, tid)
-        }
-    };
 
     let mut dk = [0.0f32; DN];
     let mut dv = [0.0f32; DN];
@@ -105,68 +83,44 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
-        let stats = smem.stats(pipe.stage);
+        let stats = ColumnStats { stats: smem.stats(pipe.stage), col0: 0 };
         let mask = w.mask(causal, w.n0 + 64 * wg, m0, BM as u32);
         wait::<1, SN>(&mut s);
-        let stats = ColumnStats { stats, col0: 0 };
         probabilities::<SN, CI>(&mut s, stats, f.scale_log2, mask, key, t);
         // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
         let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
         wait::<0, SN>(&mut dp);
         dscores::<T, SN, CI, KP>(&mut dp, &pf, stats, t);
         let mut dsf: [FragA; KP] = pack_p::<T, SN, KP>(&dp);
-        if !split_keys {
-            // Issued before the barrier both warpgroups meet at, so the tensor cores have
-            // work while they wait for each other.
-            unsafe {
-                gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);
-                gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
-            }
+        unsafe {
+            gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);
+            gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
         }
         let ds = smem.ds(i % 2);
         unsafe { store_transposed::<KP>(ds, 128, &dsf, 64 * wg + 16 * warp + g, 0, g, t) };
-        // dS^T visible to the async proxy (both warpgroups', where both read it) before the dQ
-        // GEMM reads it.
+        // Both warpgroups' dS^T visible to the async proxy before the dQ GEMM reads it.
         fence_proxy_async_shared_cta();
+        bar_sync_named(DS_BARRIER, 256);
         let mut dq = [0.0f32; 32];
-        let k_at = smem.k() + (dq_col / 64) * 128 * 128 + dq_key * 128;
-        if split_keys {
-            bar_sync_named(1 + wg, 128);
-            unsafe { gemm_tt_n64::<T, 4>(&mut dq, ds + dq_key * 128, k_at) };
-        } else {
-            bar_sync_named(DS_BARRIER, 256);
-            // dS^T's 64-column slab `dq_row / 64`: BN (128) key rows of 128 bytes each.
-            unsafe { gemm_tt_n64::<T, 8>(&mut dq, ds + (dq_row / 64) * 128 * 128, k_at) };
-        }
-        unsafe {
-            if split_keys {
-                gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);
-                gemm_pv::<T, D, BM, DN, KP>(&mut dk, &mut dsf, q_tile);
-            }
-        }
-        // At head_dim 64 the dQ part leaves while the tensor cores run dV and dK.
-        let turn = Turn::at::<DET>(p, &w, h, m0 + dq_row);
-        let accum = w.dq_chunk::<D>(p, h, m0 + dq_row, dq_col);
-        if split_keys {
-            wait::<2, 32>(&mut dq);
-            add(&dq, accum, i, turn);
-            wait::<0, DN>(&mut dv);
-        } else {
-            wait::<0, 32>(&mut dq);
-            wgmma_fence_operands(&mut dv);
-        }
+        // dS^T's 64-column slab `dq_row / 64` and K's `dq_col / 64`: 128 key rows of 128 bytes
+        // each.
+        unsafe { gemm_tt_n64::<T, 8>(&mut dq, ds + (dq_row / 64) * 128 * 128, smem.k() + (dq_col / 64) * 128 * 128) };
+        wait::<0, 32>(&mut dq);
+        wgmma_fence_operands(&mut dv);
         wgmma_fence_operands(&mut dk);
-        // Besides the wgmma reads (complete for the warpgroup after the waits above) every
+        // Besides the wgmma reads (complete for the warpgroup after the wait above) every
         // thread read the stage's statistics with its own loads.
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
         // A 128-row step's second half past the sequence has no block to add to.
-        if !split_keys && m0 + dq_row < w.extent.seqlen_q {
-            add(&dq, accum, i, turn);
+        if m0 + dq_row < w.extent.seqlen_q {
+            let turn = Turn::at::<DET>(p, &w, h, m0 + dq_row);
+            unsafe {
+                turn.wait_warpgroup(wg, tid);
+                add_dq_from_registers(&dq, w.dq_chunk::<D>(p, h, m0 + dq_row, dq_col), tid);
+                turn.end_warpgroup(wg, tid, counts);
+            }
         }
-    }
-    if tid == 0 {
-        crate::arch::bulk::cp_async_bulk_wait_group_0();
     }
     unsafe {
         store_rows::<T, DN>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, 0), p.dv_strides[1], key, w.extent.seqlen_k, f.head_dim, t);

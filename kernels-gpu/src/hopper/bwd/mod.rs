@@ -5,26 +5,27 @@
 //!
 //! A CTA owns 128 keys (64 at head_dim 256) of one (batch, K/V head) and walks every query
 //! block of every query head of the GQA group that sees them (under causal masking, from the
-//! first block with a row that sees the first key), 64 query rows per step. Warpgroup 0 is the
-//! producer ([`producer`]): it gives registers away and one thread loads K and V once, then
-//! each step's Q and dO tiles into a ring of stages ([`smem`]); at head_dim 64 its second warp
-//! adds the consumers' staged dQ parts to the accumulator ([`epilogue::dq_writer`]).
+//! first block with a row that sees the first key), 64 query rows per step (128 at head_dim
+//! 64). Warpgroup 0 is the producer ([`producer`]): it gives registers away and one thread
+//! loads K and V once, then each step's Q and dO tiles into a ring of stages ([`smem`]).
 //! Warpgroups 1 and 2 are the consumers, their dK and dV in registers; each step they
 //! recompute P, form dS ([`scores`]), accumulate dV and dK, and add their part of the step's
 //! `dS K` to the f32 dQ accumulator ([`epilogue`]). dK and dV are written once at the end. How
-//! the consumers share the work follows [`flashrs_abi::BwdSm90Split`]: 64 keys each ([`consumer`], head_dim 64
-//! and 128), or all 64 keys with the head dim halved between them ([`consumer_wide`], 256).
+//! the consumers share the work follows [`flashrs_abi::BwdSm90Split`]: 64 keys each
+//! ([`consumer`], head_dim 64 and 128), or all 64 keys with the head dim halved between them
+//! ([`consumer_wide`], 256).
 //!
-//! Deterministic mode: each query block's dQ parts are added in key-block order. Its counter
-//! counts two per key block that has added its part (one per consumer warpgroup, or two from
-//! the dQ writer after both reductions completed): a CTA adds once the count is twice its key
+//! Deterministic mode: each 64-row query block's dQ parts are added in key-block order. Its
+//! counter counts two per key block that has added its parts (one per consumer warpgroup, or
+//! two from the one warpgroup whose rows it is): a CTA adds once the count is twice its key
 //! block index ([`epilogue::Turn`]). The grid puts a (batch, K/V head)'s key blocks at
 //! consecutive CTA indices, so a CTA waits only for CTAs started before it.
 //!
 //! Variable-length launches size the grid for the longest sequence (CTAs past their
 //! sequence's keys have nothing to do) and read the packed tensors as one sequence: a tile may
 //! reach into the next sequence's rows, so keys past the sequence score `-inf` ([`Walk::last_key`])
-//! and query rows past it read their padded statistics (`-inf`, so P and dS are 0 there).
+//! and query rows past it read their padded statistics (`-inf`, so P and dS are 0 there; a
+//! 128-row step's second 64 rows past the sequence read a padding block, [`Walk::stats`]).
 //! The accumulator and statistics are padded per sequence ([`FragmentBlocks`]).
 pub mod consumer;
 pub mod consumer_wide;
@@ -209,25 +210,12 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
             mbarrier_init(smem.q_full(s), 1);
             mbarrier_init(smem.q_empty(s), thread_arrivals(2));
         }
-        if Smem::<D, BM, STAGES>::DQ_BUFS > 0 {
-            for b in 0..4 {
-                mbarrier_init(smem.dq_free(b / 2, b % 2), 1);
-            }
-        }
     });
     let warpgroup = warp_id() / 4;
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 && walk.steps() > 0 {
             unsafe { producer::run::<D, BM, BN, STAGES, VARLEN>(maps, p, smem, walk) };
-        } else if Smem::<D, BM, STAGES>::DQ_BUFS > 0 && tid / 32 == 1 {
-            unsafe {
-                if p.dq_semaphore != 0 {
-                    epilogue::dq_writer::<D, BM, STAGES, true>(p, smem, walk, tid % 32)
-                } else {
-                    epilogue::dq_writer::<D, BM, STAGES, false>(p, smem, walk, tid % 32)
-                }
-            };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
@@ -245,7 +233,6 @@ macro_rules! bwd_sm90_kernels {
         bwd_sm90_kernels!(@one $f16v, F16, $idx, $split, true);
         bwd_sm90_kernels!(@one $bf16v, Bf16, $idx, $split, true);
     )*};
-    (@consume Keys, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
     (@consume Rows, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
     // Inlined by force: an outlined consumer is a call inside its wgmma pipeline, which ptxas
     // serialises (and it keeps its registers on a stack).

@@ -1,7 +1,6 @@
 //! Shared-memory plan of a Hopper backward CTA: K and V (the CTA's keys, loaded once), the
 //! query-side ring (Q and dO tiles and the rows' statistics per stage), two dS^T tiles (and at
-//! head_dim 256 two P^T tiles), the consumer warpgroups' dQ staging (head_dim 64 only), and
-//! the mbarriers.
+//! head_dim 256 two P^T tiles), and the mbarriers.
 //!
 //! Q, dO, K and V are stored as 64-column slabs (`rows x 128` bytes, 128-byte swizzle), as
 //! TMA's 64-column boxes write them and as the forward's tiles are. dS^T is stored the same
@@ -26,15 +25,11 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     const KV_BYTES: u32 = (Self::BN * D * 2) as u32;
     const Q_BYTES: u32 = (BM * D * 2) as u32;
     const DS_BYTES: u32 = (Self::BN * BM * 2) as u32;
-    const DQ_BYTES: u32 = (AccumLayout::CHUNK * 4) as u32;
-    /// Staging tiles per consumer warpgroup ([`BwdSm90Config::dq_buffers`]).
-    pub const DQ_BUFS: u32 = Self::CONFIG.dq_buffers() as u32;
     const Q: u32 = 2 * Self::KV_BYTES;
     const DO: u32 = Self::Q + STAGES as u32 * Self::Q_BYTES;
     const DS: u32 = Self::DO + STAGES as u32 * Self::Q_BYTES;
-    const DQ: u32 = Self::DS + Self::CONFIG.transposed_tiles() as u32 * Self::DS_BYTES;
     const STATS_BYTES: u32 = (BM / 64 * AccumLayout::STATS * 4) as u32;
-    const STATS: u32 = Self::DQ + 2 * Self::DQ_BUFS * Self::DQ_BYTES;
+    const STATS: u32 = Self::DS + Self::CONFIG.transposed_tiles() as u32 * Self::DS_BYTES;
     const BARS: u32 = Self::STATS + STAGES as u32 * Self::STATS_BYTES;
 
     /// The plan for dynamic shared memory starting at `base` (1024-byte aligned).
@@ -81,15 +76,8 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
         self.base + Self::DS + (2 + b) * Self::DS_BYTES
     }
 
-    /// Consumer warpgroup `wg`'s dQ staging tile `b` (< [`Self::DQ_BUFS`]): 64 x 64 f32 in
-    /// fragment order.
-    #[inline(always)]
-    pub fn dq(self, wg: u32, b: u32) -> u32 {
-        self.base + Self::DQ + (wg * Self::DQ_BUFS + b) * Self::DQ_BYTES
-    }
-
-    /// Stage `s`'s row statistics: the step's 64 log-sum-exp bases, then its 64 dsums
-    /// ([`AccumLayout::fragment_stats`]).
+    /// Stage `s`'s row statistics: per 64 rows of the step a block of 64 log-sum-exp bases,
+    /// then 64 dsums ([`AccumLayout::fragment_stats`]).
     #[inline(always)]
     pub fn stats(self, s: u32) -> u32 {
         self.base + Self::STATS + s * Self::STATS_BYTES
@@ -99,13 +87,6 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     #[inline(always)]
     pub fn kv_full(self) -> u32 {
         self.base + Self::BARS
-    }
-
-    /// Barrier: consumer warpgroup `wg`'s dQ staging tile `b` is free again (the writer warp's
-    /// reduction has read it; [`super::epilogue::dq_writer`]).
-    #[inline(always)]
-    pub fn dq_free(self, wg: u32, b: u32) -> u32 {
-        self.base + Self::BARS + 8 + 8 * (2 * STAGES as u32 + 2 * wg + b)
     }
 
     /// Barrier: stage `s`'s Q, dO and statistics landed.
