@@ -83,14 +83,20 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
-        let stats = ColumnStats { stats: smem.stats(pipe.stage), col0: 0 };
+        let stats = ColumnStats::<BM> { stats: smem.stats(pipe.stage), col0: 0 };
         let mask = w.mask(causal, w.n0 + 64 * wg, m0, BM as u32);
         wait::<1, SN>(&mut s);
-        probabilities::<SN, CI>(&mut s, stats, f.scale_log2, mask, key, t);
+        // 64-column steps read their statistics up front, 128-column ones where used
+        // ([`ColumnStats::all`]).
+        let eager = BM == 64;
+        let (bases_at, dsums_at) = (ColumnStats::<BM>::BASES, ColumnStats::<BM>::DSUMS);
+        let bases = if eager { stats.all::<CI>(bases_at, t) } else { [[0.0; 2]; CI] };
+        probabilities::<SN, CI>(&mut s, |i| if eager { bases[i] } else { stats.get(bases_at, i, t) }, f.scale_log2, mask, key, t);
         // P^T rounded to T: the dV GEMM's A fragments, and the P that dS uses.
         let mut pf: [FragA; KP] = pack_p::<T, SN, KP>(&s);
+        let dsums = if eager { stats.all::<CI>(dsums_at, t) } else { [[0.0; 2]; CI] };
         wait::<0, SN>(&mut dp);
-        dscores::<T, SN, CI, KP>(&mut dp, &pf, stats, t);
+        dscores::<T, SN, CI, KP>(&mut dp, &pf, |i| if eager { dsums[i] } else { stats.get(dsums_at, i, t) });
         let mut dsf: [FragA; KP] = pack_p::<T, SN, KP>(&dp);
         unsafe {
             gemm_pv::<T, D, BM, DN, KP>(&mut dv, &mut pf, do_tile);

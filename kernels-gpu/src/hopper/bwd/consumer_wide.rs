@@ -71,11 +71,13 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let stats = smem.stats(pipe.stage);
         let mask = w.mask(causal, w.n0, m0 + col0, 32);
         wait::<1, 16>(&mut s);
-        let stats = ColumnStats { stats, col0 };
-        probabilities::<16, 4>(&mut s, stats, f.scale_log2, mask, key, t);
+        let stats = ColumnStats::<BM> { stats, col0 };
+        let bases = stats.all::<4>(ColumnStats::<BM>::BASES, t);
+        probabilities::<16, 4>(&mut s, |i| bases[i], f.scale_log2, mask, key, t);
         let pf = pack_p::<T, 16, 2>(&s);
+        let dsums = stats.all::<4>(ColumnStats::<BM>::DSUMS, t);
         wait::<0, 16>(&mut dp);
-        dscores::<T, 16, 4, 2>(&mut dp, &pf, stats, t);
+        dscores::<T, 16, 4, 2>(&mut dp, &pf, |i| dsums[i]);
         let dsf = pack_p::<T, 16, 2>(&dp);
         let (pt, ds) = (smem.pt(i % 2), smem.ds(i % 2));
         unsafe {

@@ -12,29 +12,37 @@ use crate::lse;
 use flashrs_abi::AccumLayout;
 
 /// The step's row statistics in the stage, as the columns a thread holds see them: column
-/// `col0 + 8i + 2t + j`'s at `[i][j]` of [`ColumnStats::get`]. Read where used, one 8-byte
-/// shared load per `i`, rather than all up front: 128-column steps would hold 64 registers of
-/// them. Padding rows read as `-inf` and 0, so their P is 0.
+/// `col0 + 8i + 2t + j`'s at `[i][j]`, one 8-byte shared load per `i`. Padding rows read as
+/// `-inf` and 0, so their P is 0.
 #[derive(Clone, Copy)]
-pub struct ColumnStats {
+pub struct ColumnStats<const BM: usize> {
     /// The stage's statistics ([`super::smem::Smem::stats`]).
     pub stats: u32,
     /// The thread's first column.
     pub col0: u32,
 }
 
-impl ColumnStats {
+impl<const BM: usize> ColumnStats<BM> {
     /// Offset of the log-sum-exp bases, and of the dsums ([`AccumLayout::fragment_stats`]).
     pub const BASES: u32 = 0;
     pub const DSUMS: u32 = 64;
 
     /// The statistic at `at` ([`Self::BASES`], [`Self::DSUMS`]) of columns `8i + 2t + j`, j = 0, 1
-    /// (each 64 columns a block of statistics: 128-row steps have two).
+    /// (each 64 columns a block of statistics: `BM = 128` steps have two).
     #[inline(always)]
     pub fn get(self, at: u32, i: usize, t: u32) -> [f32; 2] {
         let col = self.col0 + 8 * i as u32 + 2 * t;
-        let v = unsafe { ld_shared_v2(self.stats + 4 * ((col / 64) * AccumLayout::STATS as u32 + at + col % 64)) };
+        let index = if BM > 64 { (col / 64) * AccumLayout::STATS as u32 + at + col % 64 } else { at + col };
+        let v = unsafe { ld_shared_v2(self.stats + 4 * index) };
         [f32::from_bits(v[0]), f32::from_bits(v[1])]
+    }
+
+    /// The statistic at `at` of every column group, read now. Where registers allow (64-column
+    /// steps) the loads are issued together; a 128-column step reads each where it is used
+    /// ([`Self::get`]), as 64 registers of statistics beside its scores would spill.
+    #[inline(always)]
+    pub fn all<const I: usize>(self, at: u32, t: u32) -> [[f32; 2]; I] {
+        core::array::from_fn(|i| self.get(at, i, t))
     }
 }
 
@@ -42,10 +50,10 @@ impl ColumnStats {
 /// Where `mask.on`, key `key + 8h` against column `8i + 2t + j` (`key` is the thread's first
 /// key) scores `-inf` first when past the column's last visible key ([`super::Mask`]).
 #[inline(always)]
-pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], stats: ColumnStats, scale_log2: f32, mask: Mask, key: i32, t: u32) {
+pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], bases: impl Fn(usize) -> [f32; 2], scale_log2: f32, mask: Mask, key: i32, t: u32) {
     const { assert!(SN == 4 * I) };
     for i in 0..I {
-        let bases = stats.get(ColumnStats::BASES, i, t);
+        let bases = bases(i);
         for j in 0..2 {
             let last = (mask.diagonal + (8 * i as u32 + 2 * t + j as u32) as i32).min(mask.last);
             for h in 0..2 {
@@ -62,10 +70,10 @@ pub fn probabilities<const SN: usize, const I: usize>(s: &mut [f32; SN], stats: 
 /// Turns dP^T into dS^T in place: `P (dP - dsum)` per column, with P as rounded to `T` in its
 /// packed fragments `p` (what the dV GEMM multiplies by).
 #[inline(always)]
-pub fn dscores<T: Element, const SN: usize, const I: usize, const KP: usize>(dp: &mut [f32; SN], p: &[FragA; KP], stats: ColumnStats, t: u32) {
+pub fn dscores<T: Element, const SN: usize, const I: usize, const KP: usize>(dp: &mut [f32; SN], p: &[FragA; KP], dsums: impl Fn(usize) -> [f32; 2]) {
     const { assert!(SN == 4 * I && SN == 8 * KP) };
     for i in 0..I {
-        let dsums = stats.get(ColumnStats::DSUMS, i, t);
+        let dsums = dsums(i);
         for j in 0..2 {
             for h in 0..2 {
                 let e = 4 * i + 2 * h + j;
