@@ -253,6 +253,8 @@ unsafe fn dq_rows<T: Element>(p: &BwdParams) {
 /// Stores a lane's dQ chunks (loaded, all of them, before the first store).
 #[inline(always)]
 unsafe fn store_dq(p: &BwdParams, row: &Row, chunks: [Option<(usize, Chunk)>; 2]) {
+    // Indexed, not iterated: an array iterator's state lived on the stack (the build gate's
+    // local-memory check caught it).
     for i in 0..2 {
         let Some((col, out)) = chunks[i] else { continue };
         unsafe { *((p.dq as *mut u16).offset(row.offset(p.dq_strides)).add(col) as *mut Chunk) = out };
