@@ -52,13 +52,17 @@ pub struct GradCase {
     pub check: bool,
     /// The backward's kernel family (the forward's choice stays automatic).
     pub kernel: KernelChoice,
+    /// Added to every element of Q and taken from every element of K (0: plain normal inputs):
+    /// with `c`, each score drops by about `c^2 head_dim` before scaling, so that a row's
+    /// log-sum-exp can lie far below zero.
+    pub qk_offset: f32,
 }
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0 }
     }
 
     /// One line describing the case.
@@ -132,7 +136,12 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     .unwrap();
     // Contiguous packed [rows, heads, d] host tensors: sequence i's rows from cq[i] / ck[i].
     let mut rand_vec = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
-    let (q, k, v, dout) = (rand_vec(tq * hq * d), rand_vec(tk * hkv * d), rand_vec(tk * hkv * d), rand_vec(tq * hq * d));
+    let (mut q, mut k, v, dout) = (rand_vec(tq * hq * d), rand_vec(tk * hkv * d), rand_vec(tk * hkv * d), rand_vec(tq * hq * d));
+    if c.qk_offset != 0.0 {
+        let shift = |x: &mut [T], by: f32| x.iter_mut().for_each(|e| *e = T::from_f32(e.to_f32() + by));
+        shift(&mut q, c.qk_offset);
+        shift(&mut k, -c.qk_offset);
+    }
     // Device layouts: batched tensors scattered with the call's strides; packed ones as they are.
     let [qs, ks, vs, os] = p.tensor_strides().unwrap();
     let batched = matches!(c.rows, Rows::Batched { .. });

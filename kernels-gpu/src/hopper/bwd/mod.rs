@@ -23,8 +23,8 @@
 //!
 //! Variable-length launches size the grid for the longest sequence (CTAs past their
 //! sequence's keys have nothing to do) and read the packed tensors as one sequence: a tile may
-//! reach into the next sequence's rows, so keys past the sequence score `-inf` ([`Walk::last_key`])
-//! and query rows past it read their padded statistics (`-inf`, so P and dS are 0 there; a
+//! reach into the next sequence's rows, so keys past the sequence score `-inf` (as in
+//! fixed-length launches, [`Walk::last_key`]) and query rows past it read their padded statistics (`-inf`, so P and dS are 0 there; a
 //! 128-row step's second 64 rows past the sequence read a padding block, [`Walk::stats`]).
 //! The accumulator and statistics are padded per sequence ([`FragmentBlocks`]).
 pub mod consumer;
@@ -61,11 +61,11 @@ pub struct Walk {
     pub map_batch: u32,
     /// Where its query heads' accumulator and statistics blocks lie.
     pub blocks: FragmentBlocks,
-    /// The last key a score may see: the sequence's last in variable-length launches (a key
-    /// tile reaches into the next sequence's rows), none (`i32::MAX`) in fixed-length ones,
-    /// whose keys past the sequence TMA fills with zeros (zero K rows add nothing to dQ, and
-    /// the dK and dV rows past the sequence are never stored), so that their steps test no
-    /// more than the causal diagonal.
+    /// The sequence's last key: the last a score may see. A variable-length key tile reaches
+    /// into the next sequence's rows; a fixed-length one past the tensor holds TMA's zeros,
+    /// whose score 0 would give P = exp(-lse), which overflows where a row's log-sum-exp lies
+    /// below about -88 (and inf times a zero K row is NaN in dQ). Only a CTA whose tile passes
+    /// the sequence tests it ([`Walk::mask`]).
     pub last_key: i32,
     /// K/V head.
     pub h_kv: u32,
@@ -196,7 +196,7 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
         extent,
         map_batch: if VARLEN { 0 } else { batch },
         blocks: if VARLEN { FragmentBlocks::varlen(f, batch, extent.q_start) } else { FragmentBlocks::fixed(f, batch) },
-        last_key: if VARLEN { seqlen_k as i32 - 1 } else { i32::MAX },
+        last_key: seqlen_k as i32 - 1,
         h_kv,
         n0,
         key_block: nb,
