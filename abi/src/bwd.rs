@@ -432,6 +432,18 @@ mod tests {
     }
 
     #[test]
+    fn row_lanes_cover_every_head_dim_in_at_most_two_chunks() {
+        for d in (8..=256).step_by(8) {
+            let lanes = bwd_row_lanes(d);
+            assert!(lanes.is_power_of_two() && lanes <= 16, "head_dim {d}: {lanes} lanes");
+            // Two 8-column chunks a lane cover the row, and half the lanes would not.
+            assert!(2 * 8 * lanes >= d && (lanes == 16 || 8 * lanes >= d), "head_dim {d}: {lanes} lanes");
+            assert!(lanes == 1 || 8 * (lanes / 2) < d, "head_dim {d}: {lanes} lanes, more than it needs");
+        }
+        assert_eq!([64, 128, 256].map(bwd_row_lanes), [8, 16, 16]);
+    }
+
+    #[test]
     fn fragment_stats_blocks_are_whole_and_aligned() {
         for (block, row) in [(0, 0), (0, 63), (1, 64), (15, 999), (7 * 16, 5)] {
             let i = AccumLayout::fragment_stats(block, row);
