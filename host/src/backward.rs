@@ -193,7 +193,7 @@ impl AttentionParams<'_> {
         let m_blocks = p.seqlen_q.div_ceil(bm);
         let n_blocks = p.seqlen_k.div_ceil(bn);
         // The row kernels' rows: the log-sum-exp's, or (Fragments) every sequence's padded to
-        // the longest's 64-row blocks.
+        // the longest's steps.
         let rows = match layout {
             AccumLayout::Fragments => p.batch as u128 * (m_blocks * bm) as u128,
             AccumLayout::Rows if call.packed.is_some() => rows_q as u128,

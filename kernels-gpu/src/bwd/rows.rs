@@ -7,9 +7,9 @@
 //! here: a packed row is its own index). In the `Fragments` layout by sequence, each padded to
 //! its launch's `m_blocks` steps (`b * rows / batch + s`), so a thread finds its sequence
 //! without searching the offsets, and padding rows write their own statistics (and the prep
-//! kernel the padding block after the launch's blocks). A row's lane `c`
-//! of `n` takes its 16-byte chunks `c` and `c + n`; a warp holds two rows or more (four at
-//! head_dim 64), so that every lane has bytes in flight.
+//! kernel the padding block after the launch's blocks). A row's lane `c` of `n` takes its
+//! 16-byte chunks `c` and `c + n`; a warp holds two rows or more (four at head_dim 64), so that
+//! every lane has bytes in flight.
 use crate::arch::shfl::group_sum_f32;
 use crate::arch::smem::st_global_v4;
 use crate::arch::ids::{block_idx_x, thread_idx_x};

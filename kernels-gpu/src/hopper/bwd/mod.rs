@@ -24,8 +24,9 @@
 //! Variable-length launches size the grid for the longest sequence (CTAs past their
 //! sequence's keys have nothing to do) and read the packed tensors as one sequence: a tile may
 //! reach into the next sequence's rows, so keys past the sequence score `-inf` (as in
-//! fixed-length launches, [`Walk::last_key`]) and query rows past it read their padded statistics (`-inf`, so P and dS are 0 there; a
-//! 128-row step's second 64 rows past the sequence read a padding block, [`Walk::stats`]).
+//! fixed-length launches, [`Walk::last_key`]) and query rows past it read their padded
+//! statistics (`-inf`, so P and dS are 0 there; a 128-row step's second 64 rows past the
+//! sequence read a padding block, [`Walk::stats`]).
 //! The accumulator and statistics are padded per sequence ([`FragmentBlocks`]).
 pub mod consumer;
 pub mod consumer_wide;
