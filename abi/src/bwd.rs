@@ -376,15 +376,16 @@ const fn even_tiles(cols: usize, warps: usize) -> bool {
 
 /// Every instantiated backward configuration (each for f16 and bf16), the first of each head
 /// dimension its default; the planner takes the first of a head dimension that fits the GPU.
-/// Head_dim 128's one-stage twin fits the 163 KB of an A100's CTA, the last the 99 KB of
-/// sm_86 and sm_89 (the default needs 194 KB). Head_dim 128 walks 128 query rows per step
-/// against 64 keys: 64 x 128 (FlashAttention-2's choice) would hold 128 dK and dV registers
-/// per thread and spills; 64 x 64 reloads more operand fragments per MMA.
+/// The defaults are FlashAttention-2's shapes: 128 keys a CTA at head_dim 64 and 128, so that a
+/// query row's dQ part sums 128 keys before it is added to the accumulator (the adds, not the
+/// GEMMs, bound the walk), with 64 query rows a step at head_dim 128 (dK and dV hold 128
+/// registers a thread). Both fit the 163 KB of an A100's CTA; the last two are for the 99 KB
+/// of sm_86 and sm_89.
 pub const BWD_CONFIGS: [BwdConfig; 5] = [
-    BwdConfig { head_dim: 64, block_m: 64, block_n: 128, stages: 2 },
-    BwdConfig { head_dim: 128, block_m: 128, block_n: 64, stages: 2 },
+    BwdConfig { head_dim: 64, block_m: 128, block_n: 128, stages: 2 },
+    BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 2 },
     BwdConfig { head_dim: 256, block_m: 64, block_n: 64, stages: 1 },
-    BwdConfig { head_dim: 128, block_m: 128, block_n: 64, stages: 1 },
+    BwdConfig { head_dim: 64, block_m: 64, block_n: 128, stages: 2 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 64, stages: 1 },
 ];
 
@@ -411,7 +412,12 @@ mod tests {
         // KB each; lse and dsum 2 x 256 B each.
         let c = BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 2 };
         assert_eq!(c.smem_bytes(), 64 * 1024 + 64 * 1024 + 32 * 1024 + 1024);
-        assert!(BWD_CONFIGS[4].smem_bytes() <= 99 * 1024 && BWD_CONFIGS[3].smem_bytes() <= 163 * 1024);
+        // Every default fits an A100 (163 KB); head_dim 64 and 128 have a shape for sm_86/89 (99 KB).
+        for d in [64, 128, 256] {
+            let of_d = || BWD_CONFIGS.iter().filter(move |c| c.head_dim == d);
+            assert!(of_d().next().unwrap().smem_bytes() <= 163 * 1024, "head_dim {d}");
+            assert_eq!(of_d().any(|c| c.smem_bytes() <= 99 * 1024), d < 256, "head_dim {d}");
+        }
         assert!(!BwdConfig { head_dim: 64, block_m: 48, block_n: 128, stages: 2 }.is_valid());
         // Hopper, head_dim 64, 128-row steps: K, V 16 KB each; Q, dO 2 x 16 KB each; dS^T 2 x
         // 32 KB; statistics 2 x 1 KB; alignment slack and barriers 1 KB each.

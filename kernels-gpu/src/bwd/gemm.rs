@@ -102,18 +102,37 @@ pub fn pack_tile<T: Element, const NT: usize>(acc: &[[FragC; NT]; 2]) -> [[[u32;
     out
 }
 
+/// The shared-memory address of `[mt][nt][h]` of a [`pack_tile`] tile stored into `tile` at
+/// (`row0`, `col0`).
+#[inline(always)]
+fn packed_addr<const ROWS: usize, const COLS: usize>(tile: SmemTile<ROWS, COLS>, row0: usize, col0: usize, lane: usize, [mt, nt, h]: [usize; 3]) -> u32 {
+    tile.chunk_addr(row0 + mt * 16 + lane / 4 + 8 * h, (col0 + nt * 8) / 8) + (lane % 4) as u32 * 4
+}
+
 /// Stores a [`pack_tile`] tile into `tile` at (`row0`, `col0`) (as [`store_tile`]).
 #[inline(always)]
 pub unsafe fn store_packed<const NT: usize, const ROWS: usize, const COLS: usize>(packed: &[[[u32; 2]; NT]; 2], tile: SmemTile<ROWS, COLS>, row0: usize, col0: usize, lane: usize) {
     for mt in 0..2 {
         for nt in 0..NT {
             for h in 0..2 {
-                let row = row0 + mt * 16 + lane / 4 + 8 * h;
-                let addr = tile.chunk_addr(row, (col0 + nt * 8) / 8) + (lane % 4) as u32 * 4;
-                unsafe { crate::arch::smem::st_shared_b32(addr, packed[mt][nt][h]) };
+                unsafe { crate::arch::smem::st_shared_b32(packed_addr(tile, row0, col0, lane, [mt, nt, h]), packed[mt][nt][h]) };
             }
         }
     }
+}
+
+/// Reads back what this lane's [`store_packed`] stored (no barrier needed: its own words).
+#[inline(always)]
+pub unsafe fn load_packed<const NT: usize, const ROWS: usize, const COLS: usize>(tile: SmemTile<ROWS, COLS>, row0: usize, col0: usize, lane: usize) -> [[[u32; 2]; NT]; 2] {
+    let mut out = [[[0u32; 2]; NT]; 2];
+    for mt in 0..2 {
+        for nt in 0..NT {
+            for h in 0..2 {
+                out[mt][nt][h] = unsafe { crate::arch::smem::ld_shared_b32(packed_addr(tile, row0, col0, lane, [mt, nt, h])) };
+            }
+        }
+    }
+    out
 }
 
 /// Rounds a warp's f32 tile to `T` and stores it into `tile` at (`row0`, `col0`) in the

@@ -45,7 +45,7 @@ use epilogue::{add_dq, end_turn, store_rows, wait_turn};
 use flashrs_abi::bwd::{BWD_CONFIGS, BwdConfig};
 use flashrs_abi::grid::{Extent, div_rem};
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep};
-use gemm::{Operand, mma_tiles, pack_tile, store_packed, store_tile};
+use gemm::{Operand, load_packed, mma_tiles, pack_tile, store_packed, store_tile};
 
 /// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
 /// `BM`, keys `BN`, `STAGES` of the query-side tiles, and the warps' 8-column tile counts `N1`
@@ -66,11 +66,9 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let tid = thread_idx_x();
     let lane = (tid % 32) as usize;
     let warp = warp_id() as usize;
-    let heads_kv = div_rem(f.heads_q, f.group).0;
-    let (bh, nb) = div_rem(block_idx_x(), p.n_blocks);
-    let (batch, h_kv) = div_rem(bh, heads_kv);
     let varlen = f.cu_seqlens_q != 0;
-    let extent = if varlen { unsafe { Extent::varlen(f, batch) } } else { Extent::fixed(f) };
+    let block = unsafe { Block::of(p, block_idx_x()) };
+    let Block { batch, h_kv, nb, extent } = block;
     let (seqlen_q, seqlen_k) = (extent.seqlen_q, extent.seqlen_k);
     let n0 = nb * BN as u32;
     // Uniform across the CTA: key blocks past a short sequence's end have no rows to write.
@@ -86,10 +84,7 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let m_count = seqlen_q.div_ceil(BM as u32) - m_first;
     let steps = m_count * f.group;
 
-    // Row 0 of this sequence's K/V head in K, V, dK or dV.
-    let (b, k_start) = (batch as i64, extent.k_start as i64);
-    let kv_at = |base: u64, [sb, sr, sh]: [i64; 3]| (base as *mut u16).wrapping_offset((b * sb + h_kv as i64 * sh + k_start * sr) as isize);
-    let (k, v) = (kv_at(f.k, f.k_strides), kv_at(f.v, f.v_strides));
+    let (k, v) = (block.kv_at(f.k, f.k_strides), block.kv_at(f.v, f.v_strides));
 
     let smem = dsmem_base();
     let k_tile = SmemTile::<BN, D> { base: smem };
@@ -194,14 +189,14 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
                 }
             }
         }
-        // P rounded to T: stored for dV's GEMM and kept packed (half the registers of f32)
-        // for dS, which thus uses the P the GEMMs see.
-        let packed = pack_tile::<T, N1>(&sp);
-        unsafe { store_packed::<N1, BM, BN>(&packed, p_tile, r1, c1, lane) };
+        // P rounded to T: stored for dV's GEMM, and read back for dS (which thus uses the P
+        // the GEMMs see) after dP's GEMM, so that it holds no registers during it.
+        unsafe { store_packed::<N1, BM, BN>(&pack_tile::<T, N1>(&sp), p_tile, r1, c1, lane) };
 
         // dP = dO V^T, then dS = P (dP - dsum) in place.
         let mut ds = [[[0.0f32; 4]; N1]; 2];
         unsafe { mma_tiles::<T, 2, N1, D, false, D, false>(&mut ds, Operand::a(do_tile(s), r1, 0, lane).opaque(), Operand::b(v_tile, c1, 0, lane).opaque(), D / 16) };
+        let packed = unsafe { load_packed::<N1, BM, BN>(p_tile, r1, c1, lane) };
         for mt in 0..2 {
             for hh in 0..2 {
                 let dsum = f32::from_bits(unsafe { ld_shared_b32(dsum_row(s) + row_in(mt, hh)) });
@@ -275,10 +270,41 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     if bulk && tid == 0 {
         epilogue::reduced();
     }
-    // dV and scale * dK, for this block's keys.
+    // dV and scale * dK, for this block's keys. The block is located again (from the block
+    // index, hidden so that LLVM does not reuse the first): what it kept across the walk would
+    // need registers that the walk's accumulators fill.
+    let block = unsafe { Block::of(p, crate::layout::opaque_i64(block_idx_x() as i64) as u32) };
+    let (n0, seqlen_k) = (block.nb * BN as u32, block.extent.seqlen_k);
     unsafe {
-        store_rows::<T, N2>(&dv, 1.0, kv_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
-        store_rows::<T, N2>(&dk, p.scale, kv_at(p.dk, p.dk_strides), p.dk_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+        store_rows::<T, N2>(&dv, 1.0, block.kv_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+        store_rows::<T, N2>(&dk, p.scale, block.kv_at(p.dk, p.dk_strides), p.dk_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+    }
+}
+
+/// Where a CTA's keys lie: its (batch, K/V head), key block and sequence extent.
+#[derive(Clone, Copy)]
+struct Block {
+    batch: u32,
+    h_kv: u32,
+    nb: u32,
+    extent: Extent,
+}
+
+impl Block {
+    /// The block of CTA index `cta` (consecutive indices: a (batch, head)'s key blocks).
+    #[inline(always)]
+    unsafe fn of(p: &BwdParams, cta: u32) -> Self {
+        let f = &p.fwd;
+        let (bh, nb) = div_rem(cta, p.n_blocks);
+        let (batch, h_kv) = div_rem(bh, div_rem(f.heads_q, f.group).0);
+        let extent = if f.cu_seqlens_q != 0 { unsafe { Extent::varlen(f, batch) } } else { Extent::fixed(f) };
+        Block { batch, h_kv, nb, extent }
+    }
+
+    /// Row 0 of the sequence's K/V head in K, V, dK or dV (`base`, with its strides).
+    #[inline(always)]
+    fn kv_at(&self, base: u64, [sb, sr, sh]: [i64; 3]) -> *mut u16 {
+        (base as *mut u16).wrapping_offset((self.batch as i64 * sb + self.h_kv as i64 * sh + self.extent.k_start as i64 * sr) as isize)
     }
 }
 
@@ -330,10 +356,10 @@ macro_rules! bwd_kernels {
 }
 
 bwd_kernels! {
-    0 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2;
-    1 => flash_bwd_f16_d128_128x64s2, flash_bwd_bf16_d128_128x64s2;
+    0 => flash_bwd_f16_d64_128x128s2, flash_bwd_bf16_d64_128x128s2;
+    1 => flash_bwd_f16_d128_64x128s2, flash_bwd_bf16_d128_64x128s2;
     2 => flash_bwd_f16_d256_64x64s1, flash_bwd_bf16_d256_64x64s1;
-    3 => flash_bwd_f16_d128_128x64s1, flash_bwd_bf16_d128_128x64s1;
+    3 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2;
     4 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1;
 }
 
