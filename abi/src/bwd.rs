@@ -297,8 +297,9 @@ pub struct BwdConfig {
     pub block_m: usize,
     /// Keys per CTA.
     pub block_n: usize,
-    /// Shared-memory stages of the query-side tiles (Q, dO, lse, dsum): with 2 the next query
-    /// block's copies overlap the current one's compute.
+    /// Shared-memory stages of the query-side tiles (Q, dO, lse, dsum), 1 to 3: with 2 the
+    /// next query block's copies overlap the second half of the current one's step, with 3
+    /// they have a step and a half to land.
     pub stages: usize,
 }
 
@@ -359,7 +360,7 @@ impl BwdConfig {
     pub const fn is_valid(&self) -> bool {
         let (d, m, n) = (self.head_dim, self.block_m, self.block_n);
         let w = BWD_WARPS;
-        if d % 64 != 0 || m % 32 != 0 || n % 64 != 0 || !(self.stages == 1 || self.stages == 2) {
+        if d % 64 != 0 || m % 32 != 0 || n % 64 != 0 || self.stages == 0 || self.stages > 3 {
             return false;
         }
         let rows_per_copy = w * 32 / (d / 8);
@@ -376,15 +377,18 @@ const fn even_tiles(cols: usize, warps: usize) -> bool {
 
 /// Every instantiated backward configuration (each for f16 and bf16), the first of each head
 /// dimension its default; the planner takes the first of a head dimension that fits the GPU.
-/// The defaults are FlashAttention-2's shapes: 128 keys a CTA at head_dim 64 and 128, so that a
-/// query row's dQ part sums 128 keys before it is added to the accumulator (the adds, not the
-/// GEMMs, bound the walk), with 64 query rows a step at head_dim 128 (dK and dV hold 128
-/// registers a thread). Both fit the 163 KB of an A100's CTA; the last two are for the 99 KB
-/// of sm_86 and sm_89.
-pub const BWD_CONFIGS: [BwdConfig; 5] = [
+/// FlashAttention-2's shapes: 128 keys a CTA at head_dim 64 and 128, so that a query row's dQ
+/// part sums 128 keys before it is added to the accumulator (the adds, not the GEMMs, bound
+/// the walk), with 64 query rows a step at head_dim 128 (dK and dV hold 128 registers a
+/// thread). The defaults keep three steps of query-side tiles in flight (194 KB, an H100's);
+/// their two-stage twins fit the 163 KB of an A100's CTA, and the last two the 99 KB of sm_86
+/// and sm_89. Head_dim 256 keeps one stage: two leave the kernel one register short.
+pub const BWD_CONFIGS: [BwdConfig; 7] = [
+    BwdConfig { head_dim: 64, block_m: 128, block_n: 128, stages: 3 },
+    BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 3 },
+    BwdConfig { head_dim: 256, block_m: 64, block_n: 64, stages: 1 },
     BwdConfig { head_dim: 64, block_m: 128, block_n: 128, stages: 2 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 2 },
-    BwdConfig { head_dim: 256, block_m: 64, block_n: 64, stages: 1 },
     BwdConfig { head_dim: 64, block_m: 64, block_n: 128, stages: 2 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 64, stages: 1 },
 ];
@@ -412,10 +416,12 @@ mod tests {
         // KB each; lse and dsum 2 x 256 B each.
         let c = BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 2 };
         assert_eq!(c.smem_bytes(), 64 * 1024 + 64 * 1024 + 32 * 1024 + 1024);
-        // Every default fits an A100 (163 KB); head_dim 64 and 128 have a shape for sm_86/89 (99 KB).
+        // Every default fits an H100 (227 KB), every head dim has a shape for an A100 (163 KB),
+        // head_dim 64 and 128 one for sm_86/89 (99 KB).
         for d in [64, 128, 256] {
             let of_d = || BWD_CONFIGS.iter().filter(move |c| c.head_dim == d);
-            assert!(of_d().next().unwrap().smem_bytes() <= 163 * 1024, "head_dim {d}");
+            assert!(of_d().next().unwrap().smem_bytes() <= crate::sm90::MAX_SMEM, "head_dim {d}");
+            assert!(of_d().any(|c| c.smem_bytes() <= 163 * 1024), "head_dim {d}");
             assert_eq!(of_d().any(|c| c.smem_bytes() <= 99 * 1024), d < 256, "head_dim {d}");
         }
         assert!(!BwdConfig { head_dim: 64, block_m: 48, block_n: 128, stages: 2 }.is_valid());

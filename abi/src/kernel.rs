@@ -371,7 +371,7 @@ mod tests {
         let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5] };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main(BWD_CONFIGS[1]) };
-        assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s2");
+        assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s3");
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep(AccumLayout::Rows) }.to_string(), "flash_bwd_prep_f16");
         let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: false } };
         assert_eq!(hopper.to_string(), "flash_bwd_sm90_bf16_d128_64x128s2");

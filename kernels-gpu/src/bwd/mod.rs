@@ -60,7 +60,7 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let (w1, w2, w3) = (BM / 32, BN / 32, BM / 32);
     const {
         assert!(N1 == BN / (8 / (BM / 32)) / 8 && N2 == D / (8 / (BN / 32)) / 8 && N3 * DQ_PASSES == D / (8 / (BM / 32)) / 8);
-        assert!(STAGES == 1 || STAGES == 2);
+        assert!(STAGES >= 1 && STAGES <= 3);
     }
     let f = &p.fwd;
     let tid = thread_idx_x();
@@ -131,10 +131,17 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         TileCursor::<BN, D, THREADS>::new(tid, k, f.k_strides[1], seqlen_k, n0, f.head_dim).issue(k_tile, tid, f.k_strides[1]);
         TileCursor::<BN, D, THREADS>::new(tid, v, f.v_strides[1], seqlen_k, n0, f.head_dim).issue(v_tile, tid, f.v_strides[1]);
     }
+    // Steps 0 .. STAGES - 1 in flight, a commit group each (the first also holds K and V).
     if steps > 0 {
         load_q_side(&walk, 0);
     }
     cp_async_commit_group();
+    if STAGES == 3 {
+        if steps > 1 {
+            load_q_side(&walk, 1);
+        }
+        cp_async_commit_group();
+    }
 
     // Warp tiles: S and dP rows (w1 warps) x keys; dK, dV keys (w2 warps) x head dims; dQ rows
     // (w3 warps) x head dims.
@@ -164,7 +171,8 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
             cp_async_wait_group::<0>();
             bar_sync();
         } else {
-            cp_async_wait_group::<0>();
+            // Step i's group is done (the later one in flight with three stages, step i + 1's).
+            if STAGES == 2 { cp_async_wait_group::<0>() } else { cp_async_wait_group::<1>() }
             // Step i's tiles landed everywhere, and everyone finished step i - 1 (P, dS).
             bar_sync();
         }
@@ -209,17 +217,19 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
             }
         }
         unsafe { store_tile::<T, N1, BM, BN>(&ds, ds_tile, r1, c1, lane) };
-        if STAGES == 2 && bulk && tid == 0 {
+        if STAGES > 1 && bulk && tid == 0 {
             // Step i - 1's staged dQ (in the stage refilled next) was read: waited for only
             // now, so that its reduction overlaps this step's S and dP.
             epilogue::staged_read();
         }
         bar_sync();
-        if STAGES == 2 {
-            // Step i + 1's tiles into step i - 1's stage, which every warp is done with (the
-            // barrier): they land during this step's dV, dK and dQ GEMMs.
-            if i + 1 < steps {
-                load_q_side(&w, i + 1);
+        if STAGES > 1 {
+            // Step i + STAGES - 1's tiles into step i - 1's stage, which every warp is done
+            // with (the barrier): they land during this step's dV, dK and dQ GEMMs (and, with
+            // three stages, during all of step i + 1).
+            let next = i + STAGES as u32 - 1;
+            if next < steps {
+                load_q_side(&w, next);
             }
             cp_async_commit_group();
         }
@@ -356,11 +366,13 @@ macro_rules! bwd_kernels {
 }
 
 bwd_kernels! {
-    0 => flash_bwd_f16_d64_128x128s2, flash_bwd_bf16_d64_128x128s2;
-    1 => flash_bwd_f16_d128_64x128s2, flash_bwd_bf16_d128_64x128s2;
+    0 => flash_bwd_f16_d64_128x128s3, flash_bwd_bf16_d64_128x128s3;
+    1 => flash_bwd_f16_d128_64x128s3, flash_bwd_bf16_d128_64x128s3;
     2 => flash_bwd_f16_d256_64x64s1, flash_bwd_bf16_d256_64x64s1;
-    3 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2;
-    4 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1;
+    3 => flash_bwd_f16_d64_128x128s2, flash_bwd_bf16_d64_128x128s2;
+    4 => flash_bwd_f16_d128_64x128s2, flash_bwd_bf16_d128_64x128s2;
+    5 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2;
+    6 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1;
 }
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.
