@@ -153,5 +153,18 @@ fn sanitize_backward() {
         c.deterministic = d == 128;
         cases.push(c);
     }
+    // The mma.sync kernels, forced (on sm_90a the automatic choice is the Hopper kernel): walks
+    // of several steps through every stage of the query-side ring, ragged ends, and a
+    // variable-length batch.
+    for d in [64, 128, 256] {
+        let mut c = GradCase::batched(1, 300, 260, 4, 2, d, d == 128, DType::Bf16);
+        c.kernel = flashrs::KernelChoice::MmaSync { config: None };
+        cases.push(c);
+        let mut c = GradCase::batched(1, 1, 1, 2, 1, d, d != 128, DType::F16);
+        c.lens = vec![(200, 300), (150, 129), (1, 70)];
+        c.rows = Rows::Varlen { device: false };
+        c.kernel = flashrs::KernelChoice::MmaSync { config: None };
+        cases.push(c);
+    }
     check_grads(&gpu, &cases);
 }

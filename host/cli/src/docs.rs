@@ -75,6 +75,15 @@ fn is_backward(r: &Report) -> bool {
     r.records.iter().any(|x| x.implementation == Implementation::Flashrs && x.backward)
 }
 
+/// `"<path>, "` when every one of our rows ran on one forced kernel path (`--path`), else "".
+fn forced_path(r: &Report) -> String {
+    let mut ours = r.records.iter().filter(|x| x.implementation == Implementation::Flashrs).map(|x| x.path.as_str());
+    match ours.next() {
+        Some(first) if first != "auto" && ours.all(|p| p == first) => format!("{first}, "),
+        _ => String::new(),
+    }
+}
+
 /// `x` as a ratio, or "n/a".
 fn ratio(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |x| format!("{x:.2}x"))
@@ -93,7 +102,7 @@ fn summary(runs: &[(String, Report)], dir: &str) -> String {
     for (name, r) in runs {
         let decode = is_decode(r);
         let pass = if is_backward(r) { "backward, " } else { "" };
-        let sweep = if decode { "decode".to_string() } else { format!("{pass}seqlen >= {LONG_SEQLEN}") };
+        let sweep = if decode { "decode".to_string() } else { format!("{pass}{}seqlen >= {LONG_SEQLEN}", forced_path(r)) };
         let ours = compare::best_ours(&r.records);
         let rows = ours.iter().filter(|o| decode || o.shape.seqlen_q >= LONG_SEQLEN).count();
         out += &format!("\n| {} | {} | {} | {sweep} ([{name}]({dir}{name})) | {} | {rows} |", r.date.as_deref().unwrap_or("?"), r.device, r.dtype, r.timing);
@@ -242,6 +251,16 @@ mod tests {
         // The JSON the benchmark writes reads back.
         let back: Report = serde_json::from_str(&runs[0].1.to_json()).unwrap();
         assert_eq!(document(&[("h100-bf16.json".into(), back)]), document(&runs[..1]));
+    }
+
+    #[test]
+    fn a_forced_path_is_named_in_the_summary() {
+        let mut r = run(8192, Some(1.1));
+        assert!(summary(&[("a.json".into(), r.clone())], "").contains("| seqlen >= 2048 ([a.json]"));
+        for x in r.records.iter_mut().filter(|x| x.implementation == Implementation::Flashrs) {
+            x.path = "mma.sync".into();
+        }
+        assert!(summary(&[("a.json".into(), r)], "").contains("| mma.sync, seqlen >= 2048 ([a.json]"));
     }
 
     /// docs/BENCHMARKS.md and the README's summary are what `flashrs report` makes of the JSON
