@@ -380,7 +380,7 @@ const fn even_tiles(cols: usize, warps: usize) -> bool {
 /// FlashAttention-2's shapes: 128 keys a CTA at head_dim 64 and 128, so that a query row's dQ
 /// part sums 128 keys before it is added to the accumulator (the adds, not the GEMMs, bound
 /// the walk), with 64 query rows a step at head_dim 128 (dK and dV hold 128 registers a
-/// thread). The defaults keep three steps of query-side tiles in flight (194 KB, an H100's);
+/// thread). The defaults keep three steps of query-side tiles in flight (about 195 KB, an H100's);
 /// their two-stage twins fit the 163 KB of an A100's CTA, and the last two the 99 KB of sm_86
 /// and sm_89. Head_dim 256 keeps one stage: two leave the kernel one register short.
 pub const BWD_CONFIGS: [BwdConfig; 7] = [
