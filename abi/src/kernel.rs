@@ -10,11 +10,12 @@
 //! instantiated with (an empty inline-assembly statement with `const` operands):
 //!
 //! ```text
-//! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages>
-//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined>
+//! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <mods>
+//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined> <mods>
+//! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <varlen>
 //! ```
 //!
-//! with [`Variant::code`], [`DType::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
+//! with [`Variant::code`], [`DType::code`], [`BwdStep::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
 //! it back, so a build can check without a GPU that every entry's name is the name of the
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
@@ -71,6 +72,18 @@ impl Variant {
             _ => &tiles::SPLIT_CONFIGS,
         }
     }
+    /// The configurations this variant's modification kernels (`mods`) are instantiated for:
+    /// none for the split-capable and paged variants.
+    pub const fn mods_configs(self) -> &'static [TileConfig] {
+        match self {
+            Variant::Plain | Variant::Varlen => &tiles::MODS_CONFIGS,
+            _ => &[],
+        }
+    }
+    /// The configurations of this variant's plain (`mods == false`) or modification kernels.
+    pub const fn configs_of(self, mods: bool) -> &'static [TileConfig] {
+        if mods { self.mods_configs() } else { self.configs() }
+    }
     /// The variant's part of an entry name.
     const fn infix(self) -> &'static str {
         match self {
@@ -101,8 +114,11 @@ pub enum Kernel {
         dtype: DType,
         /// What it compiles in.
         variant: Variant,
-        /// Its tile configuration, one of [`Variant::configs`].
+        /// Its tile configuration, one of [`Variant::configs_of`] `mods`.
         config: TileConfig,
+        /// Compiles in the attention modifications of [`crate::ModParams`] (sliding window,
+        /// softcap, ALiBi, sinks); plain kernels compute plain attention only.
+        mods: bool,
     },
     /// A FlashAttention-3-style Hopper kernel (TMA, wgmma; in the sm_90a module only).
     Sm90 {
@@ -112,6 +128,9 @@ pub enum Kernel {
         varlen: bool,
         /// Its tile configuration, one of [`sm90::CONFIGS`].
         config: HopperConfig,
+        /// Compiles in the attention modifications of [`crate::ModParams`] (only the
+        /// configurations of [`sm90::MODS`] have such twins).
+        mods: bool,
     },
     /// A step of the backward pass (in both modules, but for the Hopper main kernel), see
     /// [`crate::bwd`].
@@ -178,16 +197,21 @@ impl BwdStep {
 
 impl Kernel {
     /// Every kernel the device crate instantiates: each `mma.sync` variant for each
-    /// configuration of its table, then each Hopper configuration and, for the defaults, its
-    /// variable-length twin, then the backward's row kernels and each of its configurations;
+    /// configuration of its table, plain and then with modifications, then each Hopper
+    /// configuration and, for the defaults, its variable-length twin, each of those plain and
+    /// with modifications, then the backward's row kernels and each of its configurations;
     /// each for f16 and bf16.
     pub fn all() -> impl Iterator<Item = Kernel> + Clone {
-        let mma = Variant::ALL.into_iter().flat_map(|variant| {
-            variant.configs().iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, variant, config }))
+        let mma = [false, true].into_iter().flat_map(|mods| {
+            Variant::ALL.into_iter().flat_map(move |variant| {
+                variant.configs_of(mods).iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, variant, config, mods }))
+            })
         });
         let sm90 = sm90::CONFIGS.into_iter().flat_map(|config| {
-            let twins = if sm90::is_default(&config) { 2 } else { 1 };
-            [false, true].into_iter().take(twins).flat_map(move |varlen| DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config }))
+            let kinds = [(false, false), (true, false), (false, true), (true, true)];
+            kinds.into_iter().filter(move |&(varlen, mods)| sm90_twin(&config, varlen, mods)).flat_map(move |(varlen, mods)| {
+                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config, mods })
+            })
         });
         let bwd = BwdStep::all().flat_map(|step| DType::ALL.into_iter().map(move |dtype| Kernel::Bwd { dtype, step }));
         mma.chain(sm90).chain(bwd)
@@ -196,12 +220,17 @@ impl Kernel {
     /// True when the device crate instantiates this kernel (it is one of [`Kernel::all`]).
     pub fn is_instantiated(&self) -> bool {
         match *self {
-            Kernel::Mma { variant, config, .. } => variant.configs().contains(&config),
-            Kernel::Sm90 { varlen, config, .. } => sm90::CONFIGS.contains(&config) && (!varlen || sm90::is_default(&config)),
+            Kernel::Mma { variant, config, mods, .. } => variant.configs_of(mods).contains(&config),
+            Kernel::Sm90 { varlen, config, mods, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, mods),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => BWD_CONFIGS.contains(&config),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } => true,
         }
+    }
+
+    /// True for the kernels that compile in the attention modifications.
+    pub const fn mods(&self) -> bool {
+        matches!(self, Kernel::Mma { mods: true, .. } | Kernel::Sm90 { mods: true, .. })
     }
 
     /// True for kernels only the sm_90a module holds.
@@ -279,8 +308,10 @@ impl Kernel {
         let (_, rest) = line.split_once(MARKER)?;
         let mut words = rest.split_whitespace();
         let family = words.next()?;
-        let mut n = [0usize; 7];
-        for x in n.iter_mut() {
+        // The forward families carry an eighth field, the modification flag.
+        let fields = if family == "bwd" { 7 } else { 8 };
+        let mut n = [0usize; 8];
+        for x in n.iter_mut().take(fields) {
             *x = words.next()?.parse().ok()?;
         }
         if words.next().is_some() {
@@ -296,11 +327,11 @@ impl Kernel {
             "mma" => {
                 let variant = Variant::from_code(u32::try_from(n[0]).ok()?)?;
                 let config = TileConfig { head_dim: n[2], block_m: n[3], block_n: n[4], warps: n[5], stages: n[6] };
-                Some(Kernel::Mma { dtype, variant, config })
+                Some(Kernel::Mma { dtype, variant, config, mods: flag(n[7])? })
             }
             "sm90" => {
                 let config = HopperConfig { head_dim: n[2], block_n: n[3], stages: n[4], consumers: n[5], pipelined: flag(n[6])? };
-                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config })
+                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config, mods: flag(n[7])? })
             }
             "bwd" => {
                 let config = BwdConfig { head_dim: n[2], block_m: n[3], block_n: n[4], stages: n[5] };
@@ -322,22 +353,22 @@ impl Kernel {
     }
 }
 
-/// The entry point's name: `flash_fwd_[<variant>_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>` for
-/// `mma.sync` kernels, `flash_fwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]` for
-/// Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
+/// The entry point's name: `flash_fwd_[<variant>_][mods_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
+/// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]`
+/// for Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
 /// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Kernel::Mma { dtype, variant, config: c } => {
-                let (v, t) = (variant.infix(), dtype.name());
-                write!(f, "flash_fwd_{v}{t}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
+            Kernel::Mma { dtype, variant, config: c, mods } => {
+                let (v, m, t) = (variant.infix(), mods_infix(*mods), dtype.name());
+                write!(f, "flash_fwd_{v}{m}{t}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
             }
-            Kernel::Sm90 { dtype, varlen, config: c } => {
-                let (v, t) = (if *varlen { "varlen_" } else { "" }, dtype.name());
+            Kernel::Sm90 { dtype, varlen, config: c, mods } => {
+                let (v, m, t) = (if *varlen { "varlen_" } else { "" }, mods_infix(*mods), dtype.name());
                 let serial = if c.pipelined { "" } else { "_serial" };
-                write!(f, "flash_fwd_sm90_{v}{t}_d{}_{}x{}s{}{serial}", c.head_dim, c.block_m(), c.block_n, c.stages)
+                write!(f, "flash_fwd_sm90_{v}{m}{t}_d{}_{}x{}s{}{serial}", c.head_dim, c.block_m(), c.block_n, c.stages)
             }
             Kernel::Bwd { dtype, step } => match step {
                 BwdStep::Prep(AccumLayout::Rows) => write!(f, "flash_bwd_prep_{}", dtype.name()),
@@ -354,6 +385,18 @@ impl fmt::Display for Kernel {
     }
 }
 
+/// True when Hopper configuration `c` has the kernel of this length kind and modification
+/// flag: every configuration a plain fixed-length one, the defaults a variable-length twin,
+/// and those of [`sm90::MODS`] modification kernels of both kinds.
+const fn sm90_twin(c: &HopperConfig, varlen: bool, mods: bool) -> bool {
+    if mods { sm90::has_mods(c) } else { !varlen || sm90::is_default(c) }
+}
+
+/// The modification kernels' part of an entry name.
+const fn mods_infix(mods: bool) -> &'static str {
+    if mods { "mods_" } else { "" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,12 +406,20 @@ mod tests {
     #[test]
     fn names_follow_the_configuration() {
         let c = TileConfig { head_dim: 128, block_m: 16, block_n: 128, warps: 4, stages: 2 };
-        let k = Kernel::Mma { dtype: DType::Bf16, variant: Variant::VarlenPaged, config: c };
+        let k = Kernel::Mma { dtype: DType::Bf16, variant: Variant::VarlenPaged, config: c, mods: false };
         assert_eq!(k.to_string(), "flash_fwd_varlen_paged_bf16_d128_16x128w4s2");
-        assert_eq!(Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c }.to_string(), "flash_fwd_f16_d128_16x128w4s2");
-        let h = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0] };
+        assert_eq!(Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c, mods: false }.to_string(), "flash_fwd_f16_d128_16x128w4s2");
+        let m = Kernel::Mma { dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], mods: true };
+        assert_eq!(m.to_string(), "flash_fwd_varlen_mods_bf16_d128_128x64w8s2");
+        assert!(m.mods() && m.is_instantiated() && !m.needs_sm90a());
+        let h = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], mods: false };
         assert_eq!(h.to_string(), "flash_fwd_sm90_varlen_f16_d64_192x128s3");
-        let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5] };
+        let hm = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[1], mods: true };
+        assert_eq!(hm.to_string(), "flash_fwd_sm90_mods_bf16_d128_128x128s2");
+        let hm64 = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], mods: true };
+        assert_eq!(hm64.to_string(), "flash_fwd_sm90_varlen_mods_f16_d64_128x128s3");
+        assert!(hm64.is_instantiated() && !Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], mods: true }.is_instantiated());
+        let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], mods: false };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main(BWD_CONFIGS[1]) };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s3");
@@ -387,19 +438,19 @@ mod tests {
         let all: std::vec::Vec<Kernel> = Kernel::all().collect();
         let names: HashSet<_> = all.iter().map(|k| k.to_string()).collect();
         assert_eq!(names.len(), all.len(), "two kernels share a name");
-        let mma = Variant::ALL.iter().map(|v| v.configs().len()).sum::<usize>();
-        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len();
+        let mma = Variant::ALL.iter().map(|v| v.configs().len() + v.mods_configs().len()).sum::<usize>();
+        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 2 * sm90::MODS.len();
         assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + 2 * BWD_SM90_CONFIGS.len()));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
-                Kernel::Mma { dtype, variant, config: c } => std::format!(
-                    "\t// {MARKER} mma {} {} {} {} {} {} {}",
-                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages
+                Kernel::Mma { dtype, variant, config: c, mods } => std::format!(
+                    "\t// {MARKER} mma {} {} {} {} {} {} {} {}",
+                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, mods as u32
                 ),
-                Kernel::Sm90 { dtype, varlen, config: c } => std::format!(
-                    "// {MARKER} sm90 {} {} {} {} {} {} {}",
-                    varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32
+                Kernel::Sm90 { dtype, varlen, config: c, mods } => std::format!(
+                    "// {MARKER} sm90 {} {} {} {} {} {} {} {}",
+                    varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32, mods as u32
                 ),
                 Kernel::Bwd { dtype, step } => {
                     let (c, varlen) = match step {
@@ -413,16 +464,22 @@ mod tests {
             assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
         }
         // Not instantiated: a variable-length twin of a non-default, a config from another table.
-        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3] }.is_instantiated());
+        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], mods: false }.is_instantiated());
+        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: false, config: sm90::CONFIGS[0], mods: true }.is_instantiated());
         let c = tiles::CONFIGS[6];
-        assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: c }.is_instantiated());
+        assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: c, mods: false }.is_instantiated());
+        // Modifications: not on split-capable or paged variants, nor on tiles outside their table.
+        let split = tiles::SPLIT_CONFIGS[0];
+        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: split, mods: true }.is_instantiated());
+        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: tiles::CONFIGS[6], mods: true }.is_instantiated());
     }
 
     #[test]
     fn malformed_markers_read_as_none() {
-        for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4", "flashrs-kernel: mma 9 0 64 128 64 4 2",
-            "flashrs-kernel: mma 0 7 64 128 64 4 2", "flashrs-kernel: sm90 2 0 64 128 3 3 1", "flashrs-kernel: tc 0 0 64 128 64 4 2",
-            "flashrs-kernel: mma 0 0 64 128 64 4 2 1", "flashrs-kernel: mma 0 0 64 128 x 4 2",
+        for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4 2", "flashrs-kernel: mma 9 0 64 128 64 4 2 0",
+            "flashrs-kernel: mma 0 7 64 128 64 4 2 0", "flashrs-kernel: sm90 2 0 64 128 3 3 1 0", "flashrs-kernel: tc 0 0 64 128 64 4 2 0",
+            "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1", "flashrs-kernel: mma 0 0 64 128 x 4 2 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 2",
+            "flashrs-kernel: sm90 0 0 64 128 3 3 1 2", "flashrs-kernel: sm90 0 0 64 128 3 3 1",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 1",
             "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");

@@ -35,6 +35,6 @@ pub mod upload;
 pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, FragmentBlocks};
 pub use dtype::DType;
 pub use kernel::{BwdStep, Kernel, Variant};
-pub use params::FwdParams;
+pub use params::{FwdParams, ModParams};
 pub use sm90::HopperConfig;
 pub use tiles::TileConfig;

@@ -107,4 +107,64 @@ pub struct FwdParams {
     /// zeroes both again), so that CTAs take work tiles as they free up; 0: each CTA walks
     /// every grid-size-th tile (see the device crate's `hopper::scheduler`).
     pub tile_counter: u64,
+    /// What the modification kernels (`flash_fwd_*mods_*`) compute beyond plain attention;
+    /// the other kernels ignore it.
+    pub mods: ModParams,
+}
+
+/// The attention modifications a `mods` kernel applies: a sliding window, a softcap, ALiBi
+/// and sinks, each off at its neutral value, so that one kernel serves every combination.
+///
+/// Scores stay in raw units (`q . k`, before the softmax scale) through the kernels, so the
+/// host folds the scale into each modification: the kernels compute
+/// `s' = softcap_post * tanh(softcap_pre * s) - alibi_scale * slope * |diag - key|` and mask
+/// keys outside the window, where `diag = row + seqlen_k - seqlen_q` is the row's
+/// bottom-right-aligned diagonal.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModParams {
+    /// Device address of the f32 ALiBi slopes (per query head, or per (batch, head): see
+    /// [`ModParams::alibi_batch_stride`]), or 0 for none.
+    pub alibi: u64,
+    /// Device address of the f32 sink logits, one per query head (natural-log units of the
+    /// scaled scores), or 0 for none.
+    pub sinks: u64,
+    /// Keys before the diagonal a row sees, at most [`WINDOW_UNBOUNDED`] (which bounds nothing).
+    pub window_left: i32,
+    /// Keys after the diagonal a row sees (0 under causal masking, which the host folds in
+    /// here), at most [`WINDOW_UNBOUNDED`].
+    pub window_right: i32,
+    /// `scale / cap`: the raw score's factor inside the softcap's tanh; 0 for no softcap.
+    pub softcap_pre: f32,
+    /// `cap / scale`: the tanh's factor, back in raw units.
+    pub softcap_post: f32,
+    /// `1 / scale`: turns a slope (in scaled units) into raw units.
+    pub alibi_scale: f32,
+    /// Slopes between batch entries: `heads_q` for `[batch, heads_q]` slopes, 0 for one per
+    /// head.
+    pub alibi_batch_stride: u32,
+}
+
+/// A window side that bounds nothing: no row reaches this far (sequences are at most
+/// `i32::MAX / 2` rows), and `row + seqlen_k + WINDOW_UNBOUNDED` stays within 32 bits.
+pub const WINDOW_UNBOUNDED: i32 = i32::MAX / 2;
+
+impl Default for ModParams {
+    fn default() -> Self {
+        ModParams::NONE
+    }
+}
+
+impl ModParams {
+    /// Plain attention: no window, softcap, ALiBi or sinks.
+    pub const NONE: ModParams = ModParams {
+        alibi: 0,
+        sinks: 0,
+        window_left: WINDOW_UNBOUNDED,
+        window_right: WINDOW_UNBOUNDED,
+        softcap_pre: 0.0,
+        softcap_post: 0.0,
+        alibi_scale: 0.0,
+        alibi_batch_stride: 0,
+    };
 }

@@ -128,3 +128,35 @@ pub const fn is_default(c: &HopperConfig) -> bool {
     }
     false
 }
+
+/// Index into [`CONFIGS`] of the modification kernels' configuration for each padded head
+/// dimension (`flash_fwd_sm90_[varlen_]mods_*`: sliding window, softcap, ALiBi, sinks): the
+/// defaults, but head_dim 64 with two consumer warpgroups (three leave 160 registers each,
+/// which the per-score work spills).
+pub const MODS: [usize; 3] = [3, 1, 2];
+
+/// The modification kernels' configuration for `head_dim` (padded up), if any serves it.
+pub const fn mods_config(head_dim: usize) -> Option<HopperConfig> {
+    let dims = crate::tiles::HEAD_DIMS;
+    let mut i = 0;
+    while i < dims.len() {
+        if head_dim <= dims[i] {
+            return Some(CONFIGS[MODS[i]]);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// True when `c` has modification kernels (fixed-length and variable-length).
+pub const fn has_mods(c: &HopperConfig) -> bool {
+    let mut i = 0;
+    while i < MODS.len() {
+        let m = CONFIGS[MODS[i]];
+        if m.head_dim == c.head_dim && m.block_n == c.block_n && m.stages == c.stages && m.consumers == c.consumers && m.pipelined == c.pipelined {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}

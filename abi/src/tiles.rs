@@ -112,6 +112,12 @@ pub const SPLIT_CONFIGS: [TileConfig; 7] = [
     SMALL_D256,
 ];
 
+/// Configurations of the modification kernels (`flash_fwd_[varlen_]mods_*`: sliding window,
+/// softcap, ALiBi, sinks), fixed-length and variable-length alike: the variable-length table,
+/// whose head_dim-128 tile leaves the registers the per-score work needs (the plain default's
+/// 128 x 32 in four warps spills with it).
+pub const MODS_CONFIGS: [TileConfig; 4] = VARLEN_CONFIGS;
+
 /// Most split-KV CTAs per query block: the merge gives each split one lane of a warp.
 pub const MAX_SPLITS: usize = 32;
 

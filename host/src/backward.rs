@@ -144,6 +144,10 @@ impl AttentionParams<'_> {
         if matches!(p.layout.kv, Kv::Paged(_)) {
             return Err(Error::InvalidShape { what: "layout", reason: "the backward pass takes K and V tensors, not a paged cache".into() });
         }
+        if !p.mods.is_plain() {
+            let reason = "the backward pass takes no attention modifications (window, softcap, ALiBi, sinks) yet".into();
+            return Err(Error::InvalidShape { what: "mods", reason });
+        }
         let call = validate(p, bufs)?;
         let main = choose(&call, target)?;
         let layout = main.accum_layout();

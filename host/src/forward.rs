@@ -14,14 +14,18 @@ use crate::plan::{LaunchPlan, plan};
 
 impl Gpu {
     /// What every typed entry point does before it reads its buffers: this GPU's context made
-    /// current, `stream` checked to be one of it, and the index arrays `params` borrows
-    /// tracked for `stream` in the guards it returns (the buffers' go into them too).
+    /// current, `stream` checked to be one of it, and the arrays `params` borrows (index arrays,
+    /// ALiBi slopes, sinks) tracked for `stream` in the guards it returns (the buffers' go into
+    /// them too).
     pub(crate) fn enter_typed_call<'a, S: LaunchStream + ?Sized>(&self, stream: &'a S, params: &AttentionParams<'a>) -> Result<Guards<'a>> {
         self.make_current()?;
         self.check_stream(stream.raw())?;
         let mut guards = Guards::default();
         for index in params.layout.device_indices() {
             stream.track(&index, &mut guards);
+        }
+        for array in params.mods.device_arrays() {
+            stream.track(&array, &mut guards);
         }
         Ok(guards)
     }

@@ -7,60 +7,76 @@ use std::marker::PhantomData;
 
 use crate::buffers::BufferRef;
 
-/// An i32 array on the GPU that a call reads (sequence offsets, a block table, key counts),
-/// borrowed for `'a`: the safe entry point can then rely on it staying allocated while it
-/// queues the kernel, as it does for the tensors.
-#[derive(Clone, Copy)]
-pub struct DeviceIndex<'a> {
+/// An array of `T` on the GPU that a call reads (i32 sequence offsets, a block table or key
+/// counts: [`DeviceIndex`]; f32 ALiBi slopes or sink logits), borrowed for `'a`: the safe
+/// entry point can then rely on it staying allocated while it queues the kernel, as it does
+/// for the tensors.
+pub struct DeviceArray<'a, T> {
     buf: BufferRef,
     source: Source<'a>,
+    element: PhantomData<&'a [T]>,
 }
 
-/// Where a [`DeviceIndex`] comes from, for crates that track accesses.
+/// An i32 array on the GPU: sequence offsets, a block table, key counts.
+pub type DeviceIndex<'a> = DeviceArray<'a, i32>;
+
+/// Where a [`DeviceArray`] comes from, for crates that track accesses.
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     /// An address, or memory of a crate that tracks nothing (cust).
-    Untracked(PhantomData<&'a [i32]>),
+    Untracked(PhantomData<&'a ()>),
     /// A cudarc slice or view, whose reads the stream must record.
     #[cfg(feature = "cudarc")]
-    Cudarc(&'a (dyn cudarc::driver::DevicePtr<i32> + Sync)),
+    Cudarc(&'a (dyn crate::backend::Tracked + 'a)),
 }
 
-/// Device memory of i32 values a call's layout can borrow as a [`DeviceIndex`]: cust's
-/// `DeviceSlice<i32>` and `DeviceBuffer<i32>`, cudarc's `CudaSlice<i32>` and `CudaView<i32>`.
+/// Device memory of `T`s a call can borrow as a [`DeviceArray`]: cust's `DeviceSlice<T>` and
+/// `DeviceBuffer<T>`, cudarc's `CudaSlice<T>` and `CudaView<T>`, for `T` i32 and f32.
 ///
 /// # Safety
-/// [`IndexSource::index`] gives the true address and capacity of memory usable in the GPU's
+/// [`ArraySource::array`] gives the true address and capacity of memory usable in the GPU's
 /// context that stays allocated while borrowed.
-pub unsafe trait IndexSource {
+pub unsafe trait ArraySource<T> {
     /// The array.
-    fn index(&self) -> DeviceIndex<'_>;
+    fn array(&self) -> DeviceArray<'_, T>;
 }
 
-impl<'a> DeviceIndex<'a> {
+/// The i32 arrays a call's layout borrows ([`DeviceIndex`]).
+pub trait IndexSource: ArraySource<i32> {}
+impl<M: ArraySource<i32> + ?Sized> IndexSource for M {}
+
+impl<T> Clone for DeviceArray<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for DeviceArray<'_, T> {}
+
+impl<'a, T> DeviceArray<'a, T> {
     /// The array `memory` holds.
-    pub fn new<M: IndexSource + ?Sized>(memory: &'a M) -> Self {
-        memory.index()
+    pub fn new<M: ArraySource<T> + ?Sized>(memory: &'a M) -> Self {
+        memory.array()
     }
 
-    /// An array given by address and length in i32 elements, for the raw entry point
+    /// An array given by address and length in elements, for the raw entry point
     /// ([`crate::Gpu::attention_forward_raw`]) and for planning.
     ///
     /// # Safety
-    /// Launching a call that holds it (through any entry point) reads `len` i32 values from
+    /// Launching a call that holds it (through any entry point) reads `len` values of `T` from
     /// `ptr`: they must lie in one live allocation usable in the GPU's context, untouched by
     /// other work until the stream has passed the kernel. Planning alone reads nothing.
-    pub unsafe fn from_raw(ptr: u64, len: usize) -> DeviceIndex<'static> {
-        DeviceIndex::untracked(BufferRef { ptr, len })
+    pub unsafe fn from_raw(ptr: u64, len: usize) -> DeviceArray<'static, T> {
+        DeviceArray::untracked(BufferRef { ptr, len })
     }
 
     pub(crate) fn untracked(buf: BufferRef) -> Self {
-        DeviceIndex { buf, source: Source::Untracked(PhantomData) }
+        DeviceArray { buf, source: Source::Untracked(PhantomData), element: PhantomData }
     }
 
     #[cfg(feature = "cudarc")]
-    pub(crate) fn tracked(buf: BufferRef, memory: &'a (dyn cudarc::driver::DevicePtr<i32> + Sync)) -> Self {
-        DeviceIndex { buf, source: Source::Cudarc(memory) }
+    pub(crate) fn tracked(buf: BufferRef, memory: &'a (dyn crate::backend::Tracked + 'a)) -> Self {
+        DeviceArray { buf, source: Source::Cudarc(memory), element: PhantomData }
     }
 
     #[cfg_attr(not(feature = "cudarc"), allow(dead_code))]
@@ -68,26 +84,26 @@ impl<'a> DeviceIndex<'a> {
         self.source
     }
 
-    /// Device address and capacity (in i32 elements).
+    /// Device address and capacity (in elements).
     pub fn buffer(&self) -> BufferRef {
         self.buf
     }
 }
 
-impl std::fmt::Debug for DeviceIndex<'_> {
+impl<T> std::fmt::Debug for DeviceArray<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceIndex").field("ptr", &format_args!("{:#x}", self.buf.ptr)).field("len", &self.buf.len).finish()
+        f.debug_struct("DeviceArray").field("ptr", &format_args!("{:#x}", self.buf.ptr)).field("len", &self.buf.len).finish()
     }
 }
 
-/// Two index arrays are equal when they are the same memory.
-impl PartialEq for DeviceIndex<'_> {
+/// Two arrays are equal when they are the same memory.
+impl<T> PartialEq for DeviceArray<'_, T> {
     fn eq(&self, other: &Self) -> bool {
         self.buf == other.buf
     }
 }
 
-impl Eq for DeviceIndex<'_> {}
+impl<T> Eq for DeviceArray<'_, T> {}
 
 /// How a call's query rows (and, for tensors, key rows) are stored.
 #[non_exhaustive]

@@ -13,7 +13,7 @@
 use std::ffi::c_void;
 
 use crate::buffers::BufferRef;
-use crate::layout::DeviceIndex;
+use crate::layout::DeviceArray;
 
 /// Values kept from before a launch until after it (see the module docs).
 #[derive(Default)]
@@ -38,10 +38,10 @@ impl<'a> Guards<'a> {
 pub unsafe trait LaunchStream {
     /// The `CUstream` handle.
     fn raw(&self) -> *mut c_void;
-    /// Records in `guards` that the call reads `index` (an offsets array, a block table, key
-    /// counts), for crates that track accesses; by default nothing.
-    fn track<'a>(&'a self, index: &DeviceIndex<'a>, guards: &mut Guards<'a>) {
-        let _ = (index, guards);
+    /// Records in `guards` that the call reads `array` (an offsets array, a block table, key
+    /// counts, ALiBi slopes, sinks), for crates that track accesses; by default nothing.
+    fn track<'a, T>(&'a self, array: &DeviceArray<'a, T>, guards: &mut Guards<'a>) {
+        let _ = (array, guards);
     }
 }
 

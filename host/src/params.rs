@@ -7,7 +7,8 @@
 use flashrs_abi::{HopperConfig, TileConfig};
 
 use crate::error::{Error, Result};
-use crate::layout::{DeviceOffsets, Kv, Layout, Offsets, PagedKv, Rows};
+use crate::layout::{DeviceArray, DeviceOffsets, Kv, Layout, Offsets, PagedKv, Rows};
+use crate::mods::{Alibi, Mods, Window};
 
 /// Strides in elements of a `[batch, seqlen, heads, head_dim]` tensor whose last dimension is
 /// contiguous.
@@ -199,6 +200,8 @@ pub struct AttentionParams<'a> {
     /// the blocks finish unless this is set, when they take turns in key order, which costs
     /// some speed. The forward pass is always deterministic.
     pub deterministic: bool,
+    /// Attention modifications: sliding window, softcap, ALiBi, sinks (see [`crate::mods`]).
+    pub mods: Mods<'a>,
 }
 
 /// Builds [`AttentionParams`] with named setters ([`AttentionParams::builder`]).
@@ -257,6 +260,7 @@ impl<'a> AttentionParams<'a> {
                 num_splits: None,
                 layout: Layout::default(),
                 deterministic: false,
+                mods: Mods::default(),
             },
         }
     }
@@ -318,20 +322,38 @@ impl<'a> AttentionParams<'a> {
     }
 
     /// Floating-point operations of the call: `4 * batch * heads_q * seqlen_q * seqlen_k *
-    /// head_dim`, halved under causal masking (FlashAttention's convention). Variable-length
-    /// calls count each sequence's own lengths where the host knows them ([`Offsets::lengths`]),
-    /// else every sequence at the maxima (an upper bound).
+    /// head_dim`, halved under causal masking (FlashAttention's convention); with a sliding
+    /// window, `4 * heads_q * head_dim` times the (query, key) pairs it lets through, counted
+    /// exactly. Variable-length calls count each sequence's own lengths where the host knows
+    /// them ([`Offsets::lengths`]), else every sequence at the maxima (an upper bound).
     pub fn flops(&self) -> f64 {
         let lengths = match &self.layout.rows {
             Rows::Packed(o) => o.lengths(),
             Rows::Batched => None,
         };
+        let windowed = self.mods.window != Window::default();
+        let pairs = |q: usize, k: usize| if windowed { self.window_pairs(q, k) } else { q as f64 * k as f64 };
         let pairs = match lengths {
-            Some(lens) => lens.iter().map(|&(q, k)| q as f64 * k as f64).sum::<f64>(),
-            None => self.batch as f64 * self.seqlen_q as f64 * self.seqlen_k as f64,
+            Some(lens) => lens.iter().map(|&(q, k)| pairs(q, k)).sum::<f64>(),
+            None => self.batch as f64 * pairs(self.seqlen_q, self.seqlen_k),
         };
         let f = 4.0 * self.heads_q as f64 * pairs * self.head_dim as f64;
-        if self.causal { f / 2.0 } else { f }
+        if self.causal && !windowed { f / 2.0 } else { f }
+    }
+
+    /// The (query, key) pairs of a sequence of `q` queries and `k` keys the sliding window (and
+    /// causal masking) lets through.
+    fn window_pairs(&self, q: usize, k: usize) -> f64 {
+        let w = self.mods.window;
+        let right = if self.causal { Some(0) } else { w.right };
+        (0..q as i64)
+            .map(|i| {
+                let diag = i + k as i64 - q as i64;
+                let lo = w.left.map_or(0, |l| diag.saturating_sub(l as i64)).clamp(0, k as i64);
+                let hi = right.map_or(k as i64, |r| diag.saturating_add(r as i64).saturating_add(1)).clamp(0, k as i64);
+                (hi - lo).max(0) as f64
+            })
+            .sum()
     }
 
     /// Elements each buffer must hold at least with contiguous tensors: (Q and the output, K
@@ -463,6 +485,33 @@ impl<'a> AttentionParamsBuilder<'a> {
     /// [`AttentionParams::deterministic`]).
     pub fn deterministic(mut self, deterministic: bool) -> Self {
         self.params.deterministic = deterministic;
+        self
+    }
+    /// All attention modifications at once (see [`crate::mods`]).
+    pub fn mods(mut self, mods: Mods<'a>) -> Self {
+        self.params.mods = mods;
+        self
+    }
+    /// A sliding window: each query row sees the `left` keys before its diagonal and the
+    /// `right` keys after it (`None`: unbounded), as FlashAttention's `window_size`.
+    pub fn window(mut self, left: Option<usize>, right: Option<usize>) -> Self {
+        self.params.mods.window = Window { left, right };
+        self
+    }
+    /// Softcapping: each scaled score `s` becomes `cap * tanh(s / cap)`.
+    pub fn softcap(mut self, cap: f32) -> Self {
+        self.params.mods.softcap = Some(cap);
+        self
+    }
+    /// ALiBi with f32 slopes on the GPU, `[heads_q]` (or `[batch, heads_q]` with `per_batch`).
+    pub fn alibi(mut self, slopes: DeviceArray<'a, f32>, per_batch: bool) -> Self {
+        self.params.mods.alibi = Some(Alibi { slopes, per_batch });
+        self
+    }
+    /// Learnable sinks: f32 logits on the GPU, `[heads_q]`, that join every row's softmax
+    /// denominator.
+    pub fn sinks(mut self, sinks: DeviceArray<'a, f32>) -> Self {
+        self.params.mods.sinks = Some(sinks);
         self
     }
     /// How the rows are stored.

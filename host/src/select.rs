@@ -18,7 +18,10 @@
 //! * **Fit**: of a table's configurations for the head dimension, the preferred one that fits
 //!   the target's shared memory (head_dim 256 on sm_80 and sm_86/89, decode tiles of 128 keys
 //!   on sm_86/89).
-use flashrs_abi::tiles::{self, CONFIGS, MAX_SPLITS, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
+//! * **Modifications** (window, softcap, ALiBi, sinks): their own kernels, plain or
+//!   variable-length, one CTA per query block (no split, no GQA packing, no decode tile), from
+//!   [`tiles::MODS_CONFIGS`] or [`sm90::MODS`].
+use flashrs_abi::tiles::{self, CONFIGS, MAX_SPLITS, MODS_CONFIGS, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
 use flashrs_abi::{HopperConfig, Kernel, Variant, sm90};
 
 use crate::error::{Error, Result};
@@ -72,10 +75,13 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major: major as i32, minor: minor as i32 });
     }
     let padded = tiles::padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
-    let (varlen, paged) = (call.packed.is_some(), call.paged.is_some());
-    let pack_gqa = wgmma.is_none() && p.seqlen_q == 1 && p.heads_q > p.heads_kv && !varlen;
+    let (varlen, paged, mods) = (call.packed.is_some(), call.paged.is_some(), call.mods.is_some());
+    // Modification kernels run one CTA per query block of a head (the validation refused
+    // them paged or split): ALiBi slopes and sinks are per head, a sink joins a row once.
+    let pack_gqa = wgmma.is_none() && p.seqlen_q == 1 && p.heads_q > p.heads_kv && !varlen && !mods;
     let block_rows = if pack_gqa { call.group } else { p.seqlen_q };
     let split_cfg = match forced {
+        _ if mods => None,
         Some(c) if c.head_dim == padded && SPLIT_CONFIGS.contains(&c) => Some(c),
         _ => split_config(padded, block_rows, t),
     };
@@ -91,7 +97,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         None if wgmma.is_some() || forced.is_some_and(|c| Some(c) != split_cfg) => 1,
         None => split_cfg.map_or(1, |c| {
             let heads = if pack_gqa { p.heads_kv } else { p.heads_q };
-            let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant: split_variant, config: c };
+            let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant: split_variant, config: c, mods: false };
             auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots(&kernel))
         }),
     };
@@ -128,14 +134,15 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         match (hopper, wgmma) {
             (Ok(config), _) => {
                 let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal, p.seqlen_k));
-                return Ok(Selection { kernel: Kernel::Sm90 { dtype: call.bufs.dtype, varlen, config }, num_splits: 1, pack_gqa: false, persistent });
+                let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, varlen, config, mods };
+                return Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent });
             }
             (Err(reason), Some(_)) => return Err(shape_err("wgmma path", reason)),
             (Err(_), None) => {}
         }
     }
-    let config = mma_config(call, variant, forced, split_cfg, block_rows, padded, t)?;
-    let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant, config };
+    let config = if mods { mods_config(call, forced, padded, t)? } else { mma_config(call, variant, forced, split_cfg, block_rows, padded, t)? };
+    let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant, config, mods };
     if !fits(&config, t) {
         return Err(too_big(kernel, t));
     }
@@ -164,7 +171,7 @@ fn mma_config(
     let p = call.p;
     let none_fits = |table: &[TileConfig], variant| {
         let c = table.iter().find(|c| c.head_dim == padded).copied().ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
-        Err(too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c }, t))
+        Err(too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, mods: false }, t))
     };
     let own = match (variant, forced) {
         (Variant::Plain, _) => None,
@@ -199,6 +206,21 @@ fn mma_config(
                 _ => default,
             })
         }
+    }
+}
+
+/// The `mma.sync` configuration of a call with modifications: `forced` if it is one of
+/// [`MODS_CONFIGS`] for the head dimension, else the first of those that fits the target.
+fn mods_config(call: &Call, forced: Option<TileConfig>, padded: usize, t: &Target) -> Result<TileConfig> {
+    let of_dim = || MODS_CONFIGS.iter().filter(|c| c.head_dim == padded);
+    match forced {
+        Some(c) if of_dim().any(|m| *m == c) => Ok(c),
+        Some(c) => Err(shape_err("config", format!("calls with attention modifications take one of {:?}, not {c:?}", of_dim().collect::<Vec<_>>()))),
+        None => of_dim().find(|c| fits(c, t)).copied().ok_or_else(|| {
+            let variant = if call.packed.is_some() { Variant::Varlen } else { Variant::Plain };
+            let c = *of_dim().next().expect("every head dimension has a modification configuration");
+            too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, mods: true }, t)
+        }),
     }
 }
 
@@ -254,13 +276,18 @@ pub(crate) const MAX_STRIDE_BYTES: u64 = 1 << 40;
 /// a dimension of more than one index with stride 0 (a broadcast view) is left to `mma.sync`.
 fn hopper_kernel(call: &Call, forced: Option<HopperConfig>) -> std::result::Result<HopperConfig, String> {
     let p = call.p;
+    let mods = call.mods.is_some();
     let config = match forced {
         Some(c) if !sm90::CONFIGS.contains(&c) => return Err(format!("{c:?} is not an instantiated Hopper configuration")),
         Some(c) if c.head_dim < p.head_dim => return Err(format!("head_dim {} does not fit {c:?}", p.head_dim)),
         Some(c) => c,
+        None if mods => sm90::mods_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
         None => sm90::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
     };
-    if call.packed.is_some() && !sm90::is_default(&config) {
+    if mods && !sm90::has_mods(&config) {
+        return Err(format!("{config:?} has no kernel with attention modifications"));
+    }
+    if call.packed.is_some() && !mods && !sm90::is_default(&config) {
         return Err(format!("{config:?} has no variable-length kernel"));
     }
     if call.empty {

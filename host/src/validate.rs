@@ -8,6 +8,7 @@ use crate::buffers::{BufferRef, Buffers};
 use crate::error::{Error, Result};
 use crate::layout::{Kv, Offsets, Pages, Rows};
 use crate::params::{AttentionParams, KernelChoice, Strides};
+use flashrs_abi::ModParams;
 use flashrs_abi::tiles::MAX_SPLITS;
 
 /// Longest sequence (and query block) the kernels' 32-bit masks take.
@@ -35,6 +36,8 @@ pub(crate) struct Call<'p> {
     pub num_splits: Option<usize>,
     /// Nothing to compute: no batch, head or query row (or no packed query row).
     pub empty: bool,
+    /// The attention modifications as the kernels take them, `None` for plain attention.
+    pub mods: Option<ModParams>,
 }
 
 /// The packed rows of a variable-length call.
@@ -118,6 +121,7 @@ pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result
         strides: [[0; 3]; 4],
         num_splits,
         empty,
+        mods: check_mods(p, scale, paged_pages.is_some())?,
     };
     // The layout's index arrays, read by a launch (an empty call has none, but its kernel is
     // still the one its layout calls for).
@@ -209,11 +213,19 @@ impl Call<'_> {
         Ok(spans)
     }
 
-    /// Checks the layout's index arrays the kernel reads (block table and key counts, device
-    /// offsets); returns their byte spans.
+    /// Checks the arrays the kernel reads besides the tensors: the layout's index arrays (block
+    /// table and key counts, device offsets) and the modifications' (ALiBi slopes, sinks);
+    /// returns their byte spans.
     pub fn index_spans(&self) -> Result<Vec<Span>> {
         let p = self.p;
         let mut spans = vec![];
+        if let Some(a) = p.mods.alibi {
+            let n = if a.per_batch { p.batch.checked_mul(p.heads_q).ok_or_else(|| shape_err("alibi_slopes", "entries overflow"))? } else { p.heads_q };
+            spans.push(check_i32("alibi_slopes", a.slopes.buffer(), n)?);
+        }
+        if let Some(sinks) = p.mods.sinks {
+            spans.push(check_i32("sinks", sinks.buffer(), p.heads_q)?);
+        }
         if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, self.paged) {
             // The kernel reads every table row it is launched for and a count per sequence.
             let entries = p.batch.checked_mul(pages.pages.pages_per_seq).ok_or_else(|| shape_err("block_table", "entries overflow"))?;
@@ -286,6 +298,27 @@ fn check_offsets(p: &AttentionParams, o: &Offsets) -> Result<Packed> {
     }
 }
 
+/// Checks a call's attention modifications: a finite, positive softcap, and none on a paged
+/// call (the arrays are checked with the buffers). `None` for plain attention.
+fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<ModParams>> {
+    if p.mods.is_plain() {
+        return Ok(None);
+    }
+    if let Some(cap) = p.mods.softcap {
+        // The kernels compute `cap / scale * tanh(scale / cap * s)`: both factors finite.
+        if !(cap > 0.0 && (cap / scale).is_finite() && (scale / cap).is_finite() && scale / cap > 0.0) {
+            return Err(shape_err("softcap", format!("{cap} is not positive and finite (over the scale {scale})")));
+        }
+    }
+    if paged {
+        return Err(shape_err("mods", "paged K/V caches take no attention modifications (window, softcap, ALiBi, sinks) yet"));
+    }
+    if p.num_splits.is_some_and(|n| n > 1) {
+        return Err(shape_err("num_splits", "calls with attention modifications run unsplit"));
+    }
+    Ok(Some(p.mods.params(p.causal, scale, p.heads_q)))
+}
+
 /// Checks a paged call's page geometry.
 fn check_pages(p: &AttentionParams, pg: &Pages) -> Result<Pages> {
     if !pg.page_size.is_power_of_two() || pg.page_size < 16 || pg.page_size > 1 << 20 {
@@ -310,7 +343,8 @@ fn check_pages(p: &AttentionParams, pg: &Pages) -> Result<Pages> {
 /// A buffer's name and the byte range `[start, end)` a kernel touches of it.
 pub(crate) type Span = (&'static str, u64, u64);
 
-/// Checks an i32 buffer of `needed` elements the kernel reads; returns its byte span.
+/// Checks a buffer of `needed` 4-byte elements (i32 or f32) the kernel reads; returns its byte
+/// span.
 fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<Span> {
     if buf.ptr == 0 {
         return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });

@@ -9,6 +9,9 @@
 //! * `hopper`: the FlashAttention-3-style forward and backward kernels (TMA, wgmma; sm_90a
 //!   builds only).
 //! * [`lse`] and [`mask`]: the softmax, log-sum-exp and masking arithmetic both share.
+//! * [`mods`]: attention modifications as trait parameters of the forward kernels (which keys a
+//!   row sees, what its scores become, sinks): plain attention, and the built-in sliding
+//!   window, softcap, ALiBi and sinks.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
 //! * [`bench`]: a spin kernel the benchmark's queued timing holds the stream with.
 //! * [`upload`]: a kernel that stores small host arrays passed in its parameters.
@@ -26,6 +29,7 @@ pub mod hopper;
 pub mod layout;
 pub mod lse;
 pub mod mask;
+pub mod mods;
 pub mod probes;
 pub mod upload;
 

@@ -46,6 +46,22 @@ pub fn of_row(m: f32, scale_log2: f32, sum: f32) -> f32 {
     if sum == 0.0 { f32::NEG_INFINITY } else { fma_rn_f32(m, scale_log2, lg2_approx_f32(sum)) * LN_2 }
 }
 
+/// A row's normaliser and natural-log log-sum-exp when a sink of logit `sink_log2` (log2 units
+/// of the scaled scores; `-inf`: none) joins its denominator: the accumulator is multiplied by
+/// the first, and the second includes the sink. A row that saw no key gets 0 and the sink's
+/// logit (`-inf` without a sink).
+#[inline(always)]
+pub fn with_sink(m: f32, scale_log2: f32, sum: f32, sink_log2: f32) -> (f32, f32) {
+    let m = if m == f32::NEG_INFINITY { m } else { m * scale_log2 };
+    let top = m.max(sink_log2);
+    if top == f32::NEG_INFINITY {
+        return (0.0, f32::NEG_INFINITY);
+    }
+    let w = ex2_approx_f32(m - top);
+    let total = fma_rn_f32(sum, w, ex2_approx_f32(sink_log2 - top));
+    (w * rcp_approx_f32(total), (top + lg2_approx_f32(total)) * LN_2)
+}
+
 /// The base a merge measures parts against: the largest part log-sum-exp, or 0 when every
 /// part is `-inf` (no part saw a key).
 #[inline(always)]

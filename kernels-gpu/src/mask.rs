@@ -1,7 +1,12 @@
-//! Key-length and causal masking: which keys a query row sees (both kernel families), and
-//! applying that to the `mma.sync` fragment layout (the wgmma layout's `Mask::apply_wgmma` is
-//! in `hopper::mask`).
+//! Key-length and causal masking: which keys a query row sees (both kernel families, plain
+//! attention; [`crate::mods`] has the trait it implements and the sliding window), and
+//! applying a [`MaskMod`] and a [`ScoreMod`] to the `mma.sync` fragment layout (the wgmma
+//! layout's are in `hopper::mask`).
+//!
+//! Fragment layout of `mma.sync m16n8` (f32): lane `4g + t` holds, of the warp's 16-row tile
+//! `mt` and 8-key tile `j`, `s[mt][j][2h + e]` = row `16 mt + g + 8h`, key `8j + 2t + e`.
 use crate::arch::mma::FragC;
+use crate::mods::{At, MaskMod, ScoreMod};
 
 /// Which keys each query row may see.
 #[derive(Clone, Copy)]
@@ -15,7 +20,7 @@ pub struct Mask {
 
 impl Mask {
     /// True when some score of the block `rows x [col0, col0 + cols)` is masked, where `row0` is
-    /// the block's first row: only those blocks pay for [`Mask::apply`].
+    /// the block's first row: only those blocks pay for [`apply`].
     #[inline(always)]
     pub fn touches(&self, row0: i32, col0: i32, cols: i32) -> bool {
         let last = col0 + cols - 1;
@@ -30,19 +35,38 @@ impl Mask {
             None => self.seqlen_k,
         }
     }
+}
 
-    /// Sets masked scores to `-inf`. `row` is the lane's first row (tile 0, `lane/4`), `col`
-    /// its first column (`col0 + 2*(lane%4)`).
-    #[inline(always)]
-    pub fn apply<const MT: usize, const SN: usize>(&self, s: &mut [[FragC; SN]; MT], row: i32, col: i32) {
-        for mt in 0..MT {
-            for h in 0..2 {
-                let limit = self.row_limit(row + (mt * 16 + 8 * h) as i32);
-                for j in 0..SN {
-                    for e in 0..2 {
-                        if col + (j * 8 + e) as i32 >= limit {
-                            s[mt][j][2 * h + e] = f32::NEG_INFINITY;
-                        }
+/// Modifies a warp's scores: `row` is the lane's first row (tile 0, `g`), `col` its first key
+/// (`col0 + 2t`).
+#[inline(always)]
+pub fn modify<S: ScoreMod, const MT: usize, const SN: usize>(s: &mut [[FragC; SN]; MT], score: &S, row: i32, col: i32) {
+    let colf = col as f32;
+    for mt in 0..MT {
+        for h in 0..2 {
+            let r = row + (mt * 16 + 8 * h) as i32;
+            let rowf = r as f32;
+            for j in 0..SN {
+                for e in 0..2 {
+                    let d = j * 8 + e;
+                    let at = At { row: r, key: col + d as i32, rowf, keyf: colf + d as f32 };
+                    s[mt][j][2 * h + e] = score.score(s[mt][j][2 * h + e], at);
+                }
+            }
+        }
+    }
+}
+
+/// Sets a warp's masked scores to `-inf` (`row`, `col` as for [`modify`]).
+#[inline(always)]
+pub fn apply<M: MaskMod, const MT: usize, const SN: usize>(s: &mut [[FragC; SN]; MT], mask: &M, row: i32, col: i32) {
+    for mt in 0..MT {
+        for h in 0..2 {
+            let b = mask.bounds(row + (mt * 16 + 8 * h) as i32);
+            for j in 0..SN {
+                for e in 0..2 {
+                    if !M::sees(b, col + (j * 8 + e) as i32) {
+                        s[mt][j][2 * h + e] = f32::NEG_INFINITY;
                     }
                 }
             }

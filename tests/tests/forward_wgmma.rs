@@ -227,7 +227,7 @@ fn non_default_configs() {
                 cases.push((params(4, 1000, 700, 16, d).heads_kv(4).causal(causal).kernel(choice).build().unwrap(), dtype));
             }
         }
-        let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config };
+        let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config, mods: false };
         println!("{name} (head_dim {d}, pipelined {}, persistent {persistent}):", config.pipelined);
         check_many(&gpu, &cases);
     }

@@ -2782,8 +2782,8 @@ fn qo_need(c: &Case, i: usize) -> usize {
 fn other_dtype(k: Kernel) -> Kernel {
     let flip = |d: DType| if d == DType::F16 { DType::Bf16 } else { DType::F16 };
     match k {
-        Kernel::Mma { dtype, variant, config } => Kernel::Mma { dtype: flip(dtype), variant, config },
-        Kernel::Sm90 { dtype, varlen, config } => Kernel::Sm90 { dtype: flip(dtype), varlen, config },
+        Kernel::Mma { dtype, variant, config, mods } => Kernel::Mma { dtype: flip(dtype), variant, config, mods },
+        Kernel::Sm90 { dtype, varlen, config, mods } => Kernel::Sm90 { dtype: flip(dtype), varlen, config, mods },
         Kernel::Bwd { dtype, step } => Kernel::Bwd { dtype: flip(dtype), step },
     }
 }
@@ -3028,7 +3028,7 @@ fn model_rejects_wrong_plans() {
         if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, variant: Variant::Plain, .. }) = (c.p.kernel, plan.kernel) {
             let other = CONFIGS.iter().copied().find(|k| *k != forced && k.head_dim >= m.d && fits(k, &c.t));
             if let Some(other) = other {
-                edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, variant: Variant::Plain, config: other }))));
+                edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, variant: Variant::Plain, config: other, mods: false }))));
             }
         }
         if let Kernel::Sm90 { dtype, varlen, .. } = plan.kernel {
@@ -3046,7 +3046,7 @@ fn model_rejects_wrong_plans() {
                     "although the Hopper kernel takes the call",
                     Box::new(move |_, pl| {
                         let (variant, config) = if varlen { (Variant::Varlen, varlen_config(padded(d), &t)) } else { (Variant::Plain, plain_config(d, rows, &t)) };
-                        with_kernel(pl, Kernel::Mma { dtype, variant, config: config.unwrap() });
+                        with_kernel(pl, Kernel::Mma { dtype, variant, config: config.unwrap(), mods: false });
                         (pl.persistent, pl.packed_rows) = (false, None);
                     }),
                 ));

@@ -60,7 +60,7 @@ mod tests {
     #[test]
     fn tags_are_kernel_name_suffixes_and_round_trip() {
         for c in &CONFIGS {
-            assert!(Kernel::Mma { dtype: DType::Bf16, variant: Variant::Plain, config: *c }.to_string().ends_with(&format!("_{}", tag(c))));
+            assert!(Kernel::Mma { dtype: DType::Bf16, variant: Variant::Plain, config: *c, mods: false }.to_string().ends_with(&format!("_{}", tag(c))));
             assert_eq!(parse_tag(&tag(c)), Ok(*c));
         }
         let err = parse_tag("d128_1x1w1s1").unwrap_err();

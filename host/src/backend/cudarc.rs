@@ -10,7 +10,7 @@ use crate::buffers::BufferRef;
 use crate::device::Gpu;
 use crate::driver::{CuResult, Driver};
 use crate::error::{Error, Result};
-use crate::layout::{DeviceIndex, IndexSource};
+use crate::layout::{ArraySource, DeviceArray};
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 
 /// The `cuGetProcAddress` of the libcuda cudarc loaded.
@@ -62,9 +62,9 @@ macro_rules! cudarc_stream {
             fn raw(&self) -> *mut c_void {
                 Cudarc::stream(self).cu_stream() as *mut c_void
             }
-            fn track<'a>(&'a self, index: &DeviceIndex<'a>, guards: &mut Guards<'a>) {
-                if let crate::layout::Source::Cudarc(memory) = index.source() {
-                    guards.keep(memory.device_ptr(Cudarc::stream(self)).1);
+            fn track<'a, T>(&'a self, array: &DeviceArray<'a, T>, guards: &mut Guards<'a>) {
+                if let crate::layout::Source::Cudarc(memory) = array.source() {
+                    memory.record(Cudarc::stream(self), guards);
                 }
             }
         }
@@ -104,19 +104,31 @@ cudarc_memory!(read CudaViewMut<'_, T>);
 cudarc_memory!(write CudaSlice<T>);
 cudarc_memory!(write CudaViewMut<'_, T>);
 
-/// `IndexSource` for cudarc memory: the address, read on the memory's own stream for now
-/// (planning needs it before a launch stream is known); a launch then orders itself after
-/// the memory's last write ([`LaunchStream::track`]).
-macro_rules! cudarc_index {
+/// cudarc memory a [`DeviceArray`] borrows, whatever its element type: a launch records its
+/// read on the launch stream.
+pub(crate) trait Tracked: Sync {
+    /// Orders `stream` after the memory's last write and records the read until `guards` drop.
+    fn record<'a>(&'a self, stream: &'a CudaStream, guards: &mut Guards<'a>);
+}
+
+/// `ArraySource` (and `Tracked`) for cudarc memory: the address, read on the memory's own
+/// stream for now (planning needs it before a launch stream is known); a launch then orders
+/// itself after the memory's last write ([`LaunchStream::track`]).
+macro_rules! cudarc_array {
     ($t:ty) => {
+        impl<T: Sync> Tracked for $t {
+            fn record<'a>(&'a self, stream: &'a CudaStream, guards: &mut Guards<'a>) {
+                guards.keep(self.device_ptr(stream).1);
+            }
+        }
         // SAFETY: as for `DeviceRead`.
-        unsafe impl IndexSource for $t {
-            fn index(&self) -> DeviceIndex<'_> {
+        unsafe impl<T: Sync> ArraySource<T> for $t {
+            fn array(&self) -> DeviceArray<'_, T> {
                 let (ptr, _) = self.device_ptr(DeviceSlice::stream(self));
-                DeviceIndex::tracked(BufferRef::new(ptr, self.len()), self)
+                DeviceArray::tracked(BufferRef::new(ptr, self.len()), self)
             }
         }
     };
 }
-cudarc_index!(CudaSlice<i32>);
-cudarc_index!(CudaView<'_, i32>);
+cudarc_array!(CudaSlice<T>);
+cudarc_array!(CudaView<'_, T>);

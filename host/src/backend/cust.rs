@@ -8,7 +8,7 @@ use crate::buffers::BufferRef;
 use crate::device::Gpu;
 use crate::driver::{CuResult, Driver};
 use crate::error::Result;
-use crate::layout::{DeviceIndex, IndexSource};
+use crate::layout::{ArraySource, DeviceArray};
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 
 /// The `cuGetProcAddress` of the libcuda cust links.
@@ -72,15 +72,15 @@ unsafe impl<T: DeviceCopy> DeviceWrite<T, Stream> for DeviceBuffer<T> {
 }
 
 // SAFETY: as above.
-unsafe impl IndexSource for DeviceSlice<i32> {
-    fn index(&self) -> DeviceIndex<'_> {
-        DeviceIndex::untracked(buffer(self))
+unsafe impl<T: DeviceCopy> ArraySource<T> for DeviceSlice<T> {
+    fn array(&self) -> DeviceArray<'_, T> {
+        DeviceArray::untracked(buffer(self))
     }
 }
 
 // SAFETY: as above.
-unsafe impl IndexSource for DeviceBuffer<i32> {
-    fn index(&self) -> DeviceIndex<'_> {
-        DeviceIndex::untracked(buffer(self))
+unsafe impl<T: DeviceCopy> ArraySource<T> for DeviceBuffer<T> {
+    fn array(&self) -> DeviceArray<'_, T> {
+        DeviceArray::untracked(buffer(self))
     }
 }

@@ -3,5 +3,7 @@
 //! ([`crate::memory`]) for its buffers and streams; everything else is shared.
 #[cfg(feature = "cudarc")]
 mod cudarc;
+#[cfg(feature = "cudarc")]
+pub(crate) use cudarc::Tracked;
 #[cfg(feature = "cust")]
 mod cust;

@@ -184,7 +184,7 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         unsafe { mma_tiles::<T, 2, N1, D, false, D, false>(&mut sp, Operand::a(q_tile(s), r1, 0, lane).opaque(), Operand::b(k_tile, c1, 0, lane).opaque(), D / 16) };
         let (row, col) = ((m0 as usize + r1 + lane / 4) as i32, (n0 as usize + c1) as i32);
         if mask.touches(m0 as i32 + r1 as i32, col, (N1 * 8) as i32) {
-            mask.apply(&mut sp, row, col + 2 * (lane % 4) as i32);
+            crate::mask::apply(&mut sp, &mask, row, col + 2 * (lane % 4) as i32);
         }
         let row_in = |mt: usize, h: usize| (r1 + mt * 16 + lane / 4 + 8 * h) as u32 * 4;
         for mt in 0..2 {

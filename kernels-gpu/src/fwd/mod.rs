@@ -28,6 +28,7 @@ use flashrs_abi::grid::{Extent, div_rem, tile_for_block};
 use flashrs_abi::{FwdParams, TileConfig, Variant};
 use mainloop::{PagedCursor, TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
 use crate::mask::Mask;
+use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Window};
 use softmax::Softmax;
 
 /// Waits until at most `STAGES - 2` copy groups are pending: the tile about to be used landed.
@@ -48,10 +49,13 @@ fn wait_for_stage<const STAGES: usize>() {
 /// per-CTA sequence lookup, `SPLIT` the key-range split with its f32 partial epilogue and
 /// the last split's merge (taken when `num_splits > 1`), and `PAGED` the block-table K/V addressing with per-sequence key
 /// counts. With all off every addition they make folds away: the plain kernels assemble to the
-/// same registers as a body without them.
+/// same registers as a body without them. `S` and `M` are the score modification and the mask
+/// ([`crate::mods`]): [`Plain`] and [`Mask`] for plain attention.
 #[inline(always)]
 unsafe fn flash_fwd<
     T: Element,
+    S: ScoreMod,
+    M: MaskMod,
     const D: usize,
     const BM: usize,
     const BN: usize,
@@ -75,6 +79,8 @@ unsafe fn flash_fwd<
         // warp index of the group, not per group.
         assert!(WN == 1 || BM == 16);
         assert!(WN == 1 || warp_merge::scratch_bytes(WN, MT, ON) <= 2 * STAGES * BN * D * 2);
+        // A sink joins a row's denominator once: not once per warp or split that merges.
+        assert!(!S::SINK || (WN == 1 && !SPLIT));
     }
     let tid = thread_idx_x();
     let lane = (tid % 32) as usize;
@@ -118,21 +124,19 @@ unsafe fn flash_fwd<
     let k_tile = |s: usize| SmemTile::<BN, D> { base: smem + ((BM + s * BN) * D * 2) as u32 };
     let v_tile = |s: usize| SmemTile::<BN, D> { base: smem + ((BM + (STAGES + s) * BN) * D * 2) as u32 };
 
-    let mask = Mask {
-        seqlen_k: seqlen_k as i32,
-        causal_offset: (p.causal != 0).then_some(seqlen_k as i32 - seqlen_q as i32),
-    };
-    // Keys past the last row's diagonal are never seen by this CTA.
-    let keys = match mask.causal_offset {
-        Some(off) => (m0 as i32 + BM as i32 + off).max(0).min(mask.seqlen_k),
-        None => mask.seqlen_k,
-    } as usize;
-    // Split-KV: this CTA's tiles are [t0, t0 + n_tiles) of the visible ones (possibly none).
+    let mask = M::new(p, tile.batch, tile.head, &extent);
+    let score = S::new(p, tile.batch, tile.head, &extent);
+    // Keys no row of this CTA sees (past the last row's diagonal, before the first row's
+    // window) are never loaded.
+    let (first_key, keys) = mask.span(m0 as i32, (m0 + BM as u32) as i32);
+    let (first_key, keys) = (first_key as usize, keys as usize);
+    // This CTA's tiles are [t0, t0 + n_tiles) (possibly none); split-KV: of its split's.
     let (t0, n_tiles) = if SPLIT {
         let t0 = split * p.split_tiles;
         (t0, (keys.div_ceil(BN) as u32).min(t0 + p.split_tiles).saturating_sub(t0) as usize)
     } else {
-        (0, keys.div_ceil(BN))
+        let first = first_key / BN;
+        (first as u32, keys.div_ceil(BN) - first)
     };
 
     let mut k_cursor = TileCursor::<BN, D, THREADS>::new(tid, k, kr, seqlen_k, t0 * BN as u32, p.head_dim);
@@ -171,14 +175,18 @@ unsafe fn flash_fwd<
 
         let ops = ops.kv_shifted(((t % STAGES) * BN * D * 2) as u32);
         let mut s = unsafe { gemm_qk::<T, MT, SN, D>(ops) };
-        let col0 = if SPLIT { ((t0 as usize + t) * BN + warp_key0) as i32 } else { (t * BN + warp_key0) as i32 };
-        if mask.touches(m0 as i32, col0, (BN / WN) as i32) {
-            mask.apply(&mut s, row, col0 + 2 * (lane % 4) as i32);
+        let col0 = ((t0 as usize + t) * BN + warp_key0) as i32;
+        let col = col0 + 2 * (lane % 4) as i32;
+        if S::ACTIVE {
+            crate::mask::modify(&mut s, &score, row, col);
+        }
+        if mask.touches(m0 as i32, (m0 + BM as u32) as i32, col0, (BN / WN) as i32) {
+            crate::mask::apply(&mut s, &mask, row, col);
         }
         softmax.update(&mut s, &mut o, p.scale_log2);
         unsafe { gemm_pv::<T, MT, KP, ON, D>(&pack_p::<T, MT, SN, KP>(&s), ops, &mut o) };
     }
-    let mut lse = softmax.finish(&mut o, p.scale_log2);
+    let mut lse = if S::SINK { softmax.finish_with_sink(&mut o, p.scale_log2, score.sink_log2()) } else { softmax.finish(&mut o, p.scale_log2) };
     if WN > 1 {
         // Nothing may still land in the K/V stages the merge overlays (Q's copies included).
         cp_async_wait_group::<0>();
@@ -231,26 +239,33 @@ unsafe fn flash_fwd<
 /// Declares the entry points of one [`Variant`], one per (configuration of its table, element
 /// type): the kernel body with the per-CTA sequence lookup, the key-range split and the
 /// block-table addressing compiled in as the variant needs (the plain entries compile all out;
-/// split-capable ones write O and the log-sum-exp directly when a launch has one split). Each
-/// entry carries its [`flashrs_abi::kernel`] marker, from which the build checks that its name
-/// is the one [`flashrs_abi::Kernel`] derives from the same configuration.
+/// split-capable ones write O and the log-sum-exp directly when a launch has one split), and,
+/// after `mods`, the attention modifications of [`flashrs_abi::ModParams`] ([`Builtin`] scores,
+/// [`Window`] mask; the table is then [`Variant::mods_configs`]). Each entry carries its
+/// [`flashrs_abi::kernel`] marker, from which the build checks that its name is the one
+/// [`flashrs_abi::Kernel`] derives from the same configuration.
 macro_rules! mma_kernels {
     ($variant:ident: $($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
-        mma_kernels!(@one $variant, $f16, F16, $idx);
-        mma_kernels!(@one $variant, $bf16, Bf16, $idx);
+        mma_kernels!(@one $variant, false, Plain, Mask, $f16, F16, $idx);
+        mma_kernels!(@one $variant, false, Plain, Mask, $bf16, Bf16, $idx);
     )*};
-    (@one $variant:ident, $name:ident, $t:ty, $idx:literal) => {
+    ($variant:ident mods: $($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
+        mma_kernels!(@one $variant, true, Builtin, Window, $f16, F16, $idx);
+        mma_kernels!(@one $variant, true, Builtin, Window, $bf16, Bf16, $idx);
+    )*};
+    (@one $variant:ident, $mods:literal, $score:ty, $mask:ty, $name:ident, $t:ty, $idx:literal) => {
         /// Forward attention entry point (see the module docs and [`FwdParams`]); launch with
         /// the geometry of its [`TileConfig`].
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
             const V: Variant = Variant::$variant;
-            const C: TileConfig = V.configs()[$idx];
+            const C: TileConfig = V.configs_of($mods)[$idx];
             unsafe {
-                core::arch::asm!("// flashrs-kernel: mma {v} {t} {d} {bm} {bn} {w} {s}", v = const V.code(),
+                core::arch::asm!("// flashrs-kernel: mma {v} {t} {d} {bm} {bn} {w} {s} {m}", v = const V.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const C.block_n, w = const C.warps, s = const C.stages, options(nomem, nostack, preserves_flags));
-                flash_fwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
+                    bn = const C.block_n, w = const C.warps, s = const C.stages, m = const $mods as u32,
+                    options(nomem, nostack, preserves_flags));
+                flash_fwd::<$t, $score, $mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
                     { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
                     { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, { V.varlen() }, { V.split() }, { V.paged() }>(&p)
             }
@@ -319,4 +334,18 @@ mma_kernels! { VarlenPaged:
     4 => flash_fwd_varlen_paged_f16_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_d128_16x64w4s2;
     5 => flash_fwd_varlen_paged_f16_d64_16x64w4s2, flash_fwd_varlen_paged_bf16_d64_16x64w4s2;
     6 => flash_fwd_varlen_paged_f16_d256_128x16w8s2, flash_fwd_varlen_paged_bf16_d256_128x16w8s2;
+}
+
+mma_kernels! { Plain mods:
+    0 => flash_fwd_mods_f16_d64_128x64w4s2, flash_fwd_mods_bf16_d64_128x64w4s2;
+    1 => flash_fwd_mods_f16_d128_128x64w8s2, flash_fwd_mods_bf16_d128_128x64w8s2;
+    2 => flash_fwd_mods_f16_d256_128x64w8s2, flash_fwd_mods_bf16_d256_128x64w8s2;
+    3 => flash_fwd_mods_f16_d256_128x16w8s2, flash_fwd_mods_bf16_d256_128x16w8s2;
+}
+
+mma_kernels! { Varlen mods:
+    0 => flash_fwd_varlen_mods_f16_d64_128x64w4s2, flash_fwd_varlen_mods_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_mods_f16_d128_128x64w8s2, flash_fwd_varlen_mods_bf16_d128_128x64w8s2;
+    2 => flash_fwd_varlen_mods_f16_d256_128x64w8s2, flash_fwd_varlen_mods_bf16_d256_128x64w8s2;
+    3 => flash_fwd_varlen_mods_f16_d256_128x16w8s2, flash_fwd_varlen_mods_bf16_d256_128x16w8s2;
 }

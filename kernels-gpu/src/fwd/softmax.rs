@@ -63,16 +63,29 @@ impl<const MT: usize> Softmax<MT> {
     /// scaled scores (`-inf`, with `o` = 0, for rows that saw no key).
     #[inline(always)]
     pub fn finish<const ON: usize>(&self, o: &mut [[FragC; ON]; MT], scale_log2: f32) -> [[f32; 2]; MT] {
+        self.finish_by(o, |m, sum| (lse::inv_sum(sum), lse::of_row(m, scale_log2, sum)))
+    }
+
+    /// [`Softmax::finish`] with a sink of logit `sink_log2` in every row's denominator (see
+    /// [`lse::with_sink`]).
+    #[inline(always)]
+    pub fn finish_with_sink<const ON: usize>(&self, o: &mut [[FragC; ON]; MT], scale_log2: f32, sink_log2: f32) -> [[f32; 2]; MT] {
+        self.finish_by(o, |m, sum| lse::with_sink(m, scale_log2, sum, sink_log2))
+    }
+
+    /// Multiplies each row of `o` by the first of `norm(max, sum)` and returns the second, the
+    /// row's log-sum-exp.
+    #[inline(always)]
+    fn finish_by<const ON: usize>(&self, o: &mut [[FragC; ON]; MT], norm: impl Fn(f32, f32) -> (f32, f32)) -> [[f32; 2]; MT] {
         let mut out = [[0.0; 2]; MT];
         for mt in 0..MT {
             for h in 0..2 {
-                let sum = quad_sum(self.sum[mt][h]);
-                let inv = lse::inv_sum(sum);
+                let (inv, row_lse) = norm(self.max[mt][h], quad_sum(self.sum[mt][h]));
                 for j in 0..ON {
                     o[mt][j][2 * h] *= inv;
                     o[mt][j][2 * h + 1] *= inv;
                 }
-                out[mt][h] = lse::of_row(self.max[mt][h], scale_log2, sum);
+                out[mt][h] = row_lse;
             }
         }
         out

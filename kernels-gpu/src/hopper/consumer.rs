@@ -10,7 +10,7 @@
 //!   GEMMs ([`Pingpong`]), so that one's softmax overlaps the others' GEMMs.
 use super::epilogue::{store_lse, store_o};
 use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
-use super::mask::Mask;
+use super::mask;
 use super::pipeline::{PipeState, release, wait_full};
 use super::scheduler::{tile_count, work_for_tile};
 use super::smem::Smem;
@@ -21,6 +21,7 @@ use crate::arch::shfl::shfl_sync_idx_u32;
 use crate::arch::smem::ld_shared_b32;
 use crate::arch::wgmma::FragA;
 use crate::hopper::gemm::opaque;
+use crate::mods::{MaskMod, ScoreMod};
 use flashrs_abi::FwdParams;
 
 /// Compiler-only: makes `v`'s current values inputs of an ordered (side-effecting) statement,
@@ -87,13 +88,15 @@ impl Pingpong {
     }
 }
 
-/// What both main loops need: the operands' shared-memory addresses and the masking.
+/// What both main loops need: the operands' shared-memory addresses, the score modification
+/// and the masking.
 #[derive(Clone, Copy)]
-struct Rows<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> {
+struct Rows<S, M, const D: usize, const BM: usize, const BN: usize, const STAGES: usize> {
     smem: Smem<D, BM, BN, STAGES>,
     /// This warpgroup's first Q row in slab 0.
     q: u32,
-    mask: Mask,
+    score: S,
+    mask: M,
     /// First sequence row of the warpgroup.
     wg_row0: i32,
     /// The thread's first sequence row.
@@ -102,22 +105,28 @@ struct Rows<const D: usize, const BM: usize, const BN: usize, const STAGES: usiz
     col: i32,
     lane: u32,
     scale_log2: f32,
+    /// The first key tile and the number of them (see [`super::scheduler::Work`]).
+    first_tile: u32,
     n_tiles: u32,
 }
 
-impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<D, BM, BN, STAGES> {
+impl<S: ScoreMod, M: MaskMod, const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<S, M, D, BM, BN, STAGES> {
     /// First key of iteration `t` (tiles are walked from the last).
     #[inline(always)]
     fn col0(&self, t: u32) -> i32 {
-        ((self.n_tiles - 1 - t) * BN as u32) as i32
+        ((self.first_tile + self.n_tiles - 1 - t) * BN as u32) as i32
     }
 
-    /// Masks `s` (tile of iteration `t`) if it reaches past the keys or the diagonal.
+    /// Modifies the scores of `s` (tile of iteration `t`), then masks them if the tile reaches
+    /// past a row's keys.
     #[inline(always)]
-    fn mask<const SN: usize>(&self, s: &mut [f32; SN], t: u32) {
+    fn modify<const SN: usize>(&self, s: &mut [f32; SN], t: u32) {
         let col0 = self.col0(t);
-        if self.mask.touches(self.wg_row0, col0, BN as i32) {
-            self.mask.apply_wgmma(s, self.row, col0 + self.col);
+        if S::ACTIVE {
+            mask::modify(s, &self.score, self.row, col0 + self.col);
+        }
+        if self.mask.touches(self.wg_row0, self.wg_row0 + 64, col0, BN as i32) {
+            mask::apply(s, &self.mask, self.row, col0 + self.col);
         }
     }
 }
@@ -126,6 +135,8 @@ impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows
 #[inline(always)]
 unsafe fn mainloop_serial<
     T: WgElement,
+    S: ScoreMod,
+    M: MaskMod,
     const D: usize,
     const BM: usize,
     const BN: usize,
@@ -134,7 +145,7 @@ unsafe fn mainloop_serial<
     const ON: usize,
     const KP: usize,
 >(
-    r: &Rows<D, BM, BN, STAGES>,
+    r: &Rows<S, M, D, BM, BN, STAGES>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     start: PipeState<STAGES>,
@@ -149,7 +160,7 @@ unsafe fn mainloop_serial<
             wait::<0, SN>(&mut s);
             release(r.smem.k_empty(stage), r.lane);
         }
-        r.mask(&mut s, t);
+        r.modify(&mut s, t);
         let alpha = softmax.update(&mut s, r.scale_log2);
         rescale(o, alpha);
         let mut p = pack_p::<T, SN, KP>(&s);
@@ -178,6 +189,8 @@ unsafe fn mainloop_serial<
 #[inline(always)]
 unsafe fn mainloop_pipelined<
     T: WgElement,
+    S: ScoreMod,
+    M: MaskMod,
     const D: usize,
     const BM: usize,
     const BN: usize,
@@ -186,7 +199,7 @@ unsafe fn mainloop_pipelined<
     const ON: usize,
     const KP: usize,
 >(
-    r: &Rows<D, BM, BN, STAGES>,
+    r: &Rows<S, M, D, BM, BN, STAGES>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     turns: Pingpong,
@@ -209,7 +222,7 @@ unsafe fn mainloop_pipelined<
         wait::<0, SN>(&mut s);
         release(smem.k_empty(pk.stage), lane);
     }
-    r.mask(&mut s, 0);
+    r.modify(&mut s, 0);
     // O is still zero: no rescale for the first tile.
     softmax.update(&mut s, r.scale_log2);
     let mut p: [FragA; KP] = pack_p::<T, SN, KP>(&s);
@@ -227,7 +240,7 @@ unsafe fn mainloop_pipelined<
             wait::<1, SN>(&mut s);
             release(smem.k_empty(pk.stage), lane);
         }
-        r.mask(&mut s, t);
+        r.modify(&mut s, t);
         let mut alpha = softmax.update(&mut s, r.scale_log2);
         // Pinned, the softmax's results are computed before what follows (LLVM would sink
         // them below the wait, where they are used).
@@ -262,6 +275,8 @@ unsafe fn mainloop_pipelined<
 #[inline(always)]
 pub unsafe fn run<
     T: WgElement,
+    S: ScoreMod,
+    M: MaskMod,
     const D: usize,
     const BM: usize,
     const BN: usize,
@@ -285,7 +300,7 @@ pub unsafe fn run<
     let total = tile_count(p);
     // A tile's work, its loaded lengths made visibly warp-uniform ([`Work::warp_uniform`]).
     let work_of = |tile: u32| {
-        let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
+        let work = work_for_tile::<BM, BN, VARLEN, M>(p, tile);
         if VARLEN { work.warp_uniform() } else { work }
     };
     let mut i = 0u32;
@@ -301,29 +316,29 @@ pub unsafe fn run<
             break;
         }
         let work = work_of(tile);
-        let (seqlen_q, seqlen_k) = (work.extent.seqlen_q as i32, work.extent.seqlen_k as i32);
-        let mask = Mask { seqlen_k, causal_offset: (p.causal != 0).then_some(seqlen_k - seqlen_q) };
         let wg_row0 = work.m0 + 64 * wg;
         let row = wg_row0 + 16 * (tid / 32) + lane / 4;
-        let rows = Rows::<D, BM, BN, STAGES> {
+        let rows = Rows::<S, M, D, BM, BN, STAGES> {
             smem,
             q: smem.q(b) + 64 * wg * 128,
-            mask,
+            score: S::new(p, work.batch, work.head, &work.extent),
+            mask: M::new(p, work.batch, work.head, &work.extent),
             wg_row0: wg_row0 as i32,
             row: row as i32,
             col: 2 * (lane % 4) as i32,
             lane,
             scale_log2: p.scale_log2,
+            first_tile: work.first_tile,
             n_tiles: work.n_tiles,
         };
         let mut o = [0.0f32; ON];
         let mut softmax = OnlineSoftmax::new();
         pipe = if PIPELINED {
-            unsafe { mainloop_pipelined::<T, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
+            unsafe { mainloop_pipelined::<T, S, M, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
         } else {
-            unsafe { mainloop_serial::<T, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
+            unsafe { mainloop_serial::<T, S, M, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
         };
-        let lse = softmax.finish(&mut o, p.scale_log2);
+        let lse = if S::SINK { softmax.finish_with_sink(&mut o, p.scale_log2, rows.score.sink_log2()) } else { softmax.finish(&mut o, p.scale_log2) };
 
         // The epilogue's indices are derived afresh from opaque copies: computed before the
         // main loop (LLVM hoists what does not change from tile to tile), they would sit in

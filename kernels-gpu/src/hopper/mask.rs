@@ -1,22 +1,36 @@
-//! Key-length and causal masking of a consumer warpgroup's score accumulator.
+//! Score modification and masking of a consumer warpgroup's score accumulator.
 //!
 //! Accumulator layout of `wgmma m64nNk16` (f32): thread (warp `w` of the warpgroup, lane
 //! `4g + t`) holds `s[4i + 2h + j]` = row `16w + g + 8h`, column `8i + 2t + j`.
+use crate::mods::{At, MaskMod, ScoreMod};
 
-pub use crate::mask::Mask;
+/// Modifies the scores: `row` is the thread's first row (`h = 0`), `col` its first column
+/// (`col0 + 2t`).
+#[inline(always)]
+pub fn modify<S: ScoreMod, const SN: usize>(s: &mut [f32; SN], score: &S, row: i32, col: i32) {
+    let colf = col as f32;
+    for h in 0..2 {
+        let r = row + 8 * h as i32;
+        let rowf = r as f32;
+        for i in 0..SN / 4 {
+            for j in 0..2 {
+                let d = 8 * i + j;
+                let at = At { row: r, key: col + d as i32, rowf, keyf: colf + d as f32 };
+                s[4 * i + 2 * h + j] = score.score(s[4 * i + 2 * h + j], at);
+            }
+        }
+    }
+}
 
-impl Mask {
-    /// Sets masked scores to `-inf`. `row` is the thread's first row (`h = 0`), `col` its
-    /// first column (`col0 + 2t`).
-    #[inline(always)]
-    pub fn apply_wgmma<const SN: usize>(&self, s: &mut [f32; SN], row: i32, col: i32) {
-        for h in 0..2 {
-            let limit = self.row_limit(row + 8 * h as i32);
-            for i in 0..SN / 4 {
-                for j in 0..2 {
-                    if col + (8 * i + j) as i32 >= limit {
-                        s[4 * i + 2 * h + j] = f32::NEG_INFINITY;
-                    }
+/// Sets masked scores to `-inf` (`row`, `col` as for [`modify`]).
+#[inline(always)]
+pub fn apply<M: MaskMod, const SN: usize>(s: &mut [f32; SN], mask: &M, row: i32, col: i32) {
+    for h in 0..2 {
+        let b = mask.bounds(row + 8 * h as i32);
+        for i in 0..SN / 4 {
+            for j in 0..2 {
+                if !M::sees(b, col + (8 * i + j) as i32) {
+                    s[4 * i + 2 * h + j] = f32::NEG_INFINITY;
                 }
             }
         }

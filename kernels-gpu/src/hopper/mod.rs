@@ -38,6 +38,8 @@ use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
 use crate::dtype::{Bf16, Element, F16};
+use crate::mask::Mask;
+use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Window};
 use flashrs_abi::FwdParams;
 use flashrs_abi::sm90::{CONFIGS, HopperConfig};
 use gemm::WgElement;
@@ -63,10 +65,14 @@ pub(crate) fn entry_directives<const THREADS: usize>() {
 /// cannot compute in array types, the warpgroups' register budgets after `setmaxnreg`
 /// (producer `PREGS`, each consumer `CREGS`), the consumer schedule (see [`consumer`]), and
 /// `VARLEN`: packed variable-length batches (per-sequence extents from the offsets arrays; a
-/// twin of the fixed-length kernel, which thus keeps its lengths in parameters).
+/// twin of the fixed-length kernel, which thus keeps its lengths in parameters). `S` and `M`
+/// are the score modification and the mask ([`crate::mods`]): [`Plain`] and [`Mask`] for
+/// plain attention.
 #[inline(always)]
 unsafe fn flash_fwd_sm90<
     T: WgElement,
+    S: ScoreMod,
+    M: MaskMod,
     const D: usize,
     const BM: usize,
     const BN: usize,
@@ -112,23 +118,30 @@ unsafe fn flash_fwd_sm90<
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 {
-            unsafe { producer::run::<D, BM, BN, STAGES, VARLEN>(maps, smem, p) };
+            unsafe { producer::run::<D, BM, BN, STAGES, VARLEN, M>(maps, smem, p) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
-        unsafe { consumer::run::<T, D, BM, BN, STAGES, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
+        unsafe { consumer::run::<T, S, M, D, BM, BN, STAGES, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
     }
 }
 
-/// Declares one kernel entry per (element type, configuration, fixed or variable length), each
-/// with its [`flashrs_abi::kernel`] marker (the build checks the name against it). A launch
-/// runs it one CTA per work tile or persistent; the entry is the same.
+/// Declares one kernel entry per (element type, configuration, fixed or variable length, plain
+/// or with the attention modifications of [`flashrs_abi::ModParams`]: [`Builtin`] scores and
+/// the [`Window`] mask), each with its [`flashrs_abi::kernel`] marker (the build checks the name
+/// against it). A launch runs it one CTA per work tile or persistent; the entry is the same.
 macro_rules! sm90_kernels {
-    ($($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
-        sm90_kernels!(@one $f16, F16, $cfg, $varlen);
-        sm90_kernels!(@one $bf16, Bf16, $cfg, $varlen);
+    ($($cfg:literal, $varlen:literal, $mods:ident => $f16:ident, $bf16:ident;)*) => {$(
+        sm90_kernels!(@one $f16, F16, $cfg, $varlen, $mods);
+        sm90_kernels!(@one $bf16, Bf16, $cfg, $varlen, $mods);
     )*};
-    (@one $name:ident, $t:ty, $cfg:literal, $varlen:literal) => {
+    (@one $name:ident, $t:ty, $cfg:literal, $varlen:literal, plain) => {
+        sm90_kernels!(@entry $name, $t, $cfg, $varlen, false, Plain, Mask);
+    };
+    (@one $name:ident, $t:ty, $cfg:literal, $varlen:literal, mods) => {
+        sm90_kernels!(@entry $name, $t, $cfg, $varlen, true, Builtin, Window);
+    };
+    (@entry $name:ident, $t:ty, $cfg:literal, $varlen:literal, $mods:literal, $score:ty, $mask:ty) => {
         /// Hopper forward attention entry point (see the module docs): Q, K and V tensor maps
         /// (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes, 128-byte swizzle), then
         /// the parameters. Launch with the geometry of its [`HopperConfig`].
@@ -137,9 +150,10 @@ macro_rules! sm90_kernels {
             const C: HopperConfig = CONFIGS[$cfg];
             entry_directives::<{ C.threads() }>();
             unsafe {
-                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {bn} {s} {c} {pipe}", v = const $varlen as u32,
+                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {bn} {s} {c} {pipe} {m}", v = const $varlen as u32,
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bn = const C.block_n,
-                    s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32, options(nomem, nostack, preserves_flags));
+                    s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32, m = const $mods as u32,
+                    options(nomem, nostack, preserves_flags));
             }
             let maps = Maps {
                 q: crate::param_tensor_map!($name, 0),
@@ -147,7 +161,7 @@ macro_rules! sm90_kernels {
                 v: crate::param_tensor_map!($name, 2),
             };
             unsafe {
-                flash_fwd_sm90::<$t, { C.head_dim }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
+                flash_fwd_sm90::<$t, $score, $mask, { C.head_dim }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
                     { C.head_dim / 2 }, { C.block_n / 16 }, { C.producer_regs() }, { C.consumer_regs() }, { C.pipelined }, $varlen>(maps, &p)
             }
         }
@@ -155,16 +169,23 @@ macro_rules! sm90_kernels {
 }
 
 sm90_kernels! {
-    0, false => flash_fwd_sm90_f16_d64_192x128s3, flash_fwd_sm90_bf16_d64_192x128s3;
-    1, false => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
-    2, false => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
-    3, false => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
-    4, false => flash_fwd_sm90_f16_d64_192x128s3_serial, flash_fwd_sm90_bf16_d64_192x128s3_serial;
-    5, false => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
-    6, false => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
-    7, false => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
+    0, false, plain => flash_fwd_sm90_f16_d64_192x128s3, flash_fwd_sm90_bf16_d64_192x128s3;
+    1, false, plain => flash_fwd_sm90_f16_d128_128x128s2, flash_fwd_sm90_bf16_d128_128x128s2;
+    2, false, plain => flash_fwd_sm90_f16_d256_128x64s2, flash_fwd_sm90_bf16_d256_128x64s2;
+    3, false, plain => flash_fwd_sm90_f16_d64_128x128s3, flash_fwd_sm90_bf16_d64_128x128s3;
+    4, false, plain => flash_fwd_sm90_f16_d64_192x128s3_serial, flash_fwd_sm90_bf16_d64_192x128s3_serial;
+    5, false, plain => flash_fwd_sm90_f16_d128_128x128s2_serial, flash_fwd_sm90_bf16_d128_128x128s2_serial;
+    6, false, plain => flash_fwd_sm90_f16_d256_128x64s2_serial, flash_fwd_sm90_bf16_d256_128x64s2_serial;
+    7, false, plain => flash_fwd_sm90_f16_d64_128x128s3_serial, flash_fwd_sm90_bf16_d64_128x128s3_serial;
     // Variable-length twins of the defaults ([`flashrs_abi::sm90::DEFAULTS`]).
-    0, true => flash_fwd_sm90_varlen_f16_d64_192x128s3, flash_fwd_sm90_varlen_bf16_d64_192x128s3;
-    1, true => flash_fwd_sm90_varlen_f16_d128_128x128s2, flash_fwd_sm90_varlen_bf16_d128_128x128s2;
-    2, true => flash_fwd_sm90_varlen_f16_d256_128x64s2, flash_fwd_sm90_varlen_bf16_d256_128x64s2;
+    0, true, plain => flash_fwd_sm90_varlen_f16_d64_192x128s3, flash_fwd_sm90_varlen_bf16_d64_192x128s3;
+    1, true, plain => flash_fwd_sm90_varlen_f16_d128_128x128s2, flash_fwd_sm90_varlen_bf16_d128_128x128s2;
+    2, true, plain => flash_fwd_sm90_varlen_f16_d256_128x64s2, flash_fwd_sm90_varlen_bf16_d256_128x64s2;
+    // With modifications, fixed and variable length ([`flashrs_abi::sm90::MODS`]).
+    3, false, mods => flash_fwd_sm90_mods_f16_d64_128x128s3, flash_fwd_sm90_mods_bf16_d64_128x128s3;
+    1, false, mods => flash_fwd_sm90_mods_f16_d128_128x128s2, flash_fwd_sm90_mods_bf16_d128_128x128s2;
+    2, false, mods => flash_fwd_sm90_mods_f16_d256_128x64s2, flash_fwd_sm90_mods_bf16_d256_128x64s2;
+    3, true, mods => flash_fwd_sm90_varlen_mods_f16_d64_128x128s3, flash_fwd_sm90_varlen_mods_bf16_d64_128x128s3;
+    1, true, mods => flash_fwd_sm90_varlen_mods_f16_d128_128x128s2, flash_fwd_sm90_varlen_mods_bf16_d128_128x128s2;
+    2, true, mods => flash_fwd_sm90_varlen_mods_f16_d256_128x64s2, flash_fwd_sm90_varlen_mods_bf16_d256_128x64s2;
 }

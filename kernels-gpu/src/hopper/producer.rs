@@ -12,6 +12,7 @@ use super::pipeline::{PipeState, wait_empty};
 use super::scheduler::{NO_TILE, Work, claim_next, first_tile, retire, tile_count, work_for_tile};
 use super::smem::Smem;
 use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_arrive_expect_tx};
+use crate::mods::MaskMod;
 use crate::arch::smem::st_shared_b32;
 use flashrs_abi::FwdParams;
 use crate::arch::tma::{TensorMap, cp_async_bulk_tensor_4d_g2s, prefetch_tensormap};
@@ -40,7 +41,7 @@ pub(crate) unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map:
 
 /// Loads the K and V tiles of one work tile into the ring from position `start` on, K one tile
 /// ahead of V, in the consumers' order (tile `t` from the last starts at key
-/// `(n_tiles - 1 - t) * BN`); K(0) is left to the caller. Returns the position after them.
+/// [`Work::key0`]); K(0) is left to the caller. Returns the position after them.
 #[inline(always)]
 unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
     maps: Maps,
@@ -89,7 +90,7 @@ unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES:
 /// one's, whose epilogue staged O there), the tile's index in that Q tile's slot and its Q,
 /// then the remaining K/V tiles. After the last, the slot says "none" ([`NO_TILE`]).
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool>(
+pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool, M: MaskMod>(
     maps: Maps,
     smem: Smem<D, BM, BN, STAGES>,
     p: &FwdParams,
@@ -106,7 +107,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
     loop {
         // Variable-length launches: query blocks past their sequence's end are skipped here, so
         // the consumers never see them.
-        while VARLEN && tile < total && work_for_tile::<BM, BN, VARLEN>(p, tile).is_empty() {
+        while VARLEN && tile < total && work_for_tile::<BM, BN, VARLEN, M>(p, tile).is_empty() {
             tile = unsafe { claim_next(p, tile) };
         }
         let (b, phase) = Smem::<D, BM, BN, STAGES>::q_turn(i);
@@ -119,7 +120,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
             break;
         }
         let next = unsafe { claim_next(p, tile) };
-        let work = work_for_tile::<BM, BN, VARLEN>(p, tile);
+        let work = work_for_tile::<BM, BN, VARLEN, M>(p, tile);
         if work.n_tiles > 0 {
             unsafe { load_k(maps, smem, work, pipe, work.key_row::<BN>(0)) };
         }

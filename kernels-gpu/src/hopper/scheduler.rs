@@ -2,6 +2,7 @@
 use crate::arch::atom::{atom_acq_rel_gpu_add_u32, atom_relaxed_gpu_add_u32};
 use crate::arch::ids::{block_idx_x, grid_dim_x};
 use crate::arch::shfl::shfl_sync_idx_u32;
+use crate::mods::MaskMod;
 use flashrs_abi::FwdParams;
 use flashrs_abi::grid::{Extent, Tile, div_rem, tile_for_block};
 
@@ -16,7 +17,10 @@ pub struct Work {
     pub head_kv: u32,
     /// First query row (`m_block * BM`) within the sequence.
     pub m0: u32,
-    /// Key tiles of `BN` rows the block sees: tiles `0..n_tiles`, walked from the last down.
+    /// The first key tile (of `BN` rows) some row of the block sees.
+    pub first_tile: u32,
+    /// Key tiles the block sees: tiles `first_tile..first_tile + n_tiles`, walked from the last
+    /// down.
     pub n_tiles: u32,
     /// The sequence's lengths and, variable-length, where its rows start in the packed tensors.
     pub extent: Extent,
@@ -29,14 +33,21 @@ impl Work {
     /// This work as lane 0 of the warp sees it ([`uniform_extent`]).
     #[inline(always)]
     pub fn warp_uniform(self) -> Self {
-        Work { n_tiles: shfl_sync_idx_u32(self.n_tiles, 0), extent: uniform_extent(self.extent), ..self }
+        let b = |x: u32| shfl_sync_idx_u32(x, 0);
+        Work { first_tile: b(self.first_tile), n_tiles: b(self.n_tiles), extent: uniform_extent(self.extent), ..self }
     }
 
-    /// Row of the K/V maps where the key tile of iteration `t` starts (tiles are walked from the
-    /// last, `BN` keys each).
+    /// First key (within the sequence) of the key tile of iteration `t` (tiles are walked from
+    /// the last, `BN` keys each).
+    #[inline(always)]
+    pub fn key0<const BN: usize>(&self, t: u32) -> u32 {
+        (self.first_tile + self.n_tiles - 1 - t) * BN as u32
+    }
+
+    /// Row of the K/V maps where the key tile of iteration `t` starts.
     #[inline(always)]
     pub fn key_row<const BN: usize>(&self, t: u32) -> u32 {
-        self.extent.k_start + (self.n_tiles - 1 - t) * BN as u32
+        self.extent.k_start + self.key0::<BN>(t)
     }
 
     /// True for a query block past its sequence's end (variable-length launches size the grid
@@ -106,21 +117,20 @@ pub unsafe fn retire(p: &FwdParams) {
 
 /// The work of tile `tile` (< [`tile_count`]; query blocks of `BM` rows, key tiles of `BN`), in
 /// the mma.sync kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs
-/// running together on a few heads); `VARLEN`: of a variable-length launch.
+/// running together on a few heads); `VARLEN`: of a variable-length launch; `M`: the mask,
+/// whose span over the block's rows bounds its key tiles.
 #[inline(always)]
-pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool>(p: &FwdParams, tile: u32) -> Work {
+pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, M: MaskMod>(p: &FwdParams, tile: u32) -> Work {
     let Tile { batch, head, m_block } = tile_for_block(p, tile);
     let m0 = m_block * BM as u32;
     let head_kv = div_rem(head, p.group).0;
     // SAFETY: `batch` is below the launch's batch, so its offsets exist.
     let extent = if VARLEN { unsafe { Extent::varlen(p, batch) } } else { Extent::fixed(p) };
-    let Extent { seqlen_q, seqlen_k, .. } = extent;
-    // Keys at or past the last real row's diagonal are never seen by this block.
-    let keys = if p.causal != 0 {
-        let last_row = (m0 + BM as u32).min(seqlen_q) as i64;
-        (last_row + seqlen_k as i64 - seqlen_q as i64).clamp(0, seqlen_k as i64) as u32
-    } else {
-        seqlen_k
-    };
-    Work { batch, head, head_kv, m0, n_tiles: keys.div_ceil(BN as u32), extent, map_batch: if VARLEN { 0 } else { batch } }
+    // Keys no real row of the block sees (past the last one's diagonal, before the first one's
+    // window) are never loaded.
+    let row_end = (m0 + BM as u32).min(extent.seqlen_q);
+    let (first_key, keys) = M::new(p, batch, head, &extent).span(m0 as i32, row_end as i32);
+    let first_tile = first_key as u32 / BN as u32;
+    let n_tiles = (keys as u32).div_ceil(BN as u32) - first_tile;
+    Work { batch, head, head_kv, m0, first_tile, n_tiles, extent, map_batch: if VARLEN { 0 } else { batch } }
 }

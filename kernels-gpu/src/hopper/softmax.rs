@@ -54,12 +54,24 @@ impl OnlineSoftmax {
     /// scaled scores (`-inf`, with `o` = 0, for rows that saw no key).
     #[inline(always)]
     pub fn finish<const ON: usize>(&self, o: &mut [f32; ON], scale_log2: f32) -> [f32; 2] {
+        self.finish_by(o, |m, sum| (lse::inv_sum(sum), lse::of_row(m, scale_log2, sum)))
+    }
+
+    /// [`OnlineSoftmax::finish`] with a sink of logit `sink_log2` in every row's denominator
+    /// (see [`lse::with_sink`]).
+    #[inline(always)]
+    pub fn finish_with_sink<const ON: usize>(&self, o: &mut [f32; ON], scale_log2: f32, sink_log2: f32) -> [f32; 2] {
+        self.finish_by(o, |m, sum| lse::with_sink(m, scale_log2, sum, sink_log2))
+    }
+
+    /// Multiplies each row of `o` by the first of `norm(max, sum)` and returns the second, the
+    /// row's log-sum-exp.
+    #[inline(always)]
+    fn finish_by<const ON: usize>(&self, o: &mut [f32; ON], norm: impl Fn(f32, f32) -> (f32, f32)) -> [f32; 2] {
         let mut out = [0.0; 2];
         let mut inv = [0.0; 2];
         for h in 0..2 {
-            let sum = quad_sum(self.sum[h]);
-            inv[h] = lse::inv_sum(sum);
-            out[h] = lse::of_row(self.max[h], scale_log2, sum);
+            (inv[h], out[h]) = norm(self.max[h], quad_sum(self.sum[h]));
         }
         rescale(o, inv);
         out

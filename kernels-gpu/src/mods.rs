@@ -1,0 +1,210 @@
+//! Attention modifications as trait parameters of the forward kernels: which keys a query row
+//! sees ([`MaskMod`]) and what its scores become before the softmax ([`ScoreMod`]), as
+//! FlexAttention's `mask_mod` and `score_mod`, but compiled ahead of time.
+//!
+//! A kernel body is generic over one of each. It builds them once per work tile from the
+//! launch parameters and the tile's (batch, head, sequence extent), asks the mask for the key
+//! tiles its rows see ([`MaskMod::span`], so that tiles no row sees are never loaded), applies
+//! the score modification to every score of a tile and then the mask to tiles that
+//! [`MaskMod::touches`]. Plain attention is [`Mask`] with [`Plain`]: their methods are the
+//! arithmetic the kernels had before modifications existed, and [`ScoreMod::ACTIVE`] false
+//! compiles the per-score pass out, so the plain kernels do not pay for any of this.
+//!
+//! Scores stay in raw units (`q . k`, before the softmax scale) through the kernels, which
+//! fold the scale into the exponent; a [`ScoreMod`] returns raw units too. [`Builtin`] and
+//! [`Window`] are the modifications of [`ModParams`] (softcap, ALiBi, sinks; sliding window
+//! with causal masking folded in), each off at its neutral value, so that one kernel serves
+//! every combination.
+use crate::arch::ex2::tanh_approx_f32;
+use core::f32::consts::LOG2_E;
+use flashrs_abi::grid::Extent;
+use flashrs_abi::{FwdParams, ModParams};
+
+pub use crate::mask::Mask;
+
+/// Where a score lies: its query row and key within the sequence, and both as f32 (exact
+/// below 2^24), which the kernels derive per tile rather than converting every score.
+#[derive(Clone, Copy)]
+pub struct At {
+    /// Query row.
+    pub row: i32,
+    /// Key.
+    pub key: i32,
+    /// `row` as f32.
+    pub rowf: f32,
+    /// `key` as f32.
+    pub keyf: f32,
+}
+
+/// Which keys each query row sees: an interval per row, whose ends never decrease from one
+/// row to the next (key lengths, causal masks, sliding windows).
+pub trait MaskMod: Copy {
+    /// The mask of a work tile of batch entry `batch`, query head `head`, whose sequence has
+    /// the lengths of `extent`.
+    fn new(p: &FwdParams, batch: u32, head: u32, extent: &Extent) -> Self;
+
+    /// Row `row` sees the keys `lo..hi` of this pair `(lo, hi)`, of those that exist: `lo`
+    /// may be negative; `hi` includes the key count's bound.
+    fn bounds(&self, row: i32) -> (i32, i32);
+
+    /// The keys `first..end` that any of rows `row0..row_end` sees (`0 <= first <= end`).
+    #[inline(always)]
+    fn span(&self, row0: i32, row_end: i32) -> (i32, i32) {
+        let first = self.bounds(row0).0.max(0);
+        (first, self.bounds(row_end - 1).1.max(first))
+    }
+
+    /// True when some score of rows `row0..row_end` and keys `col0..col0 + cols` is masked:
+    /// only such blocks pay for masking.
+    #[inline(always)]
+    fn touches(&self, row0: i32, row_end: i32, col0: i32, cols: i32) -> bool {
+        col0 < self.bounds(row_end - 1).0 || col0 + cols > self.bounds(row0).1
+    }
+
+    /// True when row `row`'s `bounds` (`b`) include key `key`.
+    #[inline(always)]
+    fn sees(b: (i32, i32), key: i32) -> bool {
+        b.0 <= key && key < b.1
+    }
+}
+
+/// What a row's scores become before the softmax, and an optional sink: a logit without a
+/// value that joins every row's softmax denominator.
+pub trait ScoreMod: Copy {
+    /// False when [`ScoreMod::score`] returns its score unchanged: kernels then skip the
+    /// per-score pass at compile time.
+    const ACTIVE: bool;
+    /// True when [`ScoreMod::sink_log2`] may be finite.
+    const SINK: bool;
+
+    /// The modification of a work tile (see [`MaskMod::new`]).
+    fn new(p: &FwdParams, batch: u32, head: u32, extent: &Extent) -> Self;
+
+    /// Score `s` (raw units) of the query row and key at `at`, modified (raw units).
+    fn score(&self, s: f32, at: At) -> f32;
+
+    /// The sink's logit in log2 units of the scaled scores (`-inf`: none).
+    #[inline(always)]
+    fn sink_log2(&self) -> f32 {
+        f32::NEG_INFINITY
+    }
+}
+
+/// Plain attention's scores: unchanged, no sink.
+#[derive(Clone, Copy)]
+pub struct Plain;
+
+impl ScoreMod for Plain {
+    const ACTIVE: bool = false;
+    const SINK: bool = false;
+
+    #[inline(always)]
+    fn new(_: &FwdParams, _: u32, _: u32, _: &Extent) -> Self {
+        Plain
+    }
+
+    #[inline(always)]
+    fn score(&self, s: f32, _: At) -> f32 {
+        s
+    }
+}
+
+impl MaskMod for Mask {
+    #[inline(always)]
+    fn new(p: &FwdParams, _: u32, _: u32, e: &Extent) -> Self {
+        let (seqlen_q, seqlen_k) = (e.seqlen_q as i32, e.seqlen_k as i32);
+        Mask { seqlen_k, causal_offset: (p.causal != 0).then_some(seqlen_k - seqlen_q) }
+    }
+
+    /// No lower bound (a comparison with `i32::MIN` folds away).
+    #[inline(always)]
+    fn bounds(&self, row: i32) -> (i32, i32) {
+        (i32::MIN, self.row_limit(row))
+    }
+
+    #[inline(always)]
+    fn span(&self, _: i32, row_end: i32) -> (i32, i32) {
+        let keys = match self.causal_offset {
+            Some(off) => (row_end + off).max(0).min(self.seqlen_k),
+            None => self.seqlen_k,
+        };
+        (0, keys)
+    }
+
+    #[inline(always)]
+    fn touches(&self, row0: i32, _: i32, col0: i32, cols: i32) -> bool {
+        Mask::touches(self, row0, col0, cols)
+    }
+}
+
+/// A sliding window (FlashAttention's `window_size`) with causal masking folded into its right
+/// side by the host: row `r` sees keys `diag - left ..= diag + right` of the sequence's
+/// `seqlen_k`, where `diag = r + seqlen_k - seqlen_q`. An unbounded side is
+/// [`flashrs_abi::params::WINDOW_UNBOUNDED`].
+#[derive(Clone, Copy)]
+pub struct Window {
+    seqlen_k: i32,
+    /// `seqlen_k - seqlen_q`: the diagonal's offset.
+    offset: i32,
+    left: i32,
+    right: i32,
+}
+
+impl MaskMod for Window {
+    #[inline(always)]
+    fn new(p: &FwdParams, _: u32, _: u32, e: &Extent) -> Self {
+        let seqlen_k = e.seqlen_k as i32;
+        Window { seqlen_k, offset: seqlen_k - e.seqlen_q as i32, left: p.mods.window_left, right: p.mods.window_right }
+    }
+
+    #[inline(always)]
+    fn bounds(&self, row: i32) -> (i32, i32) {
+        let diag = row + self.offset;
+        (diag - self.left, (diag + self.right + 1).min(self.seqlen_k))
+    }
+}
+
+/// The score modifications of [`ModParams`]: softcap, then ALiBi, and the sink, each skipped
+/// (a warp-uniform branch) when the launch has none.
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    softcap_pre: f32,
+    softcap_post: f32,
+    /// ALiBi's slope in raw units (0 without ALiBi).
+    slope: f32,
+    alibi: bool,
+    /// `seqlen_k - seqlen_q`, as f32: the diagonal's offset.
+    offset: f32,
+    sink_log2: f32,
+}
+
+impl ScoreMod for Builtin {
+    const ACTIVE: bool = true;
+    const SINK: bool = true;
+
+    #[inline(always)]
+    fn new(p: &FwdParams, batch: u32, head: u32, e: &Extent) -> Self {
+        let m: &ModParams = &p.mods;
+        let slope = if m.alibi != 0 {
+            let at = (batch * m.alibi_batch_stride + head) as usize;
+            unsafe { *(m.alibi as *const f32).add(at) * m.alibi_scale }
+        } else {
+            0.0
+        };
+        let sink_log2 = if m.sinks != 0 { unsafe { *(m.sinks as *const f32).add(head as usize) * LOG2_E } } else { f32::NEG_INFINITY };
+        let offset = e.seqlen_k as f32 - e.seqlen_q as f32;
+        Builtin { softcap_pre: m.softcap_pre, softcap_post: m.softcap_post, slope, alibi: m.alibi != 0, offset, sink_log2 }
+    }
+
+    #[inline(always)]
+    fn score(&self, s: f32, at: At) -> f32 {
+        let s = if self.softcap_pre != 0.0 { self.softcap_post * tanh_approx_f32(s * self.softcap_pre) } else { s };
+        // `-slope * |diag - key|`.
+        if self.alibi { s - self.slope * (at.rowf + self.offset - at.keyf).abs() } else { s }
+    }
+
+    #[inline(always)]
+    fn sink_log2(&self) -> f32 {
+        self.sink_log2
+    }
+}
