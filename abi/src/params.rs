@@ -117,9 +117,9 @@ pub struct FwdParams {
 ///
 /// Scores stay in raw units (`q . k`, before the softmax scale) through the kernels, so the
 /// host folds the scale into each modification: the kernels compute
-/// `s' = softcap_post * tanh(softcap_pre * s) - alibi_scale * slope * |diag - key|` and mask
-/// keys outside the window, where `diag = row + seqlen_k - seqlen_q` is the row's
-/// bottom-right-aligned diagonal.
+/// `s' = softcap_post * tanh(scale * s / cap) - alibi_scale * slope * |diag - key|` (the tanh
+/// as `1 - 2 / (2^(softcap_pre * s) + 1)`) and mask keys outside the window, where
+/// `diag = row + seqlen_k - seqlen_q` is the row's bottom-right-aligned diagonal.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ModParams {
@@ -134,7 +134,8 @@ pub struct ModParams {
     /// Keys after the diagonal a row sees (0 under causal masking, which the host folds in
     /// here), at most [`WINDOW_UNBOUNDED`].
     pub window_right: i32,
-    /// `scale / cap`: the raw score's factor inside the softcap's tanh; 0 for no softcap.
+    /// `2 log2(e) scale / cap`: the raw score's factor in the exponent of the softcap's tanh; 0
+    /// for no softcap.
     pub softcap_pre: f32,
     /// `cap / scale`: the tanh's factor, back in raw units.
     pub softcap_post: f32,

@@ -113,10 +113,16 @@ pub const SPLIT_CONFIGS: [TileConfig; 7] = [
 ];
 
 /// Configurations of the modification kernels (`flash_fwd_[varlen_]mods_*`: sliding window,
-/// softcap, ALiBi, sinks), fixed-length and variable-length alike: the variable-length table,
-/// whose head_dim-128 tile leaves the registers the per-score work needs (the plain default's
-/// 128 x 32 in four warps spills with it).
-pub const MODS_CONFIGS: [TileConfig; 4] = VARLEN_CONFIGS;
+/// softcap, ALiBi, sinks), fixed-length and variable-length alike: the variable-length ones
+/// where they leave the registers the per-score work needs, 32-key tiles at head_dim 256 (64-key
+/// ones spill with it on sm_80), then [`SMALL_D256`]. (The plain default at head_dim 128, 128 x
+/// 32 in four warps, spills with it too.)
+pub const MODS_CONFIGS: [TileConfig; 4] = [
+    VARLEN_CONFIGS[0],
+    VARLEN_CONFIGS[1],
+    TileConfig { head_dim: 256, block_m: 128, block_n: 32, warps: 8, stages: 2 },
+    SMALL_D256,
+];
 
 /// Most split-KV CTAs per query block: the merge gives each split one lane of a warp.
 pub const MAX_SPLITS: usize = 32;

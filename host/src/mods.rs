@@ -75,7 +75,7 @@ impl<'a> Mods<'a> {
     /// `scale` (see [`ModParams`]); causal masking folded into the window's right side.
     pub(crate) fn params(&self, causal: bool, scale: f32, heads_q: usize) -> ModParams {
         let side = |w: Option<usize>| w.map_or(WINDOW_UNBOUNDED, |x| x.min(WINDOW_UNBOUNDED as usize) as i32);
-        let (softcap_pre, softcap_post) = self.softcap.map_or((0.0, 0.0), |cap| (scale / cap, cap / scale));
+        let (softcap_pre, softcap_post) = self.softcap.map_or((0.0, 0.0), |cap| (2.0 * std::f32::consts::LOG2_E * scale / cap, cap / scale));
         ModParams {
             alibi: self.alibi.map_or(0, |a| a.slopes.buffer().ptr),
             sinks: self.sinks.map_or(0, |s| s.buffer().ptr),
@@ -101,7 +101,7 @@ mod tests {
         assert!(!m.is_plain());
         let p = m.params(false, 0.5, 8);
         assert_eq!((p.window_left, p.window_right, p.alibi, p.sinks, p.alibi_batch_stride), (3, WINDOW_UNBOUNDED, 0x1000, 0, 8));
-        assert_eq!((p.softcap_pre, p.softcap_post, p.alibi_scale), (0.25, 4.0, 2.0));
+        assert_eq!((p.softcap_pre, p.softcap_post, p.alibi_scale), (0.5 * std::f32::consts::LOG2_E, 4.0, 2.0));
         let causal = Mods { window: Window { left: None, right: Some(usize::MAX) }, ..Mods::default() }.params(true, 1.0, 1);
         assert_eq!((causal.window_left, causal.window_right, causal.softcap_pre), (WINDOW_UNBOUNDED, 0, 0.0));
         assert_eq!(Mods { window: Window { left: Some(usize::MAX), right: None }, ..m }.params(false, 1.0, 1).window_left, WINDOW_UNBOUNDED);

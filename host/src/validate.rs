@@ -305,8 +305,9 @@ fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<Mod
         return Ok(None);
     }
     if let Some(cap) = p.mods.softcap {
-        // The kernels compute `cap / scale * tanh(scale / cap * s)`: both factors finite.
-        if !(cap > 0.0 && (cap / scale).is_finite() && (scale / cap).is_finite() && scale / cap > 0.0) {
+        // The kernels scale by `cap / scale` and `2 log2(e) scale / cap`: both finite, nonzero.
+        let pre = 2.0 * std::f32::consts::LOG2_E * scale / cap;
+        if !(cap > 0.0 && (cap / scale).is_finite() && pre.is_finite() && pre > 0.0) {
             return Err(shape_err("softcap", format!("{cap} is not positive and finite (over the scale {scale})")));
         }
     }

@@ -50,16 +50,20 @@ pub fn of_row(m: f32, scale_log2: f32, sum: f32) -> f32 {
 /// of the scaled scores; `-inf`: none) joins its denominator: the accumulator is multiplied by
 /// the first, and the second includes the sink. A row that saw no key gets 0 and the sink's
 /// logit (`-inf` without a sink).
+///
+/// No branch skips the use of `sum`: it is a quad shuffle's result, and the shuffles'
+/// `asm!` is pure, so LLVM sinks them into whichever branch uses them; a branch taken by some
+/// lanes only (rows that saw no key, without a sink) then left a full-warp `shfl.sync` to the
+/// others, which hangs.
 #[inline(always)]
 pub fn with_sink(m: f32, scale_log2: f32, sum: f32, sink_log2: f32) -> (f32, f32) {
     let m = if m == f32::NEG_INFINITY { m } else { m * scale_log2 };
     let top = m.max(sink_log2);
-    if top == f32::NEG_INFINITY {
-        return (0.0, f32::NEG_INFINITY);
-    }
-    let w = ex2_approx_f32(m - top);
-    let total = fma_rn_f32(sum, w, ex2_approx_f32(sink_log2 - top));
-    (w * rcp_approx_f32(total), (top + lg2_approx_f32(total)) * LN_2)
+    // Neither a key nor a sink: any finite base gives zero weights and a zero total.
+    let base = if top == f32::NEG_INFINITY { 0.0 } else { top };
+    let w = ex2_approx_f32(m - base);
+    let total = fma_rn_f32(sum, w, ex2_approx_f32(sink_log2 - base));
+    if total == 0.0 { (0.0, f32::NEG_INFINITY) } else { (w * rcp_approx_f32(total), (base + lg2_approx_f32(total)) * LN_2) }
 }
 
 /// The base a merge measures parts against: the largest part log-sum-exp, or 0 when every

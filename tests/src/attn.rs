@@ -4,11 +4,12 @@ use std::error::Error;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, Buffers, DType, Element, Gpu, KernelChoice, Strides};
-use flashrs_reference::{Problem, RefInputs, reference_forward};
+use flashrs_reference::{Problem, RefInputs, reference_forward_with};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::mods::HostMods;
 use crate::{CustElement, buffer_of};
 
 /// Errors of one case against the reference.
@@ -127,6 +128,15 @@ pub fn run_case<T: CustElement>(gpu: &Gpu, p: &AttentionParams, input_scale: f32
 
 /// [`run_case`], launching through `launch` when given.
 pub fn run_case_with<T: CustElement>(gpu: &Gpu, p: &AttentionParams, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
+    run_case_mods::<T>(gpu, p, &HostMods::default(), input_scale, launch)
+}
+
+/// [`run_case_with`] for `p` with the modifications `mods` (`p` has none: they are added here,
+/// their arrays uploaded), against the reference with the same ones.
+pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &HostMods, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
+    let mod_bufs = mods.upload();
+    let with_mods = mods.apply(p.to_builder(), &mod_bufs).build().unwrap();
+    let p = &with_mods;
     let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let d = p.head_dim;
@@ -163,7 +173,8 @@ pub fn run_case_with<T: CustElement>(gpu: &Gpu, p: &AttentionParams, input_scale
 
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));
-    let (r_out, r_lse) = reference_forward(&Problem::from(p), &RefInputs { q: &qf, k: &kf, v: &vf });
+    let ref_mods = mods.reference(p.heads_q, None);
+    let (r_out, r_lse) = reference_forward_with(&Problem::from(p), &ref_mods.variants(), &RefInputs { q: &qf, k: &kf, v: &vf });
     let mut e = CaseErrors::new(seed);
     for (g, &r) in out.iter().zip(&r_out) {
         e.add_out(T::DTYPE, g.to_f32() as f64, r);
@@ -218,21 +229,42 @@ pub fn check_many_with(gpu: &Gpu, cases: &[(AttentionParams, DType)], launch: Op
             None => run_dyn(gpu, p, *dtype, 1.0),
             Some(f) => run_dyn_with(gpu, p, *dtype, 1.0, Some(&|stream: &Stream, bufs: &Buffers| f(p, stream, bufs))),
         };
-        let tol = out_tolerance(*dtype);
-        let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
-        let line = format!(
-            "{} {dtype:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}, \
-             lse -inf mismatches {} (seed {})",
-            if ok { "ok  " } else { "FAIL" },
-            p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, kernel_label(&p.kernel),
-            e.out, e.lse, e.lse_inf_mismatch, e.seed
-        );
-        println!("{line}");
-        if !ok {
-            failures.push(line);
-        }
+        report_case(&mut failures, p, *dtype, "", &e);
     }
     assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// [`check_many`] for cases with attention modifications (each case's call has none: they are
+/// added from its [`HostMods`]).
+pub fn check_mods_many(gpu: &Gpu, cases: &[(AttentionParams, DType, HostMods)]) {
+    let mut failures = Vec::new();
+    for (p, dtype, mods) in cases {
+        let e = match dtype {
+            DType::F16 => run_case_mods::<half::f16>(gpu, p, mods, 1.0, None),
+            DType::Bf16 => run_case_mods::<half::bf16>(gpu, p, mods, 1.0, None),
+            _ => unreachable!("no kernels for {dtype:?}"),
+        };
+        report_case(&mut failures, p, *dtype, &format!(" [{}]", mods.label()), &e);
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// Prints one case's line (the call, `what` else it computes, its errors against the
+/// tolerances) and adds it to `failures` when out of tolerance.
+fn report_case(failures: &mut Vec<String>, p: &AttentionParams, dtype: DType, what: &str, e: &CaseErrors) {
+    let tol = out_tolerance(dtype);
+    let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
+    let line = format!(
+        "{} {dtype:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}{what}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}, \
+         lse -inf mismatches {} (seed {})",
+        if ok { "ok  " } else { "FAIL" },
+        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, kernel_label(&p.kernel),
+        e.out, e.lse, e.lse_inf_mismatch, e.seed
+    );
+    println!("{line}");
+    if !ok {
+        failures.push(line);
+    }
 }
 
 /// The kernel choice in a case line: the path, and a forced configuration.

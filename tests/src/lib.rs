@@ -18,6 +18,7 @@ use rand::rngs::StdRng;
 pub mod attn;
 pub mod expect;
 pub mod grad;
+pub mod mods;
 pub mod paged;
 pub mod varlen;
 

@@ -3,12 +3,13 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, Gpu, KernelPath, PagedKv, Pages};
-use flashrs_reference::{Problem, RefInputs, reference_forward};
+use flashrs_reference::{Problem, RefInputs, reference_forward_with};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::CustElement;
+use crate::mods::HostMods;
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 use crate::paged::{PagedCopy, TableFill, page_copy, pages_needed};
 
@@ -64,13 +65,15 @@ pub struct VarlenCase {
     pub num_splits: Option<usize>,
     /// An `mma.sync` tile configuration to force (`None`: the library's choice).
     pub config: Option<flashrs::TileConfig>,
+    /// Attention modifications.
+    pub mods: HostMods,
 }
 
 impl VarlenCase {
     /// A case of `lens` with packed K/V and host offsets.
     pub fn new(lens: &[(usize, usize)], heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
         let path = KernelPath::Auto;
-        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path, device_offsets: false, kv: VarlenKv::Packed, num_splits: None, config: None }
+        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path, device_offsets: false, kv: VarlenKv::Packed, num_splits: None, config: None, mods: HostMods::default() }
     }
 
     /// The key count sequence `b` is computed with: its own, or the longest where no counts
@@ -118,7 +121,7 @@ impl VarlenCase {
     pub fn label(&self) -> String {
         let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         format!(
-            "{:?} {}{} hq{} hkv{} d{} causal={} {} offsets, {:?}, splits {:?}, lens(q/k)=[{}]",
+            "{:?} {}{} hq{} hkv{} d{} causal={} {} {} offsets, {:?}, splits {:?}, lens(q/k)=[{}]",
             self.dtype,
             self.path.name(),
             self.config.map_or(String::new(), |c| format!(" {c:?}")),
@@ -126,6 +129,7 @@ impl VarlenCase {
             self.heads_kv,
             self.head_dim,
             self.causal,
+            self.mods.label(),
             if self.device_offsets { "device" } else { "host" },
             self.kv,
             self.num_splits,
@@ -159,7 +163,8 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
         let offsets = DeviceOffsets::new(DeviceIndex::new(&cq_d), tq);
         if c.passes_key_offsets() { offsets.keys(DeviceIndex::new(&ck_d), tk) } else { offsets }
     });
-    let p = c.params(device);
+    let mod_bufs = c.mods.upload();
+    let p = c.mods.apply(c.params(device).to_builder(), &mod_bufs).build().unwrap();
     let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
     let row_q = hq * d;
     let row_kv = hkv * d;
@@ -215,7 +220,8 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
         let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
         let keys = k0 * row_kv..(k0 + lk) * row_kv;
         let x = RefInputs { q: &qf[q0 * row_q..(q0 + lq) * row_q], k: &kf[keys.clone()], v: &vf[keys] };
-        let (r_out, r_lse) = reference_forward(&sp, &x);
+        let ref_mods = c.mods.reference(hq, Some(bi));
+        let (r_out, r_lse) = reference_forward_with(&sp, &ref_mods.variants(), &x);
         for (g, &r) in o_h[q0 * row_q..(q0 + lq) * row_q].iter().zip(&r_out) {
             e.add_out(T::DTYPE, g.to_f32() as f64, r);
         }

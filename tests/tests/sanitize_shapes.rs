@@ -7,11 +7,12 @@
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! The backward pass on ragged, causal, GQA, variable-length and deterministic shapes
-//! (`sanitize_backward`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
+//! (`sanitize_backward`), and the attention modifications' kernels (`sanitize_mods`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
 //! without a GPU.
 use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
-use flashrs_tests::attn::check_many;
+use flashrs_tests::attn::{check_many, check_mods_many};
+use flashrs_tests::mods::HostMods;
 use flashrs_tests::{gpu_or_skip, params, with_splits};
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
 use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
@@ -29,6 +30,23 @@ fn sanitize_every_config() {
         }
     }
     check_many(&gpu, &cases);
+}
+
+#[test]
+fn sanitize_mods() {
+    let Some(gpu) = gpu_or_skip("sanitize_mods") else { return };
+    // Windows that skip key tiles on both sides, rows that see no key (with a sink), ALiBi per
+    // batch entry, a softcap; ragged, GQA, padded head_dim; both paths; every head dimension.
+    let all = HostMods { window: (Some(70), Some(20)), softcap: Some(4.0), alibi: Some((vec![0.1, 0.2, 0.3, 0.4, 0.5, 0.6], true)), sinks: Some(vec![1.0, -1.0, 0.0]) };
+    let sinks = HostMods { sinks: Some(vec![0.5, 1.5]), ..HostMods::default() };
+    let mut cases = vec![];
+    for path in [KernelPath::Auto, KernelPath::MmaSync] {
+        for (d, dtype) in [(64, DType::F16), (120, DType::Bf16), (256, DType::F16)] {
+            cases.push((params(2, 333, 517, 3, d).heads_kv(1).path(path).build().unwrap(), dtype, all.clone()));
+            cases.push((params(1, 300, 40, 2, d).causal(true).path(path).build().unwrap(), dtype, sinks.clone()));
+        }
+    }
+    check_mods_many(&gpu, &cases);
 }
 
 #[test]

@@ -8,6 +8,7 @@ use flashrs::TileConfig;
 use flashrs::{DType, KernelPath};
 
 use super::configs::{self, ConfigChoice};
+use super::mods::{self, ModSpec, Window};
 use super::plot;
 use super::sweep::SweepSpec;
 
@@ -49,7 +50,13 @@ the median and the fastest are reported. With `--timing queued` each timed launc
            halved when causal (FlashAttention's convention: the two matmuls, of which causal
            masking skips half)
   GB/s   = bytes of Q, K and V read once plus O written once / median time (the least traffic
-           any implementation needs)";
+           any implementation needs)
+
+--window, --softcap, --alibi and --sinks run every row with those attention modifications \
+(on the library's kernels for them); with --window, TFLOPS count only the (query, key) pairs \
+the window lets through. Records name a row's modifications (`mods`). With --compare torch, \
+SDPA's backends are n/a for such rows (they take none of them), and FlashAttention-3 runs \
+the same window and softcap (not ALiBi or sinks).";
 
 /// Element type on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -222,6 +229,23 @@ pub struct BenchmarkArgs {
     /// order); torch runs as it does by default.
     #[arg(long, requires = "backward")]
     pub deterministic: bool,
+    /// Sliding window, as FlashAttention's `window_size`: each query row sees the LEFT keys
+    /// before its (bottom-right aligned) diagonal and the RIGHT keys after it, -1 for an
+    /// unbounded side (e.g. 4096,0: causal local attention over 4096 keys back).
+    // Hyphen values: `-1,0` would otherwise read as an unknown short option.
+    #[arg(long, value_name = "LEFT,RIGHT", value_parser = mods::parse_window, allow_hyphen_values = true)]
+    pub window: Option<Window>,
+    /// Softcap the scaled scores: `s` becomes `CAP * tanh(s / CAP)` (Gemma 2 uses 50).
+    // Negative numbers reach the parser, which says what a softcap must be.
+    #[arg(long, value_name = "CAP", value_parser = mods::parse_softcap, allow_negative_numbers = true)]
+    pub softcap: Option<f32>,
+    /// ALiBi with BLOOM's slopes, 2^(-8 (h+1) / heads) for query head h.
+    #[arg(long)]
+    pub alibi: bool,
+    /// Learnable sinks (gpt-oss): one logit per query head, drawn uniformly from [-2, 2] by a
+    /// seeded generator, joins every row's softmax denominator.
+    #[arg(long)]
+    pub sinks: bool,
     /// What the events around each timed launch see (ours and torch's alike).
     #[arg(long, value_enum, default_value_t = TimingArg::Call)]
     pub timing: TimingArg,
@@ -238,6 +262,24 @@ impl BenchmarkArgs {
             (None, true) => ConfigChoice::All,
             (None, false) => ConfigChoice::Default,
         }
+    }
+
+    /// The attention modifications every row runs with. Refuses the combinations the library
+    /// would refuse only once the GPU is open or deep in a row (the backward pass and paged
+    /// caches take none yet), where its error would not name the options at fault.
+    pub fn mods(&self) -> Result<ModSpec, String> {
+        let spec = ModSpec { window: self.window.unwrap_or_default(), softcap: self.softcap, alibi: self.alibi, sinks: self.sinks };
+        if spec.is_plain() {
+            return Ok(spec);
+        }
+        let given = "--window, --softcap, --alibi, --sinks";
+        if self.backward {
+            return Err(format!("--backward takes no attention modifications ({given}): the library's backward pass has none yet"));
+        }
+        if self.page_size.is_some() {
+            return Err(format!("--page-size takes no attention modifications ({given}): the library's paged kernels have none yet"));
+        }
+        Ok(spec)
     }
 
     /// The shapes asked for.
@@ -311,6 +353,24 @@ mod tests {
         assert!(parse(&format!("--all-configs --config {}", configs::tag(&last))).is_err());
         assert!(parse("--config nope").unwrap_err().to_string().contains(&configs::tag(&CONFIGS[0])));
         assert!(parse("--plot r.pdf").unwrap_err().to_string().contains(".svg or .png"));
+    }
+
+    #[test]
+    fn modifications_parse_and_refuse_what_the_library_cannot_run() {
+        let a = parse("--window 128,-1 --softcap 30 --alibi --sinks").unwrap();
+        assert_eq!(a.mods().unwrap(), ModSpec { window: (Some(128), None), softcap: Some(30.0), alibi: true, sinks: true });
+        assert_eq!(parse("--window -1,0").unwrap().window, Some((None, Some(0))));
+        assert_eq!(parse("--window=4096,0").unwrap().mods().unwrap().label(), "window 4096,0");
+        assert!(parse("").unwrap().mods().unwrap().is_plain());
+        for (bad, why) in [("--window 128", "LEFT,RIGHT"), ("--window -2,0", "neither a key count nor -1"), ("--window 1,x", "right side"), ("--softcap 0", "positive softcap"), ("--softcap -3", "positive softcap")] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        let err = parse("--sinks --backward").unwrap().mods().unwrap_err();
+        assert!(err.contains("--backward") && err.contains("backward pass has none"), "{err}");
+        assert!(parse("--window 8,0 --page-size 16").unwrap().mods().unwrap_err().contains("--page-size"));
+        // The plain backward and paged runs are unaffected.
+        assert!(parse("--backward").unwrap().mods().unwrap().is_plain());
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use rand::Rng;
 
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, Gpu, LaunchPlan, PagedKv, Pages, Strides};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, Gpu, LaunchPlan, PagedKv, Pages, Strides};
+
+use crate::mods::{self, ModSpec, RowMods};
 
 /// Why benchmarking a row failed.
 #[derive(Debug, thiserror::Error)]
@@ -67,8 +69,8 @@ pub struct BenchLayout {
 }
 
 /// Device buffers holding random normal inputs for a shape (contiguous or as `params`'
-/// strides; for a paged call, whole caches and a block table of shuffled pages), and the index
-/// arrays of its [`BenchLayout`].
+/// strides; for a paged call, whole caches and a block table of shuffled pages), the index
+/// arrays of its [`BenchLayout`], and the f32 arrays of its attention modifications.
 pub struct BenchBuffers {
     stream: Arc<CudaStream>,
     dtype: DType,
@@ -82,6 +84,10 @@ pub struct BenchBuffers {
     table: Option<(CudaSlice<i32>, Vec<i32>, Pages)>,
     /// Variable-length calls with offsets on the GPU: `cu_seqlens_q` and `cu_seqlens_k`.
     offsets: Option<[CudaSlice<i32>; 2]>,
+    /// The row's modifications and their values on the host.
+    mods: RowMods,
+    /// Their ALiBi slopes and sink logits on the GPU.
+    mod_arrays: [Option<CudaSlice<f32>>; 2],
 }
 
 /// A backward row's gradient buffers ([`BenchBuffers::grads`]).
@@ -125,8 +131,9 @@ fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
 
 impl BenchBuffers {
     /// Allocates and fills buffers of `dtype` for the fixed-length call `p` on `ctx`'s default
-    /// stream, stored as `layout` says.
-    pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, layout: BenchLayout) -> Result<Self> {
+    /// stream, stored as `layout` says, with the arrays `mods` needs (`p` carries its window
+    /// and softcap already: see [`ModSpec::scalars`]).
+    pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, layout: BenchLayout, mods: ModSpec) -> Result<Self> {
         let stream = ctx.default_stream();
         let d = p.head_dim;
         let too_big = || BenchError::TooBig;
@@ -159,6 +166,9 @@ impl BenchBuffers {
             Some(true) => Some([stream.clone_htod(&equal_offsets(p.batch, p.seqlen_q))?, stream.clone_htod(&equal_offsets(p.batch, p.seqlen_k))?]),
             _ => None,
         };
+        let mods = RowMods::new(mods, p.heads_q);
+        let upload = |values: &Option<Vec<f32>>| values.as_ref().map(|v| stream.clone_htod(v)).transpose();
+        let mod_arrays = [upload(&mods.slopes)?, upload(&mods.sinks)?];
         let buffers = BenchBuffers {
             q: stream.clone_htod(&random_bits(dtype, extent(dq, qs)?))?,
             k: stream.clone_htod(&random_bits(dtype, kv_len))?,
@@ -170,6 +180,8 @@ impl BenchBuffers {
             layout,
             table,
             offsets,
+            mods,
+            mod_arrays,
         };
         // The copies were queued on the default stream; the timed launches run on another.
         stream.synchronize()?;
@@ -177,9 +189,10 @@ impl BenchBuffers {
     }
 
     /// The fixed-length call `p` (the one these buffers were made for) in their layout, its
-    /// index arrays borrowed from these buffers.
+    /// index arrays and modification arrays borrowed from these buffers.
     pub fn params<'a>(&'a self, p: &AttentionParams<'a>) -> AttentionParams<'a> {
-        let mut b = p.to_builder();
+        let [slopes, sinks] = &self.mod_arrays;
+        let mut b = mods::with_arrays(p.to_builder(), slopes.as_ref().map(DeviceArray::new), sinks.as_ref().map(DeviceArray::new));
         b = match (self.layout.packed, &self.offsets) {
             (Some(true), Some([q, k])) => {
                 let (total_q, total_k) = (p.batch * p.seqlen_q, p.batch * p.seqlen_k);
@@ -192,6 +205,11 @@ impl BenchBuffers {
             b = b.paged(PagedKv::new(*pages, DeviceIndex::new(t)));
         }
         b.build().expect("complete parameters stay complete")
+    }
+
+    /// The row's modifications with the values its arrays hold.
+    pub fn mods(&self) -> &RowMods {
+        &self.mods
     }
 
     /// The buffers as the planner sees them (`with_lse`: also write the log-sum-exp).

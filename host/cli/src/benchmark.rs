@@ -33,6 +33,7 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         timing: args.timing.into(),
         backward: args.backward,
         deterministic: args.deterministic,
+        mods: args.mods().map_err(CliError::Usage)?,
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
@@ -111,7 +112,7 @@ fn run_ours(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options) -> 
 fn run_torch(shapes: &[Shape], opts: &Options) -> torch::Outcome {
     let progress = bar(shapes.len(), "torch  ");
     progress.set_message("SDPA flash + cuDNN backends");
-    let outcome = torch::run(shapes, opts.dtype, (opts.warmup, opts.iters, opts.timing), opts.backward, || progress.inc(1));
+    let outcome = torch::run(shapes, opts.dtype, (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, || progress.inc(1));
     progress.finish_and_clear();
     outcome
 }

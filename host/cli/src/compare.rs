@@ -3,7 +3,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::record::{Implementation, Record};
-use super::sweep::Shape;
 
 /// Rows with at least this query length form the "long sequences" summary, where launch
 /// overheads no longer dominate.
@@ -36,18 +35,24 @@ pub fn geomean(xs: impl IntoIterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| (log_sum / n as f64).exp())
 }
 
-/// The record of `implementation` for `shape`, if any.
-pub fn find<'a>(records: &'a [Record], implementation: Implementation, shape: &Shape) -> Option<&'a Record> {
-    records.iter().find(|r| r.implementation == implementation && r.shape == *shape)
+/// Whether two records ran the same problem: shape and attention modifications.
+pub fn same_problem(a: &Record, b: &Record) -> bool {
+    a.shape == b.shape && a.mods == b.mods
 }
 
-/// Our fastest record of each shape, in the order shapes first appear. With several tile
-/// configurations per shape (`--all-configs`) the comparison is with the best of them.
+/// The record of `implementation` for the problem `ours` ran, if any.
+pub fn find<'a>(records: &'a [Record], implementation: Implementation, ours: &Record) -> Option<&'a Record> {
+    records.iter().find(|r| r.implementation == implementation && same_problem(r, ours))
+}
+
+/// Our fastest record of each problem (shape and modifications), in the order they first
+/// appear. With several tile configurations per shape (`--all-configs`) the comparison is with
+/// the best of them.
 pub fn best_ours(records: &[Record]) -> Vec<&Record> {
     let mut best: Vec<&Record> = Vec::new();
     let time = |r: &Record| r.median_ms.unwrap_or(f64::INFINITY);
     for r in records.iter().filter(|r| r.implementation == Implementation::Flashrs) {
-        match best.iter_mut().find(|b| b.shape == r.shape) {
+        match best.iter_mut().find(|b| same_problem(b, r)) {
             Some(b) if time(r) < time(b) => *b = r,
             Some(_) => {}
             None => best.push(r),
@@ -64,7 +69,7 @@ pub fn summarize(records: &[Record]) -> Vec<Comparison> {
         .filter(|&i| i != Implementation::Flashrs && records.iter().any(|r| r.implementation == i))
         .map(|against| {
             let pairs: Vec<(usize, f64)> =
-                ours.iter().filter_map(|o| Some((o.shape.seqlen_q, speedup(o, find(records, against, &o.shape)?)?))).collect();
+                ours.iter().filter_map(|o| Some((o.shape.seqlen_q, speedup(o, find(records, against, o)?)?))).collect();
             let long: Vec<f64> = pairs.iter().filter(|(s, _)| *s >= LONG_SEQLEN).map(|&(_, x)| x).collect();
             Comparison {
                 against,
@@ -80,6 +85,7 @@ pub fn summarize(records: &[Record]) -> Vec<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sweep::Shape;
 
     fn shape(seqlen: usize) -> Shape {
         Shape { batch: 1, heads_q: 1, heads_kv: 1, seqlen_q: seqlen, seqlen_k: seqlen, head_dim: 64, causal: false }
@@ -121,5 +127,17 @@ mod tests {
         assert!((fa2.geomean.unwrap() - 2f64.sqrt()).abs() < 1e-12);
         assert!((fa2.geomean_seqlen_ge_2048.unwrap() - 0.5).abs() < 1e-12);
         assert_eq!((s[1].against, s[1].rows, s[1].geomean), (TorchCudnn, 0, None));
+    }
+
+    #[test]
+    fn records_of_another_problem_are_not_paired() {
+        use Implementation::*;
+        let window = crate::mods::ModSpec { window: (Some(64), Some(0)), ..Default::default() };
+        let ours = rec(Flashrs, 512, Some(1.0)).with_mods(window);
+        let plain = rec(TorchFa2, 512, Some(2.0));
+        assert!(find(&[plain.clone()], TorchFa2, &ours).is_none());
+        let records = vec![ours.clone(), rec(Flashrs, 512, Some(3.0)), plain];
+        assert_eq!(best_ours(&records).len(), 2);
+        assert_eq!(summarize(&records)[0].rows, 1);
     }
 }

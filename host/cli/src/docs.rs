@@ -84,6 +84,14 @@ fn forced_path(r: &Report) -> String {
     }
 }
 
+/// The attention modifications our rows ran with (every row of a run shares them), ` / `
+/// between two sets should a report hold several; empty for plain attention.
+fn run_mods(r: &Report) -> String {
+    let mut labels: Vec<String> = r.records.iter().filter(|x| x.implementation == Implementation::Flashrs && !x.mods.is_plain()).map(|x| x.mods.label()).collect();
+    labels.dedup();
+    labels.join(" / ")
+}
+
 /// `x` as a ratio, or "n/a".
 fn ratio(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |x| format!("{x:.2}x"))
@@ -102,7 +110,11 @@ fn summary(runs: &[(String, Report)], dir: &str) -> String {
     for (name, r) in runs {
         let decode = is_decode(r);
         let pass = if is_backward(r) { "backward, " } else { "" };
-        let sweep = if decode { "decode".to_string() } else { format!("{pass}{}seqlen >= {LONG_SEQLEN}", forced_path(r)) };
+        let mods = match run_mods(r) {
+            m if m.is_empty() => m,
+            m => format!("{m}, "),
+        };
+        let sweep = if decode { format!("{mods}decode") } else { format!("{pass}{}{mods}seqlen >= {LONG_SEQLEN}", forced_path(r)) };
         let ours = compare::best_ours(&r.records);
         let rows = ours.iter().filter(|o| decode || o.shape.seqlen_q >= LONG_SEQLEN).count();
         out += &format!("\n| {} | {} | {} | {sweep} ([{name}]({dir}{name})) | {} | {rows} |", r.date.as_deref().unwrap_or("?"), r.device, r.dtype, r.timing);
@@ -138,7 +150,10 @@ fn document(runs: &[(String, Report)]) -> String {
 fn section(name: &str, r: &Report) -> String {
     let decode = is_decode(r);
     let pass = if is_backward(r) { ", backward" } else { "" };
-    let mut out = format!("\n## {}, {}{pass}, {} ({})\n\n", r.device, r.dtype, r.date.as_deref().unwrap_or("undated"), name);
+    let mods = run_mods(r);
+    let modified = !mods.is_empty();
+    let mods = if modified { format!(", {mods}") } else { mods };
+    let mut out = format!("\n## {}, {}{pass}{mods}, {} ({})\n\n", r.device, r.dtype, r.date.as_deref().unwrap_or("undated"), name);
     if let Some(c) = &r.command {
         out += &format!("`{}`: ", without_outputs(c));
     }
@@ -149,21 +164,30 @@ fn section(name: &str, r: &Report) -> String {
     if let Some(s) = &r.startup {
         out += &format!("; GPU opened in {:.0} ms (kernels from {})", s.ms, s.kernel_image);
     }
+    if r.records.iter().any(|x| x.mods.has_window()) {
+        out += "; TFLOPS count only the (query, key) pairs the window lets through";
+    }
     out += ".\n\n";
     let unit = if decode { "K+V GB/s" } else { "TFLOPS" };
     let peers: Vec<Implementation> = PEERS.into_iter().filter(|p| r.records.iter().any(|x| x.implementation == *p)).collect();
-    out += &format!("| B | Hq | Hkv | Sq | Sk | D | causal | kernel | {unit} |");
+    // A mods column only where there are modifications: plain runs' tables stay as they were.
+    let mods_head = if modified { " mods |" } else { "" };
+    out += &format!("| B | Hq | Hkv | Sq | Sk | D | causal |{mods_head} kernel | {unit} |");
     for p in &peers {
         out += &format!(" {} | vs {} |", label(*p), label(*p));
     }
     out += "\n|---|---|---|---|---|---|---|---|---|";
+    if modified {
+        out += "---|";
+    }
     out += &"---|---|".repeat(peers.len());
     let value = |x: &Record| if decode { x.kv_gbps } else { x.tflops };
     let num = |x: Option<f64>| x.map_or("n/a".into(), |x| format!("{x:.0}"));
     for o in compare::best_ours(&r.records) {
         let s = &o.shape;
+        let mods_cell = if modified { format!(" {} |", o.mods.label()) } else { String::new() };
         out += &format!(
-            "\n| {} | {} | {} | {} | {} | {} | {} | `{}` | {} |",
+            "\n| {} | {} | {} | {} | {} | {} | {} |{mods_cell} `{}` | {} |",
             s.batch,
             s.heads_q,
             s.heads_kv,
@@ -175,7 +199,7 @@ fn section(name: &str, r: &Report) -> String {
             num(value(o))
         );
         for &p in &peers {
-            let theirs = compare::find(&r.records, p, s);
+            let theirs = compare::find(&r.records, p, o);
             out += &format!(" {} | {} |", num(theirs.and_then(value)), ratio(theirs.and_then(|t| compare::speedup(o, t))));
         }
     }
@@ -187,7 +211,7 @@ fn section(name: &str, r: &Report) -> String {
         }
         out += ".\n";
     }
-    let missing: Vec<String> = r.records.iter().filter(|x| x.median_ms.is_none()).map(|x| format!("{} {}: {}", x.implementation.name(), x.shape.label(), x.note.as_deref().unwrap_or("no time"))).collect();
+    let missing: Vec<String> = r.records.iter().filter(|x| x.median_ms.is_none()).map(|x| format!("{} {}: {}", x.implementation.name(), x.label(), x.note.as_deref().unwrap_or("no time"))).collect();
     if !missing.is_empty() {
         out += &format!("- Not timed: {}.\n", missing.join("; "));
     }
@@ -261,6 +285,26 @@ mod tests {
             x.path = "mma.sync".into();
         }
         assert!(summary(&[("a.json".into(), r)], "").contains("| mma.sync, seqlen >= 2048 ([a.json]"));
+    }
+
+    #[test]
+    fn modifications_are_named_in_the_summary_sections_and_tables() {
+        let mods = crate::mods::ModSpec { window: (Some(4096), Some(0)), softcap: Some(30.0), ..Default::default() };
+        let mut r = run(8192, Some(1.1));
+        for x in &mut r.records {
+            x.mods = mods;
+        }
+        let runs = vec![("local.json".to_string(), r)];
+        let doc = document(&runs);
+        assert!(doc.contains("| window 4096,0; softcap 30, seqlen >= 2048 ([local.json]"), "{doc}");
+        assert!(doc.contains("## H100, bf16, window 4096,0; softcap 30, 2026-11-24 (local.json)"), "{doc}");
+        assert!(doc.contains("call timing; TFLOPS count only the (query, key) pairs the window lets through.\n"), "{doc}");
+        assert!(doc.contains("| causal | mods | kernel |") && doc.contains("|---|---|---|---|---|---|---|---|---|---|"), "{doc}");
+        assert!(doc.contains("| off | window 4096,0; softcap 30 | `flash_fwd_sm90_bf16_d128_128x128s2` |"), "{doc}");
+        // Their rows of the same problem pair with ours.
+        assert!(doc.contains("| 1.10x | 1.20x | n/a |"), "{doc}");
+        // Plain runs have no mods column.
+        assert!(!document(&[("plain.json".into(), run(8192, None))]).contains("mods"));
     }
 
     /// docs/BENCHMARKS.md and the README's summary are what `flashrs report` makes of the JSON

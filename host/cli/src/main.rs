@@ -8,6 +8,7 @@ pub mod benchmark;
 pub mod compare;
 pub mod configs;
 pub mod docs;
+pub mod mods;
 pub mod plot;
 pub mod record;
 pub mod report;

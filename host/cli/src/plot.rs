@@ -141,7 +141,9 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, report: &Report, panel
 /// The title and every panel.
 fn draw_all<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, report: &Report, panels: &Panels) -> DrawResult<DB> {
     root.fill(&WHITE)?;
-    let title = format!("Attention forward, {} - {} (TFLOPS at the median time)", report.dtype, report.device);
+    // A run with modifications says so: its figures are not plain attention's.
+    let mods = report.records.iter().find(|r| !r.mods.is_plain()).map_or(String::new(), |r| format!(" ({})", r.mods));
+    let title = format!("Attention forward{mods}, {} - {} (TFLOPS at the median time)", report.dtype, report.device);
     let (top, body) = root.split_vertically(TITLE_HEIGHT);
     top.titled(&title, ("sans-serif", 22))?;
     let cells = body.split_evenly((panels.causal.len().max(1), panels.head_dims.len().max(1)));

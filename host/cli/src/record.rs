@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::mods::ModSpec;
 use super::sweep::Shape;
 
 /// Who computed a result.
@@ -46,6 +47,10 @@ pub struct Record {
     /// The problem.
     #[serde(flatten)]
     pub shape: Shape,
+    /// Its attention modifications, as their label (`window 4096,0; softcap 30`; empty for
+    /// plain attention, and in files written before modifications existed).
+    #[serde(default)]
+    pub mods: ModSpec,
     /// Element type name (`f16`, `bf16`).
     pub dtype: String,
     /// Our kernel path (`auto`, `mma.sync`, ...) or `torch`.
@@ -83,6 +88,7 @@ impl Record {
         Record {
             implementation,
             shape,
+            mods: ModSpec::default(),
             dtype: dtype.to_string(),
             path: path.to_string(),
             kernel: kernel.to_string(),
@@ -99,13 +105,28 @@ impl Record {
         }
     }
 
+    /// The record of the problem with these modifications (set before [`Record::timed`]: a
+    /// window changes the FLOP count).
+    pub fn with_mods(mut self, mods: ModSpec) -> Self {
+        self.mods = mods;
+        self
+    }
+
+    /// The problem for messages: the shape's label, then the modifications in brackets.
+    pub fn label(&self) -> String {
+        match self.mods.is_plain() {
+            true => self.shape.label(),
+            false => format!("{} [{}]", self.shape.label(), self.mods),
+        }
+    }
+
     /// Sets the times and the rates derived from the median.
     pub fn timed(mut self, median_ms: f64, min_ms: f64) -> Self {
         let seconds = median_ms * 1e-3;
         self.median_ms = Some(median_ms);
         self.min_ms = Some(min_ms);
         let passes = if self.backward { 2.5 } else { 1.0 };
-        self.tflops = Some(passes * self.shape.flops() / seconds / 1e12);
+        self.tflops = Some(passes * self.mods.flops(&self.shape) / seconds / 1e12);
         self.gbps = Some(self.shape.min_bytes() / seconds / 1e9);
         self.kv_gbps = Some(self.shape.kv_bytes() / seconds / 1e9);
         self
@@ -131,6 +152,26 @@ mod tests {
         // 4 tensors of 8 * 2048 * 16 * 128 halves in 0.5 ms.
         assert!((r.gbps.unwrap() - 4.0 * 8.0 * 2048.0 * 16.0 * 128.0 * 2.0 / 0.5e-3 / 1e9).abs() < 1e-9);
         assert_eq!(r.min_ms, Some(0.4));
+    }
+
+    #[test]
+    fn modifications_are_named_counted_and_default_when_absent() {
+        let shape = Shape { batch: 1, heads_q: 2, heads_kv: 2, seqlen_q: 4096, seqlen_k: 4096, head_dim: 64, causal: true };
+        let window = ModSpec { window: (Some(1023), Some(0)), softcap: Some(30.0), ..ModSpec::default() };
+        let plain = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").timed(1.0, 1.0);
+        let local = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").with_mods(window).timed(1.0, 1.0);
+        // Row i sees min(i + 1, 1024) keys; plain causal rows count half the square.
+        let ratio = local.tflops.unwrap() / plain.tflops.unwrap();
+        assert!((ratio - (1024.0 * 1025.0 / 2.0 + 1024.0 * 3072.0) / (4096.0 * 4096.0 / 2.0)).abs() < 1e-12, "{ratio}");
+        assert_eq!(local.label(), format!("{} [window 1023,0; softcap 30]", shape.label()));
+        assert_eq!(plain.label(), shape.label());
+        let v = serde_json::to_value(&local).unwrap();
+        assert_eq!((&v["mods"], &serde_json::to_value(&plain).unwrap()["mods"]), (&"window 1023,0; softcap 30".into(), &"".into()));
+        assert_eq!(serde_json::from_value::<Record>(v).unwrap(), local);
+        // Files from before modifications existed have no "mods": plain rows.
+        let mut old = serde_json::to_value(&plain).unwrap();
+        old.as_object_mut().unwrap().remove("mods");
+        assert_eq!(serde_json::from_value::<Record>(old).unwrap(), plain);
     }
 
     #[test]

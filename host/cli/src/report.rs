@@ -10,8 +10,9 @@ use super::torch::TorchInfo;
 /// Version of the JSON layout; raised when a field changes meaning or disappears.
 pub const SCHEMA: u32 = 1;
 
-/// CSV columns: the fields of [`Record`], flattened, in this order.
-pub const CSV_COLUMNS: [&str; 20] = [
+/// CSV columns: the fields of [`Record`], flattened, in this order (`mods` last, so that the
+/// columns of files written before it keep their positions).
+pub const CSV_COLUMNS: [&str; 21] = [
     "implementation",
     "batch",
     "heads_q",
@@ -32,6 +33,7 @@ pub const CSV_COLUMNS: [&str; 20] = [
     "max_abs_err",
     "verified_rows",
     "note",
+    "mods",
 ];
 
 /// Everything a run produced. Serializes to the `--json` document (and reads back from it, for
@@ -107,10 +109,15 @@ impl Report {
         let others: Vec<Implementation> = self.summary.iter().map(|c| c.against).collect();
         let ours: Vec<&Record> = self.records.iter().filter(|r| r.implementation == Implementation::Flashrs).collect();
         let verified = ours.iter().any(|r| r.verified_rows.is_some());
+        // Plain runs keep their table as it was; runs with modifications name them per row.
+        let modified = self.records.iter().any(|r| !r.mods.is_plain());
         // Decode tables (every row at most 16 query rows) compare K+V read bandwidth.
         let decode = !ours.is_empty() && ours.iter().all(|r| r.shape.seqlen_q <= 16);
         let mut head: Vec<(String, Align)> =
             ["B", "Hq", "Hkv", "Sq", "Sk", "D", "causal"].iter().map(|h| (h.to_string(), Align::Right)).collect();
+        if modified {
+            head.push(("mods".into(), Align::Left));
+        }
         head.extend([("path".to_string(), Align::Left), ("kernel".to_string(), Align::Left)]);
         head.extend(["median ms", "min ms", "TFLOPS", "GB/s"].iter().map(|h| (h.to_string(), Align::Right)));
         if decode {
@@ -129,7 +136,11 @@ impl Report {
                 let s = &r.shape;
                 let mut row: Vec<String> =
                     [s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k, s.head_dim].iter().map(usize::to_string).collect();
-                row.extend([if s.causal { "on" } else { "off" }.to_string(), r.path.clone(), r.kernel.clone()]);
+                row.push(if s.causal { "on" } else { "off" }.to_string());
+                if modified {
+                    row.push(r.mods.label());
+                }
+                row.extend([r.path.clone(), r.kernel.clone()]);
                 row.extend([num(r.median_ms, 3), num(r.min_ms, 3), num(r.tflops, 1), num(r.gbps, 0)]);
                 if decode {
                     row.push(num(r.kv_gbps, 0));
@@ -138,15 +149,16 @@ impl Report {
                     row.push(r.max_abs_err.map_or("-".into(), |e| format!("{e:.1e}")));
                 }
                 for &o in &others {
-                    let theirs = compare::find(&self.records, o, s);
+                    let theirs = compare::find(&self.records, o, r);
                     row.push(if decode { num(theirs.and_then(|t| t.kv_gbps), 0) } else { num(theirs.and_then(|t| t.tflops), 1) });
                     row.push(theirs.and_then(|t| compare::speedup(r, t)).map_or("n/a".into(), |x| format!("{x:.2}x")));
                 }
                 row
             })
             .collect();
+        let windowed = if self.records.iter().any(|r| r.mods.has_window()) { "; with a window, of the (query, key) pairs it lets through" } else { "" };
         let mut out = format!(
-            "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row, {} timing; TFLOPS = 4*B*Hq*Sq*Sk*D / median, halved when causal)\n",
+            "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row, {} timing; TFLOPS = 4*B*Hq*Sq*Sk*D / median, halved when causal{windowed})\n",
             self.device, self.dtype, self.warmup, self.iters, self.timing
         );
         if let Some(s) = &self.startup {
@@ -178,7 +190,7 @@ impl Report {
             );
         }
         for r in self.records.iter().filter(|r| r.median_ms.is_none()) {
-            out += &format!("n/a {} {}: {}\n", r.implementation.name(), r.shape.label(), r.note.as_deref().unwrap_or("no time"));
+            out += &format!("n/a {} {}: {}\n", r.implementation.name(), r.label(), r.note.as_deref().unwrap_or("no time"));
         }
         out
     }
@@ -249,6 +261,7 @@ fn render(head: &[(String, Align)], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mods::ModSpec;
     use crate::sweep::Shape;
 
     fn sample() -> Report {
@@ -281,7 +294,30 @@ mod tests {
         assert!(
             lines[1].starts_with("flashrs,8,16,16,2048,2048,128,true,f16,mma.sync,flash_fwd_f16_d128_128x64w8s2,d128_128x64w8s2,0.6,0.55,")
         );
-        assert!(lines[3].starts_with("torch-cudnn,") && lines[3].ends_with(",,,\"No available kernel, \"\"why\"\"\""), "{}", lines[3]);
+        assert!(lines[3].starts_with("torch-cudnn,") && lines[3].ends_with(",,,\"No available kernel, \"\"why\"\"\","), "{}", lines[3]);
+    }
+
+    #[test]
+    fn modifications_are_named_in_every_format() {
+        let mods = ModSpec { window: (Some(4096), Some(0)), softcap: Some(30.0), ..ModSpec::default() };
+        let mut r = sample();
+        for x in &mut r.records {
+            x.mods = mods;
+        }
+        let why = "PyTorch SDPA's flash backend takes no sliding window or softcap (not timed on another problem)";
+        r.records[1] = Record::new(Implementation::TorchFa2, r.records[1].shape, "f16", "torch", "").with_mods(mods).unavailable(why);
+        let r = Report { summary: compare::summarize(&r.records), ..r };
+        let csv = r.to_csv();
+        assert!(csv.lines().nth(1).unwrap().ends_with(",\"window 4096,0; softcap 30\""), "{csv}");
+        let json: Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(json["records"][0]["mods"], "window 4096,0; softcap 30");
+        let t = r.table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("halved when causal; with a window, of the (query, key) pairs it lets through"), "{t}");
+        assert!(lines[1].contains("causal  mods") && lines[3].contains(" on  window 4096,0; softcap 30  mma.sync"), "{t}");
+        assert!(t.contains(&format!("n/a torch-fa2 B=8 Hq=16 Hkv=16 Sq=2048 Sk=2048 D=128 causal [window 4096,0; softcap 30]: {why}")), "{t}");
+        // Plain tables are unchanged: no mods column.
+        assert!(!sample().table().contains("mods"));
     }
 
     #[test]

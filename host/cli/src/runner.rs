@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceIndex, DeviceOffsets, DimOrder, Gpu, Kernel, KernelPath, PagedKv, Pages, Target, TileConfig};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, Kernel, KernelPath, PagedKv, Pages, Target, TileConfig};
 use flashrs_reference::{Problem, RefInputs};
 
 use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_launch, time_plan};
 
 use super::CliError;
 use super::configs::tag;
+use super::mods::{self, ModSpec};
 use super::record::{Implementation, Record};
 use super::sweep::Shape;
 use super::verify::{self, Tolerance};
@@ -46,14 +47,17 @@ pub struct Options {
     pub backward: bool,
     /// The backward pass in deterministic mode.
     pub deterministic: bool,
+    /// Attention modifications of every row.
+    pub mods: ModSpec,
 }
 
 impl Options {
     /// Our fixed-length parameters for `shape` with `config` under these options (the
     /// benchmark's variable-length and paged rows are this batch, packed or paged: see
-    /// [`Options::layout`]).
+    /// [`Options::layout`]), with the window and softcap; ALiBi slopes and sinks are the
+    /// buffers' to add ([`BenchBuffers::params`]).
     pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> Result<AttentionParams<'static>, CliError> {
-        let mut p = shape.params(self.path, config);
+        let mut p = self.mods.scalars(shape.params(self.path, config));
         if let Some(n) = self.num_splits {
             p = p.num_splits(n);
         }
@@ -82,10 +86,13 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // SAFETY: planning reads no index array.
     let index = |i: u64| unsafe { DeviceIndex::from_raw(i << 41, 1 << 40) };
     let bufs = Buffers::new(opts.dtype, stand_in(1), stand_in(2), stand_in(3), stand_in(4));
+    // SAFETY: as for the index arrays.
+    let array = |i: u64| unsafe { DeviceArray::<f32>::from_raw(i << 41, 1 << 40) };
+    let (slopes, sinks) = (opts.mods.alibi.then(|| array(8)), opts.mods.sinks.then(|| array(9)));
     for (shape, configs) in rows {
         for &config in configs {
             let layout = opts.layout();
-            let mut p = opts.params(shape, config)?.to_builder();
+            let mut p = mods::with_arrays(opts.params(shape, config)?.to_builder(), slopes, sinks);
             if let Some(device) = layout.packed {
                 let equal = |len: usize| (0..=shape.batch).map(|b| (b * len) as i32).collect::<Vec<_>>();
                 let (total_q, total_k) = (shape.batch * shape.seqlen_q, shape.batch * shape.seqlen_k);
@@ -117,7 +124,7 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         // (zeroed) output, so that elements a kernel fails to write cannot keep the values an
         // earlier kernel left there.
         if bufs.is_none() || opts.verify {
-            bufs = Some(BenchBuffers::new(ctx, &fixed, opts.dtype, opts.layout()).map_err(row_err)?);
+            bufs = Some(BenchBuffers::new(ctx, &fixed, opts.dtype, opts.layout(), opts.mods).map_err(row_err)?);
         }
         let bufs = bufs.as_ref().expect("allocated above");
         let params = bufs.params(&fixed);
@@ -125,7 +132,7 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         // backward row's forward also writes the log-sum-exp its backward reads.
         let plan = gpu.plan_forward(&params, &bufs.refs(opts.backward)).map_err(|e| row_err(e.into()))?;
         let kernel = plan.kernel.to_string();
-        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel);
+        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel).with_mods(opts.mods);
         // The tile configuration describes the mma.sync kernels only.
         record.config = match plan.kernel {
             Kernel::Mma { config, .. } => Some(tag(&config)),
@@ -141,10 +148,11 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
             time_plan(ctx, gpu, &plan, 0, 1, TimingMode::Call).map_err(row_err)?;
             let [q, k, v] = bufs.inputs_f32(&fixed).map_err(row_err)?;
             let out = bufs.output_f32().map_err(row_err)?;
-            let what = format!("{} ({kernel})", shape.label());
+            let what = format!("{} ({kernel})", record.label());
             // The packed rows of a variable-length row, and a paged row's gathered caches, are
-            // the contiguous batch's.
-            let outcome = verify::check(&Problem::from(&fixed), &RefInputs { q: &q, k: &k, v: &v }, &out, Tolerance::for_dtype(opts.dtype))
+            // the contiguous batch's; the modifications are the values the buffers uploaded.
+            let x = RefInputs { q: &q, k: &k, v: &v };
+            let outcome = verify::check(&Problem::from(&fixed), &bufs.mods().variants(), &x, &out, Tolerance::for_dtype(opts.dtype))
                 .into_result(&what)
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
@@ -178,7 +186,27 @@ mod tests {
     use crate::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false }
+        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false, mods: ModSpec::default() }
+    }
+
+    #[test]
+    fn rows_with_modifications_plan_and_the_library_speaks_for_itself() {
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 1024, seqlen_k: 1024, head_dim: 128, causal: true };
+        let all = ModSpec { window: (Some(256), Some(0)), softcap: Some(30.0), alibi: true, sinks: true };
+        for path in [KernelPath::Auto, KernelPath::MmaSync] {
+            for varlen in [false, true] {
+                preflight(&[(s, vec![None])], &Options { path, varlen, mods: all, ..opts() }).unwrap();
+            }
+        }
+        // The window and the softcap are in the parameters; the arrays come with the buffers.
+        let p = Options { mods: all, ..opts() }.params(&s, None).unwrap();
+        assert_eq!((p.mods.window.left, p.mods.window.right, p.mods.softcap), (Some(256), Some(0), Some(30.0)));
+        assert!(p.mods.alibi.is_none() && p.mods.sinks.is_none());
+        // Decode rows run unsplit with modifications; a forced split is the library's to refuse.
+        let decode = Shape { seqlen_q: 1, seqlen_k: 8192, ..s };
+        preflight(&[(decode, vec![None])], &Options { path: KernelPath::Auto, mods: all, ..opts() }).unwrap();
+        let err = preflight(&[(decode, vec![None])], &Options { num_splits: Some(4), mods: all, ..opts() }).unwrap_err().to_string();
+        assert!(err.contains("num_splits") && err.contains("unsplit"), "{err}");
     }
 
     #[test]

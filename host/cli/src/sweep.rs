@@ -53,7 +53,9 @@ impl Shape {
         }
     }
 
-    /// Floating-point operations, by the library's convention (see [`AttentionParams::flops`]).
+    /// Floating-point operations of plain attention, by the library's convention (see
+    /// [`AttentionParams::flops`]; a window's rows count theirs through
+    /// [`crate::mods::ModSpec::flops`]).
     pub fn flops(&self) -> f64 {
         self.params(KernelPath::Auto, None).build().map_or(f64::NAN, |p| p.flops())
     }

@@ -1,6 +1,8 @@
 //! `--compare torch`: times PyTorch SDPA's backends and FlashAttention-3 (where its `fa3-fwd`
 //! package is installed) on the same shapes through an embedded Python script
-//! (`torch_sdpa.py`), which answers with one JSON object per line.
+//! (`torch_sdpa.py`), which answers with one JSON object per line. With attention
+//! modifications, a backend that cannot take them is n/a ([`refusal`]) rather than timed on
+//! another problem: SDPA's backends take none, FlashAttention-3 takes the window and softcap.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -11,6 +13,7 @@ use flashrs::DType;
 use crate::bench::TimingMode;
 use serde::{Deserialize, Serialize};
 
+use super::mods::ModSpec;
 use super::record::{Implementation, Record};
 use super::sweep::Shape;
 
@@ -21,6 +24,32 @@ const SCRIPT: &str = include_str!("torch_sdpa.py");
 /// only forward: its package has no backward).
 /// Adding a backend takes a line here, one in the script's `BACKENDS` and an [`Implementation`].
 const BACKENDS: &[(&str, Implementation)] = &[("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn), ("fa3", Implementation::Fa3)];
+
+/// Why `implementation` cannot run a problem with the modifications `mods`, if it cannot:
+/// SDPA's flash and cuDNN backends take no window, softcap, ALiBi or sinks (an attention mask
+/// could express a window, but not on those backends), and FlashAttention-3's
+/// `flash_attn_func` takes `window_size` and `softcap` but no ALiBi or sinks.
+pub fn refusal(implementation: Implementation, mods: &ModSpec) -> Option<String> {
+    let fa3 = implementation == Implementation::Fa3;
+    let missing: Vec<&str> = [
+        (mods.has_window() && !fa3, "sliding window"),
+        (mods.softcap.is_some() && !fa3, "softcap"),
+        (mods.alibi, "ALiBi"),
+        (mods.sinks, "sinks"),
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect();
+    let (last, rest) = missing.split_last()?;
+    let missing = if rest.is_empty() { last.to_string() } else { format!("{} or {last}", rest.join(", ")) };
+    let who = match implementation {
+        Implementation::TorchFa2 => "PyTorch SDPA's flash backend",
+        Implementation::TorchCudnn => "PyTorch SDPA's cuDNN backend",
+        Implementation::Fa3 => "FlashAttention-3's flash_attn_func",
+        Implementation::Flashrs => "flashrs",
+    };
+    Some(format!("{who} takes no {missing} (not timed on another problem)"))
+}
 
 /// What the script found about its torch (part of the JSON output).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,8 +93,37 @@ struct Request<'a> {
     backends: Vec<&'a str>,
     /// Time the backward pass (autograd) instead of the forward.
     backward: bool,
+    /// Sliding window of every shape as FlashAttention's `window_size`, -1 for an unbounded
+    /// side (`[-1, -1]`: none). Only backends that take it are asked for ([`refusal`]).
+    window: [i64; 2],
+    /// Softcap of every shape, FlashAttention's `softcap` (0: none).
+    softcap: f32,
     /// The shapes, answered by index.
     shapes: &'a [Shape],
+}
+
+impl<'a> Request<'a> {
+    /// The request for `shapes` under `mods`, asking only for the backends of `backends`
+    /// that can run them.
+    fn new(shapes: &'a [Shape], dtype: DType, (warmup, iters, timing): (usize, usize, TimingMode), backward: bool, mods: &ModSpec, backends: &[(&'a str, Implementation)]) -> Self {
+        let side = |s: Option<usize>| s.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        Request {
+            dtype: dtype.name(),
+            warmup,
+            iters,
+            timing: timing.name(),
+            backends: backends.iter().filter(|b| refusal(b.1, mods).is_none()).map(|b| b.0).collect(),
+            backward,
+            window: [side(mods.window.0), side(mods.window.1)],
+            softcap: mods.softcap.unwrap_or(0.0),
+            shapes,
+        }
+    }
+}
+
+/// The backends a run times: FA3 only forward (its package has no backward).
+fn backends(backward: bool) -> Vec<(&'static str, Implementation)> {
+    BACKENDS.iter().copied().filter(|b| !backward || b.1 != Implementation::Fa3).collect()
 }
 
 /// One line of the script's reply.
@@ -107,8 +165,9 @@ fn parse_line(line: &str) -> Option<Line> {
     serde_json::from_str(line.trim()).ok()
 }
 
-/// Gathers a reply into an outcome. `problem` describes an early stop of the script, if any.
-fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, backward: bool, problem: Option<String>) -> Outcome {
+/// Gathers a reply into an outcome: a record per shape and backend, those that cannot run
+/// `mods` n/a with the reason. `problem` describes an early stop of the script, if any.
+fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, (backward, mods): (bool, &ModSpec), problem: Option<String>) -> Outcome {
     let mut info = None;
     let mut results: Vec<Option<BTreeMap<String, BackendResult>>> = vec![None; shapes.len()];
     for line in lines {
@@ -127,11 +186,15 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
     };
     let mut records = Vec::new();
     for (shape, result) in shapes.iter().zip(&results) {
-        for &(key, implementation) in BACKENDS.iter().filter(|b| !backward || b.1 != Implementation::Fa3) {
+        for (key, implementation) in backends(backward) {
             let r = result.as_ref().and_then(|b| b.get(key));
             let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
-            let mut record = Record::new(implementation, *shape, dtype.name(), "torch", kernel);
+            let mut record = Record::new(implementation, *shape, dtype.name(), "torch", kernel).with_mods(*mods);
             record.backward = backward;
+            if let Some(why) = refusal(implementation, mods) {
+                records.push(record.unavailable(why));
+                continue;
+            }
             records.push(match r {
                 Some(BackendResult { median_ms: Some(median), min_ms: Some(min), .. }) => record.timed(*median, *min),
                 Some(BackendResult { error: Some(e), .. }) => record.unavailable(e.clone()),
@@ -142,20 +205,20 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
     Outcome::Ran { info, records, problem }
 }
 
-/// Runs the script with `python3` on `shapes`; `on_result` is called as each shape finishes
-/// (for a progress bar). Never fails: whatever goes wrong becomes [`Outcome::Unavailable`] or
-/// the `problem` of a partial run.
-pub fn run(shapes: &[Shape], dtype: DType, (warmup, iters, timing): (usize, usize, TimingMode), backward: bool, mut on_result: impl FnMut()) -> Outcome {
+/// Runs the script with `python3` on `shapes` under `mods`; `on_result` is called as each
+/// shape finishes (for a progress bar). Never fails: whatever goes wrong becomes
+/// [`Outcome::Unavailable`] or the `problem` of a partial run.
+pub fn run(shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
     let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}.py", std::process::id()));
-    let request = Request { dtype: dtype.name(), warmup, iters, timing: timing.name(), backends: BACKENDS.iter().filter(|b| !backward || b.1 != Implementation::Fa3).map(|b| b.0).collect(), backward, shapes };
-    let outcome = run_script(&script, &request, dtype, &mut on_result);
+    let request = Request::new(shapes, dtype, timing, backward, mods, &backends(backward));
+    let outcome = run_script(&script, &request, dtype, mods, &mut on_result);
     // The temporary script is disposable; failing to delete it changes no result.
     let _ = std::fs::remove_file(&script);
     outcome
 }
 
 /// [`run`], with the script at `script`.
-fn run_script(script: &Path, request: &Request, dtype: DType, on_result: &mut dyn FnMut()) -> Outcome {
+fn run_script(script: &Path, request: &Request, dtype: DType, mods: &ModSpec, on_result: &mut dyn FnMut()) -> Outcome {
     let shapes = request.shapes;
     if let Err(e) = std::fs::write(script, SCRIPT) {
         return Outcome::Unavailable(format!("cannot write {}: {e}", script.display()));
@@ -193,7 +256,7 @@ fn run_script(script: &Path, request: &Request, dtype: DType, on_result: &mut dy
         Ok(s) => Some(format!("the torch script exited with {s}: {}", tail(&stderr, 800))),
         Err(e) => Some(format!("waiting for python3 failed: {e}")),
     };
-    collect(lines, shapes, dtype, request_backward, problem)
+    collect(lines, shapes, dtype, (request_backward, mods), problem)
 }
 
 /// The last `max` bytes of `text`, at a character boundary.
@@ -229,7 +292,7 @@ mod tests {
                \"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa+enable_gqa\"}},\
                \"cudnn\": {{\"error\": \"sdpa+enable_gqa: No available kernel.\"}}}}}}\n"
         );
-        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, false, None) else { panic!() };
+        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, (false, &ModSpec::default()), None) else { panic!() };
         assert_eq!(info.cudnn, Some(91900));
         assert_eq!(problem, None);
         assert_eq!(records.len(), 2 * BACKENDS.len());
@@ -248,11 +311,11 @@ mod tests {
     #[test]
     fn unavailable_and_silent_scripts() {
         let reply = r#"{"kind": "unavailable", "reason": "torch 2.11.0 sees no CUDA GPU"}"#;
-        match collect(lines(reply), &shapes(), DType::F16, false, None) {
+        match collect(lines(reply), &shapes(), DType::F16, (false, &ModSpec::default()), None) {
             Outcome::Unavailable(r) => assert_eq!(r, "torch 2.11.0 sees no CUDA GPU"),
             o => panic!("{o:?}"),
         }
-        match collect(lines(""), &shapes(), DType::F16, false, Some("exited with 1: Traceback".into())) {
+        match collect(lines(""), &shapes(), DType::F16, (false, &ModSpec::default()), Some("exited with 1: Traceback".into())) {
             Outcome::Unavailable(r) => assert!(r.contains("Traceback")),
             o => panic!("{o:?}"),
         }
@@ -261,8 +324,10 @@ mod tests {
     #[test]
     fn request_uses_the_shape_field_names_the_script_reads() {
         let s = shapes();
-        let req = Request { dtype: "bf16", warmup: 5, iters: 20, timing: "queued", backends: vec!["flash"], backward: true, shapes: &s };
+        let req = Request::new(&s, DType::Bf16, (5, 20, TimingMode::Queued), true, &ModSpec::default(), &backends(true));
         let v = serde_json::to_value(&req).unwrap();
+        assert_eq!(v["backends"], serde_json::json!(["flash", "cudnn"]));
+        assert_eq!((&v["window"], &v["softcap"]), (&serde_json::json!([-1, -1]), &serde_json::json!(0.0)));
         for key in ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"] {
             assert!(v["shapes"][0].get(key).is_some(), "{key}");
             assert!(SCRIPT.contains(&format!("\"{key}\"")), "{key}");
@@ -274,6 +339,47 @@ mod tests {
         for (key, _) in BACKENDS {
             assert!(SCRIPT.contains(&format!("\"{key}\":")), "{key}");
         }
+        assert!(SCRIPT.contains("request.get(\"window\", [-1, -1])") && SCRIPT.contains("request.get(\"softcap\", 0.0)"));
+    }
+
+    #[test]
+    fn the_request_carries_window_and_softcap_to_fa3_only() {
+        let s = shapes();
+        let local = ModSpec { window: (Some(4096), None), softcap: Some(30.0), ..ModSpec::default() };
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &local, &backends(false))).unwrap();
+        assert_eq!(v["backends"], serde_json::json!(["fa3"]));
+        assert_eq!((&v["window"], &v["softcap"]), (&serde_json::json!([4096, -1]), &serde_json::json!(30.0)));
+        // The script's documented protocol names the new fields.
+        assert!(SCRIPT.contains("\"window\": [left, right]") && SCRIPT.contains("\"softcap\": float"));
+        // ALiBi or sinks: nothing can run them.
+        let alibi = ModSpec { alibi: true, ..local };
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &alibi, &backends(false))).unwrap();
+        assert_eq!(v["backends"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn backends_that_cannot_take_the_modifications_are_na_with_the_reason() {
+        let local = ModSpec { window: (Some(128), Some(0)), ..ModSpec::default() };
+        // The script timed FA3 (the only backend asked for) on the windowed problem.
+        let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func+window_size\"}}}}}}\n");
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local), None) else { panic!() };
+        assert!(records.iter().all(|r| r.mods == local));
+        let (fa2, cudnn, fa3) = (&records[0], &records[1], &records[2]);
+        assert_eq!(fa2.median_ms, None);
+        assert_eq!(fa2.note.as_deref(), Some("PyTorch SDPA's flash backend takes no sliding window (not timed on another problem)"));
+        assert!(cudnn.note.as_deref().unwrap().starts_with("PyTorch SDPA's cuDNN backend takes no sliding window"));
+        // FA3's rate counts the window's pairs, as ours does.
+        assert_eq!(fa3.median_ms, Some(0.5));
+        assert_eq!(fa3.tflops, Some(local.flops(&fa3.shape) / 0.5e-3 / 1e12));
+        let all = ModSpec { softcap: Some(5.0), alibi: true, sinks: true, ..local };
+        assert_eq!(refusal(Implementation::Fa3, &all).unwrap(), "FlashAttention-3's flash_attn_func takes no ALiBi or sinks (not timed on another problem)");
+        assert_eq!(refusal(Implementation::TorchFa2, &all).unwrap(), "PyTorch SDPA's flash backend takes no sliding window, softcap, ALiBi or sinks (not timed on another problem)");
+        assert_eq!(refusal(Implementation::Fa3, &ModSpec { softcap: Some(5.0), ..local }), None);
+        assert!(BACKENDS.iter().all(|b| refusal(b.1, &ModSpec::default()).is_none()));
+        // Even a script that reports a time for a refused backend does not make it count.
+        let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa\"}}}}}}\n");
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local), None) else { panic!() };
+        assert_eq!(records[0].median_ms, None);
     }
 
     #[test]
@@ -281,7 +387,7 @@ mod tests {
         // Here: no torch (or no python3, or no GPU) gives a reason; with torch and a GPU, times.
         let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, causal: true }];
         let mut reported = 0;
-        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, || reported += 1) {
+        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, &ModSpec::default(), || reported += 1) {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
             Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() && reported == 1),
         }

@@ -3,7 +3,14 @@
 Request, one JSON document on stdin:
   {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
    "backends": ["flash", "cudnn", "fa3"], "backward": bool,
+   "window": [left, right], "softcap": float,
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
+"window" and "softcap" apply to every shape, as FlashAttention's `window_size` (-1: an unbounded
+side) and `softcap` (0: none); both are optional, defaulting to [-1, -1] and 0.0 (plain
+attention). Only "fa3" takes them: the caller asks no other backend when they are set, and any
+other backend asked answers with an error rather than timing plain attention. "backends" may be
+empty (every backend refused the problem): the reply then has only the info line and empty
+results.
 
 Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines):
   {"kind": "unavailable", "reason": str}     torch or a CUDA GPU is missing; nothing follows
@@ -134,8 +141,9 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued, bac
     return {"error": " | ".join(reasons)[:600] or "no call to try"}
 
 
-def run_fa3(torch, shape, q, k, v, warmup, iters, queued):
-    """Times FlashAttention-3's forward (package fa3-fwd), or says why it cannot run."""
+def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0):
+    """Times FlashAttention-3's forward (package fa3-fwd), or says why it cannot run, with the
+    request's sliding window and softcap (its own `window_size` and `softcap`)."""
     try:
         import fa3_fwd_interface as fa3
     except Exception as e:  # noqa: BLE001
@@ -145,11 +153,14 @@ def run_fa3(torch, shape, q, k, v, warmup, iters, queued):
     qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
     causal = bool(shape["causal"])
     # num_splits=0: FA3 chooses its split-KV count (its default, 1, never splits a decode row).
-    call = lambda: fa3.flash_attn_func(qs, ks, vs, causal=causal, num_splits=0)
+    # Its window is bottom-right aligned like flashrs's, and causal caps its right side at 0.
+    call = lambda: fa3.flash_attn_func(qs, ks, vs, causal=causal, window_size=window, softcap=softcap, num_splits=0)
     call()
     torch.cuda.synchronize()
     median, fastest = time_call(torch, call, warmup, iters, queued)
-    return {"median_ms": median, "min_ms": fastest, "call": "fa3_fwd_interface.flash_attn_func"}
+    # The label says which modifications the call took, so a record shows they were passed.
+    label = "fa3_fwd_interface.flash_attn_func" + ("+window_size" if window != (-1, -1) else "") + ("+softcap" if softcap else "")
+    return {"median_ms": median, "min_ms": fastest, "call": label}
 
 
 def main():
@@ -170,9 +181,16 @@ def main():
     warmup, iters = int(request["warmup"]), int(request["iters"])
     queued = request.get("timing", "call") == "queued"
     backward = bool(request.get("backward", False))
+    window = tuple(int(x) for x in request.get("window", [-1, -1]))
+    softcap = float(request.get("softcap", 0.0))
+    modified = window != (-1, -1) or softcap != 0.0
     torch.manual_seed(0)
     for index, shape in enumerate(request["shapes"]):
         results = {}
+        if not request["backends"]:
+            # Nothing can run this problem: no inputs to allocate.
+            emit({"kind": "result", "index": index, "backends": results})
+            continue
         try:
             b, d = shape["batch"], shape["head_dim"]
             q = torch.randn(b, shape["heads_q"], shape["seqlen_q"], d, device="cuda", dtype=dtype)
@@ -185,9 +203,13 @@ def main():
                 if name == "fa3" and backward:
                     results[name] = {"error": "the fa3-fwd package is forward-only"}
                     continue
+                if name != "fa3" and modified:
+                    # SDPA has no window or softcap: timing it would time another problem.
+                    results[name] = {"error": f"SDPA's {name} backend takes no sliding window or softcap"}
+                    continue
                 if name == "fa3":
                     try:
-                        results[name] = run_fa3(torch, shape, q, k, v, warmup, iters, queued)
+                        results[name] = run_fa3(torch, shape, q, k, v, warmup, iters, queued, window, softcap)
                     except Exception as e:  # noqa: BLE001 - a refusal or out of memory
                         results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
                     continue

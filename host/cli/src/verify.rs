@@ -1,8 +1,9 @@
 //! `--verify`: a kernel's output against the CPU reference, in full for small shapes and on a
-//! spread of query rows otherwise.
+//! spread of query rows otherwise, with the row's attention modifications ([`Variants`]:
+//! [`Variants::NONE`] for plain rows).
 
 use flashrs::DType;
-use flashrs_reference::{Problem, RefInputs, reference_forward, reference_row};
+use flashrs_reference::{Problem, RefInputs, Variants, reference_forward_with, reference_row_with};
 
 /// Query rows compared when the shape is too large to check in full.
 pub const SAMPLE_ROWS: usize = 64;
@@ -101,18 +102,19 @@ pub fn sample_rows(p: &Problem, n: usize) -> Vec<RowIndex> {
 }
 
 /// Compares `out` (contiguous `[batch, seqlen_q, heads_q, head_dim]`) with the reference
-/// computed from `x`: every row if the shape is small, else [`SAMPLE_ROWS`] of them.
-pub fn check(p: &Problem, x: &RefInputs, out: &[f32], tol: Tolerance) -> Outcome {
+/// computed from `x` with the modifications `var`: every row if the shape is small, else
+/// [`SAMPLE_ROWS`] of them.
+pub fn check(p: &Problem, var: &Variants, x: &RefInputs, out: &[f32], tol: Tolerance) -> Outcome {
     let d = p.head_dim;
     let offset = |(b, h, i): RowIndex| ((b * p.seqlen_q + i) * p.heads_q + h) * d;
     let rows = p.batch * p.heads_q * p.seqlen_q;
     if rows * p.seqlen_k * d <= FULL_CHECK_MACS {
-        let (reference, _) = reference_forward(p, x);
+        let (reference, _) = reference_forward_with(p, var, x);
         let all = sample_rows(p, rows);
         compare(out, all.iter().map(|&r| (r, &reference[offset(r)..offset(r) + d])), offset, tol)
     } else {
         let sampled: Vec<(RowIndex, Vec<f64>)> =
-            sample_rows(p, SAMPLE_ROWS).into_iter().map(|r @ (b, h, i)| (r, reference_row(p, x, b, h, i).out)).collect();
+            sample_rows(p, SAMPLE_ROWS).into_iter().map(|r @ (b, h, i)| (r, reference_row_with(p, var, x, b, h, i).out)).collect();
         compare(out, sampled.iter().map(|(r, v)| (*r, v.as_slice())), offset, tol)
     }
 }
@@ -147,6 +149,7 @@ fn compare<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flashrs_reference::reference_forward;
 
     fn problem(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, head_dim: usize) -> Problem {
         Problem { batch, seqlen_q, seqlen_k, heads_q, heads_kv: heads_q, head_dim, causal: false, scale: 1.0 / (head_dim as f64).sqrt() }
@@ -180,13 +183,38 @@ mod tests {
         let x = RefInputs { q: &q, k: &k, v: &v };
         let mut out: Vec<f32> = reference_forward(&p, &x).0.iter().map(|&v| v as f32).collect();
         let tol = Tolerance::for_dtype(DType::F16);
-        let ok = check(&p, &x, &out, tol).into_result("shape").unwrap();
+        let ok = check(&p, &Variants::NONE, &x, &out, tol).into_result("shape").unwrap();
         assert_eq!(ok.rows, 2 * 4 * 5);
         assert!(ok.max_abs_err < 1e-6);
         // Element (batch 1, row 3, head 2, col 5).
         out[((5 + 3) * 4 + 2) * 16 + 5] += 0.01;
-        let err = check(&p, &x, &out, tol).into_result("B=2 ... causal").unwrap_err();
+        let err = check(&p, &Variants::NONE, &x, &out, tol).into_result("B=2 ... causal").unwrap_err();
         assert!(err.contains("B=2 ... causal") && err.contains("batch 1, row 3, head 2, col 5"), "{err}");
+    }
+
+    #[test]
+    fn modified_rows_are_checked_against_the_modified_reference() {
+        let p = Problem { causal: true, ..problem(1, 24, 24, 2, 16) };
+        let [q, k, v] = inputs(&p);
+        let x = RefInputs { q: &q, k: &k, v: &v };
+        let (slopes, sinks) = ([0.5, 0.25], [1.0, -1.5]);
+        let var = Variants { window: (Some(4), Some(0)), softcap: Some(0.5), alibi: Some(&slopes), sinks: Some(&sinks) };
+        let tol = Tolerance::for_dtype(DType::F16);
+        let modified: Vec<f32> = reference_forward_with(&p, &var, &x).0.iter().map(|&v| v as f32).collect();
+        assert!(check(&p, &var, &x, &modified, tol).mismatch.is_none());
+        // Plain attention's output is not that of the modified problem, nor the other way round.
+        let plain: Vec<f32> = reference_forward(&p, &x).0.iter().map(|&v| v as f32).collect();
+        assert!(check(&p, &var, &x, &plain, tol).mismatch.is_some());
+        assert!(check(&p, &Variants::NONE, &x, &modified, tol).mismatch.is_some());
+        // Sampled rows take the modifications too.
+        let big = Problem { causal: false, ..problem(1, 2048, 2048, 2, 64) };
+        let [q, k, v] = inputs(&big);
+        let x = RefInputs { q: &q, k: &k, v: &v };
+        let window = Variants { window: (Some(0), Some(0)), ..Variants::NONE };
+        // A window of one key: each output row is its own value row.
+        let out: Vec<f32> = v.clone();
+        let o = check(&big, &window, &x, &out, Tolerance::for_dtype(DType::F16));
+        assert_eq!((o.rows, o.mismatch), (SAMPLE_ROWS, None));
     }
 
     #[test]
@@ -209,7 +237,7 @@ mod tests {
         let [q, k, v] = inputs(&p);
         let x = RefInputs { q: &q, k: &k, v: &v };
         let out = vec![0.0f32; q.len()];
-        let o = check(&p, &x, &out, Tolerance::for_dtype(DType::Bf16));
+        let o = check(&p, &Variants::NONE, &x, &out, Tolerance::for_dtype(DType::Bf16));
         assert_eq!(o.rows, SAMPLE_ROWS);
     }
 }

@@ -1,4 +1,4 @@
-//! Fast exponentials, logarithms, reciprocals and tanh on the special function unit.
+//! Fast exponentials and logarithms on the special function unit.
 
 /// `ex2.approx.ftz.f32`: 2^x (-inf gives +0).
 #[inline(always)]
@@ -21,13 +21,5 @@ pub fn lg2_approx_f32(x: f32) -> f32 {
 pub fn rcp_approx_f32(x: f32) -> f32 {
     let r: f32;
     unsafe { core::arch::asm!("rcp.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) }
-    r
-}
-
-/// `tanh.approx.f32`: tanh(x), relative error about 2^-11 (sm_75+).
-#[inline(always)]
-pub fn tanh_approx_f32(x: f32) -> f32 {
-    let r: f32;
-    unsafe { core::arch::asm!("tanh.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) }
     r
 }

@@ -339,13 +339,13 @@ mma_kernels! { VarlenPaged:
 mma_kernels! { Plain mods:
     0 => flash_fwd_mods_f16_d64_128x64w4s2, flash_fwd_mods_bf16_d64_128x64w4s2;
     1 => flash_fwd_mods_f16_d128_128x64w8s2, flash_fwd_mods_bf16_d128_128x64w8s2;
-    2 => flash_fwd_mods_f16_d256_128x64w8s2, flash_fwd_mods_bf16_d256_128x64w8s2;
+    2 => flash_fwd_mods_f16_d256_128x32w8s2, flash_fwd_mods_bf16_d256_128x32w8s2;
     3 => flash_fwd_mods_f16_d256_128x16w8s2, flash_fwd_mods_bf16_d256_128x16w8s2;
 }
 
 mma_kernels! { Varlen mods:
     0 => flash_fwd_varlen_mods_f16_d64_128x64w4s2, flash_fwd_varlen_mods_bf16_d64_128x64w4s2;
     1 => flash_fwd_varlen_mods_f16_d128_128x64w8s2, flash_fwd_varlen_mods_bf16_d128_128x64w8s2;
-    2 => flash_fwd_varlen_mods_f16_d256_128x64w8s2, flash_fwd_varlen_mods_bf16_d256_128x64w8s2;
+    2 => flash_fwd_varlen_mods_f16_d256_128x32w8s2, flash_fwd_varlen_mods_bf16_d256_128x32w8s2;
     3 => flash_fwd_varlen_mods_f16_d256_128x16w8s2, flash_fwd_varlen_mods_bf16_d256_128x16w8s2;
 }

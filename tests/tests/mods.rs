@@ -1,0 +1,228 @@
+//! Attention modifications (sliding window, softcap, ALiBi, sinks): the planner's kernel choice
+//! and its typed errors without a GPU; on a GPU, every modification alone and together against
+//! the CPU reference with the same ones, on both kernel paths, fixed-length and
+//! variable-length.
+use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::stream::{Stream, StreamFlags};
+use flashrs::tiles::MODS_CONFIGS;
+use flashrs::{
+    AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, Error, GradBuffers, Kernel, KernelPath, Mods,
+    PagedKv, Pages, Target, Variant, Window, sm90,
+};
+use flashrs_tests::attn::check_mods_many;
+use flashrs_tests::mods::HostMods;
+use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
+use flashrs_tests::{H100, case_rng, gpu_or_skip, params, planning_index};
+use rand::Rng;
+
+/// Fake, well-separated addresses for planning (never launched).
+const Q: u64 = 1 << 40;
+const K: u64 = 2 << 40;
+const V: u64 = 3 << 40;
+const O: u64 = 4 << 40;
+const LSE: u64 = 5 << 40;
+const SLOPES: u64 = 6 << 40;
+const SINKS: u64 = 7 << 40;
+
+/// Buffers of ample size at the fake addresses.
+fn bufs() -> Buffers {
+    let b = |ptr| BufferRef::new(ptr, 1 << 30);
+    Buffers::new(DType::Bf16, b(Q), b(K), b(V), b(O)).lse(b(LSE))
+}
+
+/// An f32 array at a made-up address, for planning.
+fn planning_array(ptr: u64, len: usize) -> DeviceArray<'static, f32> {
+    // SAFETY: only planned, never launched.
+    unsafe { DeviceArray::from_raw(ptr, len) }
+}
+
+/// ALiBi slopes as BLOOM sets them for `heads` heads: `2^(-8 (h + 1) / heads)`.
+fn bloom_slopes(heads: usize) -> Vec<f32> {
+    (0..heads).map(|h| 2f32.powf(-8.0 * (h + 1) as f32 / heads as f32)).collect()
+}
+
+/// Calls with modifications run on their own kernels: the Hopper ones on an H100 (head_dim 64
+/// with two consumer warpgroups), `mma.sync` from the modification table elsewhere and when
+/// asked for; never split or GQA-packed, also when decode-shaped; plain calls keep theirs.
+#[test]
+fn modification_calls_plan_their_own_kernels() {
+    let win = |p: AttentionParamsBuilder<'static>| p.window(Some(128), Some(0)).build().unwrap();
+    for d in [64, 96, 128, 256] {
+        let p = win(params(2, 1000, 1000, 8, d));
+        let plan = p.plan(&bufs(), &H100).unwrap();
+        let want = sm90::mods_config(d).unwrap();
+        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: want, mods: true }, "d{d}");
+        assert_eq!(plan.params.mods.window_left, 128);
+        for t in [Target::A100, Target::L4] {
+            let plan = p.plan(&bufs(), &t).unwrap();
+            let Kernel::Mma { variant: Variant::Plain, config, mods: true, .. } = plan.kernel else { panic!("d{d} on {t:?}: {:?}", plan.kernel) };
+            assert!(MODS_CONFIGS.contains(&config) && config.smem_bytes() <= t.max_smem_per_block as usize);
+        }
+        let forced = win(params(2, 1000, 1000, 8, d).path(KernelPath::MmaSync)).plan(&bufs(), &H100).unwrap();
+        assert!(matches!(forced.kernel, Kernel::Mma { variant: Variant::Plain, mods: true, .. }), "{:?}", forced.kernel);
+        let plain = params(2, 1000, 1000, 8, d).build().unwrap().plan(&bufs(), &H100).unwrap();
+        assert!(!plain.kernel.mods() && plain.params.mods == flashrs::ModParams::NONE);
+    }
+    // Decode-shaped GQA: the plain call packs the group and splits the keys; with sinks, one
+    // CTA per query head and no split.
+    let decode = params(4, 1, 32768, 32, 128).heads_kv(4);
+    let plain = decode.clone().path(KernelPath::MmaSync).build().unwrap().plan(&bufs(), &H100).unwrap();
+    assert!(plain.packs_gqa && plain.split.is_some());
+    let sinks = decode.path(KernelPath::MmaSync).sinks(planning_array(SINKS, 32)).build().unwrap().plan(&bufs(), &H100).unwrap();
+    assert!(!sinks.packs_gqa && sinks.split.is_none() && sinks.kernel.mods(), "{sinks:?}");
+    assert_eq!(sinks.params.mods.sinks, SINKS);
+    // Variable-length: the variable-length modification kernels.
+    let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).softcap(30.0).build().unwrap();
+    let plan = v.plan(&bufs(), &H100).unwrap();
+    assert!(matches!(plan.kernel, Kernel::Sm90 { varlen: true, mods: true, .. }), "{:?}", plan.kernel);
+    let plan = v.to_builder().path(KernelPath::MmaSync).build().unwrap().plan(&bufs(), &H100).unwrap();
+    assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, mods: true, .. }), "{:?}", plan.kernel);
+    // The softcap's factors and causal masking folded into the window's right side.
+    let c = params(1, 64, 64, 2, 64).causal(true).window(Some(8), Some(5)).softcap(4.0).softmax_scale(0.5).build().unwrap();
+    let m = c.plan(&bufs(), &H100).unwrap().params.mods;
+    assert_eq!((m.window_left, m.window_right, m.softcap_post), (8, 0, 8.0));
+    assert!((m.softcap_pre - 0.25 * std::f32::consts::LOG2_E).abs() < 1e-7);
+}
+
+/// Bad modifications are typed errors naming the problem, planned or launched (with the
+/// caller's buffers untouched where a GPU runs it).
+#[test]
+fn bad_modifications_are_typed_errors() {
+    let base = || params(2, 64, 64, 4, 64);
+    let shape = |what: &'static str| move |e: &Error| matches!(e, Error::InvalidShape { what: w, .. } if *w == what);
+    let buffer = |tensor: &'static str| move |e: &Error| matches!(e, Error::InvalidBuffer { tensor: t, .. } if *t == tensor);
+    let small = |tensor: &'static str, needed: u64| move |e: &Error| matches!(e, Error::BufferTooSmall { tensor: t, needed: n, .. } if *t == tensor && *n == needed);
+    let misaligned = |tensor: &'static str| move |e: &Error| matches!(e, Error::Misaligned { tensor: t, .. } if *t == tensor);
+    let pages = Pages { page_size: 16, num_pages: 64, pages_per_seq: 4 };
+    let cases: Vec<(&str, AttentionParams<'static>, Box<dyn Fn(&Error) -> bool>)> = vec![
+        ("softcap 0", base().softcap(0.0).build().unwrap(), Box::new(shape("softcap"))),
+        ("softcap -1", base().softcap(-1.0).build().unwrap(), Box::new(shape("softcap"))),
+        ("softcap NaN", base().softcap(f32::NAN).build().unwrap(), Box::new(shape("softcap"))),
+        ("softcap inf", base().softcap(f32::INFINITY).build().unwrap(), Box::new(shape("softcap"))),
+        ("softcap underflowing", base().softcap(f32::MAX).softmax_scale(1e-30).build().unwrap(), Box::new(shape("softcap"))),
+        ("slopes per head too few", base().alibi(planning_array(SLOPES, 3), false).build().unwrap(), Box::new(small("alibi_slopes", 4))),
+        ("slopes per batch too few", base().alibi(planning_array(SLOPES, 4), true).build().unwrap(), Box::new(small("alibi_slopes", 8))),
+        ("slopes null", base().alibi(planning_array(0, 4), false).build().unwrap(), Box::new(buffer("alibi_slopes"))),
+        ("sinks too few", base().sinks(planning_array(SINKS, 2)).build().unwrap(), Box::new(small("sinks", 4))),
+        ("sinks misaligned", base().sinks(planning_array(SINKS + 2, 4)).build().unwrap(), Box::new(misaligned("sinks"))),
+        ("output over the sinks", base().sinks(planning_array(O + 64, 4)).build().unwrap(), Box::new(buffer("out"))),
+        ("lse over the slopes", base().alibi(planning_array(LSE, 4), false).build().unwrap(), Box::new(buffer("lse"))),
+        ("paged cache", base().window(Some(4), None).paged(PagedKv::new(pages, planning_index(SLOPES, 8))).build().unwrap(), Box::new(shape("mods"))),
+        ("split keys", base().softcap(5.0).num_splits(4).build().unwrap(), Box::new(shape("num_splits"))),
+        (
+            "config outside the table",
+            base().window(Some(4), None).config(flashrs::tiles::CONFIGS[1]).build().unwrap(),
+            Box::new(shape("config")),
+        ),
+    ];
+    for (name, p, want) in &cases {
+        match p.plan(&bufs(), &H100) {
+            Err(e) => assert!(want(&e), "{name}: wrong error {e:?}"),
+            Ok(plan) => panic!("{name}: planned {:?}", plan.kernel),
+        }
+    }
+    // The backward pass takes no modifications yet.
+    let p = base().window(Some(8), None).build().unwrap();
+    let grads = GradBuffers::new(BufferRef::new(8 << 40, 1 << 20), BufferRef::new(9 << 40, 1 << 20), BufferRef::new(10 << 40, 1 << 20), BufferRef::new(11 << 40, 1 << 20));
+    assert!(matches!(p.plan_backward(&bufs(), &grads, &H100), Err(Error::InvalidShape { what: "mods", .. })));
+
+    // On a GPU: a launch with a bad modification writes nothing.
+    let Some(gpu) = gpu_or_skip("bad_modifications_are_typed_errors (GPU part)") else { return };
+    let n = 2 * 64 * 4 * 64;
+    let x = DeviceBuffer::from_slice(&vec![half::f16::ONE; n]).unwrap();
+    let pattern = half::f16::from_bits(0x7e5a);
+    let mut out = DeviceBuffer::from_slice(&vec![pattern; n]).unwrap();
+    let mut lse = DeviceBuffer::from_slice(&vec![f32::from_bits(0x7fc0_1234); 2 * 4 * 64]).unwrap();
+    let few = DeviceBuffer::from_slice(&[0.5f32; 3]).unwrap();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    for p in [base().alibi(DeviceArray::new(&few), false).build().unwrap(), base().sinks(DeviceArray::new(&few)).build().unwrap(), base().softcap(f32::NAN).build().unwrap()] {
+        assert!(gpu.attention_forward(&stream, &p, &x, &x, &x, &mut out, Some(&mut lse)).is_err());
+    }
+    stream.synchronize().unwrap();
+    let (mut o_h, mut l_h) = (vec![half::f16::ZERO; n], vec![0f32; 2 * 4 * 64]);
+    out.copy_to(&mut o_h[..]).unwrap();
+    lse.copy_to(&mut l_h[..]).unwrap();
+    assert!(o_h.iter().all(|v| v.to_bits() == 0x7e5a) && l_h.iter().all(|v| v.to_bits() == 0x7fc0_1234), "a refused call wrote");
+}
+
+/// The modifications of the GPU cases: each alone (windows of every shape), then together.
+fn mod_sets(heads_q: usize, batch: usize, rng: &mut impl Rng) -> Vec<(HostMods, bool)> {
+    let sinks: Vec<f32> = (0..heads_q).map(|_| rng.random_range(-3.0..3.0)).collect();
+    let per_batch: Vec<f32> = (0..batch * heads_q).map(|_| rng.random_range(0.01..0.5)).collect();
+    let w = |l, r| HostMods { window: (l, r), ..HostMods::default() };
+    vec![
+        (w(Some(64), Some(0)), false),
+        (w(Some(100), None), true),
+        (w(None, Some(32)), false),
+        (w(Some(0), Some(0)), false),
+        (w(Some(300), Some(200)), false),
+        (HostMods { softcap: Some(5.0), ..HostMods::default() }, false),
+        (HostMods { softcap: Some(1.5), ..HostMods::default() }, true),
+        (HostMods { alibi: Some((bloom_slopes(heads_q), false)), ..HostMods::default() }, false),
+        (HostMods { alibi: Some((per_batch.clone(), true)), ..HostMods::default() }, true),
+        (HostMods { sinks: Some(sinks.clone()), ..HostMods::default() }, true),
+        (HostMods { sinks: Some(sinks.clone()), ..HostMods::default() }, false),
+        (HostMods { window: (Some(200), Some(0)), softcap: Some(30.0), alibi: Some((bloom_slopes(heads_q), false)), sinks: Some(sinks) }, false),
+    ]
+}
+
+/// Every modification, alone and together, against the reference: fixed-length calls of
+/// ragged lengths (1, 17, 127, 1037, seqlen_q != seqlen_k both ways), GQA, head_dim 64, 80,
+/// 128 and 256, f16 and bf16, on `mma.sync` and (on an H100/H200) the Hopper kernels.
+#[test]
+fn modifications_match_the_reference() {
+    let Some(gpu) = gpu_or_skip("modifications_match_the_reference") else { return };
+    let (mut rng, _) = case_rng();
+    let shapes = [(2, 300, 300, 4, 2, 64), (1, 127, 1037, 4, 1, 128), (2, 1037, 127, 2, 2, 256), (1, 17, 17, 3, 1, 80), (3, 1, 700, 8, 2, 128)];
+    let paths = if gpu.arch() == flashrs::Arch::Sm90a { vec![KernelPath::MmaSync, KernelPath::Auto] } else { vec![KernelPath::MmaSync] };
+    let mut cases = vec![];
+    for (i, &(b, sq, sk, hq, hkv, d)) in shapes.iter().enumerate() {
+        for (j, (mods, causal)) in mod_sets(hq, b, &mut rng).into_iter().enumerate() {
+            for &path in &paths {
+                let dtype = if (i + j) % 2 == 0 { DType::Bf16 } else { DType::F16 };
+                cases.push((params(b, sq, sk, hq, d).heads_kv(hkv).causal(causal).path(path).build().unwrap(), dtype, mods.clone()));
+            }
+        }
+    }
+    check_mods_many(&gpu, &cases);
+}
+
+/// Variable-length batches with modifications, offsets on the host and on the GPU: windows
+/// with softcap and GQA, per-sequence ALiBi slopes, sinks with sequences that see no key.
+#[test]
+fn variable_length_modifications_match_the_reference() {
+    let Some(gpu) = gpu_or_skip("variable_length_modifications_match_the_reference") else { return };
+    let lens = [(300, 300), (0, 5), (1, 900), (517, 200), (64, 0), (1037, 1037)];
+    let hq = 4;
+    let mut cases = vec![];
+    let paths = if gpu.arch() == flashrs::Arch::Sm90a { vec![KernelPath::MmaSync, KernelPath::Auto] } else { vec![KernelPath::MmaSync] };
+    for &path in &paths {
+        for (i, d) in [64, 128, 256].into_iter().enumerate() {
+            let dtype = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+            let mut c = VarlenCase::new(&lens, hq, 2, d, i != 1, dtype);
+            c.path = path;
+            c.device_offsets = i == 2;
+            c.mods = match i {
+                0 => HostMods { window: (Some(100), Some(0)), softcap: Some(20.0), ..HostMods::default() },
+                1 => HostMods { window: (Some(50), Some(70)), alibi: Some(((0..lens.len() * hq).map(|x| 0.02 * x as f32).collect(), true)), ..HostMods::default() },
+                _ => HostMods { sinks: Some(vec![0.5, -1.0, 2.0, 0.0]), alibi: Some((bloom_slopes(hq), false)), ..HostMods::default() },
+            };
+            cases.push(c);
+        }
+    }
+    check_varlen_many(&gpu, &cases);
+}
+
+/// A window's plan and launch do not depend on where the arrays are: `Mods` compares by
+/// memory, and an explicit `Mods` equals the builder's.
+#[test]
+fn mods_set_whole_equal_mods_set_one_by_one() {
+    let slopes = planning_array(SLOPES, 8);
+    let one_by_one = params(1, 8, 8, 8, 64).window(Some(3), None).softcap(2.0).alibi(slopes, false).build().unwrap();
+    let mut whole = Mods::default();
+    whole.window = Window { left: Some(3), right: None };
+    whole.softcap = Some(2.0);
+    whole.alibi = Some(flashrs::Alibi { slopes, per_batch: false });
+    assert_eq!(params(1, 8, 8, 8, 64).mods(whole).build().unwrap(), one_by_one);
+    assert!(one_by_one.mods.sinks.is_none() && !one_by_one.mods.is_plain());
+}
