@@ -105,28 +105,12 @@ pub const DEFAULTS: [usize; 3] = [0, 1, 2];
 
 /// The default configuration for `head_dim` (padded up to 64, 128 or 256), if any serves it.
 pub const fn default_config(head_dim: usize) -> Option<HopperConfig> {
-    let dims = crate::tiles::HEAD_DIMS;
-    let mut i = 0;
-    while i < dims.len() {
-        if head_dim <= dims[i] {
-            return Some(CONFIGS[DEFAULTS[i]]);
-        }
-        i += 1;
-    }
-    None
+    of_head_dim(&DEFAULTS, head_dim)
 }
 
 /// True when `c` is one of the defaults, which also have a variable-length kernel.
 pub const fn is_default(c: &HopperConfig) -> bool {
-    let mut i = 0;
-    while i < DEFAULTS.len() {
-        let d = CONFIGS[DEFAULTS[i]];
-        if d.head_dim == c.head_dim && d.block_n == c.block_n && d.stages == c.stages && d.consumers == c.consumers && d.pipelined == c.pipelined {
-            return true;
-        }
-        i += 1;
-    }
-    false
+    in_table(&DEFAULTS, c)
 }
 
 /// Index into [`CONFIGS`] of the modification kernels' configuration for each padded head
@@ -137,23 +121,34 @@ pub const MODS: [usize; 3] = [3, 1, 2];
 
 /// The modification kernels' configuration for `head_dim` (padded up), if any serves it.
 pub const fn mods_config(head_dim: usize) -> Option<HopperConfig> {
+    of_head_dim(&MODS, head_dim)
+}
+
+/// True when `c` has modification kernels (fixed-length and variable-length).
+pub const fn has_mods(c: &HopperConfig) -> bool {
+    in_table(&MODS, c)
+}
+
+/// The configuration `table` (indices into [`CONFIGS`], one per padded head dimension) has for
+/// `head_dim` padded up, if any.
+const fn of_head_dim(table: &[usize; 3], head_dim: usize) -> Option<HopperConfig> {
     let dims = crate::tiles::HEAD_DIMS;
     let mut i = 0;
     while i < dims.len() {
         if head_dim <= dims[i] {
-            return Some(CONFIGS[MODS[i]]);
+            return Some(CONFIGS[table[i]]);
         }
         i += 1;
     }
     None
 }
 
-/// True when `c` has modification kernels (fixed-length and variable-length).
-pub const fn has_mods(c: &HopperConfig) -> bool {
+/// True when `c` is one of `table`'s configurations.
+const fn in_table(table: &[usize; 3], c: &HopperConfig) -> bool {
     let mut i = 0;
-    while i < MODS.len() {
-        let m = CONFIGS[MODS[i]];
-        if m.head_dim == c.head_dim && m.block_n == c.block_n && m.stages == c.stages && m.consumers == c.consumers && m.pipelined == c.pipelined {
+    while i < table.len() {
+        let d = CONFIGS[table[i]];
+        if d.head_dim == c.head_dim && d.block_n == c.block_n && d.stages == c.stages && d.consumers == c.consumers && d.pipelined == c.pipelined {
             return true;
         }
         i += 1;
