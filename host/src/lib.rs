@@ -94,9 +94,14 @@
 //!   ([`Target`]): every chosen kernel fits its shared memory (163 KB per CTA on sm_80, 99 KB
 //!   on sm_86/89, 227 KB on sm_90), or planning fails with a typed error. Machine code ships
 //!   for sm_80, sm_86, sm_89 and sm_90a; other GPUs compile the sm_80 PTX.
-//! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches) on one `mma.sync`
-//!   kernel family; [`AttentionParams::deterministic`] for bit-identical gradients.
-//! * **Not covered**: dropout, ALiBi, sliding windows, soft-capping, fp8.
+//! * **Attention modifications** ([`mods`]): sliding windows (FlashAttention's `window_size`,
+//!   combinable with causal; key tiles no row sees are never read), softcapping, ALiBi slopes
+//!   per head or per (batch, head), learnable sinks; alone or together, fixed-length or
+//!   variable-length, on both kernel families, not with paged caches or split-KV.
+//! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches or modifications)
+//!   on a Hopper and an `mma.sync` kernel family; [`AttentionParams::deterministic`] for
+//!   bit-identical gradients.
+//! * **Not covered**: dropout, fp8, block sparsity.
 //!
 //! Every call is validated on the host before anything is launched ([`AttentionParams::plan`],
 //! pure host code): a shape, stride, alignment or buffer-size problem, a null address, an
@@ -127,7 +132,8 @@
 //!
 //! # Modules
 //!
-//! * [`params`](mod@params) and [`layout`]: what a call computes and the shape of its data.
+//! * [`params`](mod@params), [`layout`] and [`mods`]: what a call computes, the shape of its
+//!   data, and its attention modifications.
 //! * [`buffers`] and [`memory`]: the tensors as the planner sees them, and the typed buffers
 //!   and streams of CUDA crates.
 //! * [`validate`](mod@validate), [`select`](mod@select), [`plan`](mod@plan), [`launch`]: the
