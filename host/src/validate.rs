@@ -298,8 +298,9 @@ fn check_offsets(p: &AttentionParams, o: &Offsets) -> Result<Packed> {
     }
 }
 
-/// Checks a call's attention modifications: a finite, positive softcap, and none on a paged
-/// call (the arrays are checked with the buffers). `None` for plain attention.
+/// Checks a call's attention modifications: a finite, positive softcap, a scale whose inverse
+/// is finite under ALiBi, and none on a paged or split call (the arrays are checked with the
+/// buffers). `None` for plain attention.
 fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<ModParams>> {
     if p.mods.is_plain() {
         return Ok(None);
@@ -307,9 +308,14 @@ fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<Mod
     if let Some(cap) = p.mods.softcap {
         // The kernels scale by `cap / scale` and `2 log2(e) scale / cap`: both finite, nonzero.
         let pre = 2.0 * std::f32::consts::LOG2_E * scale / cap;
-        if !(cap > 0.0 && (cap / scale).is_finite() && pre.is_finite() && pre > 0.0) {
+        let post = cap / scale;
+        if !(cap > 0.0 && post.is_finite() && post > 0.0 && pre.is_finite() && pre > 0.0) {
             return Err(shape_err("softcap", format!("{cap} is not positive and finite (over the scale {scale})")));
         }
+    }
+    // ALiBi's slopes are divided by the scale into raw units: a subnormal scale overflows that.
+    if p.mods.alibi.is_some() && !(1.0 / scale).is_finite() {
+        return Err(shape_err("softmax_scale", format!("{scale}: ALiBi divides its slopes by the scale, and 1 / {scale} overflows f32")));
     }
     if paged {
         return Err(shape_err("mods", "paged K/V caches take no attention modifications (window, softcap, ALiBi, sinks) yet"));

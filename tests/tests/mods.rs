@@ -103,6 +103,11 @@ fn bad_modifications_are_typed_errors() {
         ("slopes per head too few", base().alibi(planning_array(SLOPES, 3), false).build().unwrap(), Box::new(small("alibi_slopes", 4))),
         ("slopes per batch too few", base().alibi(planning_array(SLOPES, 4), true).build().unwrap(), Box::new(small("alibi_slopes", 8))),
         ("slopes null", base().alibi(planning_array(0, 4), false).build().unwrap(), Box::new(buffer("alibi_slopes"))),
+        (
+            "slopes under a subnormal scale",
+            base().alibi(planning_array(SLOPES, 4), false).softmax_scale(1e-40).build().unwrap(),
+            Box::new(shape("softmax_scale")),
+        ),
         ("sinks too few", base().sinks(planning_array(SINKS, 2)).build().unwrap(), Box::new(small("sinks", 4))),
         ("sinks misaligned", base().sinks(planning_array(SINKS + 2, 4)).build().unwrap(), Box::new(misaligned("sinks"))),
         ("output over the sinks", base().sinks(planning_array(O + 64, 4)).build().unwrap(), Box::new(buffer("out"))),

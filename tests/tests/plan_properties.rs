@@ -12,16 +12,21 @@
 //! each in three kinds:
 //! - *valid* calls (plain, padded, head-major and packed-KV layouts; buffers tight or
 //!   generous; tile configurations, kernel families and split counts forced where the target
-//!   has them): the planner must accept them;
+//!   has them; a quarter of the fixed-length and variable-length ones with attention
+//!   modifications: a sliding window, a softcap, ALiBi slopes per head or per batch entry,
+//!   sinks): the planner must accept them;
 //! - valid calls with *one injected fault* (a tensor or index array one element short; a null
 //!   or misaligned address; a misaligned, negative or overflowing stride; an unsupported
 //!   head_dim, GQA ratio, sequence length, scale, tile configuration, split count, page geometry
 //!   or offsets; a grid past the limit; aliasing output strides; an output, lse or index array
 //!   overlapping what the kernel writes or reads; a kernel family or shared memory the target
-//!   lacks; a GQA group whose packed rows pass the kernels' 32-bit masks): the planner must
-//!   return exactly the typed error that fault calls for, twice alike (planning is pure), and
-//!   for the same call without rows the same error (a fault in the shape) or an empty plan (a
-//!   fault in a buffer, which an empty call never touches);
+//!   lacks; a GQA group whose packed rows pass the kernels' 32-bit masks; a softcap not
+//!   positive and finite, or whose factors overflow with the scale; ALiBi slopes or sinks
+//!   short, null, misaligned or over the output; modifications with a split, a configuration
+//!   without modification kernels, or a paged cache): the planner must return exactly the
+//!   typed error that fault calls for, twice alike (planning is pure), and for the same call
+//!   without rows the same error (a fault in the shape) or an empty plan (a fault in a buffer,
+//!   which an empty call never touches);
 //! - *hostile* calls (valid ones with fields replaced by, or calls made entirely of, huge, zero,
 //!   misaligned, negative and tiny values): a typed error, or a plan that passes the model;
 //!   never a panic. Their `contiguous_lens` and `tensor_strides` must be exact or typed errors.
@@ -30,11 +35,14 @@
 //! valid as documented; the kernel is instantiated, fits the target's shared memory, is a
 //! Hopper one only on sm_90a, and is the one the selection rules name (the family asked for,
 //! the variant of the call's shape, its configuration, GQA packing, split count, persistence);
-//! the grid and every kernel parameter hold their true, untruncated values; every element the
-//! kernel reads or writes (Q, K and V or the paged caches through the block table, the output,
-//! the log-sum-exp, the offsets and key counts) lies inside its buffer, 16-byte aligned where
-//! it moves vectors, and what it writes neither aliases itself nor overlaps anything else it
-//! touches; GQA-packed strides address exactly the call's query heads; the split-KV workspace
+//! the grid and every kernel parameter hold their true, untruncated values (the modifications'
+//! as the kernels take them: causal masking folded into the window, the scale into the softcap
+//! and ALiBi factors); a call with modifications runs a modification kernel (unsplit, unpacked,
+//! its own configuration), a plain call a plain one; every element the kernel reads or writes
+//! (Q, K and V or the paged caches through the block table, the output, the log-sum-exp, the
+//! offsets and key counts, the ALiBi slopes and sinks) lies inside its buffer, 16-byte aligned
+//! where it moves vectors, and what it writes neither aliases itself nor overlaps anything else
+//! it touches; GQA-packed strides address exactly the call's query heads; the split-KV workspace
 //! holds every partial row within its 32-bit indices, and every key tile is in a split; a
 //! Hopper launch's tensor maps are ones TMA takes.
 //!
@@ -47,10 +55,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use flashrs::plan::PERSISTENT_MAX_KEYS;
 use flashrs::sm90::{self, HopperConfig};
-use flashrs::tiles::{CONFIGS, SMALL_D256, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
+use flashrs::tiles::{CONFIGS, MODS_CONFIGS, SMALL_D256, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
 use flashrs::{
-    Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceOffsets, DimOrder, Error, FwdParams, Kernel, KernelChoice, Kv,
-    LaunchPlan, Offsets, PagedKv, Pages, Rows, Strides, Target, Variant,
+    Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, DeviceOffsets, DimOrder, Error, FwdParams, Kernel, KernelChoice,
+    Kv, LaunchPlan, ModParams, Mods, Offsets, PagedKv, Pages, Rows, Strides, Target, Variant,
 };
 use flashrs_tests::expect::{Want, error_matches};
 use flashrs_tests::{case_rng, params, planning_index};
@@ -58,7 +66,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 /// Fake allocations live in distinct 1 TiB regions of the address space: tensors in regions
-/// 1-5 (q, k, v, out, lse), index arrays in 6-9.
+/// 1-5 (q, k, v, out, lse), index arrays in 6-9 (ALiBi slopes and sinks in 8 and 9).
 const REGION: u64 = 1 << 40;
 const TENSORS: [&str; 5] = ["q", "k", "v", "out", "lse"];
 /// Longest sequence the kernels' 32-bit masks take (the documented limit).
@@ -69,6 +77,11 @@ const MAX_SPLITS: usize = 32;
 const TMA_MAX_STRIDE_BYTES: i128 = 1 << 40;
 /// Shared memory a Hopper CTA may have (its Q tiles are doubled where they fit).
 const SM90_SMEM: usize = 227 * 1024;
+/// A window side that bounds nothing, and the most a side is clamped to (the documented
+/// `i32::MAX / 2`: no row reaches this far).
+const WINDOW_UNBOUNDED: i32 = i32::MAX / 2;
+/// Regions of the ALiBi slopes and the sinks.
+const MOD_REGIONS: [u64; 2] = [8, 9];
 
 fn pick<T: Copy>(rng: &mut StdRng, xs: &[T]) -> T {
     xs[rng.random_range(0..xs.len())]
@@ -272,6 +285,8 @@ struct Model {
     empty: bool,
     /// The kernel reads K and V (some sequence can have keys).
     reads_kv: bool,
+    /// The attention modifications as the kernels take them; `None` for a plain call.
+    mods: Option<ModParams>,
 }
 
 /// The packed totals of a variable-length call, from offsets the planner promises to have
@@ -345,7 +360,95 @@ fn read_call(p: &AttentionParams<'static>) -> Result<Model, String> {
     let strides = if empty { [zero; 4] } else { call_strides(p).map_err(|t| format!("{t}: default strides overflow 64 bits, yet accepted"))? };
     let reads_kv = p.seqlen_k > 0 && packed.is_none_or(|(_, tk)| paged.is_some() || tk > 0);
     let group = p.heads_q.checked_div(p.heads_kv).unwrap_or(1).max(1);
-    Ok(Model { d, group, packed, paged, strides, empty, reads_kv })
+    let mods = read_mods(p, paged.is_some())?;
+    Ok(Model { d, group, packed, paged, strides, empty, reads_kv, mods })
+}
+
+/// The scale of the scores: the given one, or `1 / sqrt(head_dim)`.
+fn call_scale(p: &AttentionParams) -> f32 {
+    p.softmax_scale.unwrap_or(1.0 / (p.head_dim as f32).sqrt())
+}
+
+/// True for plain attention: no window side, softcap, ALiBi or sinks.
+fn plain_mods(m: &Mods) -> bool {
+    m.window.left.is_none() && m.window.right.is_none() && m.softcap.is_none() && m.alibi.is_none() && m.sinks.is_none()
+}
+
+/// The softcap's factors as the kernels take them, `(2 log2(e) scale / cap, cap / scale)`, in
+/// f32 and in that order (the documented formulas).
+fn softcap_factors(cap: f32, scale: f32) -> (f32, f32) {
+    (2.0 * std::f32::consts::LOG2_E * scale / cap, cap / scale)
+}
+
+/// True for a softcap the kernels can apply at `scale`: positive, both factors finite and
+/// nonzero.
+fn softcap_ok(cap: f32, scale: f32) -> bool {
+    let (pre, post) = softcap_factors(cap, scale);
+    cap > 0.0 && pre.is_finite() && pre > 0.0 && post.is_finite() && post > 0.0
+}
+
+/// The kernel parameters of a plain call: every modification off at its neutral value.
+const PLAIN_MODS: ModParams = ModParams {
+    alibi: 0,
+    sinks: 0,
+    window_left: WINDOW_UNBOUNDED,
+    window_right: WINDOW_UNBOUNDED,
+    softcap_pre: 0.0,
+    softcap_post: 0.0,
+    alibi_scale: 0.0,
+    alibi_batch_stride: 0,
+};
+
+/// A call's modifications, which the planner promises to have validated (a softcap the kernels
+/// can apply, no paged cache, no split asked for), as the kernels take them: each window side
+/// clamped to [`WINDOW_UNBOUNDED`] (`None`: unbounded), the right one 0 under causal masking;
+/// the softcap's factors (0 without one); ALiBi's `1 / scale` (slopes are in units of the
+/// scaled scores, the kernels' scores raw), `heads_q` slopes between batch entries when there
+/// is one per entry, else 0; the arrays' addresses (0: none). `None` for a plain call.
+fn read_mods(p: &AttentionParams, paged: bool) -> Result<Option<ModParams>, String> {
+    let mods = &p.mods;
+    if plain_mods(mods) {
+        return Ok(None);
+    }
+    let scale = call_scale(p);
+    if let Some(cap) = mods.softcap {
+        ensure!(softcap_ok(cap, scale), "softcap {cap} accepted at scale {scale}");
+    }
+    ensure!(!paged, "modifications on a paged call accepted: {mods:?}");
+    ensure!(p.num_splits.is_none_or(|n| n <= 1), "num_splits {:?} accepted with modifications", p.num_splits);
+    let side = |w: Option<usize>| match w {
+        Some(x) if x < WINDOW_UNBOUNDED as usize => x as i32,
+        _ => WINDOW_UNBOUNDED,
+    };
+    let (softcap_pre, softcap_post) = mods.softcap.map_or((0.0, 0.0), |cap| softcap_factors(cap, scale));
+    Ok(Some(ModParams {
+        alibi: mods.alibi.map_or(0, |a| a.slopes.buffer().ptr),
+        sinks: mods.sinks.map_or(0, |s| s.buffer().ptr),
+        window_left: side(mods.window.left),
+        window_right: if p.causal { 0 } else { side(mods.window.right) },
+        softcap_pre,
+        softcap_post,
+        alibi_scale: 1.0 / scale,
+        // Saturated: a call of more heads than u32 holds is refused for its heads_q field.
+        alibi_batch_stride: if mods.alibi.is_some_and(|a| a.per_batch) { p.heads_q.min(u32::MAX as usize) as u32 } else { 0 },
+    }))
+}
+
+/// The modification kernels' `mma.sync` configuration when none is forced: the first of their
+/// table for the padded head_dim that fits the target.
+fn mods_config(padded: usize, t: &Target) -> Option<TileConfig> {
+    MODS_CONFIGS.iter().copied().find(|c| c.head_dim == padded && fits(c, t))
+}
+
+/// The modification kernels' Hopper configuration when none is forced: the default for the
+/// head_dim, but two consumer warpgroups at head_dim 64 (three leave too few registers).
+fn sm90_mods_config(d: usize) -> Option<HopperConfig> {
+    sm90::default_config(d).map(|c| if c.head_dim == 64 { HopperConfig { consumers: 2, ..c } } else { c })
+}
+
+/// True for a kernel that compiles in the attention modifications.
+fn kernel_mods(k: &Kernel) -> bool {
+    matches!(k, Kernel::Mma { mods: true, .. } | Kernel::Sm90 { mods: true, .. })
 }
 
 /// True when the Hopper kernels' tensor maps can describe the call's tensors: every stride of
@@ -436,7 +539,8 @@ impl Access {
 /// A tensor's name and the byte range `[start, end)` a launch touches in it.
 type Range = (&'static str, (i128, i128));
 
-/// The byte range [start, end) of `count` i32 entries the kernel reads from `buf` at `ptr`.
+/// The byte range [start, end) of `count` 4-byte entries (i32 indices, f32 slopes or sinks)
+/// the kernel reads from `buf` at `ptr`.
 fn index_range(name: &'static str, ptr: u64, buf: BufferRef, count: u128) -> Result<Range, String> {
     ensure!(ptr == buf.ptr, "{name}: kernel address {ptr:#x} is not the buffer's {:#x}", buf.ptr);
     ensure!(ptr != 0, "{name}: null address");
@@ -508,7 +612,10 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     let k = plan.kernel;
     let (_, bn, threads, smem, kd) = geometry_of(&k);
     let tn = target_name(t);
+    let mods = m.mods.is_some();
     ensure!(plan.arch == t.arch, "a plan for {:?} on the {tn}", plan.arch);
+    // Only the modification kernels apply the modifications; the plain ones are the fast path.
+    ensure!(kernel_mods(&k) == mods, "kernel {k} {} modifications for a call {} them", if mods { "without" } else { "with" }, if mods { "with" } else { "without" });
     ensure!(k.is_instantiated(), "kernel {k} is not instantiated");
     ensure!(!matches!(k, Kernel::Sm90 { .. }) || t.arch == Arch::Sm90a, "Hopper kernel {k} planned for the {tn}, which has no sm_90a module");
     ensure!(k.dtype() == c.b.dtype, "kernel {k} for {:?} tensors", c.b.dtype);
@@ -525,7 +632,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     };
     match (p.kernel, k) {
         (KernelChoice::Wgmma { config, persistent }, Kernel::Sm90 { config: kc, .. }) => {
-            let want = config.or(sm90::default_config(m.d));
+            let want = config.or(if mods { sm90_mods_config(m.d) } else { sm90::default_config(m.d) });
             ensure!(want == Some(kc), "wgmma config {kc:?} planned for {config:?}");
             if let Some(want) = persistent {
                 ensure!(m.empty || plan.persistent == want, "persistent {want} asked, {} planned", plan.persistent);
@@ -541,8 +648,9 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
         (KernelChoice::Auto, _) => {}
         _ => unreachable!("a kernel choice the model does not know: {:?}", p.kernel),
     }
-    // GQA packing: one query row per sequence, GQA/MQA, fixed-length, mma.sync.
-    let pack = !matches!(p.kernel, KernelChoice::Wgmma { .. }) && p.seqlen_q == 1 && p.heads_q > p.heads_kv && m.packed.is_none();
+    // GQA packing: one query row per sequence, GQA/MQA, fixed-length, mma.sync, no
+    // modifications (ALiBi slopes and sinks are per query head, one CTA's rows one head's).
+    let pack = !matches!(p.kernel, KernelChoice::Wgmma { .. }) && p.seqlen_q == 1 && p.heads_q > p.heads_kv && m.packed.is_none() && !mods;
     ensure!(plan.packs_gqa == pack, "GQA packing {} for seqlen_q {}, heads {}/{}, {:?}", plan.packs_gqa, p.seqlen_q, p.heads_q, p.heads_kv, p.kernel);
     let split_cfg = match forced {
         Some(f) if f.head_dim == pd && SPLIT_CONFIGS.contains(&f) => Some(f),
@@ -556,6 +664,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
             ensure!(splits == 1 || variant.split(), "{splits} splits on {k}, which does not split");
             ensure!(!plan.persistent && plan.packed_rows.is_none(), "an mma.sync plan persistent or with packed rows: {plan:?}");
             match variant {
+                _ if mods => verify_mods_kernel(m, k, forced, t)?,
                 Variant::Plain if forced.is_none() => {
                     let want = plain_config(m.d, block_rows, t);
                     ensure!(want == Some(config), "config {config:?} for head_dim {} in blocks of {block_rows} rows on the {tn} (want {want:?})", m.d);
@@ -580,7 +689,14 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
         Kernel::Sm90 { varlen, config, .. } => {
             ensure!(varlen == m.packed.is_some() && m.paged.is_none(), "Hopper kernel {k} for {:?}", p.layout);
             ensure!(splits == 1, "{splits} splits on {k}");
-            ensure!(!varlen || sm90::is_default(&config), "variable-length Hopper kernel of a non-default configuration: {k}");
+            // Plain: only the defaults have variable-length twins; modifications: the modification
+            // configurations, fixed-length and variable-length alike.
+            ensure!(mods || !varlen || sm90::is_default(&config), "variable-length Hopper kernel of a non-default configuration: {k}");
+            ensure!(!mods || sm90::has_mods(&config), "Hopper kernel with modifications in a configuration without them: {k}");
+            if matches!(p.kernel, KernelChoice::Auto) {
+                let want = if mods { sm90_mods_config(m.d) } else { sm90::default_config(m.d) };
+                ensure!(want == Some(config), "Hopper config {config:?} for head_dim {} under Auto (want {want:?})", m.d);
+            }
             if !m.empty && !matches!(p.kernel, KernelChoice::Wgmma { persistent: Some(_), .. }) {
                 let pays = sm90_q_tiles(&config) == 2 && (p.causal || p.seqlen_k <= PERSISTENT_MAX_KEYS);
                 ensure!(plan.persistent == pays, "persistent {} for {k} (causal {}, {} keys)", plan.persistent, p.causal, p.seqlen_k);
@@ -590,6 +706,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
         }
         Kernel::Bwd { .. } => ensure!(false, "the forward planner chose a backward kernel: {k}"),
     }
+    ensure!(!mods || splits == 1, "{splits} splits of a call with modifications ({k})");
     if m.empty {
         return Ok(());
     }
@@ -608,6 +725,22 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
         }
         None => {}
     }
+    Ok(())
+}
+
+/// The `mma.sync` kernel of a call with modifications: the plain or variable-length variant
+/// (never split, paged or a decode tile), in the forced configuration, which must be one of the
+/// modification table's for the padded head_dim, else the table's first that fits the target.
+fn verify_mods_kernel(m: &Model, k: Kernel, forced: Option<TileConfig>, t: &Target) -> Result<(), String> {
+    let Kernel::Mma { variant, config, .. } = k else { unreachable!("an mma.sync kernel") };
+    let want_variant = if m.packed.is_some() { Variant::Varlen } else { Variant::Plain };
+    ensure!(variant == want_variant, "kernel {k} for a call with modifications (want the {want_variant:?} variant)");
+    let pd = padded(m.d);
+    if let Some(f) = forced {
+        ensure!(f.head_dim == pd && MODS_CONFIGS.contains(&f), "forced config {f:?} accepted for a call with modifications of head_dim {}", m.d);
+    }
+    let want = forced.or_else(|| mods_config(pd, t));
+    ensure!(want == Some(config), "config {config:?} for a call with modifications of head_dim {} on the {} (want {want:?})", m.d, target_name(t));
     Ok(())
 }
 
@@ -647,6 +780,7 @@ fn verify_launch(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     field("causal", f.causal, (p.causal && !plan.packs_gqa) as u128)?;
     let scale = p.softmax_scale.unwrap_or(1.0 / (m.d as f32).sqrt()) * std::f32::consts::LOG2_E;
     ensure!(f.scale_log2.to_bits() == scale.to_bits(), "params.scale_log2 = {}, want {scale}", f.scale_log2);
+    verify_mod_params(m, &f.mods)?;
     ensure!(f.q == c.b.q.ptr && f.o == c.b.o.ptr, "params.q/o = {:#x}/{:#x}, want the buffers'", f.q, f.o);
     if m.reads_kv {
         ensure!(f.k == c.b.k.ptr && f.v == c.b.v.ptr, "params.k/v = {:#x}/{:#x}, want the buffers'", f.k, f.v);
@@ -720,6 +854,27 @@ fn verify_launch(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     }
     verify_addresses(c, m, plan)?;
     verify_split(plan)
+}
+
+/// The modification parameters: the model's for a call with modifications, every one off for a
+/// plain call. Compared bit for bit, the f32 factors too: the documented formulas evaluated in
+/// f32 give exactly one value.
+fn verify_mod_params(m: &Model, got: &ModParams) -> Result<(), String> {
+    let want = m.mods.unwrap_or(PLAIN_MODS);
+    let fields = [
+        ("alibi", got.alibi, want.alibi),
+        ("sinks", got.sinks, want.sinks),
+        ("window_left", got.window_left as u64, want.window_left as u64),
+        ("window_right", got.window_right as u64, want.window_right as u64),
+        ("softcap_pre", got.softcap_pre.to_bits() as u64, want.softcap_pre.to_bits() as u64),
+        ("softcap_post", got.softcap_post.to_bits() as u64, want.softcap_post.to_bits() as u64),
+        ("alibi_scale", got.alibi_scale.to_bits() as u64, want.alibi_scale.to_bits() as u64),
+        ("alibi_batch_stride", got.alibi_batch_stride as u64, want.alibi_batch_stride as u64),
+    ];
+    for (name, g, w) in fields {
+        ensure!(g == w, "params.mods.{name} differs: {got:?}, want {want:?}");
+    }
+    Ok(())
 }
 
 /// GQA packing: kernel element (batch b, row r, head h) must be the call's query head `h *
@@ -797,6 +952,15 @@ fn verify_addresses(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String
         if let Some(u) = pg.seqused_k {
             reads.push(index_range("seqused_k", f.seqused_k, u.buffer(), bq)?);
         }
+    }
+    // The modifications' f32 arrays: a slope per query head (or per batch entry and query head),
+    // a sink per query head (never GQA-packed: the kernel's heads are the call's).
+    if let Some(a) = p.mods.alibi {
+        let n = if a.per_batch { bq * hq } else { hq };
+        reads.push(index_range("alibi_slopes", f.mods.alibi, a.slopes.buffer(), n)?);
+    }
+    if let Some(sinks) = p.mods.sinks {
+        reads.push(index_range("sinks", f.mods.sinks, sinks.buffer(), hq)?);
     }
     if let Rows::Packed(Offsets::Device(dev)) = &p.layout.rows {
         reads.push(index_range("cu_seqlens_q", f.cu_seqlens_q, dev.cu_seqlens_q.buffer(), bq + 1)?);
@@ -955,12 +1119,13 @@ fn slack(rng: &mut StdRng) -> usize {
 }
 
 /// A kernel choice the target runs for an unforced call of head_dim `d`: Auto mostly,
-/// mma.sync, or (sm_90a) the Hopper kernels with or without a configuration and persistence.
-fn kernel_choice(rng: &mut StdRng, t: &Target, d: usize, hopper_configs: bool) -> KernelChoice {
+/// mma.sync, or (sm_90a) the Hopper kernels with or without a configuration (one that `hopper`
+/// keeps: the call's kind has a kernel of it) and persistence.
+fn kernel_choice(rng: &mut StdRng, t: &Target, d: usize, hopper: fn(&HopperConfig) -> bool) -> KernelChoice {
     match rng.random_range(0..8) {
         0 | 1 => KernelChoice::MmaSync { config: None },
         2 | 3 if t.arch == Arch::Sm90a => {
-            let cfgs: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|c| c.head_dim >= d && (hopper_configs || sm90::is_default(c))).collect();
+            let cfgs: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|c| c.head_dim >= d && hopper(c)).collect();
             let config = if rng.random_bool(0.5) { None } else { Some(pick(rng, &cfgs)) };
             KernelChoice::Wgmma { config, persistent: pick(rng, &[None, None, Some(true), Some(false)]) }
         }
@@ -999,14 +1164,203 @@ fn tma_ok(p: &AttentionParams<'static>) -> bool {
 }
 
 // ------------------------------------------------------------------------------------------
+// Attention modifications.
+
+/// Modifications drawn for a call before its arrays are placed: the window (left, right), the
+/// softcap, ALiBi (`Some(per_batch)`) and whether it has sinks.
+#[derive(Clone, Copy, Debug)]
+struct ModsDraw {
+    window: (Option<usize>, Option<usize>),
+    softcap: Option<f32>,
+    alibi: Option<bool>,
+    sinks: bool,
+}
+
+/// A window side: unbounded, 0, within the keys, past them, or past what the kernels' 32-bit
+/// masks take (clamped to unbounded).
+fn window_side(rng: &mut StdRng, seqlen_k: usize) -> Option<usize> {
+    let unbounded = WINDOW_UNBOUNDED as usize;
+    match rng.random_range(0..6) {
+        0 | 1 => None,
+        2 => Some(0),
+        3 => Some(rng.random_range(1..=seqlen_k.max(1))),
+        4 => Some(seqlen_k.saturating_add(rng.random_range(1..=1000))),
+        _ => Some(pick(rng, &[unbounded - 1, unbounded, unbounded + 1, i32::MAX as usize, 1 << 40, usize::MAX])),
+    }
+}
+
+/// Modifications for a quarter of calls (`None`: plain attention): some of a window, a softcap
+/// the kernels can apply at `scale` (at some scales none can), ALiBi slopes per head or per
+/// batch entry, and sinks; at least one.
+fn draw_mods(rng: &mut StdRng, scale: f32, seqlen_k: usize) -> Option<ModsDraw> {
+    if !rng.random_bool(0.25) {
+        return None;
+    }
+    loop {
+        let window = if rng.random_bool(0.5) { (window_side(rng, seqlen_k), window_side(rng, seqlen_k)) } else { (None, None) };
+        let cap = pick(rng, &[f32::MIN_POSITIVE, 1e-3, 1.0, 5.0, 30.0, 50.0, 1e4, 1e30]);
+        let softcap = (rng.random_bool(0.4) && softcap_ok(cap, scale)).then_some(cap);
+        let alibi = rng.random_bool(0.4).then(|| rng.random_bool(0.5));
+        let sinks = rng.random_bool(0.4);
+        if window != (None, None) || softcap.is_some() || alibi.is_some() || sinks {
+            return Some(ModsDraw { window, softcap, alibi, sinks });
+        }
+    }
+}
+
+/// Elements of (ALiBi slopes, sinks) the kernel reads for `batch` entries of `heads_q` heads (0:
+/// none).
+fn mods_needs(m: Option<ModsDraw>, batch: usize, heads_q: usize) -> [usize; 2] {
+    let Some(m) = m else { return [0, 0] };
+    let slopes = match m.alibi {
+        Some(true) => batch * heads_q,
+        Some(false) => heads_q,
+        None => 0,
+    };
+    [slopes, if m.sinks { heads_q } else { 0 }]
+}
+
+/// A fake f32 array on the GPU (planning reads none, and a plan holding one is never launched).
+fn f32_array(b: BufferRef) -> DeviceArray<'static, f32> {
+    // SAFETY: only planned, never launched (see above).
+    unsafe { DeviceArray::<f32>::from_raw(b.ptr, b.len) }
+}
+
+/// Gives `p` the modifications `m` through the builder's setters, the ALiBi slopes and the sinks
+/// in `arrays`.
+fn set_mods(p: &mut AttentionParams<'static>, m: ModsDraw, arrays: [BufferRef; 2]) {
+    edit(p, |b| {
+        let b = b.window(m.window.0, m.window.1);
+        let b = if let Some(cap) = m.softcap { b.softcap(cap) } else { b };
+        let b = if let Some(per_batch) = m.alibi { b.alibi(f32_array(arrays[0]), per_batch) } else { b };
+        if m.sinks { b.sinks(f32_array(arrays[1])) } else { b }
+    });
+}
+
+/// The modification arrays' names as the planner's errors give them.
+const MOD_ARRAYS: [&str; 2] = ["alibi_slopes", "sinks"];
+
+/// Modification array `i` of `p` (0: the ALiBi slopes, 1: the sinks), if it has it, and the
+/// elements the kernel reads of it.
+fn mod_array(p: &AttentionParams, i: usize) -> Option<(BufferRef, usize)> {
+    match i {
+        0 => p.mods.alibi.map(|a| (a.slopes.buffer(), if a.per_batch { p.batch * p.heads_q } else { p.heads_q })),
+        _ => p.mods.sinks.map(|s| (s.buffer(), p.heads_q)),
+    }
+}
+
+/// Moves modification array `i` of `p` (which has it) to `b`.
+fn set_mod_array(p: &mut AttentionParams<'static>, i: usize, b: BufferRef) {
+    match i {
+        0 => p.mods.alibi.as_mut().expect("ALiBi slopes").slopes = f32_array(b),
+        _ => p.mods.sinks = Some(f32_array(b)),
+    }
+}
+
+/// Injects one fault into the modifications of a valid fixed-length or variable-length call
+/// (a softcap into any call; the others into calls with modifications); returns it, or `None`
+/// when it does not apply to this case.
+fn inject_mods(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
+    use WhenEmpty::{Accepted, Same};
+    let m = read_call(&c.p).expect("a valid call");
+    let (mods, live, hopper) = (m.mods.is_some(), !m.empty, c.t.arch == Arch::Sm90a);
+    let arrays: Vec<usize> = (0..2).filter(|&i| mod_array(&c.p, i).is_some()).collect();
+    let pd = padded(m.d);
+    let p = &mut c.p;
+    Some(match rng.random_range(0..9) {
+        0 => {
+            // The softcap is checked first of the modifications, before any kernel is chosen.
+            p.mods.softcap = Some(pick(rng, &[f32::NAN, -f32::NAN, 0.0, -0.0, -1.0, f32::NEG_INFINITY, f32::INFINITY]));
+            ("softcap not positive and finite", Want::Shape("softcap"), Same)
+        }
+        1 => {
+            // Caps fine at other scales whose factors overflow at this (valid) one.
+            if rng.random_bool(0.5) {
+                // `2 log2(e) scale` alone passes f32.
+                (p.softmax_scale, p.mods.softcap) = (Some(2e38), Some(pick(rng, &[1.0, 30.0, 1e30])));
+            } else {
+                (p.softmax_scale, p.mods.softcap) = (Some(f32::MIN_POSITIVE), Some(pick(rng, &[1e30, f32::MAX])));
+            }
+            ("softcap whose factors overflow with the scale", Want::Shape("softcap"), Same)
+        }
+        2..=4 if live && !arrays.is_empty() => {
+            let i = pick(rng, &arrays);
+            let (name, (b, need)) = (MOD_ARRAYS[i], mod_array(p, i).unwrap());
+            let (fault, want, new) = match (i, rng.random_range(0..3)) {
+                (0, 0) => ("ALiBi slopes one element short", Want::TooSmall(name, need as u64, need as u64 - 1), BufferRef { len: need - 1, ..b }),
+                (_, 0) => ("sinks one element short", Want::TooSmall(name, need as u64, need as u64 - 1), BufferRef { len: need - 1, ..b }),
+                (_, 1) => ("modification array null", Want::Buffer(name), BufferRef { ptr: 0, ..b }),
+                _ => ("modification array misaligned", Want::Misaligned(name), BufferRef { ptr: b.ptr + pick(rng, &[1, 2, 3]), ..b }),
+            };
+            set_mod_array(p, i, new);
+            (fault, want, Accepted)
+        }
+        5 if live && !arrays.is_empty() => {
+            // An array the kernel reads under what it writes: the output is checked first.
+            let i = pick(rng, &arrays);
+            let b = mod_array(p, i).unwrap().0;
+            // Packed rows: one batch entry of the totals.
+            let (nb, rows) = m.packed.map_or((p.batch, p.seqlen_q), |(tq, _)| (1, tq));
+            let (ptr, fault, hit) = match c.b.lse {
+                Some(l) if rng.random_bool(0.4) => (l.ptr + 4 * rng.random_range(0..nb * rows * p.heads_q) as u64, "modification array over the lse", "lse"),
+                _ => {
+                    let out_bytes = 2 * extent([nb, rows, p.heads_q, m.d], m.strides[3]) as u64;
+                    (c.b.o.ptr + 4 * rng.random_range(0..out_bytes / 4), "modification array over the output", "out")
+                }
+            };
+            set_mod_array(p, i, BufferRef { ptr, ..b });
+            (fault, Want::Buffer(hit), Accepted)
+        }
+        6 if mods => {
+            p.num_splits = Some(rng.random_range(2..=MAX_SPLITS));
+            ("modifications with a forced split", Want::Shape("num_splits"), Same)
+        }
+        7 if mods => {
+            // Modification kernels exist only in their table's configurations for the padded
+            // head_dim (not one for a larger head_dim, as plain calls may force).
+            let bogus = TileConfig { block_m: 96, ..MODS_CONFIGS[0] };
+            let others: Vec<TileConfig> = CONFIGS
+                .iter()
+                .chain(&SPLIT_CONFIGS)
+                .chain(&VARLEN_CONFIGS)
+                .chain(&MODS_CONFIGS)
+                .copied()
+                .chain([bogus])
+                .filter(|k| !(k.head_dim == pd && MODS_CONFIGS.contains(k)))
+                .collect();
+            edit(p, |b| b.config(pick(rng, &others)));
+            ("modifications with a config outside their table", Want::Shape("config"), Same)
+        }
+        8 if mods && hopper => {
+            let others: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| k.head_dim >= m.d && !sm90::has_mods(k)).collect();
+            p.kernel = KernelChoice::Wgmma { config: Some(pick(rng, &others)), persistent: None };
+            ("modifications with a wgmma config without their kernel", Want::Shape("wgmma path"), Same)
+        }
+        8 if mods => {
+            // The modification table's configuration forced where the target lacks its shared
+            // memory.
+            let big: Vec<TileConfig> = MODS_CONFIGS.iter().copied().filter(|k| k.head_dim == pd && !fits(k, &c.t)).collect();
+            if big.is_empty() {
+                return None;
+            }
+            let k = pick(rng, &big);
+            edit(p, |b| b.config(k));
+            ("modification config past the target's shared memory", Want::SharedMemory(mma_smem(&k) as u64, c.t.max_smem_per_block as u64), Same)
+        }
+        _ => return None,
+    })
+}
+
+// ------------------------------------------------------------------------------------------
 // Fixed-length calls.
 
 /// A valid fixed-length call for a target drawn from the presets: prefill shapes, or decode
 /// shapes (1 to 16 query rows against up to 128k keys, a few sequences, so that the target's
 /// SMs are underfilled and the planner splits the keys, and GQA heads pack); plain, padded,
 /// head-major and packed-KV layouts; forced tile configurations that fit the target, kernel
-/// families the target runs, forced split counts; buffers in their own regions or back to
-/// back, exact or generous.
+/// families the target runs, forced split counts; a quarter with modifications (their own
+/// configurations forced, never split); buffers in their own regions or back to back, exact or
+/// generous.
 fn valid_case(rng: &mut StdRng) -> Case {
     let t = pick(rng, &Target::PRESETS);
     let hkv = pick(rng, &[1, 1, 2, 3, 4]);
@@ -1021,13 +1375,19 @@ fn valid_case(rng: &mut StdRng) -> Case {
     let mut p = params(batch, sq, sk, hq, d).heads_kv(hkv).causal(rng.random_bool(0.5)).build().unwrap();
     let dtype = random_dtype(rng);
     p = scale(rng, p);
+    let mods = draw_mods(rng, call_scale(&p), sk);
     if rng.random_bool(0.3) {
-        let fit: Vec<TileConfig> = CONFIGS.iter().copied().filter(|c| c.head_dim >= d && fits(c, &t)).collect();
+        // Calls with modifications take only their table's configurations for the padded
+        // head_dim; plain ones any that holds the head_dim.
+        let fit: Vec<TileConfig> = match mods {
+            Some(_) => MODS_CONFIGS.iter().copied().filter(|c| c.head_dim == padded(d) && fits(c, &t)).collect(),
+            None => CONFIGS.iter().copied().filter(|c| c.head_dim >= d && fits(c, &t)).collect(),
+        };
         edit(&mut p, |b| b.config(pick(rng, &fit)));
     } else {
-        p.kernel = kernel_choice(rng, &t, d, true);
+        p.kernel = kernel_choice(rng, &t, d, if mods.is_some() { sm90::has_mods } else { |_| true });
     }
-    let free = matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None });
+    let free = matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None }) && mods.is_none();
     if free && rng.random_bool(0.3) {
         p.num_splits = Some(pick(rng, &[0, 1, 2, 3, 4, 5, 8, 13, 16, 31, 32]));
     } else if rng.random_bool(0.1) {
@@ -1051,19 +1411,27 @@ fn valid_case(rng: &mut StdRng) -> Case {
     }
     let s = call_strides(&p).unwrap();
     let (dq, dk) = ([batch, sq, hq, d], [batch, sk, hkv, d]);
+    let arrays = mods_needs(mods, batch, hq);
     let lens = [
         extent(dq, s[0]) as usize + slack(rng),
         extent(dk, s[1]) as usize + slack(rng) + if packed_kv { hkv * d } else { 0 },
         extent(dk, s[2]) as usize + slack(rng),
         extent(dq, s[3]) as usize + slack(rng),
         batch * hq * sq + slack(rng),
+        arrays[0] + slack(rng),
+        arrays[1] + slack(rng),
     ];
-    let bytes: Vec<u64> = (0..5).map(|i| lens[i] as u64 * if i == 4 { 4 } else { 2 }).collect();
-    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4], &[1, 2, 3, 4, 5]);
+    // q, k, v, out (f16/bf16), lse, ALiBi slopes, sinks (f32).
+    let bytes: Vec<u64> = (0..7).map(|i| lens[i] as u64 * if i < 4 { 2 } else { 4 }).collect();
+    let [alibi, sinks] = MOD_REGIONS;
+    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4, 4, 4], &[1, 2, 3, 4, 5, alibi, sinks]);
     if packed_kv {
         ptrs[2] = ptrs[1] + 2 * (hkv * d) as u64; // inside K's allocation
     }
     let r = |i: usize| BufferRef { ptr: ptrs[i], len: lens[i] };
+    if let Some(m) = mods {
+        set_mods(&mut p, m, [r(5), r(6)]);
+    }
     let lse = rng.random_bool(0.6).then(|| r(4));
     Case { p, b: buffers(dtype, [r(0), r(1), r(2), r(3)], lse), t }
 }
@@ -1086,10 +1454,11 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     let hopper = c.t.arch == Arch::Sm90a;
     let d = c.p.head_dim;
     let pd = padded(d);
+    let mods = !plain_mods(&c.p.mods);
     // Under a forced wgmma path, strides a tensor map cannot take are refused first.
     let stride_fault = |p: &AttentionParams<'static>, want: Want| if is_wgmma(p) && !tma_ok(p) { Want::Shape("wgmma path") } else { want };
     let p = &mut c.p;
-    Some(match rng.random_range(0..23) {
+    Some(match rng.random_range(0..27) {
         0 => {
             let b = buf_mut(&mut c.b, t);
             let need = if t == 4 { (p.batch * p.heads_q * p.seqlen_q) as u64 } else { extent(dims[t], strides[t]) as u64 };
@@ -1225,9 +1594,10 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             c.b.o.ptr = c.b.lse.unwrap().ptr;
             ("output over the lse", Want::Buffer("out"), Accepted)
         }
-        16 => {
+        16 if !mods => {
             // A forced configuration whose shared memory the target does not have (one of the
-            // call's padded head_dim: another may be refused for a split of the planner's).
+            // call's padded head_dim: another may be refused for a split of the planner's; with
+            // modifications, see `inject_mods`).
             let big: Vec<TileConfig> = CONFIGS.iter().copied().filter(|k| k.head_dim == pd && !fits(k, &c.t)).collect();
             if big.is_empty() {
                 return None;
@@ -1241,7 +1611,9 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
             ("wgmma path on a GPU without sm_90a", Want::PathUnavailable("wgmma"), Same)
         }
-        18 if hopper && p.seqlen_k > 256 => {
+        // With modifications, a forced split is refused before any kernel is chosen (see
+        // `inject_mods`).
+        18 if hopper && p.seqlen_k > 256 && !mods => {
             p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
             p.num_splits = Some(rng.random_range(2..=32));
             ("split-KV forced on the wgmma path", Want::Shape("wgmma path"), Same)
@@ -1276,7 +1648,7 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             }
             ("GQA-packed decode of a group past i32::MAX / 2 rows", Want::Shape("query rows"), Same)
         }
-        22 if p.seqlen_k > 256 => {
+        22 if p.seqlen_k > 256 && !mods => {
             // Forced splits take the split kernels' configuration: another one is refused.
             let split = |k: &TileConfig| k.head_dim == pd && SPLIT_CONFIGS.contains(k);
             let others: Vec<TileConfig> = CONFIGS.iter().copied().filter(|k| k.head_dim >= d && !split(k)).collect();
@@ -1284,6 +1656,7 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             p.num_splits = Some(rng.random_range(2..=32));
             ("forced split with a configuration not of the split table", Want::Shape("config"), Same)
         }
+        23..=26 => return inject_mods(rng, c),
         _ => return None,
     })
 }
@@ -1376,6 +1749,23 @@ fn hostile_buf(rng: &mut StdRng, region: u64, len: usize, align: u64) -> BufferR
     }
 }
 
+/// Replaces one modification of `p` with a hostile one: a softcap of any value, window sides
+/// past every limit, ALiBi slopes or sinks at hostile addresses and of hostile lengths.
+fn hostile_mods(rng: &mut StdRng, p: &mut AttentionParams<'static>) {
+    let [alibi, sinks] = MOD_REGIONS;
+    match rng.random_range(0..4) {
+        0 => p.mods.softcap = Some(pick(rng, &[f32::NAN, f32::INFINITY, -1.0, 0.0, f32::MIN_POSITIVE, 1e-30, 1.0, 50.0, f32::MAX])),
+        1 => (p.mods.window.left, p.mods.window.right) = (window_side(rng, p.seqlen_k), window_side(rng, p.seqlen_k)),
+        2 => {
+            let per_batch = rng.random_bool(0.5);
+            let n = if per_batch { p.batch.saturating_mul(p.heads_q) } else { p.heads_q };
+            let slopes = f32_array(hostile_buf(rng, alibi, n, 4));
+            edit(p, |b| b.alibi(slopes, per_batch));
+        }
+        _ => p.mods.sinks = Some(f32_array(hostile_buf(rng, sinks, p.heads_q, 4))),
+    }
+}
+
 /// A hostile fixed-length call: half of them a valid one with one to three fields replaced by
 /// hostile values, the target too (so that many are still accepted and modelled), half
 /// anything at all ([`wild_case`]).
@@ -1385,7 +1775,7 @@ fn hostile_case(rng: &mut StdRng) -> Case {
     }
     let mut c = valid_case(rng);
     for _ in 0..rng.random_range(1..=3) {
-        match rng.random_range(0..12) {
+        match rng.random_range(0..13) {
             0 => c.p.batch = hostile_dim(rng),
             1 => c.p.seqlen_q = pick(rng, &[0, 1, 1, 16, 17, MAX_SEQLEN, MAX_SEQLEN + 1]),
             2 => c.p.seqlen_k = hostile_dim(rng),
@@ -1412,6 +1802,7 @@ fn hostile_case(rng: &mut StdRng) -> Case {
                 let n = c.p.batch.saturating_mul(c.p.heads_q).saturating_mul(c.p.seqlen_q);
                 c.b.lse = if rng.random_bool(0.3) { None } else { Some(hostile_buf(rng, 5, n, 4)) };
             }
+            11 => hostile_mods(rng, &mut c.p),
             _ => c.p.softmax_scale = Some(pick(rng, &[f32::NAN, f32::INFINITY, 0.0, -1.0, 1e38, f32::MIN_POSITIVE, 1.0])),
         }
     }
@@ -1551,8 +1942,9 @@ fn longest(cu: &[i32]) -> usize {
 /// every head_dim, causal or not, f16 or bf16; kernel families the target runs, the
 /// variable-length kernels' own configuration forced, split counts forced; contiguous packed
 /// rows, explicit ones with a batch stride of any value, padded rows or heads, head-major rows,
-/// K and V as views of one packed tensor; buffers in their own regions or back to back, exact
-/// or generous; device offsets 4-byte aligned.
+/// K and V as views of one packed tensor; a quarter with modifications (their own
+/// configurations forced, never split); buffers in their own regions or back to back, exact or
+/// generous; device offsets, ALiBi slopes and sinks 4-byte aligned.
 fn varlen_case(rng: &mut StdRng) -> Case {
     let t = pick(rng, &Target::PRESETS);
     let batch = rng.random_range(1..=8);
@@ -1586,16 +1978,22 @@ fn varlen_case(rng: &mut StdRng) -> Case {
     let mut p = call.heads_q(hkv * group).heads_kv(hkv).head_dim(d).causal(rng.random_bool(0.5)).build().unwrap();
     let dtype = random_dtype(rng);
     p = scale(rng, p);
-    if rng.random_bool(0.15) && p.seqlen_q > 16 {
+    let mods = draw_mods(rng, call_scale(&p), p.seqlen_k);
+    if rng.random_bool(0.15) && (mods.is_some() || p.seqlen_q > 16) {
         // The variable-length kernels' own configuration may be forced (decode shapes run the
-        // split kernels' decode tiles instead).
-        edit(&mut p, |b| b.config(varlen_config(padded(d), &t).unwrap()));
+        // split kernels' decode tiles instead); with modifications, one of their table's for
+        // the padded head_dim (they have no decode tiles).
+        let config = match mods {
+            Some(_) => pick(rng, &MODS_CONFIGS.iter().copied().filter(|c| c.head_dim == padded(d) && fits(c, &t)).collect::<Vec<_>>()),
+            None => varlen_config(padded(d), &t).unwrap(),
+        };
+        edit(&mut p, |b| b.config(config));
     } else {
-        p.kernel = kernel_choice(rng, &t, d, false);
+        p.kernel = kernel_choice(rng, &t, d, if mods.is_some() { sm90::has_mods } else { sm90::is_default });
     }
     if rng.random_bool(0.1) {
         p.num_splits = Some(pick(rng, &[0, 1])); // no split: fine
-    } else if rng.random_bool(0.15) && matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None }) {
+    } else if rng.random_bool(0.15) && matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None }) && mods.is_none() {
         p.num_splits = Some(pick(rng, &[2, 5, 32]));
     }
     let (tq, tk) = totals(&p);
@@ -1611,6 +2009,7 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         p.v_strides = varlen_layout(rng, tk, hkv, d);
     }
     let needs = packed_needs(&p);
+    let arrays = mods_needs(mods, batch, p.heads_q);
     let lens = [
         needs[0] + slack(rng),
         needs[1] + slack(rng) + if packed_kv && tk > 0 { hkv * d } else { 0 },
@@ -1619,11 +2018,14 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         p.heads_q * tq + slack(rng),
         batch + 1 + slack(rng),
         batch + 1 + slack(rng),
+        arrays[0] + slack(rng),
+        arrays[1] + slack(rng),
     ];
-    // q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k.
-    const BYTES: [u64; 7] = [2, 2, 2, 2, 4, 4, 4];
-    let bytes: Vec<u64> = (0..7).map(|i| lens[i] as u64 * BYTES[i]).collect();
-    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4, 4, 4], &[1, 2, 3, 4, 5, 6, 7]);
+    // q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ALiBi slopes, sinks.
+    const BYTES: [u64; 9] = [2, 2, 2, 2, 4, 4, 4, 4, 4];
+    let bytes: Vec<u64> = (0..9).map(|i| lens[i] as u64 * BYTES[i]).collect();
+    let [alibi, sinks] = MOD_REGIONS;
+    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4, 4, 4, 4, 4], &[1, 2, 3, 4, 5, 6, 7, alibi, sinks]);
     if packed_kv {
         ptrs[2] = ptrs[1] + 2 * (hkv * d) as u64; // inside K's allocation
     }
@@ -1638,6 +2040,9 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         let dev = device_offsets(&mut p);
         dev.cu_seqlens_q = planning_index(ptrs[5], lens[5]);
         dev.cu_seqlens_k = Some(planning_index(ptrs[6], lens[6]));
+    }
+    if let Some(m) = mods {
+        set_mods(&mut p, m, [r(7), r(8)]);
     }
     Case { p, b: buffers(dtype, [r(0), k, v, r(3)], lse), t }
 }
@@ -1660,7 +2065,8 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     let t = pick(rng, &touched);
     let name = TENSORS[t];
     let need = if t == 4 { c.p.heads_q * tq } else { needs[t] };
-    let f = rng.random_range(0..22);
+    let mods = !plain_mods(&c.p.mods);
+    let f = rng.random_range(0..26);
     Some(match f {
         0..=3 if !device => {
             let AttentionParams { layout, seqlen_q, seqlen_k, .. } = &mut c.p;
@@ -1777,13 +2183,15 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             let own = varlen_config(pd, &c.t).unwrap();
             let bogus = TileConfig { block_m: 96, ..own };
             let decode = c.p.seqlen_q <= 16;
+            // With modifications, the own table is theirs.
+            let own_table = |x: &TileConfig| x.head_dim == pd && (VARLEN_CONFIGS.contains(x) || (mods && MODS_CONFIGS.contains(x)));
             let others: Vec<TileConfig> = CONFIGS
                 .iter()
                 .chain(&SPLIT_CONFIGS)
                 .chain(&VARLEN_CONFIGS)
                 .copied()
                 .chain([bogus])
-                .filter(|&x| !(x.head_dim == pd && VARLEN_CONFIGS.contains(&x)) && !(decode && SPLIT_CONFIGS.contains(&x)))
+                .filter(|x| !own_table(x) && !(decode && SPLIT_CONFIGS.contains(x)))
                 .collect();
             edit(&mut c.p, |b| b.config(pick(rng, &others)));
             ("varlen config other than its own", Want::Shape("config"), Same)
@@ -1827,8 +2235,9 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             c.b.o.ptr = vb.ptr + 16 * rng.random_range(0..=(span / 16).saturating_sub(1).min(1000));
             ("packed output inside an input", Want::Buffer("out"), Accepted)
         }
-        20 if hopper => {
-            // Only the default configurations have a variable-length Hopper kernel.
+        20 if hopper && !mods => {
+            // Only the default configurations have a variable-length Hopper kernel (plain; with
+            // modifications, see `inject_mods`).
             let others: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| k.head_dim >= c.p.head_dim && !sm90::is_default(k)).collect();
             if others.is_empty() {
                 return None;
@@ -1841,6 +2250,7 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
             ("varlen wgmma path on a GPU without sm_90a", Want::PathUnavailable("wgmma"), Same)
         }
+        22..=25 => return inject_mods(rng, c),
         _ => return None,
     })
 }
@@ -1858,7 +2268,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
         let mut c = varlen_case(rng);
         for _ in 0..rng.random_range(1..=3) {
             let rows = c.p.batch.saturating_add(1);
-            match rng.random_range(0..13) {
+            match rng.random_range(0..14) {
                 0 => c.p.batch = hostile_dim(rng),
                 1 => c.p.seqlen_q = hostile_dim(rng),
                 2 => c.p.seqlen_k = hostile_dim(rng),
@@ -1908,6 +2318,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
                     let any = hostile_dim(rng);
                     c.p.heads_kv = pick(rng, &[1, c.p.heads_q, c.p.heads_q / 2, any]);
                 }
+                12 => hostile_mods(rng, &mut c.p),
                 _ => c.p.head_dim = pick(rng, &[0, 8, 64, 72, 128, 136, 256, 264, usize::MAX]),
             }
         }
@@ -2162,7 +2573,7 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     let kv_need = |i: usize| extent([g.num_pages, g.page_size, c.p.heads_kv, c.p.head_dim], s[i]) as usize;
     let out_bytes = 2 * extent([if varlen { 1 } else { batch }, if varlen { tq } else { c.p.seqlen_q }, c.p.heads_q, c.p.head_dim], s[3]) as u64;
     let set_pages = |c: &mut Case, pages: Pages| paged_kv(&mut c.p).pages = pages;
-    let f = rng.random_range(0..20);
+    let f = rng.random_range(0..21);
     Some(match f {
         0 => {
             set_pages(c, Pages { page_size: pick(rng, &[0, 1, 3, 8, 15, 24, 48, 100, (1 << 20) + 16, 1 << 21, usize::MAX]), ..g });
@@ -2302,6 +2713,19 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             edit(&mut c.p, |b| b.config(k));
             ("paged split config past the target's shared memory", Want::SharedMemory(mma_smem(&k) as u64, c.t.max_smem_per_block as u64), Same)
         }
+        20 => {
+            // Paged caches take no modifications yet (a softcap only where it is valid: a bad
+            // one is named first).
+            let array = f32_array(BufferRef { ptr: MOD_REGIONS[1] * REGION, len: c.p.heads_q.max(1) });
+            let cap = 30.0;
+            match rng.random_range(0..4) {
+                0 => c.p.mods.window.left = Some(rng.random_range(0..=c.p.seqlen_k)),
+                1 if softcap_ok(cap, call_scale(&c.p)) => c.p.mods.softcap = Some(cap),
+                2 => c.p.mods.sinks = Some(array),
+                _ => edit(&mut c.p, |b| b.alibi(array, false)),
+            }
+            ("modifications on a paged call", Want::Shape("mods"), Same)
+        }
         _ => return None,
     })
 }
@@ -2427,6 +2851,9 @@ struct Stats {
     split: usize,
     auto_split: usize,
     packs_gqa: usize,
+    /// Plans of modification kernels, and of those the Hopper ones.
+    mods: usize,
+    mods_hopper: usize,
     targets: BTreeMap<&'static str, usize>,
     kernels: BTreeMap<&'static str, usize>,
     faults: BTreeMap<&'static str, usize>,
@@ -2444,6 +2871,8 @@ impl Stats {
         self.split += plan.split.is_some() as usize;
         self.auto_split += (plan.split.is_some() && c.p.num_splits.is_none()) as usize;
         self.packs_gqa += (plan.packs_gqa && !plan.is_empty()) as usize;
+        self.mods += kernel_mods(&plan.kernel) as usize;
+        self.mods_hopper += (kernel_mods(&plan.kernel) && matches!(plan.kernel, Kernel::Sm90 { .. })) as usize;
         *self.targets.entry(target_name(&c.t)).or_default() += 1;
         let kind = match plan.kernel {
             Kernel::Sm90 { varlen: false, .. } => "sm90",
@@ -2537,8 +2966,9 @@ fn run_family(f: &Family, rounds: usize) -> Stats {
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "{name} (seed {seed}): {} valid calls accepted and modelled ({} empty, {} Hopper of which {} persistent, {} split of which {} automatic, {} GQA-packed), \
-         {} single faults each rejected with its error ({} kinds), {} hostile calls accepted and modelled, {} rejected, in {secs:.2} s",
+        "{name} (seed {seed}): {} valid calls accepted and modelled ({} empty, {} Hopper of which {} persistent, {} split of which {} automatic, {} GQA-packed, \
+         {} with modifications of which {} Hopper), {} single faults each rejected with its error ({} kinds), {} hostile calls accepted and modelled, {} rejected, \
+         in {secs:.2} s",
         st.valid,
         st.empty,
         st.hopper,
@@ -2546,6 +2976,8 @@ fn run_family(f: &Family, rounds: usize) -> Stats {
         st.split,
         st.auto_split,
         st.packs_gqa,
+        st.mods,
+        st.mods_hopper,
         st.faults.values().sum::<usize>(),
         st.faults.len(),
         st.hostile_ok,
@@ -2578,25 +3010,27 @@ const ROUNDS: usize = 20_000;
 fn fixed_length_plans_hold_the_kernels_addresses() {
     let fam = Family { name: "fixed-length", valid: valid_case, inject, hostile: hostile_case };
     let st = run_family(&fam, ROUNDS);
-    assert_coverage(fam.name, &st, 25, 1000);
+    assert_coverage(fam.name, &st, 37, 1000);
     assert!(st.split >= ROUNDS / 20 && st.auto_split >= ROUNDS / 40 && st.packs_gqa >= ROUNDS / 40, "too few split or packed plans: {st:?}");
     assert!(st.hopper >= ROUNDS / 20 && st.persistent >= 1, "too few Hopper plans: {st:?}");
+    assert!(st.mods >= ROUNDS / 10 && st.mods_hopper >= ROUNDS / 100, "too few plans with modifications: {st:?}");
 }
 
 #[test]
 fn varlen_plans_hold_the_kernels_addresses() {
     let fam = Family { name: "variable-length", valid: varlen_case, inject: inject_varlen, hostile: hostile_varlen_case };
     let st = run_family(&fam, ROUNDS);
-    assert_coverage(fam.name, &st, 22, 1000);
+    assert_coverage(fam.name, &st, 34, 1000);
     assert!(st.empty >= 10 && st.split >= ROUNDS / 40 && st.hopper >= ROUNDS / 40, "variable-length calls too one-sided: {st:?}");
     assert!(st.kernels.get("varlen split").is_some_and(|&n| n >= 10), "too few decode tiles or splits: {:?}", st.kernels);
+    assert!(st.mods >= ROUNDS / 10 && st.mods_hopper >= ROUNDS / 100, "too few variable-length plans with modifications: {st:?}");
 }
 
 #[test]
 fn paged_plans_hold_the_kernels_addresses() {
     let fam = Family { name: "paged", valid: paged_case, inject: inject_paged, hostile: hostile_paged_case };
     let st = run_family(&fam, ROUNDS);
-    assert_coverage(fam.name, &st, 22, 1000);
+    assert_coverage(fam.name, &st, 23, 1000);
     assert!(st.split >= ROUNDS / 20 && st.auto_split >= ROUNDS / 40 && st.packs_gqa >= ROUNDS / 40, "too few split or packed paged plans: {st:?}");
     assert!(st.kernels.get("varlen paged").is_some_and(|&n| n >= ROUNDS / 10), "too few variable-length paged plans: {:?}", st.kernels);
 }
@@ -3025,7 +3459,7 @@ fn model_rejects_wrong_plans() {
             }
             edits.push(("paged on the wgmma path", "on the wgmma path", Box::new(|c, _| c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None })));
         }
-        if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, variant: Variant::Plain, .. }) = (c.p.kernel, plan.kernel) {
+        if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, variant: Variant::Plain, mods: false, .. }) = (c.p.kernel, plan.kernel) {
             let other = CONFIGS.iter().copied().find(|k| *k != forced && k.head_dim >= m.d && fits(k, &c.t));
             if let Some(other) = other {
                 edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, variant: Variant::Plain, config: other, mods: false }))));
@@ -3040,13 +3474,18 @@ fn model_rejects_wrong_plans() {
             if matches!(c.p.kernel, KernelChoice::Auto) {
                 // Auto on sm_90a planned mma.sync for a call the Hopper kernel takes.
                 let t = c.t;
-                let (d, rows) = (m.d, c.p.seqlen_q);
+                let (d, rows, mods) = (m.d, c.p.seqlen_q, m.mods.is_some());
                 edits.push((
                     "mma.sync where Hopper takes the call",
                     "although the Hopper kernel takes the call",
                     Box::new(move |_, pl| {
-                        let (variant, config) = if varlen { (Variant::Varlen, varlen_config(padded(d), &t)) } else { (Variant::Plain, plain_config(d, rows, &t)) };
-                        with_kernel(pl, Kernel::Mma { dtype, variant, config: config.unwrap(), mods: false });
+                        let variant = if varlen { Variant::Varlen } else { Variant::Plain };
+                        let config = match (mods, varlen) {
+                            (true, _) => mods_config(padded(d), &t),
+                            (false, true) => varlen_config(padded(d), &t),
+                            (false, false) => plain_config(d, rows, &t),
+                        };
+                        with_kernel(pl, Kernel::Mma { dtype, variant, config: config.unwrap(), mods });
                         (pl.persistent, pl.packed_rows) = (false, None);
                     }),
                 ));
@@ -3066,6 +3505,7 @@ fn model_rejects_wrong_plans() {
                 ));
             }
         }
+        mods_edits(&c, &m, &plan, &mut edits);
         for (what, want, edit) in edits {
             let (mut c2, mut pl) = (c.clone(), plan.clone());
             edit(&mut c2, &mut pl);
@@ -3078,6 +3518,67 @@ fn model_rejects_wrong_plans() {
     }
     println!("model: {} kinds of wrong plans caught over {planned} plans: {caught:?}", caught.len());
     assert!(caught.len() >= 60, "some edits never tried: {caught:?}");
+}
+
+/// A plan edit (of the call, its buffers or target, or the plan), the check it must fail and what
+/// the failure must say.
+type PlanEdit = (&'static str, &'static str, Box<dyn Fn(&mut Case, &mut LaunchPlan)>);
+
+/// Edits of a valid plan `plan` of `c` in the modifications: the kernel's modification flag
+/// flipped, a modification kernel's configuration swapped for another of its head_dim (one of
+/// the modification table that fits the target, which the selection rules refuse, else one
+/// without modification kernels), the modification parameters changed, the arrays short or
+/// under the output, modifications given to a paged call.
+fn mods_edits(c: &Case, m: &Model, plan: &LaunchPlan, edits: &mut Vec<PlanEdit>) {
+    edits.push((
+        "mods flag flipped",
+        "modifications",
+        Box::new(|_, pl| match &mut pl.kernel {
+            Kernel::Mma { mods, .. } | Kernel::Sm90 { mods, .. } => *mods = !*mods,
+            Kernel::Bwd { .. } => unreachable!("a forward plan"),
+        }),
+    ));
+    edits.push(("window_left", "params.mods.window_left", Box::new(|_, pl| pl.params.mods.window_left ^= 1)));
+    let swap = match plan.kernel {
+        Kernel::Mma { dtype, variant, config, mods: true } => {
+            let same = |k: &TileConfig| k.head_dim == config.head_dim && *k != config;
+            let table = MODS_CONFIGS.iter().copied().find(|k| same(k) && fits(k, &c.t)).map(|k| (k, "config"));
+            let other = table.or_else(|| CONFIGS.iter().copied().find(|k| same(k) && !MODS_CONFIGS.contains(k)).map(|k| (k, "not instantiated")));
+            other.map(|(config, want)| (Kernel::Mma { dtype, variant, config, mods: true }, want))
+        }
+        Kernel::Sm90 { dtype, varlen, config, mods: true } => {
+            let other = sm90::CONFIGS.iter().copied().find(|k| k.head_dim == config.head_dim && *k != config);
+            other.map(|config| (Kernel::Sm90 { dtype, varlen, config, mods: true }, "not instantiated"))
+        }
+        _ => None,
+    };
+    if let Some((kernel, want)) = swap {
+        edits.push(("mods config swapped", want, Box::new(move |_, pl| with_kernel(pl, kernel))));
+    }
+    if let Some(mp) = m.mods {
+        if mp.softcap_pre != 0.0 {
+            edits.push(("softcap factor", "params.mods.softcap_pre", Box::new(|_, pl| pl.params.mods.softcap_pre *= 2.0)));
+        }
+        if c.p.causal {
+            edits.push(("causal not folded into the window", "params.mods.window_right", Box::new(|_, pl| pl.params.mods.window_right = WINDOW_UNBOUNDED)));
+        }
+    }
+    if let Some((b, need)) = mod_array(&c.p, 0) {
+        edits.push(("ALiBi slopes one short", "past the buffer's", Box::new(move |c, _| set_mod_array(&mut c.p, 0, BufferRef { len: need - 1, ..b }))));
+    }
+    if let Some((b, _)) = mod_array(&c.p, 1) {
+        edits.push((
+            "sinks over out",
+            "overlaps sinks",
+            Box::new(move |c, pl| {
+                set_mod_array(&mut c.p, 1, BufferRef { ptr: c.b.o.ptr, ..b });
+                pl.params.mods.sinks = c.b.o.ptr;
+            }),
+        ));
+    }
+    if m.paged.is_some() {
+        edits.push(("modifications on a paged call", "paged call", Box::new(|c, _| c.p.mods.window.left = Some(0))));
+    }
 }
 
 /// A configuration of the split table forced on a decode call that the planner splits for the
