@@ -218,8 +218,8 @@ fn variable_length_modifications_match_the_reference() {
     check_varlen_many(&gpu, &cases);
 }
 
-/// A window's plan and launch do not depend on where the arrays are: `Mods` compares by
-/// memory, and an explicit `Mods` equals the builder's.
+/// `Mods` set whole equals the same modifications set one by one through the builder (arrays
+/// compare by the memory they name).
 #[test]
 fn mods_set_whole_equal_mods_set_one_by_one() {
     let slopes = planning_array(SLOPES, 8);
