@@ -173,6 +173,8 @@ pub struct Builtin {
     softcap_post: f32,
     /// ALiBi's slope in raw units (0 without ALiBi).
     slope: f32,
+    /// ALiBi is on: from the parameters, not `slope != 0`, because ptxas sees a loaded slope as
+    /// varying across the warp and branching on it as divergent.
     alibi: bool,
     /// `seqlen_k - seqlen_q`, as f32: the diagonal's offset.
     offset: f32,

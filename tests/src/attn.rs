@@ -192,9 +192,14 @@ pub fn run_dyn(gpu: &Gpu, p: &AttentionParams, dtype: DType, input_scale: f32) -
 
 /// [`run_dyn`], launching through `launch` when given.
 fn run_dyn_with(gpu: &Gpu, p: &AttentionParams, dtype: DType, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
+    run_dyn_mods(gpu, p, &HostMods::default(), dtype, input_scale, launch)
+}
+
+/// [`run_case_mods`] on buffers of `dtype`.
+fn run_dyn_mods(gpu: &Gpu, p: &AttentionParams, mods: &HostMods, dtype: DType, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
     match dtype {
-        DType::F16 => run_case_with::<half::f16>(gpu, p, input_scale, launch),
-        DType::Bf16 => run_case_with::<half::bf16>(gpu, p, input_scale, launch),
+        DType::F16 => run_case_mods::<half::f16>(gpu, p, mods, input_scale, launch),
+        DType::Bf16 => run_case_mods::<half::bf16>(gpu, p, mods, input_scale, launch),
         _ => unreachable!("no kernels for {dtype:?}"),
     }
 }
@@ -239,11 +244,7 @@ pub fn check_many_with(gpu: &Gpu, cases: &[(AttentionParams, DType)], launch: Op
 pub fn check_mods_many(gpu: &Gpu, cases: &[(AttentionParams, DType, HostMods)]) {
     let mut failures = Vec::new();
     for (p, dtype, mods) in cases {
-        let e = match dtype {
-            DType::F16 => run_case_mods::<half::f16>(gpu, p, mods, 1.0, None),
-            DType::Bf16 => run_case_mods::<half::bf16>(gpu, p, mods, 1.0, None),
-            _ => unreachable!("no kernels for {dtype:?}"),
-        };
+        let e = run_dyn_mods(gpu, p, mods, *dtype, 1.0, None);
         report_case(&mut failures, p, *dtype, &format!(" [{}]", mods.label()), &e);
     }
     assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));

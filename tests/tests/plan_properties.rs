@@ -387,18 +387,6 @@ fn softcap_ok(cap: f32, scale: f32) -> bool {
     cap > 0.0 && pre.is_finite() && pre > 0.0 && post.is_finite() && post > 0.0
 }
 
-/// The kernel parameters of a plain call: every modification off at its neutral value.
-const PLAIN_MODS: ModParams = ModParams {
-    alibi: 0,
-    sinks: 0,
-    window_left: WINDOW_UNBOUNDED,
-    window_right: WINDOW_UNBOUNDED,
-    softcap_pre: 0.0,
-    softcap_post: 0.0,
-    alibi_scale: 0.0,
-    alibi_batch_stride: 0,
-};
-
 /// A call's modifications, which the planner promises to have validated (a softcap the kernels
 /// can apply, no paged cache, no split asked for), as the kernels take them: each window side
 /// clamped to [`WINDOW_UNBOUNDED`] (`None`: unbounded), the right one 0 under causal masking;
@@ -860,7 +848,8 @@ fn verify_launch(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
 /// plain call. Compared bit for bit, the f32 factors too: the documented formulas evaluated in
 /// f32 give exactly one value.
 fn verify_mod_params(m: &Model, got: &ModParams) -> Result<(), String> {
-    let want = m.mods.unwrap_or(PLAIN_MODS);
+    // A plain call: every modification off at its neutral value (the ABI's `NONE`).
+    let want = m.mods.unwrap_or(ModParams::NONE);
     let fields = [
         ("alibi", got.alibi, want.alibi),
         ("sinks", got.sinks, want.sinks),
