@@ -126,7 +126,12 @@ impl<S: ScoreMod, M: MaskMod, const D: usize, const BM: usize, const BN: usize, 
             mask::modify(s, &self.score, self.row, col0 + self.col);
         }
         if self.mask.touches(self.wg_row0, self.wg_row0 + 64, col0, BN as i32) {
-            mask::apply(s, &self.mask, self.row, col0 + self.col);
+            // Opaque, so that LLVM keeps the tile's first key apart from the thread's columns
+            // rather than folding `-BN` of it into them: that folding changed ptxas's register
+            // assignment of the whole loop (the O rescale lost its operand reuse) and cost the
+            // plain kernels 2-3% at head_dim 64 and 128, though this code never runs for tiles
+            // that need no mask.
+            mask::apply(s, &self.mask, self.row, opaque(col0 as u32) as i32, self.col);
         }
     }
 }

@@ -22,14 +22,17 @@ pub fn modify<S: ScoreMod, const SN: usize>(s: &mut [f32; SN], score: &S, row: i
     }
 }
 
-/// Sets masked scores to `-inf` (`row`, `col` as for [`modify`]).
+/// Sets masked scores to `-inf`: `row` as for [`modify`], `col0` the tile's first key (a
+/// multiple of the tile width) and `col` the thread's first column in the tile (`2t`), which
+/// are or-ed: the thread's columns `col + d` stay loop-invariant values, as the plain kernels
+/// were tuned with.
 #[inline(always)]
-pub fn apply<M: MaskMod, const SN: usize>(s: &mut [f32; SN], mask: &M, row: i32, col: i32) {
+pub fn apply<M: MaskMod, const SN: usize>(s: &mut [f32; SN], mask: &M, row: i32, col0: i32, col: i32) {
     for h in 0..2 {
         let b = mask.bounds(row + 8 * h as i32);
         for i in 0..SN / 4 {
             for j in 0..2 {
-                if !M::sees(b, col + (8 * i + j) as i32) {
+                if !M::sees(b, col0 | (col + (8 * i + j) as i32)) {
                     s[4 * i + 2 * h + j] = f32::NEG_INFINITY;
                 }
             }
