@@ -13,6 +13,7 @@
 //! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <mods>
 //! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined> <mods>
 //! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <varlen>
+//! // flashrs-kernel: merge <dtype>
 //! ```
 //!
 //! with [`Variant::code`], [`DType::code`], [`BwdStep::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
@@ -22,6 +23,7 @@ use core::fmt;
 
 use crate::bwd::{AccumLayout, BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, BwdSm90Config};
 use crate::dtype::DType;
+use crate::merge::MERGE_THREADS;
 use crate::sm90::{self, HopperConfig};
 use crate::tiles::{self, TileConfig};
 
@@ -140,6 +142,12 @@ pub enum Kernel {
         /// Which of the three launches.
         step: BwdStep,
     },
+    /// The merge of a partial attention result into a running one (see [`crate::merge`]; in
+    /// both modules).
+    Merge {
+        /// Element type of the parts and the output.
+        dtype: DType,
+    },
 }
 
 /// The three launches of a backward call (see [`crate::bwd`]).
@@ -214,7 +222,8 @@ impl Kernel {
             })
         });
         let bwd = BwdStep::all().flat_map(|step| DType::ALL.into_iter().map(move |dtype| Kernel::Bwd { dtype, step }));
-        mma.chain(sm90).chain(bwd)
+        let merge = DType::ALL.into_iter().map(|dtype| Kernel::Merge { dtype });
+        mma.chain(sm90).chain(bwd).chain(merge)
     }
 
     /// True when the device crate instantiates this kernel (it is one of [`Kernel::all`]).
@@ -224,7 +233,7 @@ impl Kernel {
             Kernel::Sm90 { varlen, config, mods, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, mods),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => BWD_CONFIGS.contains(&config),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
-            Kernel::Bwd { .. } => true,
+            Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
         }
     }
 
@@ -241,7 +250,7 @@ impl Kernel {
     /// Element type.
     pub const fn dtype(&self) -> DType {
         match *self {
-            Kernel::Mma { dtype, .. } | Kernel::Sm90 { dtype, .. } | Kernel::Bwd { dtype, .. } => dtype,
+            Kernel::Mma { dtype, .. } | Kernel::Sm90 { dtype, .. } | Kernel::Bwd { dtype, .. } | Kernel::Merge { dtype } => dtype,
         }
     }
 
@@ -253,7 +262,7 @@ impl Kernel {
             Kernel::Sm90 { config, .. } => config.head_dim,
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.head_dim,
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.head_dim,
-            Kernel::Bwd { .. } => 0,
+            Kernel::Bwd { .. } | Kernel::Merge { .. } => 0,
         }
     }
 
@@ -266,6 +275,7 @@ impl Kernel {
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_m,
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.block_m,
             Kernel::Bwd { .. } => BWD_ROW_THREADS / 32,
+            Kernel::Merge { .. } => MERGE_THREADS / 32,
         }
     }
 
@@ -276,7 +286,7 @@ impl Kernel {
             Kernel::Sm90 { config, .. } => config.block_n,
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_n,
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.block_n(),
-            Kernel::Bwd { .. } => 0,
+            Kernel::Bwd { .. } | Kernel::Merge { .. } => 0,
         }
     }
 
@@ -288,6 +298,7 @@ impl Kernel {
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.threads(),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.threads(),
             Kernel::Bwd { .. } => BWD_ROW_THREADS,
+            Kernel::Merge { .. } => MERGE_THREADS,
         }
     }
 
@@ -298,7 +309,7 @@ impl Kernel {
             Kernel::Sm90 { config, .. } => config.smem_bytes(),
             Kernel::Bwd { step: BwdStep::Main(config), .. } => config.smem_bytes(),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.smem_bytes(),
-            Kernel::Bwd { .. } => 0,
+            Kernel::Bwd { .. } | Kernel::Merge { .. } => 0,
         }
     }
 
@@ -309,7 +320,11 @@ impl Kernel {
         let mut words = rest.split_whitespace();
         let family = words.next()?;
         // The forward families carry an eighth field, the modification flag.
-        let fields = if family == "bwd" { 7 } else { 8 };
+        let fields = match family {
+            "bwd" => 7,
+            "merge" => 1,
+            _ => 8,
+        };
         let mut n = [0usize; 8];
         for x in n.iter_mut().take(fields) {
             *x = words.next()?.parse().ok()?;
@@ -322,6 +337,9 @@ impl Kernel {
             1 => Some(true),
             _ => None,
         };
+        if family == "merge" {
+            return Some(Kernel::Merge { dtype: DType::from_code(u32::try_from(n[0]).ok()?)? });
+        }
         let dtype = DType::from_code(u32::try_from(n[1]).ok()?)?;
         match family {
             "mma" => {
@@ -357,7 +375,7 @@ impl Kernel {
 /// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]`
 /// for Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
 /// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
-/// and `flash_bwd_dq_[frag_]<dtype>` for the backward's.
+/// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -381,6 +399,7 @@ impl fmt::Display for Kernel {
                 BwdStep::Dq(AccumLayout::Rows) => write!(f, "flash_bwd_dq_{}", dtype.name()),
                 BwdStep::Dq(AccumLayout::Fragments) => write!(f, "flash_bwd_dq_frag_{}", dtype.name()),
             },
+            Kernel::Merge { dtype } => write!(f, "flash_merge_{}", dtype.name()),
         }
     }
 }
@@ -431,6 +450,9 @@ mod tests {
         assert_eq!(twin.to_string(), "flash_bwd_sm90_varlen_f16_d256_64x64s2");
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Dq(AccumLayout::Fragments) }.to_string(), "flash_bwd_dq_frag_f16");
         assert_eq!(Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Prep(AccumLayout::Fragments) }.to_string(), "flash_bwd_prep_frag_bf16");
+        let merge = Kernel::Merge { dtype: DType::Bf16 };
+        assert_eq!(merge.to_string(), "flash_merge_bf16");
+        assert!(merge.is_instantiated() && !merge.needs_sm90a() && merge.threads() == MERGE_THREADS);
     }
 
     #[test]
@@ -440,7 +462,7 @@ mod tests {
         assert_eq!(names.len(), all.len(), "two kernels share a name");
         let mma = Variant::ALL.iter().map(|v| v.configs().len() + v.mods_configs().len()).sum::<usize>();
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 2 * sm90::MODS.len();
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + 2 * BWD_SM90_CONFIGS.len()));
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + 2 * BWD_SM90_CONFIGS.len() + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -460,6 +482,7 @@ mod tests {
                     };
                     std::format!("// {MARKER} bwd {} {} {} {} {} {} {}", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages, varlen as u32)
                 }
+                Kernel::Merge { dtype } => std::format!("// {MARKER} merge {}", dtype.code()),
             };
             assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
         }
@@ -481,7 +504,8 @@ mod tests {
             "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1", "flashrs-kernel: mma 0 0 64 128 x 4 2 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 2",
             "flashrs-kernel: sm90 0 0 64 128 3 3 1 2", "flashrs-kernel: sm90 0 0 64 128 3 3 1",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 1",
-            "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2"] {
+            "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2",
+            "flashrs-kernel: merge", "flashrs-kernel: merge 7", "flashrs-kernel: merge 0 0"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");
         }
     }

@@ -15,6 +15,8 @@
 //!   can check that an entry instantiates the configuration its name says.
 //! * [`grid`]: which (batch, head, query block) a CTA computes, and where a sequence's rows lie
 //!   (the clamps that keep unchecked device offsets inside the tensors).
+//! * [`merge`]: the merge kernel's parameter ([`MergeParams`]), which folds partial attention
+//!   results (from parts of the keys) into one.
 //! * [`upload`] and [`tma`]: the layouts of the offset-upload kernel's parameter and of a tensor
 //!   map passed by value.
 //!
@@ -26,6 +28,7 @@ pub mod bwd;
 pub mod dtype;
 pub mod grid;
 pub mod kernel;
+pub mod merge;
 pub mod params;
 pub mod sm90;
 pub mod tiles;
@@ -35,6 +38,7 @@ pub mod upload;
 pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, FragmentBlocks};
 pub use dtype::DType;
 pub use kernel::{BwdStep, Kernel, Variant};
+pub use merge::MergeParams;
 pub use params::{FwdParams, ModParams};
 pub use sm90::HopperConfig;
 pub use tiles::TileConfig;

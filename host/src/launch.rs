@@ -56,7 +56,7 @@ impl Gpu {
         let func = self.kernel_function(plan.kernel, plan.smem)?;
         let maps = match plan.kernel {
             Kernel::Sm90 { dtype, .. } => Some(encode_maps(dtype, plan)?),
-            Kernel::Mma { .. } | Kernel::Bwd { .. } => None,
+            Kernel::Mma { .. } | Kernel::Bwd { .. } | Kernel::Merge { .. } => None,
         };
         let run = |ws: WorkspaceAddrs| {
             let mut params = plan.params;

@@ -12,6 +12,8 @@
 //! * [`mods`]: attention modifications as trait parameters of the forward kernels (which keys a
 //!   row sees, what its scores become, sinks): plain attention, and the built-in sliding
 //!   window, softcap, ALiBi and sinks.
+//! * [`merge`]: folds partial attention results (over parts of the keys) into one, for ring
+//!   attention across GPUs.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
 //! * [`bench`]: a spin kernel the benchmark's queued timing holds the stream with.
 //! * [`upload`]: a kernel that stores small host arrays passed in its parameters.
@@ -29,6 +31,7 @@ pub mod hopper;
 pub mod layout;
 pub mod lse;
 pub mod mask;
+pub mod merge;
 pub mod mods;
 pub mod probes;
 pub mod upload;

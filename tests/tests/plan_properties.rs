@@ -159,7 +159,7 @@ fn geometry_of(k: &Kernel) -> (usize, usize, usize, usize, usize) {
     match k {
         Kernel::Mma { config: c, .. } => (c.block_m, c.block_n, 32 * c.warps, mma_smem(c), c.head_dim),
         Kernel::Sm90 { config: c, .. } => (64 * c.consumers, c.block_n, 128 * (1 + c.consumers), sm90_smem(c), c.head_dim),
-        Kernel::Bwd { .. } => panic!("the forward planner chose a backward kernel: {k}"),
+        Kernel::Bwd { .. } | Kernel::Merge { .. } => panic!("the forward planner chose a backward or merge kernel: {k}"),
     }
 }
 
@@ -692,7 +692,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
             let rows = m.packed.map(|(tq, tk)| [tq, tk]);
             ensure!(m.empty || plan.packed_rows == rows, "Hopper packed rows {:?}, want {rows:?}", plan.packed_rows);
         }
-        Kernel::Bwd { .. } => ensure!(false, "the forward planner chose a backward kernel: {k}"),
+        Kernel::Bwd { .. } | Kernel::Merge { .. } => ensure!(false, "the forward planner chose a backward or merge kernel: {k}"),
     }
     ensure!(!mods || splits == 1, "{splits} splits of a call with modifications ({k})");
     if m.empty {
@@ -2873,6 +2873,7 @@ impl Stats {
             Kernel::Mma { variant: Variant::VarlenSplit, .. } => "varlen split",
             Kernel::Mma { variant: Variant::VarlenPaged, .. } => "varlen paged",
             Kernel::Bwd { .. } => "backward",
+            Kernel::Merge { .. } => "merge",
         };
         *self.kernels.entry(kind).or_default() += 1;
     }
@@ -3208,6 +3209,7 @@ fn other_dtype(k: Kernel) -> Kernel {
         Kernel::Mma { dtype, variant, config, mods } => Kernel::Mma { dtype: flip(dtype), variant, config, mods },
         Kernel::Sm90 { dtype, varlen, config, mods } => Kernel::Sm90 { dtype: flip(dtype), varlen, config, mods },
         Kernel::Bwd { dtype, step } => Kernel::Bwd { dtype: flip(dtype), step },
+        Kernel::Merge { dtype } => Kernel::Merge { dtype: flip(dtype) },
     }
 }
 
@@ -3265,7 +3267,7 @@ fn model_rejects_wrong_plans() {
                 Box::new(|_, pl| match &mut pl.kernel {
                     Kernel::Mma { config, .. } => config.block_m = 96,
                     Kernel::Sm90 { config, .. } => config.block_n = 96,
-                    Kernel::Bwd { .. } => unreachable!("a forward plan"),
+                    Kernel::Bwd { .. } | Kernel::Merge { .. } => unreachable!("a forward plan"),
                 }),
             ),
             ("params.batch", "params.batch", Box::new(|_, pl| pl.params.batch += 1)),
@@ -3524,7 +3526,7 @@ fn mods_edits(c: &Case, m: &Model, plan: &LaunchPlan, edits: &mut Vec<PlanEdit>)
         "modifications",
         Box::new(|_, pl| match &mut pl.kernel {
             Kernel::Mma { mods, .. } | Kernel::Sm90 { mods, .. } => *mods = !*mods,
-            Kernel::Bwd { .. } => unreachable!("a forward plan"),
+            Kernel::Bwd { .. } | Kernel::Merge { .. } => unreachable!("a forward plan"),
         }),
     ));
     edits.push(("window_left", "params.mods.window_left", Box::new(|_, pl| pl.params.mods.window_left ^= 1)));

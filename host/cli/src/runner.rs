@@ -136,7 +136,7 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         // The tile configuration describes the mma.sync kernels only.
         record.config = match plan.kernel {
             Kernel::Mma { config, .. } => Some(tag(&config)),
-            Kernel::Sm90 { .. } | Kernel::Bwd { .. } => None,
+            Kernel::Sm90 { .. } | Kernel::Bwd { .. } | Kernel::Merge { .. } => None,
         };
         let splits = plan.split.as_ref().map(|s| format!("{} splits", s.num_splits));
         let pages = opts.page_size.map(|n| format!("pages of {n} rows"));
