@@ -50,7 +50,7 @@ cudarc_open='// SAFETY: only probes whether the driver library loads.
     println!("GPU: {:?}", ctx.map(|c| flashrs::Gpu::from_cudarc(&c).map(|g| g.image().name)));'
 cust_open='println!("GPU: {:?}", flashrs::Gpu::new(0).map(|g| g.image().name));'
 
-make_crate dep-cudarc 'flashrs = { path = "../flashrs", default-features = false, features = ["cudarc"] }' \
+make_crate dep-cudarc 'flashrs = { path = "../flashrs", default-features = false, features = ["cudarc", "nccl"] }' \
   'cudarc = { version = "0.19", default-features = false, features = ["std", "driver", "cuda-12080", "dynamic-loading"] }' \
   "${plan_main/OPEN/$cudarc_open}"
 make_crate dep-cust 'flashrs = { path = "../flashrs" }' '' "${plan_main/OPEN/$cust_open}"

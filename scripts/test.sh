@@ -12,7 +12,7 @@ echo "==> cargo xtask build-ptx --check"
 cargo xtask build-ptx --check
 echo "==> scripts/dependent.sh"
 bash scripts/dependent.sh
-echo "==> cargo doc -p flashrs --no-deps --features cudarc (rustdoc warnings denied)"
-RUSTDOCFLAGS="${RUSTDOCFLAGS:+$RUSTDOCFLAGS }-Dwarnings" cargo doc -p flashrs --no-deps --features cudarc,cudarc/cuda-12080
+echo "==> cargo doc -p flashrs --no-deps --features cudarc,nccl (rustdoc warnings denied)"
+RUSTDOCFLAGS="${RUSTDOCFLAGS:+$RUSTDOCFLAGS }-Dwarnings" cargo doc -p flashrs --no-deps --features cudarc,nccl,cudarc/cuda-12080
 echo "==> cargo test --workspace --release $*"
 cargo test --workspace --release "$@"

@@ -116,6 +116,10 @@ pub enum Error {
         /// Bytes a CTA may have on the GPU.
         available: u64,
     },
+    /// Ring attention across GPUs: NCCL is missing or failed, or the ring's transfers could not
+    /// be ordered (see `flashrs::ring`, feature `nccl`).
+    #[error("ring communication: {0}")]
+    Communication(String),
 }
 
 /// Shorthand for results of this crate.

@@ -12,7 +12,8 @@
 //! handled. GQA/MQA index K and V by `head / group` in the map coordinates, without copies.
 use std::ffi::c_void;
 
-use flashrs_abi::{DType, FwdParams, Kernel};
+use flashrs_abi::merge::MERGE_THREADS;
+use flashrs_abi::{DType, FwdParams, Kernel, MergeParams};
 
 use crate::device::Gpu;
 use crate::driver::{Driver, Handle};
@@ -72,6 +73,30 @@ impl Gpu {
         }
         // SAFETY: as for this function; `run` enqueues on `stream` only.
         unsafe { self.workspaces.with(stream, offsets, counters, partial_bytes, run) }
+    }
+}
+
+impl Gpu {
+    /// Launches the merge kernel ([`flashrs_abi::merge`]) of element type `dtype` on a raw
+    /// `CUstream`. Does nothing for a launch that covers no row.
+    ///
+    /// # Safety
+    /// Every address of `p` is a live device allocation of this GPU's context holding what the
+    /// merge reads and writes for `p`'s extents, not written by anything else until the stream
+    /// passes the kernel; `stream` is a valid stream of the context, which is current.
+    pub(crate) unsafe fn launch_merge(&self, stream: *mut c_void, dtype: DType, p: &MergeParams) -> Result<()> {
+        if p.warps() == 0 {
+            return Ok(());
+        }
+        let grid = u32::try_from(p.grid()).ok().filter(|&g| g < 1 << 31).ok_or_else(|| Error::LaunchLimit(format!("merge of {} rows", p.warps())))?;
+        let kernel = Kernel::Merge { dtype };
+        let func = self.kernel_function(kernel, 0)?;
+        let mut params = *p;
+        let mut args = [&mut params as *mut MergeParams as *mut c_void];
+        let d = self.driver;
+        // SAFETY: per this function's contract; `args` points at the kernel's one parameter.
+        let r = unsafe { (d.launch_kernel)(func, grid, 1, 1, MERGE_THREADS as u32, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
+        d.check("cuLaunchKernel", r)
     }
 }
 

@@ -98,6 +98,11 @@
 //!   combinable with causal; key tiles no row sees are never read), softcapping, ALiBi slopes
 //!   per head or per (batch, head), learnable sinks; alone or together, fixed-length or
 //!   variable-length, on both kernel families, not with paged caches or split-KV.
+//! * **Ring attention** (feature `nccl`; module `ring`): one attention call over a sequence
+//!   sharded across the GPUs of a host (context parallelism), K/V shards passed around a ring
+//!   with NCCL while each GPU attends the shard in hand, partial results merged by their
+//!   log-sum-exps; causal calls shard zigzag so every GPU does the same work; a launcher runs
+//!   one thread per GPU.
 //! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches or modifications)
 //!   on a Hopper and an `mma.sync` kernel family; [`AttentionParams::deterministic`] for
 //!   bit-identical gradients.
@@ -140,6 +145,7 @@
 //!   pipeline from a call to a launch; [`target`]: the GPU a plan is made for.
 //! * [`workspace`]: the workspaces split-KV, persistent and variable-length launches use.
 //! * [`device`]: [`Gpu`]; [`kernels`]: the shipped kernel images and the kernel ABI.
+//! * `ring` (feature `nccl`): ring attention across GPUs.
 //! * [`error`]: [`Error`]; [`element`]: [`Element`] and [`DType`].
 //! * [`tensor_map`]: Hopper TMA descriptors (`cuTensorMapEncodeTiled`).
 #![deny(missing_docs)]
@@ -163,6 +169,8 @@ pub mod memory;
 pub mod mods;
 pub mod params;
 pub mod plan;
+#[cfg(feature = "nccl")]
+pub mod ring;
 pub mod select;
 pub mod target;
 pub mod tensor_map;
