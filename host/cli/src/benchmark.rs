@@ -87,7 +87,7 @@ fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, CliError> {
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).
-fn bar(len: usize, what: &str) -> ProgressBar {
+pub fn bar(len: usize, what: &str) -> ProgressBar {
     let style = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} {msg}")
         .expect("the template is valid")
         .progress_chars("=> ");

@@ -1,5 +1,6 @@
 //! The `flashrs` command line: `flashrs benchmark` times the kernels, optionally against
-//! PyTorch, and reports tables, JSON, CSV and plots.
+//! PyTorch, and reports tables, JSON, CSV and plots; `flashrs ring` times ring attention over
+//! the GPUs of a host.
 #![warn(missing_docs)]
 
 pub mod args;
@@ -12,6 +13,7 @@ pub mod mods;
 pub mod plot;
 pub mod record;
 pub mod report;
+pub mod ring;
 pub mod runner;
 pub mod sweep;
 pub mod torch;
@@ -51,6 +53,9 @@ pub enum Command {
     /// Writes the benchmark documentation (docs/BENCHMARKS.md, the README's summary) from
     /// `flashrs benchmark --json` files.
     Report(docs::ReportArgs),
+    /// Times ring attention over the GPUs of this host, with strong scaling.
+    #[command(about = ring::ABOUT, long_about = ring::LONG_ABOUT)]
+    Ring(ring::RingArgs),
 }
 
 /// Why a command failed; printed as `error: <message>`.
@@ -86,5 +91,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Benchmark(args) => benchmark::run(&args),
         Command::Report(args) => docs::run(&args),
+        Command::Ring(args) => ring::run(&args),
     }
 }

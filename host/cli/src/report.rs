@@ -229,7 +229,7 @@ fn csv_cell(v: &Value) -> String {
 
 /// Column alignment in the table.
 #[derive(Clone, Copy)]
-enum Align {
+pub enum Align {
     /// Text.
     Left,
     /// Numbers.
@@ -237,7 +237,7 @@ enum Align {
 }
 
 /// A plain-text table: header, dashes, rows, columns padded to their widest cell.
-fn render(head: &[(String, Align)], rows: &[Vec<String>]) -> String {
+pub fn render(head: &[(String, Align)], rows: &[Vec<String>]) -> String {
     let widths: Vec<usize> =
         head.iter().enumerate().map(|(i, (h, _))| rows.iter().map(|r| r[i].len()).chain([h.len()]).max().unwrap_or(0)).collect();
     let line = |cells: &mut dyn Iterator<Item = &String>| {
