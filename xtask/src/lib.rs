@@ -491,6 +491,9 @@ mod tests {
                 };
                 ptx += &format!("\t// flashrs-kernel: bwd {} {} {} {} {} {} {}\n", step.code(), dtype.code(), c[0], c[1], c[2], c[3], c[4]);
             }
+            if let Some(Kernel::Merge { dtype }) = k {
+                ptx += &format!("\t// flashrs-kernel: merge {}\n", dtype.code());
+            }
             ptx += "\tret;\n}\n";
         }
         ptx
