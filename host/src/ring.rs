@@ -252,13 +252,16 @@ impl Gpu {
         T: Element + NcclType + DeviceRepr,
     {
         self.make_current()?;
-        self.check_stream(stream.cu_stream() as *mut c_void)?;
-        if ring.comm.context().cu_ctx() as *mut c_void != self.raw_context() {
-            return Err(Error::WrongContext("the ring's communicator belongs to another GPU".into()));
-        }
         let (world, rank) = (ring.world_size(), ring.rank());
         let lse_len = lse.as_ref().map_or(usize::MAX, |l| l.len());
-        let local = check_shard(params, world, [q.len(), k.len(), v.len(), out.len(), lse_len]);
+        // Every check of this rank goes into the agreement: a rank that returned before it
+        // would leave the others waiting in the all-reduce.
+        let local = self.check_stream(stream.cu_stream() as *mut c_void).and_then(|()| {
+            if ring.comm.context().cu_ctx() as *mut c_void != self.raw_context() {
+                return Err(Error::WrongContext("the ring's communicator belongs to another GPU".into()));
+            }
+            check_shard(params, world, [q.len(), k.len(), v.len(), out.len(), lse_len])
+        });
         let shard = self.agree(ring, stream, params, T::DTYPE, local)?;
         if shard.batch * shard.heads_q * shard.rows == 0 {
             return Ok(());
