@@ -72,3 +72,19 @@ impl MergeParams {
         self.warps().div_ceil((MERGE_THREADS / 32) as u64)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One warp per (batch, row, head) of the launch's rows, whole CTAs of warps.
+    #[test]
+    fn a_launch_has_a_warp_per_row_and_head() {
+        let p = MergeParams { batch: 2, rows: 100, heads: 3, head_dim: 128, row0: 50, n_rows: 50, ..Default::default() };
+        assert_eq!(p.warps(), 2 * 50 * 3);
+        assert_eq!(p.grid(), (300u64).div_ceil(MERGE_THREADS as u64 / 32));
+        assert_eq!(MergeParams { n_rows: 0, ..p }.grid(), 0);
+        // A warp's lanes cover the widest row.
+        assert!(32 * MERGE_COLS >= 256 && MERGE_COLS * 2 == 16);
+    }
+}

@@ -493,6 +493,64 @@ mod tests {
         assert!(zigzag_rows(10, 2, 0).is_err() && zigzag_rows(16, 2, 2).is_err() && zigzag_rows(16, 0, 0).is_err());
     }
 
+    fn shard(rows: usize) -> crate::params::AttentionParamsBuilder<'static> {
+        AttentionParams::builder().batch(2).seqlen(rows).heads_q(8).heads_kv(2).head_dim(64).causal(true)
+    }
+
+    /// Lengths of q, k, v, out and lse for `shard(rows)`.
+    fn lens(rows: usize) -> [usize; 5] {
+        [2 * rows * 8 * 64, 2 * rows * 2 * 64, 2 * rows * 2 * 64, 2 * rows * 8 * 64, 2 * 8 * rows]
+    }
+
+    /// What one rank can check alone gives typed errors naming the problem; a valid call passes.
+    #[test]
+    fn a_rank_checks_its_shard_alone() {
+        let ok = check_shard(&shard(100).build().unwrap(), 4, lens(100)).unwrap();
+        assert_eq!((ok.rows, ok.heads_q, ok.heads_kv, ok.q_len(), ok.kv_len(), ok.lse_len()), (100, 8, 2, 102400, 25600, 1600));
+        let shape = |r: Result<Shard>| match r {
+            Err(Error::InvalidShape { what: "ring attention call", reason }) => reason,
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("accepted"),
+        };
+        // Causal shards hold two zigzag chunks; one rank's odd shard is fine alone.
+        assert!(shape(check_shard(&shard(101).build().unwrap(), 2, lens(101))).contains("even"));
+        assert!(check_shard(&shard(101).build().unwrap(), 1, lens(101)).is_ok());
+        assert!(check_shard(&shard(101).causal(false).build().unwrap(), 2, lens(101)).is_ok());
+        assert!(shape(check_shard(&shard(100).seqlen_k(50).build().unwrap(), 2, lens(100))).contains("seqlen_q == seqlen_k"));
+        let bhsd = shard(100).dim_order(crate::params::DimOrder::Bhsd).build().unwrap();
+        assert!(shape(check_shard(&bhsd, 2, lens(100))).contains("contiguous"));
+        let strided = shard(100).q_strides(Strides { batch: 100 * 8 * 64 * 2, row: 8 * 64, head: 64 }).build().unwrap();
+        assert!(shape(check_shard(&strided, 2, lens(100))).contains("contiguous"));
+        assert!(shape(check_shard(&shard(100).softcap(30.0).build().unwrap(), 2, lens(100))).contains("modifications"));
+        assert!(shape(check_shard(&shard(100).varlen(&[0, 100, 200], &[0, 100, 200]).build().unwrap(), 2, lens(100))).contains("fixed-length"));
+        // Every buffer's size, with the exact numbers.
+        for (i, tensor) in ["q", "k", "v", "out", "lse"].into_iter().enumerate() {
+            let mut l = lens(100);
+            l[i] -= 1;
+            match check_shard(&shard(100).build().unwrap(), 2, l) {
+                Err(Error::BufferTooSmall { tensor: t, len, needed }) => assert_eq!((t, len + 1), (tensor, needed)),
+                other => panic!("{tensor}: {:?}", other.err()),
+            }
+        }
+    }
+
+    /// The step parameters: whole shards, or half of the keys or queries with the shard's
+    /// strides, never causal.
+    #[test]
+    fn steps_attend_halves_of_the_shard_with_its_strides() {
+        let p = shard(100).build().unwrap();
+        let s = check_shard(&p, 4, lens(100)).unwrap();
+        assert_eq!(s.step_params(&p, Step::Diagonal).unwrap(), p);
+        let fk = s.step_params(&p, Step::FirstKeys).unwrap();
+        assert_eq!((fk.seqlen_q, fk.seqlen_k, fk.causal), (100, 50, false));
+        assert_eq!(fk.k_strides, Strides::bshd(100, 2, 64));
+        assert_eq!(fk.tensor_strides().unwrap()[1].batch, 100 * 2 * 64);
+        let sq = s.step_params(&p, Step::SecondQueries).unwrap();
+        assert_eq!((sq.seqlen_q, sq.seqlen_k, sq.causal), (50, 100, false));
+        assert_eq!((sq.q_strides, sq.o_strides), (Strides::bshd(100, 8, 64), Strides::bshd(100, 8, 64)));
+        assert_eq!(sq.scale(), p.scale(), "the shard's scale, not that of the half");
+    }
+
     /// The visible (query, key) pairs of each step, in global positions, are exactly the
     /// causal pairs, each once: the zigzag schedule against a brute-force count.
     #[test]
