@@ -117,10 +117,9 @@ pub fn zigzag_rows(seqlen: usize, world: usize, rank: usize) -> Result<[Range<us
 /// What one step attends: which query rows of the shard, to which keys of the shard in hand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    /// Every query row to every key (non-causal calls).
-    Full,
-    /// The shard's own keys, causal (step 0 of a causal call).
-    Diagonal,
+    /// Every query row to every key, masked as the call is: every step of a non-causal call,
+    /// and step 0 of a causal one (the shard's own keys, whose two chunks keep their order).
+    Whole,
     /// Every query row to the first half of the keys (from a rank before this one).
     FirstKeys,
     /// The second half of the query rows to every key (from a rank after this one).
@@ -132,8 +131,7 @@ impl Step {
     fn of(causal: bool, rank: usize, world: usize, i: usize) -> Step {
         let src = (rank + world - i) % world;
         match (causal, i) {
-            (false, _) => Step::Full,
-            (true, 0) => Step::Diagonal,
+            (false, _) | (true, 0) => Step::Whole,
             (true, _) if src < rank => Step::FirstKeys,
             (true, _) => Step::SecondQueries,
         }
@@ -161,6 +159,15 @@ impl Shard {
         self.batch * self.heads_q * self.rows
     }
 
+    /// The query rows a step attends, `first..first + rows`: where its output and log-sum-exp
+    /// rows go.
+    fn step_rows(&self, step: Step) -> (usize, usize) {
+        match step {
+            Step::Whole | Step::FirstKeys => (0, self.rows),
+            Step::SecondQueries => (self.rows / 2, self.rows / 2),
+        }
+    }
+
     /// The parameters of a step, from the call's.
     fn step_params<'a>(&self, params: &AttentionParams<'a>, step: Step) -> Result<AttentionParams<'a>> {
         let half = self.rows / 2;
@@ -169,7 +176,7 @@ impl Shard {
         let (Some(q), Some(kv)) = (q, kv) else { return Err(Error::InvalidShape { what: "ring shard", reason: "strides overflow".into() }) };
         let b = params.to_builder();
         match step {
-            Step::Full | Step::Diagonal => Ok(params.clone()),
+            Step::Whole => Ok(params.clone()),
             Step::FirstKeys => b.seqlen_q(self.rows).seqlen_k(half).causal(false).k_strides(kv).v_strides(kv).build(),
             Step::SecondQueries => b.seqlen_q(half).seqlen_k(self.rows).causal(false).q_strides(q).o_strides(q).build(),
         }
@@ -306,16 +313,15 @@ impl Gpu {
         let slot_ptrs = slots.each_ref().map(|[k, v]| [k.device_ptr(stream).0, v.device_ptr(stream).0]);
         let (part_ptr, part_lse_ptr) = (part.device_ptr(stream).0, part_lse.device_ptr(stream).0);
         let (acc_ptr, acc_lse_ptr) = (acc.device_ptr(stream).0, acc_lse.device_ptr(stream).0);
-        let steps = [Step::FirstKeys, Step::SecondQueries].map(|s| shard.step_params(params, s));
-        let [first_keys, second_queries] = steps;
-        let (first_keys, second_queries) = (first_keys?, second_queries?);
+        let first_keys = shard.step_params(params, Step::FirstKeys)?;
+        let second_queries = shard.step_params(params, Step::SecondQueries)?;
 
         // Transfers start after what `stream` has queued (K and V written, scratch allocated).
         comm_stream.join(stream).map_err(driver_err("ordering the transfer stream"))?;
         let (next, prev) = (((rank + 1) % world) as i32, ((rank + world - 1) % world) as i32);
         let mut computed: Option<CudaEvent> = None;
         let mut received: Option<CudaEvent> = None;
-        let (half, row) = (shard.rows / 2, shard.heads_q * shard.head_dim);
+        let row = shard.heads_q * shard.head_dim;
         for i in 0..world {
             // The K/V shard in hand: the caller's at step 0, then the slot step i - 1 filled;
             // step i fills the other slot.
@@ -345,11 +351,13 @@ impl Gpu {
                 received = Some(comm_stream.record_event(None).map_err(driver_err("recording a ring transfer"))?);
             }
 
-            let (step_params, q_row0, part_rows) = match Step::of(shard.causal, rank, world, i) {
-                Step::Full | Step::Diagonal => (params, 0, shard.rows),
-                Step::FirstKeys => (&first_keys, 0, shard.rows),
-                Step::SecondQueries => (&second_queries, half, half),
+            let step = Step::of(shard.causal, rank, world, i);
+            let step_params = match step {
+                Step::Whole => params,
+                Step::FirstKeys => &first_keys,
+                Step::SecondQueries => &second_queries,
             };
+            let (q_row0, part_rows) = shard.step_rows(step);
             // Rows `q_row0..` of Q and of the step's output, which has the output's layout.
             let q_off = (q_row0 * row * std::mem::size_of::<T>()) as u64;
             let q_len = shard.q_len() - q_row0 * row;
@@ -540,7 +548,8 @@ mod tests {
     fn steps_attend_halves_of_the_shard_with_its_strides() {
         let p = shard(100).build().unwrap();
         let s = check_shard(&p, 4, lens(100)).unwrap();
-        assert_eq!(s.step_params(&p, Step::Diagonal).unwrap(), p);
+        assert_eq!(s.step_params(&p, Step::Whole).unwrap(), p);
+        assert_eq!([Step::Whole, Step::FirstKeys, Step::SecondQueries].map(|st| s.step_rows(st)), [(0, 100), (0, 100), (50, 50)]);
         let fk = s.step_params(&p, Step::FirstKeys).unwrap();
         assert_eq!((fk.seqlen_q, fk.seqlen_k, fk.causal), (100, 50, false));
         assert_eq!(fk.k_strides, Strides::bshd(100, 2, 64));
@@ -564,10 +573,10 @@ mod tests {
                 for i in 0..world {
                     let keys = &shards[(rank + world - i) % world];
                     let (qs, ks, causal): (Vec<usize>, Vec<usize>, bool) = match Step::of(true, rank, world, i) {
-                        Step::Diagonal => ((0..rows).collect(), (0..rows).collect(), true),
+                        // A causal call's whole step is its own shard, causal.
+                        Step::Whole => ((0..rows).collect(), (0..rows).collect(), true),
                         Step::FirstKeys => ((0..rows).collect(), (0..rows / 2).collect(), false),
                         Step::SecondQueries => ((rows / 2..rows).collect(), (0..rows).collect(), false),
-                        Step::Full => unreachable!(),
                     };
                     for &qi in &qs {
                         for &ki in &ks {
