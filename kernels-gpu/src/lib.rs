@@ -16,6 +16,7 @@
 //!   attention across GPUs.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
 //! * [`bench`]: a spin kernel the benchmark's queued timing holds the stream with.
+//! * [`vector`]: register groups moved by one vector load or store.
 //! * [`upload`]: a kernel that stores small host arrays passed in its parameters.
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, stmt_expr_attributes)]
@@ -35,6 +36,7 @@ pub mod merge;
 pub mod mods;
 pub mod probes;
 pub mod upload;
+pub mod vector;
 
 // Device code never unwinds; a reachable panic must not pull in core's formatting machinery
 // (which would leave unresolved `.extern .func` symbols in the PTX).

@@ -9,12 +9,8 @@
 use crate::arch::ids::{block_idx_x, thread_idx_x};
 use crate::dtype::{Bf16, Element, F16};
 use crate::lse;
+use crate::vector::Chunk;
 use flashrs_abi::merge::{MERGE_COLS, MERGE_FIRST, MERGE_LAST, MERGE_THREADS, MergeParams};
-
-/// 16 bytes, for vector loads and stores.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct Chunk([u32; 4]);
 
 /// Loads `MERGE_COLS` f32 from a 16-byte aligned address.
 #[inline(always)]

@@ -15,19 +15,11 @@ use crate::arch::smem::st_global_v4;
 use crate::arch::ids::{block_idx_x, thread_idx_x};
 use crate::dtype::Element;
 use crate::lse;
+use crate::vector::{Chunk, Pair};
 use flashrs_abi::bwd::{BWD_ROW_THREADS, bwd_row_lanes};
 use flashrs_abi::grid::{Extent, div_rem};
 use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
 
-/// 16 bytes, for vector loads and stores.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct Chunk([u32; 4]);
-
-/// 8 bytes, for vector loads (an `[f32; 2]` would load as two 4-byte halves).
-#[repr(C, align(8))]
-#[derive(Clone, Copy)]
-struct Pair([u32; 2]);
 
 /// Where one (row, head) lies.
 struct Row {
