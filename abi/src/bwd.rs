@@ -83,15 +83,22 @@ pub struct BwdParams {
 /// How the f32 dQ accumulator is laid out; the dQ kernel that reads it matches the main kernel
 /// that fills it.
 ///
-/// * `Rows` (`mma.sync` kernels): `accum_dim` values per log-sum-exp row, in its order.
-/// * `Fragments` (Hopper kernels): per 64-row block of a (batch, query head)'s sequence
-///   ([`FragmentBlocks`]: padded per sequence) and 64-column group of `accum_dim`, a chunk of 64 x 64 values in the order a consumer
-///   warpgroup's `m64n64` wgmma accumulator holds them, so that a warpgroup stages its part
-///   with conflict-free 16-byte stores and adds it with one bulk reduction: value (row `r`,
+/// * `Rows` (`mma.sync` kernels before sm_90a, and at head_dim 256): `accum_dim` values per
+///   log-sum-exp row, in its order.
+/// * `Fragments` (Hopper kernels, and sm_90a's `mma.sync` ones up to head_dim 128): per
+///   64-row block of a (batch, query head)'s sequence ([`FragmentBlocks`]: padded per
+///   sequence) and 64-column group of `accum_dim`, a chunk of 64 x 64 values in the order a
+///   consumer warpgroup's `m64n64` wgmma accumulator holds them (which is also four 16-row
+///   `mma.sync` tiles' order), so that a thread adds its four values of a 16 x 8 tile with one
+///   16-byte reduction and a warp 512 contiguous bytes: value (row `r`,
 ///   column `c`) of a chunk is at `(x / 4) * 512 + thread * 4 + x % 4`, where `thread =
 ///   32 (r / 16) + 4 (r % 8) + (c % 8) / 2` and `x = 4 (c / 8) + 2 ((r / 8) % 2) + c % 2`
 ///   ([`AccumLayout::fragment_index`]); chunks are ordered as [`AccumLayout::fragment_chunk`]
 ///   says.
+///
+/// After the launch's blocks, `Fragments` has one padding block of accumulator chunks, which
+/// the `mma.sync` kernel's 128-row steps add their rows past a sequence to (zeros; nothing
+/// reads them), where another sequence's or head's block would lie.
 ///
 /// The layout also sets where the prep kernel leaves each row's statistics ([`BwdParams::dsum`]):
 /// with `Rows` the `dsum` in the log-sum-exp's order (`[batch, heads_q, seqlen_q]`, or
@@ -354,6 +361,14 @@ impl BwdConfig {
         let all = self.head_dim / (BWD_WARPS / self.warps_m_dq()) / 8;
         if all > 4 { 4 } else { all }
     }
+    /// True when its sm_90a twin adds dQ in fragment order ([`AccumLayout::Fragments`], where
+    /// a lane's four values of an MMA tile are one 16-byte reduction): whole 64-row blocks a
+    /// step, and head dims up to 128. At 256, dK and dV hold 128 registers a thread and the
+    /// two dQ passes' reductions in that order leave ptxas none (it spills); rows, with 8-byte
+    /// reductions, fit.
+    pub const fn fragments(&self) -> bool {
+        self.block_m % 64 == 0 && self.head_dim <= 128
+    }
     /// True when the shape is one the kernel body takes: whole 32-row warp tiles in every
     /// GEMM, an even number of 8-column tiles per warp (B fragments load in pairs), swizzled
     /// P and dS rows of at least 64 keys, and copies covering whole 8-row swizzle groups.
@@ -383,9 +398,10 @@ const fn even_tiles(cols: usize, warps: usize) -> bool {
 /// thread). The defaults keep three steps of query-side tiles in flight (about 195 KB, an H100's);
 /// their two-stage twins fit the 163 KB of an A100's CTA, and the last two the 99 KB of sm_86
 /// and sm_89. Head_dim 256 keeps one stage: two leave the kernel one register short.
-pub const BWD_CONFIGS: [BwdConfig; 7] = [
+pub const BWD_CONFIGS: [BwdConfig; 8] = [
     BwdConfig { head_dim: 64, block_m: 128, block_n: 128, stages: 3 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 3 },
+    BwdConfig { head_dim: 256, block_m: 64, block_n: 64, stages: 2 },
     BwdConfig { head_dim: 256, block_m: 64, block_n: 64, stages: 1 },
     BwdConfig { head_dim: 64, block_m: 128, block_n: 128, stages: 2 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 2 },

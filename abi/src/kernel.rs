@@ -12,7 +12,7 @@
 //! ```text
 //! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <mods>
 //! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined> <mods>
-//! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <varlen>
+//! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <flag>
 //! // flashrs-kernel: merge <dtype>
 //! ```
 //!
@@ -156,8 +156,15 @@ pub enum BwdStep {
     /// `dot(dO, O)` per row, in the statistics layout of the accumulator layout's main kernel
     /// (see [`AccumLayout`]); zeroes the dQ accumulator.
     Prep(AccumLayout),
-    /// dK, dV and the dQ accumulator (rows), `mma.sync`, in one of [`BWD_CONFIGS`].
-    Main(BwdConfig),
+    /// dK, dV and the dQ accumulator, `mma.sync`, in one of [`BWD_CONFIGS`]: in rows (sm_80
+    /// and newer), or (sm_90a only, configurations that take it, [`BwdConfig::fragments`]) in
+    /// fragment order, where each thread adds 16 contiguous bytes at once.
+    Main {
+        /// Its tile configuration.
+        config: BwdConfig,
+        /// The accumulator layout it adds dQ in.
+        accum: AccumLayout,
+    },
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
     /// [`BWD_SM90_CONFIGS`]; each has a variable-length twin.
     MainSm90 {
@@ -175,7 +182,7 @@ impl BwdStep {
     pub const fn code(self) -> u32 {
         match self {
             BwdStep::Prep(AccumLayout::Rows) => 0,
-            BwdStep::Main(_) => 1,
+            BwdStep::Main { .. } => 1,
             BwdStep::Dq(AccumLayout::Rows) => 2,
             BwdStep::MainSm90 { .. } => 3,
             BwdStep::Dq(AccumLayout::Fragments) => 4,
@@ -187,7 +194,7 @@ impl BwdStep {
     /// step prepares for and its dQ step reads.
     pub const fn accum_layout(self) -> AccumLayout {
         match self {
-            BwdStep::Main(_) => AccumLayout::Rows,
+            BwdStep::Main { accum, .. } => accum,
             BwdStep::MainSm90 { .. } => AccumLayout::Fragments,
             BwdStep::Prep(l) | BwdStep::Dq(l) => l,
         }
@@ -198,7 +205,8 @@ impl BwdStep {
         [AccumLayout::Rows, AccumLayout::Fragments]
             .into_iter()
             .flat_map(|l| [BwdStep::Prep(l), BwdStep::Dq(l)])
-            .chain(BWD_CONFIGS.into_iter().map(BwdStep::Main))
+            .chain(BWD_CONFIGS.into_iter().map(|config| BwdStep::Main { config, accum: AccumLayout::Rows }))
+            .chain(BWD_CONFIGS.into_iter().filter(|c| c.fragments()).map(|config| BwdStep::Main { config, accum: AccumLayout::Fragments }))
             .chain(BWD_SM90_CONFIGS.into_iter().flat_map(|config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen })))
     }
 }
@@ -231,7 +239,7 @@ impl Kernel {
         match *self {
             Kernel::Mma { variant, config, mods, .. } => variant.configs_of(mods).contains(&config),
             Kernel::Sm90 { varlen, config, mods, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, mods),
-            Kernel::Bwd { step: BwdStep::Main(config), .. } => BWD_CONFIGS.contains(&config),
+            Kernel::Bwd { step: BwdStep::Main { config, accum }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
         }
@@ -244,7 +252,7 @@ impl Kernel {
 
     /// True for kernels only the sm_90a module holds.
     pub const fn needs_sm90a(&self) -> bool {
-        matches!(self, Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::MainSm90 { .. }, .. })
+        matches!(self, Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::MainSm90 { .. } | BwdStep::Main { accum: AccumLayout::Fragments, .. }, .. })
     }
 
     /// Element type.
@@ -260,7 +268,7 @@ impl Kernel {
         match self {
             Kernel::Mma { config, .. } => config.head_dim,
             Kernel::Sm90 { config, .. } => config.head_dim,
-            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.head_dim,
+            Kernel::Bwd { step: BwdStep::Main { config, .. }, .. } => config.head_dim,
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.head_dim,
             Kernel::Bwd { .. } | Kernel::Merge { .. } => 0,
         }
@@ -272,7 +280,7 @@ impl Kernel {
         match self {
             Kernel::Mma { config, .. } => config.block_m,
             Kernel::Sm90 { config, .. } => config.block_m(),
-            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_m,
+            Kernel::Bwd { step: BwdStep::Main { config, .. }, .. } => config.block_m,
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.block_m,
             Kernel::Bwd { .. } => BWD_ROW_THREADS / 32,
             Kernel::Merge { .. } => MERGE_THREADS / 32,
@@ -284,7 +292,7 @@ impl Kernel {
         match self {
             Kernel::Mma { config, .. } => config.block_n,
             Kernel::Sm90 { config, .. } => config.block_n,
-            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.block_n,
+            Kernel::Bwd { step: BwdStep::Main { config, .. }, .. } => config.block_n,
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.block_n(),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => 0,
         }
@@ -295,7 +303,7 @@ impl Kernel {
         match self {
             Kernel::Mma { config, .. } => config.threads(),
             Kernel::Sm90 { config, .. } => config.threads(),
-            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.threads(),
+            Kernel::Bwd { step: BwdStep::Main { config, .. }, .. } => config.threads(),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.threads(),
             Kernel::Bwd { .. } => BWD_ROW_THREADS,
             Kernel::Merge { .. } => MERGE_THREADS,
@@ -307,7 +315,7 @@ impl Kernel {
         match self {
             Kernel::Mma { config, .. } => config.smem_bytes(),
             Kernel::Sm90 { config, .. } => config.smem_bytes(),
-            Kernel::Bwd { step: BwdStep::Main(config), .. } => config.smem_bytes(),
+            Kernel::Bwd { step: BwdStep::Main { config, .. }, .. } => config.smem_bytes(),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.smem_bytes(),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => 0,
         }
@@ -357,7 +365,7 @@ impl Kernel {
                 let sm90 = BwdSm90Config { head_dim: n[2], block_m: n[3], stages: n[5] };
                 let step = match (n[0], n[6]) {
                     (0, 0) if config == none => BwdStep::Prep(AccumLayout::Rows),
-                    (1, 0) => BwdStep::Main(config),
+                    (1, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows } },
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
                     (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)? },
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
@@ -391,7 +399,10 @@ impl fmt::Display for Kernel {
             Kernel::Bwd { dtype, step } => match step {
                 BwdStep::Prep(AccumLayout::Rows) => write!(f, "flash_bwd_prep_{}", dtype.name()),
                 BwdStep::Prep(AccumLayout::Fragments) => write!(f, "flash_bwd_prep_frag_{}", dtype.name()),
-                BwdStep::Main(c) => write!(f, "flash_bwd_{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages),
+                BwdStep::Main { config: c, accum } => {
+                    let a = if *accum == AccumLayout::Fragments { "frag_" } else { "" };
+                    write!(f, "flash_bwd_{a}{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages)
+                }
                 BwdStep::MainSm90 { config: c, varlen } => {
                     let v = if *varlen { "varlen_" } else { "" };
                     write!(f, "flash_bwd_sm90_{v}{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n(), c.stages)
@@ -440,8 +451,14 @@ mod tests {
         assert!(hm64.is_instantiated() && !Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], mods: true }.is_instantiated());
         let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], mods: false };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
-        let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main(BWD_CONFIGS[1]) };
+        let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[1], accum: AccumLayout::Rows } };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s3");
+        assert!(!bwd.needs_sm90a());
+        let frag = Kernel::Bwd { dtype: DType::F16, step: BwdStep::Main { config: BWD_CONFIGS[0], accum: AccumLayout::Fragments } };
+        assert_eq!(frag.to_string(), "flash_bwd_frag_f16_d64_128x128s3");
+        assert!(frag.needs_sm90a() && frag.is_instantiated());
+        let wide = Kernel::Bwd { dtype: DType::F16, step: BwdStep::Main { config: BWD_CONFIGS[2], accum: AccumLayout::Fragments } };
+        assert!(BWD_CONFIGS[2].head_dim == 256 && !wide.is_instantiated());
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep(AccumLayout::Rows) }.to_string(), "flash_bwd_prep_f16");
         let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: false } };
         assert_eq!(hopper.to_string(), "flash_bwd_sm90_bf16_d128_64x128s2");
@@ -462,7 +479,9 @@ mod tests {
         assert_eq!(names.len(), all.len(), "two kernels share a name");
         let mma = Variant::ALL.iter().map(|v| v.configs().len() + v.mods_configs().len()).sum::<usize>();
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 2 * sm90::MODS.len();
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + 2 * BWD_SM90_CONFIGS.len() + 1));
+        let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
+        assert!(frag > 0 && frag < BWD_CONFIGS.len());
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * BWD_SM90_CONFIGS.len() + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -475,12 +494,12 @@ mod tests {
                     varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32, mods as u32
                 ),
                 Kernel::Bwd { dtype, step } => {
-                    let (c, varlen) = match step {
-                        BwdStep::Main(c) => (c, false),
+                    let (c, flag) = match step {
+                        BwdStep::Main { config: c, accum } => (c, accum == AccumLayout::Fragments),
                         BwdStep::MainSm90 { config: c, varlen } => (BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: c.block_n(), stages: c.stages }, varlen),
                         _ => (BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }, false),
                     };
-                    std::format!("// {MARKER} bwd {} {} {} {} {} {} {}", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages, varlen as u32)
+                    std::format!("// {MARKER} bwd {} {} {} {} {} {} {}", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages, flag as u32)
                 }
                 Kernel::Merge { dtype } => std::format!("// {MARKER} merge {}", dtype.code()),
             };
@@ -503,7 +522,7 @@ mod tests {
             "flashrs-kernel: mma 0 7 64 128 64 4 2 0", "flashrs-kernel: sm90 2 0 64 128 3 3 1 0", "flashrs-kernel: tc 0 0 64 128 64 4 2 0",
             "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1", "flashrs-kernel: mma 0 0 64 128 x 4 2 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 2",
             "flashrs-kernel: sm90 0 0 64 128 3 3 1 2", "flashrs-kernel: sm90 0 0 64 128 3 3 1",
-            "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 1",
+            "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 2",
             "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2",
             "flashrs-kernel: merge", "flashrs-kernel: merge 7", "flashrs-kernel: merge 0 0"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");

@@ -8,7 +8,7 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, bwd_row_lanes};
 use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks, FwdParams, Kernel};
 
@@ -68,6 +68,8 @@ pub struct BackwardPlan {
     /// dQ sums its parts in key-block order ([`AttentionParams::deterministic`]): the launch
     /// points [`BwdParams::dq_semaphore`] at the workspace's counters.
     pub deterministic: bool,
+    /// Packed variable-length sequences (host or device offsets).
+    pub varlen: bool,
 }
 
 impl BackwardPlan {
@@ -82,7 +84,9 @@ impl BackwardPlan {
         let p = &self.params;
         let stats = match self.kernels[1] {
             // One padding block after the launch's (see the prep kernel).
-            Kernel::Bwd { step: BwdStep::MainSm90 { varlen, .. }, .. } => (FragmentBlocks::count(&p.fwd, varlen) as usize + 1) * AccumLayout::STATS,
+            Kernel::Bwd { step, .. } if step.accum_layout() == AccumLayout::Fragments => {
+                (FragmentBlocks::count(&p.fwd, self.varlen) as usize + 1) * AccumLayout::STATS
+            }
             _ => p.rows as usize * p.fwd.heads_q as usize,
         };
         let dsum = (p.accum_len as usize * 4).next_multiple_of(16);
@@ -99,7 +103,10 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     let padded = padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
     let mma = || {
         let ours = || BWD_CONFIGS.iter().filter(move |c| c.head_dim == padded);
-        ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).map(|&c| BwdStep::Main(c)).ok_or_else(|| Error::SharedMemory {
+        // sm_90a adds dQ in fragment order (16-byte vector reductions) where the configuration
+        // takes it, older GPUs in rows.
+        let accum = |c: &BwdConfig| if target.arch == Arch::Sm90a && c.fragments() { AccumLayout::Fragments } else { AccumLayout::Rows };
+        ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).map(|&config| BwdStep::Main { config, accum: accum(&config) }).ok_or_else(|| Error::SharedMemory {
             kernel: "the backward pass".into(),
             needed: ours().map(|c| c.smem_bytes()).min().unwrap_or(0) as u64,
             available: target.max_smem_per_block as u64,
@@ -158,7 +165,7 @@ impl AttentionParams<'_> {
             None => (p.seqlen_q, p.seqlen_k),
         };
         let nb = if call.packed.is_some() { 1 } else { p.batch };
-        let mut plan = BackwardPlan { kernels, grids: [0; 3], smem: kernels[1].smem_bytes() as u32, params: BwdParams::default(), upload: None, workspace_bytes: 0, deterministic: p.deterministic };
+        let mut plan = BackwardPlan { kernels, grids: [0; 3], smem: kernels[1].smem_bytes() as u32, params: BwdParams::default(), upload: None, workspace_bytes: 0, deterministic: p.deterministic, varlen: call.packed.is_some() };
         if p.batch == 0 || p.heads_q == 0 || (rows_q == 0 && rows_k == 0) {
             return Ok(plan);
         }
@@ -232,12 +239,13 @@ impl AttentionParams<'_> {
         };
         // Counters: per (batch, head, query block), or one per block of the Fragments layout,
         // whose blocks (64 rows, padded per sequence) also size its accumulator and statistics.
-        let (counters, accum_len) = match main {
-            BwdStep::MainSm90 { varlen, .. } => {
-                let blocks = FragmentBlocks::count(&fwd, varlen);
-                (blocks, blocks * 64 * padded as u128)
+        let (counters, accum_len) = match layout {
+            AccumLayout::Fragments => {
+                // And a padding block (see `AccumLayout`).
+                let blocks = FragmentBlocks::count(&fwd, call.packed.is_some());
+                (blocks, (blocks + 1) * 64 * padded as u128)
             }
-            _ => (p.batch as u128 * hq as u128 * m_blocks as u128, row_slots * padded as u128),
+            AccumLayout::Rows => (p.batch as u128 * hq as u128 * m_blocks as u128, row_slots * padded as u128),
         };
         // 32-bit indices in the kernels: rows x heads, counters, accumulator chunks.
         limit("query rows x heads", row_slots)?;
@@ -288,7 +296,7 @@ impl Gpu {
     /// tensor's strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V
     /// head's query heads. Rows that see no key get zero dQ; keys no row sees get zero dK and
     /// dV. Memory beyond the buffers: a workspace of `(head_dim padded to 64/128/256 + 1)` f32
-    /// per (batch, head, query row) (`+ 2` on the Hopper kernel, whose rows round up to 64 per
+    /// per (batch, head, query row) (`+ 2` on H100/H200, whose rows round up to 64 per
     /// (sequence, head)). With [`AttentionParams::deterministic`], every gradient is bit-identical
     /// from run to run.
     ///
@@ -368,12 +376,14 @@ impl Gpu {
         if plan.smem > available {
             return Err(Error::SharedMemory { kernel: plan.kernels[1].to_string(), needed: plan.smem as u64, available: available as u64 });
         }
+        let hopper = matches!(plan.kernels[1], Kernel::Bwd { step: BwdStep::MainSm90 { .. }, .. });
         if plan.kernels[1].needs_sm90a() && self.arch() != Arch::Sm90a {
             let (major, minor) = self.compute_capability();
-            return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major, minor });
+            let path = if hopper { "wgmma" } else { "mma-sync" };
+            return Err(Error::PathUnavailable { path, needs: "an sm_90a GPU (H100/H200)", major, minor });
         }
         let funcs = [self.kernel_function(plan.kernels[0], 0)?, self.kernel_function(plan.kernels[1], plan.smem)?, self.kernel_function(plan.kernels[2], 0)?];
-        let maps = if plan.kernels[1].needs_sm90a() { Some(encode_bwd_maps(plan)?) } else { None };
+        let maps = if hopper { Some(encode_bwd_maps(plan)?) } else { None };
         let [dsum, sems] = plan.workspace_layout();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);
         let run = |ws: WorkspaceAddrs| {
@@ -471,7 +481,7 @@ mod tests {
             assert_eq!((c.head_dim, pl.kernels[2]), (padded, Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Fragments) }));
             assert_eq!(step.accum_layout(), AccumLayout::Fragments);
             // 64-row chunks of the padded head dim per (batch, head): ceil(1000 / 64) = 16.
-            assert_eq!(pl.params.accum_len, 2 * 8 * 16 * 64 * padded as u64);
+            assert_eq!(pl.params.accum_len, (2 * 8 * 16 + 1) * 64 * padded as u64);
             // 128 keys per CTA, 64 at head_dim 256 (both consumers on the same keys).
             let bn = if padded == 256 { 64 } else { 128 };
             assert_eq!((c.block_n(), pl.params.n_blocks, pl.grids[1]), (bn, 3000u32.div_ceil(bn as u32), 2 * 2 * 3000u32.div_ceil(bn as u32)));
@@ -480,13 +490,17 @@ mod tests {
         let det = params(128).deterministic(true).build().unwrap();
         for (p, t) in [(params(128).build().unwrap(), Target::A100), (det.clone(), Target::A100), (params(256).build().unwrap(), Target::A100)] {
             let pl = plan(&p, &t).unwrap();
-            assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::Main(_), .. }), "{:?}", pl.kernels[1]);
+            assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::Main { accum: AccumLayout::Rows, .. }, .. }), "{:?}", pl.kernels[1]);
             assert_eq!(pl.kernels[2], Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Rows) });
             assert_eq!(pl.params.accum_len, 2 * 8 * 1000 * pl.params.accum_dim as u64);
         }
         // Forced families.
         let mma = params(64).kernel(KernelChoice::MmaSync { config: None }).build().unwrap();
-        assert!(matches!(plan(&mma, &Target::H100).unwrap().kernels[1], Kernel::Bwd { step: BwdStep::Main(_), .. }));
+        // mma.sync on sm_90a adds in fragment order, with the Hopper kernel's row kernels.
+        let pl = plan(&mma, &Target::H100).unwrap();
+        assert!(matches!(pl.kernels[1], Kernel::Bwd { step: BwdStep::Main { accum: AccumLayout::Fragments, .. }, .. }));
+        assert_eq!(pl.kernels[0], Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Prep(AccumLayout::Fragments) });
+        assert_eq!(pl.params.accum_len, (2 * 8 * 16 + 1) * 64 * 64);
         let wgmma = KernelChoice::Wgmma { config: None, persistent: None };
         assert!(matches!(plan(&params(64).kernel(wgmma).build().unwrap(), &Target::A100), Err(Error::PathUnavailable { .. })));
         // Deterministic calls too, with one counter per 64-row query block.
@@ -513,9 +527,10 @@ mod tests {
         assert_eq!(pl.kernels[1].to_string(), "flash_bwd_sm90_varlen_f16_d128_64x128s2");
         // Per head 165 / 64 + 3 = 5 blocks (the sequences need 1 + 2 + 1), 8 heads.
         let blocks = 8 * 5;
-        assert_eq!(pl.params.accum_len, blocks * 64 * 128);
-        // Accumulator, statistics (128 f32 a block, and a padding block) and one counter a block.
-        assert_eq!(pl.workspace_bytes as u64, 4 * (blocks * 64 * 128 + (blocks + 1) * 128 + blocks));
+        assert_eq!(pl.params.accum_len, (blocks + 1) * 64 * 128);
+        // Accumulator and statistics (128 f32 a block), each with a padding block, and one
+        // counter a block.
+        assert_eq!(pl.workspace_bytes as u64, 4 * ((blocks + 1) * 64 * 128 + (blocks + 1) * 128 + blocks));
         // The longest sequence's keys size the grid: 300 keys, 3 blocks of 128 per (sequence, K/V head).
         assert_eq!((config.block_n(), pl.params.n_blocks, pl.grids[1]), (128, 3, 3 * 2 * 3));
         // The row kernels walk every sequence padded to the longest's blocks: 3 x 2 x 64 rows.

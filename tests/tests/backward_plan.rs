@@ -128,11 +128,17 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
             }
             (bm, bn, AccumLayout::Fragments)
         }
-        Kernel::Bwd { step: BwdStep::Main(c), .. } if !hopper => {
+        Kernel::Bwd { step: BwdStep::Main { config: c, accum }, .. } if !hopper => {
             if c.head_dim != pd || c.smem_bytes() > t.max_smem_per_block as usize {
                 return Err(format!("mma.sync tile {c:?} for head_dim {pd} and {} bytes of shared memory", t.max_smem_per_block));
             }
-            (c.block_m, c.block_n, AccumLayout::Rows)
+            // sm_90a adds dQ with 16-byte vector reductions, in fragment order, up to head_dim
+            // 128 (at 256 its registers go to dK and dV).
+            let want = if t.arch == Arch::Sm90a && pd <= 128 { AccumLayout::Fragments } else { AccumLayout::Rows };
+            if accum != want {
+                return Err(format!("mma.sync accumulator {accum:?} on {:?}, want {want:?}", t.arch));
+            }
+            (c.block_m, c.block_n, accum)
         }
         k => return Err(format!("main kernel {k:?}, want {}", if hopper { "Hopper" } else { "mma.sync" })),
     };
@@ -145,7 +151,8 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
         return Err(format!("prep and dQ kernels {:?}, want {want_steps:?}", [plan.kernels[0], plan.kernels[2]]));
     }
     let (m_blocks, n_blocks) = (s.seqlen_q.div_ceil(bm), s.seqlen_k.div_ceil(bn));
-    // The row kernels' rows per head: the log-sum-exp's, or (Hopper) padded to whole steps.
+    // The row kernels' rows per head: the log-sum-exp's, or (fragment order) padded to whole
+    // steps.
     let row_count = match layout {
         AccumLayout::Rows => s.batch * s.seqlen_q,
         AccumLayout::Fragments => s.batch * m_blocks * bm,
@@ -156,14 +163,14 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     if plan.grids != grids {
         return Err(format!("grids {:?}, want {grids:?}", plan.grids));
     }
-    // The f32 accumulator: per query row and head a padded row, or (Hopper) 64-row blocks; then
-    // the row statistics (dsum, or per block 64 log-sum-exp bases and 64 dsums, and one
-    // padding block); then the deterministic mode's counters, one per (batch, head, query
-    // block), or (Hopper) per 64-row block.
+    // The f32 accumulator: per query row and head a padded row, or (fragment order) 64-row
+    // blocks and a padding block; then the row statistics (dsum, or per block 64 log-sum-exp bases and 64 dsums,
+    // and one padding block); then the deterministic mode's counters, one per (batch, head,
+    // query block), or (fragment order) per 64-row block.
     let blocks = s.batch * s.heads_q * s.seqlen_q.div_ceil(64);
     let (accum, stats, counters) = match layout {
         AccumLayout::Rows => (rows * pd, rows, s.batch * s.heads_q * m_blocks),
-        AccumLayout::Fragments => (blocks * 64 * pd, (blocks + 1) * 128, blocks),
+        AccumLayout::Fragments => ((blocks + 1) * 64 * pd, (blocks + 1) * 128, blocks),
     };
     let counters = if s.deterministic { counters } else { 0 };
     let at_least = 4 * (accum + stats + counters);
@@ -284,10 +291,18 @@ fn variable_length_backward_plans_match_the_model() {
                     // and one padding block of statistics. The row kernels walk every sequence
                     // padded to the longest's steps.
                     let blocks = heads_q * (total_q / 64 + lens.len());
-                    (bn, blocks * 64 * pd, (blocks + 1) * 128, blocks, lens.len() * max_q.div_ceil(bm) * bm)
+                    (bn, (blocks + 1) * 64 * pd, (blocks + 1) * 128, blocks, lens.len() * max_q.div_ceil(bm) * bm)
                 }
-                Kernel::Bwd { step: BwdStep::Main(c), .. } if !on_hopper => {
-                    (c.block_n, total_q * heads_q * pd, total_q * heads_q, lens.len() * heads_q * max_q.div_ceil(c.block_m), total_q)
+                Kernel::Bwd { step: BwdStep::Main { config: c, accum }, .. } if !on_hopper => {
+                    if t.arch == Arch::Sm90a && pd <= 128 {
+                        // Fragment order, as the Hopper kernel's.
+                        assert_eq!(accum, AccumLayout::Fragments, "{}", why("mma.sync accumulator".into()));
+                        let blocks = heads_q * (total_q / 64 + lens.len());
+                        (c.block_n, (blocks + 1) * 64 * pd, (blocks + 1) * 128, blocks, lens.len() * max_q.div_ceil(c.block_m) * c.block_m)
+                    } else {
+                        assert_eq!(accum, AccumLayout::Rows, "{}", why("mma.sync accumulator".into()));
+                        (c.block_n, total_q * heads_q * pd, total_q * heads_q, lens.len() * heads_q * max_q.div_ceil(c.block_m), total_q)
+                    }
                 }
                 k => panic!("{}", why(format!("main kernel {k:?}"))),
             };

@@ -350,19 +350,19 @@ fn probe_bulk_reduce() {
 }
 
 #[test]
-fn probe_red_v4() {
-    let Some(gpu) = hopper_or_skip("probe_red_v4") else { return };
+fn probe_red_vector() {
+    let Some(gpu) = hopper_or_skip("probe_red_vector") else { return };
     let module = probe_module(&gpu);
     let stream = stream();
     let mut rng = StdRng::seed_from_u64(0xb03);
-    for n in [4usize, 100, 1024] {
+    for (width, n) in [2u32, 4].into_iter().flat_map(|w| [4usize, 100, 1024].map(move |n| (w, n))) {
         let src = nonzero_values(&mut rng, n);
         let dst0 = nonzero_values(&mut rng, n + 4);
         let src_d = DeviceBuffer::from_slice(&src).unwrap();
         let dst_d = DeviceBuffer::from_slice(&dst0).unwrap();
         for _ in 0..2 {
             unsafe {
-                launch!(module.probe_red_v4<<<1, 128, 0, stream>>>(src_d.as_device_ptr(), dst_d.as_device_ptr(), n as u32)).unwrap();
+                launch!(module.probe_red_vector<<<1, 128, 0, stream>>>(src_d.as_device_ptr(), dst_d.as_device_ptr(), n as u32, width)).unwrap();
             }
         }
         stream.synchronize().unwrap();
@@ -371,7 +371,7 @@ fn probe_red_v4() {
         for i in 0..n + 4 {
             // Twice within n, nothing past it.
             let want = if i < n { (dst0[i] + src[i]) + src[i] } else { dst0[i] };
-            assert_eq!(dst[i], want, "element {i} of {n}");
+            assert_eq!(dst[i], want, "element {i} of {n}, {width} at a time");
         }
     }
 }

@@ -51,6 +51,14 @@ pub unsafe fn red_relaxed_gpu_add_f32(ptr: *mut f32, v: f32) {
     unsafe { core::arch::asm!("red.relaxed.gpu.global.add.f32 [{p}], {v};", p = in(reg64) ptr, v = in(reg32) v, options(nostack)) }
 }
 
+/// `red.relaxed.gpu.global.add.v2.f32` (sm_90): adds `v` to the two f32 at `ptr` (8-byte
+/// aligned), returning nothing.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn red_relaxed_gpu_add_v2_f32(ptr: *mut f32, v: [f32; 2]) {
+    unsafe { core::arch::asm!("red.relaxed.gpu.global.add.v2.f32 [{p}], {{{a}, {b}}};", p = in(reg64) ptr, a = in(reg32) v[0], b = in(reg32) v[1], options(nostack)) }
+}
+
 /// `red.relaxed.gpu.global.add.v4.f32` (sm_90): adds `v` to the four f32 at `ptr` (16-byte
 /// aligned), returning nothing. One instruction per 16 bytes, so that a warp adds 512
 /// contiguous bytes at once (the Hopper backward's dQ from registers).

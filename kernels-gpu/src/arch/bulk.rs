@@ -30,13 +30,6 @@ pub fn cp_async_bulk_commit_group() {
     unsafe { core::arch::asm!("cp.async.bulk.commit_group;", options(nostack)) }
 }
 
-/// `cp.async.bulk.wait_group.read N`: waits until at most `N` committed bulk copies have not
-/// yet read their shared-memory sources (the others' may then be overwritten).
-#[inline(always)]
-pub fn cp_async_bulk_wait_group_read<const N: u32>() {
-    unsafe { core::arch::asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack)) }
-}
-
 /// `cp.async.bulk.wait_group 0`: waits until every committed bulk copy is complete.
 #[inline(always)]
 pub fn cp_async_bulk_wait_group_0() {

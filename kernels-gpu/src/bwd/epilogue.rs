@@ -2,13 +2,13 @@
 //! accumulator (in key-block order in deterministic mode), and dK, dV written once at the end.
 use crate::arch::atom::{atom_acq_rel_gpu_add_u32, ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
 use crate::arch::barrier::{bar_sync, bar_sync_divergent};
-use crate::arch::smem::st_shared_b32;
 use crate::arch::mma::FragC;
 use crate::dtype::Element;
 
 /// Adds a warp's `32 x 8 NT` dQ part (first row `row0` of the sequence, first column `col0`)
 /// to the accumulator rows from `accum` (`accum_dim` f32 per row), skipping rows at or past
-/// `seqlen_q`.
+/// `seqlen_q`: a lane's two neighbouring values at once on sm_90a (8-byte reductions), one at a
+/// time before.
 #[inline(always)]
 pub unsafe fn add_dq<const NT: usize>(dq: &[[FragC; NT]; 2], accum: *mut f32, accum_dim: usize, row0: u32, col0: usize, seqlen_q: u32, lane: usize) {
     for mt in 0..2 {
@@ -17,6 +17,9 @@ pub unsafe fn add_dq<const NT: usize>(dq: &[[FragC; NT]; 2], accum: *mut f32, ac
             if row < seqlen_q {
                 let dst = unsafe { accum.add(row as usize * accum_dim + col0 + 2 * (lane % 4)) };
                 for nt in 0..NT {
+                    #[cfg(target_feature = "sm_90a")]
+                    unsafe { crate::arch::atom::red_relaxed_gpu_add_v2_f32(dst.add(nt * 8), [dq[mt][nt][2 * h], dq[mt][nt][2 * h + 1]]) };
+                    #[cfg(not(target_feature = "sm_90a"))]
                     unsafe {
                         red_relaxed_gpu_add_f32(dst.add(nt * 8), dq[mt][nt][2 * h]);
                         red_relaxed_gpu_add_f32(dst.add(nt * 8 + 1), dq[mt][nt][2 * h + 1]);
@@ -79,55 +82,20 @@ pub unsafe fn store_rows<T: Element, const NT: usize>(
     }
 }
 
-/// sm_90: stores a warp's `32 x 8 NT` dQ part (tile row `row0`, column `col0`) in f32 at the
-/// shared addresses `staged(row)` gives each row start (rows of `D` f32, the accumulator's
-/// layout, as the bulk reduction reads them).
+/// sm_90a: adds a warp's `32 x 8 NT` dQ part (first column `col0`) to the accumulator in
+/// fragment order ([`flashrs_abi::AccumLayout::Fragments`]): `chunk0` is the first chunk of
+/// the 64-row block holding the part's rows, and `group` (0 or 2) their first 16-row group in
+/// it. A lane's four values of an MMA tile are there in its fragment's order, 16 contiguous
+/// bytes at `512 * (column / 8) + 4 * (32 * group + lane)`, so each is one vector reduction.
 #[inline(always)]
-pub unsafe fn stage_dq<const NT: usize>(dq: &[[FragC; NT]; 2], staged: impl Fn(usize) -> u32, row0: usize, col0: usize, lane: usize) {
-    for mt in 0..2 {
-        for h in 0..2 {
-            let at = staged(row0 + mt * 16 + lane / 4 + 8 * h) + ((col0 + 2 * (lane % 4)) * 4) as u32;
-            for nt in 0..NT {
-                unsafe {
-                    st_shared_b32(at + (nt * 32) as u32, dq[mt][nt][2 * h].to_bits());
-                    st_shared_b32(at + (nt * 32 + 4) as u32, dq[mt][nt][2 * h + 1].to_bits());
-                }
-            }
-        }
-    }
-}
-
-/// sm_90 (one thread): adds a staged `BM x D` dQ part (rows `..BM / 2` at `halves[0]`, the
-/// rest at `halves[1]`) to the accumulator rows from sequence row `m0` on, skipping rows at
-/// or past `seqlen_q`, by bulk reductions.
-#[inline(always)]
-pub unsafe fn reduce_dq<const BM: usize, const D: usize>(accum: *mut f32, halves: [u32; 2], m0: u32, seqlen_q: u32) {
+pub unsafe fn add_dq_fragments<const NT: usize>(dq: &[[FragC; NT]; 2], chunk0: *mut f32, group: usize, col0: usize, lane: usize) {
     #[cfg(target_feature = "sm_90a")]
-    {
-        use crate::arch::bulk::{cp_async_bulk_commit_group, cp_reduce_async_bulk_add_f32};
-        for (i, &src) in halves.iter().enumerate() {
-            let first = m0 + (i * BM / 2) as u32;
-            let rows = seqlen_q.saturating_sub(first).min((BM / 2) as u32);
-            if rows > 0 {
-                unsafe { cp_reduce_async_bulk_add_f32(accum.add(first as usize * D), src, rows * (D * 4) as u32) };
-            }
+    for mt in 0..2 {
+        let at = chunk0.wrapping_add(512 * (col0 / 8) + 4 * (32 * (group + mt) + lane));
+        for nt in 0..NT {
+            unsafe { crate::arch::atom::red_relaxed_gpu_add_v4_f32(at.add(512 * nt), dq[mt][nt]) };
         }
-        cp_async_bulk_commit_group();
     }
     #[cfg(not(target_feature = "sm_90a"))]
-    let _ = (accum, halves, m0, seqlen_q);
-}
-
-/// sm_90 (the reducing thread): waits until the staged dQ parts were read.
-#[inline(always)]
-pub fn staged_read() {
-    #[cfg(target_feature = "sm_90a")]
-    crate::arch::bulk::cp_async_bulk_wait_group_read::<0>();
-}
-
-/// sm_90 (the reducing thread): waits until the reductions are done (before the CTA exits).
-#[inline(always)]
-pub fn reduced() {
-    #[cfg(target_feature = "sm_90a")]
-    crate::arch::bulk::cp_async_bulk_wait_group_0();
+    let _ = (dq, chunk0, group, col0, lane);
 }

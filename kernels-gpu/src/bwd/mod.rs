@@ -20,13 +20,19 @@
 //! x (D / (8 / (BN/32))) tiles of dK and dV, and 32-row tiles of dQ ([`flashrs_abi::BwdConfig`]);
 //! the fragment layouts are [`crate::arch::mma`]'s and the operand storages [`gemm`]'s.
 //!
-//! dQ leaves into an f32 accumulator: every key block adds to every query block it sees. On
-//! sm_90 the step's part is staged in f32 over its (no longer needed) Q and dO tiles and added
-//! by bulk reductions ([`epilogue::reduce_dq`]); per-element atomics ([`epilogue::add_dq`]),
-//! whose throughput bounds the walk, remain for sm_80-89 and for deterministic launches, which
-//! take turns per query block in key-block order ([`epilogue::wait_turn`]): the grid puts a
-//! (batch, head)'s key blocks at consecutive CTA indices, so a key block waits only for CTAs
-//! started before it.
+//! dQ leaves into an f32 accumulator, added from registers: every key block adds to every
+//! query block it sees. Its layout is the kernel's `FRAG` choice ([`flashrs_abi::AccumLayout`]).
+//! In rows (sm_80 and newer), a thread's fragment values lie in two rows, added by per-element
+//! atomics ([`epilogue::add_dq`]). On sm_90a the kernels add in fragment order
+//! ([`epilogue::add_dq_fragments`]), the Hopper kernel's, where a thread's four values of an
+//! MMA tile are 16 contiguous bytes: one `red.global.add.v4.f32` each, at offsets from one base
+//! known at compile time, where per-element atomics cost four and a row address each, and
+//! staging the part in shared memory for bulk reductions cost two barriers a step, 8-way bank
+//! conflicts and (one stage) a wait for the bulk read before the next step's loads. The row
+//! statistics follow the layout: the log-sum-exp and dsum per row, or per 64-row block the
+//! prep kernel's bases and dsums. Deterministic launches take turns per query block in
+//! key-block order ([`epilogue::wait_turn`]): the grid puts a (batch, head)'s key blocks at
+//! consecutive CTA indices, so a key block waits only for CTAs started before it.
 pub mod epilogue;
 pub mod gemm;
 pub mod rows;
@@ -36,6 +42,8 @@ use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_
 use crate::arch::ids::{block_idx_x, thread_idx_x, warp_id};
 use crate::arch::mma::FragC;
 use crate::arch::smem::{dsmem_base, ld_shared_b32};
+#[cfg(target_feature = "sm_90a")]
+use crate::arch::cp_async::cp_async_cg_16;
 use crate::dtype::{Bf16, Element, F16};
 use crate::fwd::mainloop::TileCursor;
 use crate::layout::SmemTile;
@@ -44,15 +52,26 @@ use crate::mask::Mask;
 use epilogue::{add_dq, end_turn, store_rows, wait_turn};
 use flashrs_abi::bwd::{BWD_CONFIGS, BwdConfig};
 use flashrs_abi::grid::{Extent, div_rem};
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks};
 use gemm::{Operand, load_packed, mma_tiles, pack_tile, store_packed, store_tile};
 
 /// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
-/// `BM`, keys `BN`, `STAGES` of the query-side tiles, and the warps' 8-column tile counts `N1`
+/// `BM`, keys `BN`, `STAGES` of the query-side tiles, the warps' 8-column tile counts `N1`
 /// (S, dP), `N2` (dK, dV), `N3` (dQ, per pass of `DQ_PASSES`), which stable Rust cannot
-/// compute in array types.
+/// compute in array types, and `FRAG`: the accumulator in fragment order (sm_90a), else rows.
 #[inline(always)]
-unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const N1: usize, const N2: usize, const N3: usize, const DQ_PASSES: usize>(
+unsafe fn flash_bwd<
+    T: Element,
+    const D: usize,
+    const BM: usize,
+    const BN: usize,
+    const STAGES: usize,
+    const N1: usize,
+    const N2: usize,
+    const N3: usize,
+    const DQ_PASSES: usize,
+    const FRAG: bool,
+>(
     p: &BwdParams,
 ) {
     const THREADS: usize = 256;
@@ -61,6 +80,8 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     const {
         assert!(N1 == BN / (8 / (BM / 32)) / 8 && N2 == D / (8 / (BN / 32)) / 8 && N3 * DQ_PASSES == D / (8 / (BM / 32)) / 8);
         assert!(STAGES >= 1 && STAGES <= 3);
+        // Fragment order: whole 64-row blocks a step, whole 32-row halves of them a warp.
+        assert!(!FRAG || BM % 64 == 0);
     }
     let f = &p.fwd;
     let tid = thread_idx_x();
@@ -94,12 +115,17 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let do_tile = |s: usize| SmemTile::<BM, D> { base: q_side + ((STAGES + s) * BM * D * 2) as u32 };
     let p_tile = SmemTile::<BM, BN> { base: q_side + (2 * STAGES * BM * D * 2) as u32 };
     let ds_tile = SmemTile::<BM, BN> { base: p_tile.base + (BM * BN * 2) as u32 };
+    // Each stage's row statistics: BM log-sum-exps (or, fragment order, their bases) and BM
+    // dsums.
     let rows_base = ds_tile.base + (BM * BN * 2) as u32;
     let lse_row = |s: usize| rows_base + (s * BM * 4) as u32;
     let dsum_row = |s: usize| rows_base + ((STAGES + s) * BM * 4) as u32;
 
     // What the walk's addresses derive from, handed to each step through `Walk::hidden`.
-    let walk = Walk { batch, h_kv, q_start: extent.q_start, seqlen_q, m_first, m_count };
+    let blocks = if varlen { FragmentBlocks::varlen(f, batch, extent.q_start) } else { FragmentBlocks::fixed(f, batch) };
+    // Fragment order: the padding block, read by a 128-row step's second half past the sequence.
+    let pad = if BM > 64 { FragmentBlocks::count(f, varlen) as u32 } else { 0 };
+    let walk = Walk { batch, h_kv, q_start: extent.q_start, seqlen_q, m_first, m_count, blocks, pad };
     // Step i is query block m_first + i % m_count of the group's head i / m_count.
     let step = |w: &Walk, i: u32| {
         let (g, m) = div_rem(i, w.m_count);
@@ -116,14 +142,29 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         let m0 = m * BM as u32;
         TileCursor::<BM, D, THREADS>::new(tid, q_rows(w, f.q, f.q_strides, h), f.q_strides[1], seqlen_q, m0, f.head_dim).issue(q_tile(s), tid, f.q_strides[1]);
         TileCursor::<BM, D, THREADS>::new(tid, q_rows(w, p.dout, p.dout_strides, h), p.dout_strides[1], seqlen_q, m0, f.head_dim).issue(do_tile(s), tid, p.dout_strides[1]);
-        // Threads 0..BM copy a log-sum-exp each, BM..2 BM a dsum (rows past the end: 0).
-        let r = tid as usize % BM;
-        let valid = m0 + (r as u32) < seqlen_q;
-        let at = lse_first(w, h) + if valid { m0 as usize + r } else { 0 };
-        if (tid as usize) < BM {
-            cp_async_ca_4(lse_row(s) + 4 * r as u32, (f.lse as *const f32).add(at) as *const u8, valid);
-        } else if (tid as usize) < 2 * BM {
-            cp_async_ca_4(dsum_row(s) + 4 * r as u32, (p.dsum as *const f32).add(at) as *const u8, valid);
+        if FRAG {
+            // Threads 0..BM / 2 copy 16 bytes each of the step's statistics blocks; a block past
+            // the sequence (the second half of a 128-row step) is the padding block, -inf and 0.
+            #[cfg(target_feature = "sm_90a")]
+            if (tid as usize) < BM / 2 {
+                let (half, chunk) = (tid / 32, tid % 32);
+                let row = m0 + 64 * half;
+                let block = if half == 0 || row < seqlen_q { w.blocks.block(h, row) } else { w.pad };
+                let src = (p.dsum as *const f32).wrapping_add(AccumLayout::fragment_stats(block, 0) + 4 * chunk as usize);
+                // A block's first 16 chunks are bases, the next 16 dsums.
+                let dst = if chunk < 16 { lse_row(s) } else { dsum_row(s) } + 256 * half + 16 * (chunk % 16);
+                cp_async_cg_16(dst, src as *const u8, true);
+            }
+        } else {
+            // Threads 0..BM copy a log-sum-exp each, BM..2 BM a dsum (rows past the end: 0).
+            let r = tid as usize % BM;
+            let valid = m0 + (r as u32) < seqlen_q;
+            let at = lse_first(w, h) + if valid { m0 as usize + r } else { 0 };
+            if (tid as usize) < BM {
+                cp_async_ca_4(lse_row(s) + 4 * r as u32, (f.lse as *const f32).add(at) as *const u8, valid);
+            } else if (tid as usize) < 2 * BM {
+                cp_async_ca_4(dsum_row(s) + 4 * r as u32, (p.dsum as *const f32).add(at) as *const u8, valid);
+            }
         }
     };
 
@@ -150,17 +191,9 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
     let (r3, c3) = (warp % w3 * 32, warp / w3 * N3 * DQ_PASSES * 8);
     let mut dk = [[[0.0f32; 4]; N2]; 2];
     let mut dv = [[[0.0f32; 4]; N2]; 2];
-    // sm_90: dQ parts leave by bulk reductions of a staged tile (the atomics' throughput, not
-    // the GEMMs, bounds the walk otherwise), except in deterministic mode, whose turns need
-    // the adds done when a turn ends.
-    let bulk = cfg!(target_feature = "sm_90a") && p.dq_semaphore == 0;
     for i in 0..steps {
         let s = i as usize % STAGES;
-        let w = walk.hidden();
-        if STAGES == 1 && bulk && tid == 0 {
-            // The previous step's staged dQ was read before its stage is refilled below.
-            epilogue::staged_read();
-        }
+        let w = walk.hidden::<FRAG>(BM > 64);
         if STAGES == 1 {
             // Everyone is done with the previous step's tiles before they are overwritten.
             if i > 0 {
@@ -189,7 +222,8 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         let row_in = |mt: usize, h: usize| (r1 + mt * 16 + lane / 4 + 8 * h) as u32 * 4;
         for mt in 0..2 {
             for hh in 0..2 {
-                let base = lse::neg_lse_base(f32::from_bits(unsafe { ld_shared_b32(lse_row(s) + row_in(mt, hh)) }));
+                let stored = f32::from_bits(unsafe { ld_shared_b32(lse_row(s) + row_in(mt, hh)) });
+                let base = if FRAG { stored } else { lse::neg_lse_base(stored) };
                 for nt in 0..N1 {
                     for e in 0..2 {
                         sp[mt][nt][2 * hh + e] = lse::exp_scaled(sp[mt][nt][2 * hh + e], f.scale_log2, base);
@@ -217,11 +251,6 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
             }
         }
         unsafe { store_tile::<T, N1, BM, BN>(&ds, ds_tile, r1, c1, lane) };
-        if STAGES > 1 && bulk && tid == 0 {
-            // Step i - 1's staged dQ (in the stage refilled next) was read: waited for only
-            // now, so that its reduction overlaps this step's S and dP.
-            epilogue::staged_read();
-        }
         bar_sync();
         if STAGES > 1 {
             // Step i + STAGES - 1's tiles into step i - 1's stage, which every warp is done
@@ -243,43 +272,34 @@ unsafe fn flash_bwd<T: Element, const D: usize, const BM: usize, const BN: usize
         // dQ part = dS K, added to the accumulator; in passes of N3 8-column tiles (the whole
         // part of head_dim 256 would not fit in registers beside dK and dV).
         let accum = unsafe { (p.dq_accum as *mut f32).add(lse_first(&w, h) * p.accum_dim as usize) };
-        if bulk {
-            // Staged in f32 where this step's Q and dO were (the dK and dV GEMMs are done with
-            // them: the barrier), rows BM / 2.. in dO's half, and added by two bulk reductions.
-            bar_sync();
-            let staged = |row: usize| if row < BM / 2 { q_tile(s).base } else { do_tile(s).base } + ((row % (BM / 2)) * D * 4) as u32;
-            for pass in 0..DQ_PASSES {
-                let c = c3 + pass * N3 * 8;
-                let mut dq: [[FragC; N3]; 2] = [[[0.0; 4]; N3]; 2];
-                unsafe { mma_tiles::<T, 2, N3, BN, false, D, true>(&mut dq, Operand::a(ds_tile, r3, 0, lane).opaque(), Operand::b(k_tile, 0, c / 8, lane).opaque(), BN / 16) };
-                unsafe { epilogue::stage_dq::<N3>(&dq, staged, r3, c, lane) };
-            }
-            #[cfg(target_feature = "sm_90a")]
-            crate::arch::fence::fence_proxy_async_shared_cta();
-            bar_sync();
-            if tid == 0 {
-                unsafe { epilogue::reduce_dq::<BM, D>(accum, [q_tile(s).base, do_tile(s).base], m0, w.seqlen_q) };
-            }
-            continue;
-        }
-        let sem = (p.dq_semaphore as *mut u32).wrapping_add(((w.batch * f.heads_q + h) * f.m_blocks + m) as usize);
+        let sem = if FRAG {
+            (p.dq_semaphore as *mut u32).wrapping_add(w.blocks.block(h, m0) as usize)
+        } else {
+            (p.dq_semaphore as *mut u32).wrapping_add(((w.batch * f.heads_q + h) * f.m_blocks + m) as usize)
+        };
         if p.dq_semaphore != 0 {
             unsafe { wait_turn(sem, nb, tid) };
         }
+        // Fragment order: this thread's first slot in the chunks of the 64-row block of the
+        // warp's 32 rows; past the sequence (the second half of a 128-row step), whose block is
+        // another's, in the padding block.
         for pass in 0..DQ_PASSES {
             let c = c3 + pass * N3 * 8;
             let mut dq: [[FragC; N3]; 2] = [[[0.0; 4]; N3]; 2];
             unsafe { mma_tiles::<T, 2, N3, BN, false, D, true>(&mut dq, Operand::a(ds_tile, r3, 0, lane).opaque(), Operand::b(k_tile, 0, c / 8, lane).opaque(), BN / 16) };
-            unsafe { add_dq::<N3>(&dq, accum, p.accum_dim as usize, m0 + r3 as u32, c, w.seqlen_q, lane) };
+            if FRAG {
+                let block = if r3 < 64 || m0 + (r3 as u32) < w.seqlen_q { w.blocks.block(h, m0 + r3 as u32) } else { w.pad };
+                let chunk0 = (p.dq_accum as *mut f32).wrapping_add(AccumLayout::fragment_chunk(block, D, 0) * AccumLayout::CHUNK);
+                unsafe { epilogue::add_dq_fragments::<N3>(&dq, chunk0, r3 % 64 / 16, c, lane) };
+            } else {
+                unsafe { add_dq::<N3>(&dq, accum, p.accum_dim as usize, m0 + r3 as u32, c, w.seqlen_q, lane) };
+            }
         }
         if p.dq_semaphore != 0 {
             unsafe { end_turn(sem, tid) };
         }
     }
 
-    if bulk && tid == 0 {
-        epilogue::reduced();
-    }
     // dV and scale * dK, for this block's keys. The block is located again (from the block
     // index, hidden so that LLVM does not reuse the first): what it kept across the walk would
     // need registers that the walk's accumulators fill.
@@ -327,52 +347,68 @@ struct Walk {
     seqlen_q: u32,
     m_first: u32,
     m_count: u32,
+    /// Fragment order: the sequence's 64-row blocks, and the padding block.
+    blocks: FragmentBlocks,
+    pad: u32,
 }
 
 impl Walk {
     /// The same values, hidden from the optimiser: taken at each step, they keep LLVM from
     /// hoisting every 64-bit address derived from them out of the walk into registers of its
     /// own, which the dK and dV accumulators need (ptxas recomputes them in a few
-    /// instructions per step instead).
+    /// instructions per step instead). The fragment order's blocks are hidden only where
+    /// `FRAG` reads them, its padding block only where `pad` (128-row steps) is read (elsewhere
+    /// they are never computed).
     #[inline(always)]
-    fn hidden(self) -> Self {
+    fn hidden<const FRAG: bool>(self, pad: bool) -> Self {
         let h = |x: u32| crate::layout::opaque_i64(x as i64) as u32;
-        Walk { batch: h(self.batch), h_kv: h(self.h_kv), q_start: h(self.q_start), seqlen_q: h(self.seqlen_q), m_first: h(self.m_first), m_count: h(self.m_count) }
+        let blocks = if FRAG { FragmentBlocks { first: h(self.blocks.first), per_head: h(self.blocks.per_head) } } else { self.blocks };
+        let pad = if FRAG { h(self.pad) } else { self.pad };
+        Walk { batch: h(self.batch), h_kv: h(self.h_kv), q_start: h(self.q_start), seqlen_q: h(self.seqlen_q), m_first: h(self.m_first), m_count: h(self.m_count), blocks, pad }
     }
 }
 
 /// Declares the main entry points, one per (configuration of [`BWD_CONFIGS`], element type),
-/// each with its [`flashrs_abi::kernel`] marker.
+/// and on sm_90a a twin in fragment order for the configurations that take it
+/// ([`BwdConfig::fragments`]), each with its [`flashrs_abi::kernel`] marker.
 macro_rules! bwd_kernels {
-    ($($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
-        bwd_kernels!(@one $f16, F16, $idx);
-        bwd_kernels!(@one $bf16, Bf16, $idx);
+    ($($idx:literal => $f16:ident, $bf16:ident $(, $frag_f16:ident, $frag_bf16:ident)?;)*) => {$(
+        bwd_kernels!(@one $f16, F16, $idx, false);
+        bwd_kernels!(@one $bf16, Bf16, $idx, false);
+        $(
+            const _: () = assert!(BWD_CONFIGS[$idx].fragments());
+            #[cfg(target_feature = "sm_90a")]
+            bwd_kernels!(@one $frag_f16, F16, $idx, true);
+            #[cfg(target_feature = "sm_90a")]
+            bwd_kernels!(@one $frag_bf16, Bf16, $idx, true);
+        )?
     )*};
-    (@one $name:ident, $t:ty, $idx:literal) => {
+    (@one $name:ident, $t:ty, $idx:literal, $frag:literal) => {
         /// Backward attention's main entry point (see the module docs and [`BwdParams`]).
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
             const C: BwdConfig = BWD_CONFIGS[$idx];
             unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} 0", s = const BwdStep::Main(C).code(),
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}", s = const BwdStep::Main { config: C, accum: AccumLayout::Rows }.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const C.block_n, st = const C.stages, options(nomem, nostack, preserves_flags));
+                    bn = const C.block_n, st = const C.stages, a = const $frag as u32, options(nomem, nostack, preserves_flags));
                 flash_bwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
                     { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
-                    { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }>(&p)
+                    { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, $frag>(&p)
             }
         }
     };
 }
 
 bwd_kernels! {
-    0 => flash_bwd_f16_d64_128x128s3, flash_bwd_bf16_d64_128x128s3;
-    1 => flash_bwd_f16_d128_64x128s3, flash_bwd_bf16_d128_64x128s3;
-    2 => flash_bwd_f16_d256_64x64s1, flash_bwd_bf16_d256_64x64s1;
-    3 => flash_bwd_f16_d64_128x128s2, flash_bwd_bf16_d64_128x128s2;
-    4 => flash_bwd_f16_d128_64x128s2, flash_bwd_bf16_d128_64x128s2;
-    5 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2;
-    6 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1;
+    0 => flash_bwd_f16_d64_128x128s3, flash_bwd_bf16_d64_128x128s3, flash_bwd_frag_f16_d64_128x128s3, flash_bwd_frag_bf16_d64_128x128s3;
+    1 => flash_bwd_f16_d128_64x128s3, flash_bwd_bf16_d128_64x128s3, flash_bwd_frag_f16_d128_64x128s3, flash_bwd_frag_bf16_d128_64x128s3;
+    2 => flash_bwd_f16_d256_64x64s2, flash_bwd_bf16_d256_64x64s2;
+    3 => flash_bwd_f16_d256_64x64s1, flash_bwd_bf16_d256_64x64s1;
+    4 => flash_bwd_f16_d64_128x128s2, flash_bwd_bf16_d64_128x128s2, flash_bwd_frag_f16_d64_128x128s2, flash_bwd_frag_bf16_d64_128x128s2;
+    5 => flash_bwd_f16_d128_64x128s2, flash_bwd_bf16_d128_64x128s2, flash_bwd_frag_f16_d128_64x128s2, flash_bwd_frag_bf16_d128_64x128s2;
+    6 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2, flash_bwd_frag_f16_d64_64x128s2, flash_bwd_frag_bf16_d64_64x128s2;
+    7 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1, flash_bwd_frag_f16_d128_64x64s1, flash_bwd_frag_bf16_d128_64x64s1;
 }
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.

@@ -11,7 +11,7 @@
 //! * `ld.acquire`: `out[130]` = the bits of `*counter`.
 //!
 //! sm_90a: [`probe_bulk_reduce`], a bulk reduction of staged f32 into global memory,
-//! [`probe_red_v4`], the same from registers 16 bytes at a time, and [`probe_bulk_copy`], a
+//! [`probe_red_vector`], the same from registers 8 or 16 bytes at a time, and [`probe_bulk_copy`], a
 //! bulk copy into shared memory completing on an mbarrier.
 use crate::arch::atom::{ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
 use crate::arch::barrier::bar_sync;
@@ -74,14 +74,22 @@ pub unsafe extern "ptx-kernel" fn probe_bulk_reduce(src: *const f32, dst: *mut f
 }
 
 /// sm_90a: adds `src[0..n]` (n a multiple of 4, at most 1024) to `dst[0..n]` with one vector
-/// reduction per 4 values, thread `t` adding values `4t..` then `4t + 512..`; one CTA of 128
-/// threads, launched twice to show the adds accumulate.
+/// reduction per `width` values (2 or 4), thread `t` adding values `width t..` then
+/// `width (t + 128)..`; one CTA of 128 threads, launched twice to show the adds accumulate.
 #[cfg(target_feature = "sm_90a")]
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn probe_red_v4(src: *const [f32; 4], dst: *mut f32, n: u32) {
+pub unsafe extern "ptx-kernel" fn probe_red_vector(src: *const f32, dst: *mut f32, n: u32, width: u32) {
+    use crate::arch::atom::{red_relaxed_gpu_add_v2_f32, red_relaxed_gpu_add_v4_f32};
     let mut i = thread_idx_x();
-    while 4 * i < n {
-        unsafe { crate::arch::atom::red_relaxed_gpu_add_v4_f32(dst.add(4 * i as usize), *src.add(i as usize)) };
+    while width * i < n {
+        let at = (width * i) as usize;
+        unsafe {
+            if width == 2 {
+                red_relaxed_gpu_add_v2_f32(dst.add(at), *(src.add(at) as *const [f32; 2]));
+            } else {
+                red_relaxed_gpu_add_v4_f32(dst.add(at), *(src.add(at) as *const [f32; 4]));
+            }
+        }
         i += 128;
     }
 }
