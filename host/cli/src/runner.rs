@@ -163,6 +163,8 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
             let grads = bufs.grads(ctx).map_err(row_err)?;
             let bwd = gpu.plan_backward(&params, &bufs.refs(true), &grads.refs()).map_err(|e| row_err(e.into()))?;
             record.kernel = bwd.kernels[1].to_string();
+            // The forward's configuration is not the backward's (its kernel name says that).
+            record.config = None;
             record.backward = true;
             // SAFETY: planned against these live buffers, kept until timing ends.
             let launch = |raw| unsafe { gpu.launch_backward(raw, &bwd) };
