@@ -397,7 +397,7 @@ const fn even_tiles(cols: usize, warps: usize) -> bool {
 /// the walk), with 64 query rows a step at head_dim 128 (dK and dV hold 128 registers a
 /// thread). The defaults keep three steps of query-side tiles in flight (about 195 KB, an H100's);
 /// their two-stage twins fit the 163 KB of an A100's CTA, and the last two the 99 KB of sm_86
-/// and sm_89. Head_dim 256 keeps one stage: two leave the kernel one register short.
+/// and sm_89. Head_dim 256 takes two stages where they fit (209 KB), one on an A100.
 pub const BWD_CONFIGS: [BwdConfig; 8] = [
     BwdConfig { head_dim: 64, block_m: 128, block_n: 128, stages: 3 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 3 },
