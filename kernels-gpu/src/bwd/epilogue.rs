@@ -1,6 +1,6 @@
 //! Where the backward's results leave the CTA: a query block's dQ part added to the f32
 //! accumulator (in key-block order in deterministic mode), and dK, dV written once at the end.
-use crate::arch::atom::{atom_acq_rel_gpu_add_u32, ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
+use crate::arch::atom::{atom_acq_rel_gpu_add_u32, ld_acquire_gpu_u32};
 use crate::arch::barrier::{bar_sync, bar_sync_divergent};
 use crate::arch::mma::FragC;
 use crate::dtype::Element;
@@ -21,8 +21,8 @@ pub unsafe fn add_dq<const NT: usize>(dq: &[[FragC; NT]; 2], accum: *mut f32, ac
                     unsafe { crate::arch::atom::red_relaxed_gpu_add_v2_f32(dst.add(nt * 8), [dq[mt][nt][2 * h], dq[mt][nt][2 * h + 1]]) };
                     #[cfg(not(target_feature = "sm_90a"))]
                     unsafe {
-                        red_relaxed_gpu_add_f32(dst.add(nt * 8), dq[mt][nt][2 * h]);
-                        red_relaxed_gpu_add_f32(dst.add(nt * 8 + 1), dq[mt][nt][2 * h + 1]);
+                        crate::arch::atom::red_relaxed_gpu_add_f32(dst.add(nt * 8), dq[mt][nt][2 * h]);
+                        crate::arch::atom::red_relaxed_gpu_add_f32(dst.add(nt * 8 + 1), dq[mt][nt][2 * h + 1]);
                     }
                 }
             }

@@ -193,7 +193,7 @@ unsafe fn flash_bwd<
     let mut dv = [[[0.0f32; 4]; N2]; 2];
     for i in 0..steps {
         let s = i as usize % STAGES;
-        let w = walk.hidden::<FRAG>(BM > 64);
+        let w = walk.hidden::<FRAG>();
         if STAGES == 1 {
             // Everyone is done with the previous step's tiles before they are overwritten.
             if i > 0 {
@@ -356,11 +356,10 @@ impl Walk {
     /// The same values, hidden from the optimiser: taken at each step, they keep LLVM from
     /// hoisting every 64-bit address derived from them out of the walk into registers of its
     /// own, which the dK and dV accumulators need (ptxas recomputes them in a few
-    /// instructions per step instead). The fragment order's blocks are hidden only where
-    /// `FRAG` reads them, its padding block only where `pad` (128-row steps) is read (elsewhere
-    /// they are never computed).
+    /// instructions per step instead). The fragment order's are hidden only where `FRAG`
+    /// reads them (elsewhere they are never computed).
     #[inline(always)]
-    fn hidden<const FRAG: bool>(self, pad: bool) -> Self {
+    fn hidden<const FRAG: bool>(self) -> Self {
         let h = |x: u32| crate::layout::opaque_i64(x as i64) as u32;
         let blocks = if FRAG { FragmentBlocks { first: h(self.blocks.first), per_head: h(self.blocks.per_head) } } else { self.blocks };
         let pad = if FRAG { h(self.pad) } else { self.pad };
