@@ -42,15 +42,21 @@ impl Mask {
 #[inline(always)]
 pub fn modify<S: ScoreMod, const MT: usize, const SN: usize>(s: &mut [[FragC; SN]; MT], score: &S, row: i32, col: i32) {
     let colf = col as f32;
-    for mt in 0..MT {
-        for h in 0..2 {
-            let r = row + (mt * 16 + 8 * h) as i32;
-            let rowf = r as f32;
-            for j in 0..SN {
-                for e in 0..2 {
-                    let d = j * 8 + e;
-                    let at = At { row: r, key: col + d as i32, rowf, keyf: colf + d as f32 };
-                    s[mt][j][2 * h + e] = score.score(s[mt][j][2 * h + e], at);
+    // One pass per part that is on ([`ScoreMod::PARTS`]).
+    for part in 0..S::PARTS {
+        if !score.part_on(part) {
+            continue;
+        }
+        for mt in 0..MT {
+            for h in 0..2 {
+                let r = row + (mt * 16 + 8 * h) as i32;
+                let rowf = r as f32;
+                for j in 0..SN {
+                    for e in 0..2 {
+                        let d = j * 8 + e;
+                        let at = At { row: r, key: col + d as i32, rowf, keyf: colf + d as f32 };
+                        s[mt][j][2 * h + e] = score.score_part(part, s[mt][j][2 * h + e], at);
+                    }
                 }
             }
         }

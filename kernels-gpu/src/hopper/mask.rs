@@ -9,14 +9,20 @@ use crate::mods::{At, MaskMod, ScoreMod};
 #[inline(always)]
 pub fn modify<S: ScoreMod, const SN: usize>(s: &mut [f32; SN], score: &S, row: i32, col: i32) {
     let colf = col as f32;
-    for h in 0..2 {
-        let r = row + 8 * h as i32;
-        let rowf = r as f32;
-        for i in 0..SN / 4 {
-            for j in 0..2 {
-                let d = 8 * i + j;
-                let at = At { row: r, key: col + d as i32, rowf, keyf: colf + d as f32 };
-                s[4 * i + 2 * h + j] = score.score(s[4 * i + 2 * h + j], at);
+    // One pass per part that is on ([`ScoreMod::PARTS`]).
+    for part in 0..S::PARTS {
+        if !score.part_on(part) {
+            continue;
+        }
+        for h in 0..2 {
+            let r = row + 8 * h as i32;
+            let rowf = r as f32;
+            for i in 0..SN / 4 {
+                for j in 0..2 {
+                    let d = 8 * i + j;
+                    let at = At { row: r, key: col + d as i32, rowf, keyf: colf + d as f32 };
+                    s[4 * i + 2 * h + j] = score.score_part(part, s[4 * i + 2 * h + j], at);
+                }
             }
         }
     }
