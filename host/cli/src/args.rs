@@ -55,8 +55,9 @@ the median and the fastest are reported. With `--timing queued` each timed launc
 --window, --softcap, --alibi and --sinks run every row with those attention modifications \
 (on the library's kernels for them); with --window, TFLOPS count only the (query, key) pairs \
 the window lets through. Records name a row's modifications (`mods`). With --compare torch, \
-SDPA's backends are n/a for such rows (they take none of them), and FlashAttention-3 runs \
-the same window and softcap (not ALiBi or sinks).";
+SDPA's backends are n/a for such rows (they take none of them), FlashAttention-3 runs \
+the same window and softcap (not ALiBi or sinks), and FlexAttention (compiled per shape) the \
+same window, softcap and ALiBi (not sinks).";
 
 /// Element type on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -132,7 +133,8 @@ impl From<TimingArg> for crate::bench::TimingMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CompareArg {
     /// PyTorch SDPA's FlashAttention-2 and cuDNN backends, and FlashAttention-3 (the `fa3-fwd`
-    /// package: bf16 only) where it is installed, through `python3`.
+    /// package: bf16 only) where it is installed, through `python3`; on rows with attention
+    /// modifications also PyTorch's FlexAttention.
     Torch,
 }
 

@@ -37,6 +37,7 @@ fn label(i: Implementation) -> &'static str {
         Implementation::Fa3 => "FA3",
         Implementation::TorchCudnn => "cuDNN",
         Implementation::TorchFa2 => "FA2",
+        Implementation::TorchFlex => "FlexAttention",
         Implementation::Flashrs => "flashrs",
     }
 }

@@ -127,6 +127,7 @@ fn color(implementation: Implementation, index: usize) -> RGBColor {
         Implementation::TorchFa2 => RGBColor(255, 127, 14),
         Implementation::TorchCudnn => RGBColor(44, 160, 44),
         Implementation::Fa3 => RGBColor(214, 39, 40),
+        Implementation::TorchFlex => RGBColor(148, 103, 189),
     }
 }
 

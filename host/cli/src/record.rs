@@ -21,11 +21,16 @@ pub enum Implementation {
     /// bf16 only), called from PyTorch.
     #[serde(rename = "fa3")]
     Fa3,
+    /// PyTorch's FlexAttention (`torch.nn.attention.flex_attention`, compiled), timed on rows
+    /// with attention modifications only: the window as a block mask, softcap and ALiBi as a
+    /// score modification.
+    #[serde(rename = "torch-flex")]
+    TorchFlex,
 }
 
 impl Implementation {
     /// Every implementation, ours first: the column and legend order.
-    pub const ALL: [Implementation; 4] = [Implementation::Flashrs, Implementation::TorchFa2, Implementation::TorchCudnn, Implementation::Fa3];
+    pub const ALL: [Implementation; 5] = [Implementation::Flashrs, Implementation::TorchFa2, Implementation::TorchCudnn, Implementation::Fa3, Implementation::TorchFlex];
 
     /// Name in tables, plots and machine output (the serde name).
     pub fn name(self) -> &'static str {
@@ -34,6 +39,7 @@ impl Implementation {
             Implementation::TorchFa2 => "torch-fa2",
             Implementation::TorchCudnn => "torch-cudnn",
             Implementation::Fa3 => "fa3",
+            Implementation::TorchFlex => "torch-flex",
         }
     }
 }

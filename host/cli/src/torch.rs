@@ -1,8 +1,9 @@
 //! `--compare torch`: times PyTorch SDPA's backends and FlashAttention-3 (where its `fa3-fwd`
 //! package is installed) on the same shapes through an embedded Python script
-//! (`torch_sdpa.py`), which answers with one JSON object per line. With attention
-//! modifications, a backend that cannot take them is n/a ([`refusal`]) rather than timed on
-//! another problem: SDPA's backends take none, FlashAttention-3 takes the window and softcap.
+//! (`torch_sdpa.py`), which answers with one JSON object per line; with attention
+//! modifications also FlexAttention. A backend that cannot take a row's modifications is n/a
+//! ([`refusal`]) rather than timed on another problem: SDPA's backends take none,
+//! FlashAttention-3 the window and softcap, FlexAttention all but sinks.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,20 +22,24 @@ use super::sweep::Shape;
 const SCRIPT: &str = include_str!("torch_sdpa.py");
 
 /// The backends timed: the script's name for each, and the implementation it reports as (FA3
-/// only forward: its package has no backward).
-/// Adding a backend takes a line here, one in the script's `BACKENDS` and an [`Implementation`].
-const BACKENDS: &[(&str, Implementation)] = &[("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn), ("fa3", Implementation::Fa3)];
+/// only forward: its package has no backward; FlexAttention only on modified rows, see
+/// [`backends`]).
+/// Adding a backend takes a line here, one in the script and an [`Implementation`].
+const BACKENDS: &[(&str, Implementation)] =
+    &[("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn), ("fa3", Implementation::Fa3), ("flex", Implementation::TorchFlex)];
 
 /// Why `implementation` cannot run a problem with the modifications `mods`, if it cannot:
 /// SDPA's flash and cuDNN backends take no window, softcap, ALiBi or sinks (an attention mask
-/// could express a window, but not on those backends), and FlashAttention-3's
-/// `flash_attn_func` takes `window_size` and `softcap` but no ALiBi or sinks.
+/// could express a window, but not on those backends), FlashAttention-3's `flash_attn_func`
+/// takes `window_size` and `softcap` but no ALiBi or sinks, and FlexAttention takes the
+/// window (a block mask), softcap and ALiBi (a score modification) but no sinks (a logit
+/// outside the keys).
 pub fn refusal(implementation: Implementation, mods: &ModSpec) -> Option<String> {
-    let fa3 = implementation == Implementation::Fa3;
+    let (fa3, flex) = (implementation == Implementation::Fa3, implementation == Implementation::TorchFlex);
     let missing: Vec<&str> = [
-        (mods.has_window() && !fa3, "sliding window"),
-        (mods.softcap.is_some() && !fa3, "softcap"),
-        (mods.alibi, "ALiBi"),
+        (mods.has_window() && !fa3 && !flex, "sliding window"),
+        (mods.softcap.is_some() && !fa3 && !flex, "softcap"),
+        (mods.alibi && !flex, "ALiBi"),
         (mods.sinks, "sinks"),
     ]
     .into_iter()
@@ -46,6 +51,7 @@ pub fn refusal(implementation: Implementation, mods: &ModSpec) -> Option<String>
         Implementation::TorchFa2 => "PyTorch SDPA's flash backend",
         Implementation::TorchCudnn => "PyTorch SDPA's cuDNN backend",
         Implementation::Fa3 => "FlashAttention-3's flash_attn_func",
+        Implementation::TorchFlex => "PyTorch's FlexAttention",
         Implementation::Flashrs => "flashrs",
     };
     Some(format!("{who} takes no {missing} (not timed on another problem)"))
@@ -98,6 +104,8 @@ struct Request<'a> {
     window: [i64; 2],
     /// Softcap of every shape, FlashAttention's `softcap` (0: none).
     softcap: f32,
+    /// ALiBi with BLOOM's slopes ([`super::mods::alibi_slopes`]) on every shape.
+    alibi: bool,
     /// The shapes, answered by index.
     shapes: &'a [Shape],
 }
@@ -116,14 +124,22 @@ impl<'a> Request<'a> {
             backward,
             window: [side(mods.window.0), side(mods.window.1)],
             softcap: mods.softcap.unwrap_or(0.0),
+            alibi: mods.alibi,
             shapes,
         }
     }
 }
 
-/// The backends a run times: FA3 only forward (its package has no backward).
-fn backends(backward: bool) -> Vec<(&'static str, Implementation)> {
-    BACKENDS.iter().copied().filter(|b| !backward || b.1 != Implementation::Fa3).collect()
+/// The backends a run times: FA3 only forward (its package has no backward); FlexAttention
+/// only forward and on rows with modifications (plain rows have SDPA's and FlashAttention's
+/// own kernels, and each compiled shape costs seconds).
+fn backends(backward: bool, mods: &ModSpec) -> Vec<(&'static str, Implementation)> {
+    let takes = |i: Implementation| match i {
+        Implementation::Fa3 => !backward,
+        Implementation::TorchFlex => !backward && !mods.is_plain(),
+        _ => true,
+    };
+    BACKENDS.iter().copied().filter(|b| takes(b.1)).collect()
 }
 
 /// One line of the script's reply.
@@ -186,7 +202,7 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
     };
     let mut records = Vec::new();
     for (shape, result) in shapes.iter().zip(&results) {
-        for (key, implementation) in backends(backward) {
+        for (key, implementation) in backends(backward, mods) {
             let r = result.as_ref().and_then(|b| b.get(key));
             let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
             let mut record = Record::new(implementation, *shape, dtype.name(), "torch", kernel).with_mods(*mods);
@@ -210,7 +226,7 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
 /// [`Outcome::Unavailable`] or the `problem` of a partial run.
 pub fn run(shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
     let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}.py", std::process::id()));
-    let request = Request::new(shapes, dtype, timing, backward, mods, &backends(backward));
+    let request = Request::new(shapes, dtype, timing, backward, mods, &backends(backward, mods));
     let outcome = run_script(&script, &request, dtype, mods, &mut on_result);
     // The temporary script is disposable; failing to delete it changes no result.
     let _ = std::fs::remove_file(&script);
@@ -295,7 +311,8 @@ mod tests {
         let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, (false, &ModSpec::default()), None) else { panic!() };
         assert_eq!(info.cudnn, Some(91900));
         assert_eq!(problem, None);
-        assert_eq!(records.len(), 2 * BACKENDS.len());
+        // A plain row: every backend but FlexAttention.
+        assert_eq!(records.len(), 2 * (BACKENDS.len() - 1));
         let fa2 = &records[0];
         assert_eq!((fa2.implementation, fa2.median_ms, fa2.kernel.as_str()), (Implementation::TorchFa2, Some(0.5), "sdpa+enable_gqa"));
         assert!(fa2.tflops.is_some());
@@ -306,6 +323,7 @@ mod tests {
         assert_eq!((records[2].implementation, records[2].median_ms), (Implementation::Fa3, None));
         assert_eq!(records[3].note.as_deref(), Some("not reported by the torch script"));
         assert_eq!(records[5].shape, shapes()[1]);
+        assert!(records.iter().all(|r| r.implementation != Implementation::TorchFlex));
     }
 
     #[test]
@@ -324,7 +342,7 @@ mod tests {
     #[test]
     fn request_uses_the_shape_field_names_the_script_reads() {
         let s = shapes();
-        let req = Request::new(&s, DType::Bf16, (5, 20, TimingMode::Queued), true, &ModSpec::default(), &backends(true));
+        let req = Request::new(&s, DType::Bf16, (5, 20, TimingMode::Queued), true, &ModSpec::default(), &backends(true, &ModSpec::default()));
         let v = serde_json::to_value(&req).unwrap();
         assert_eq!(v["backends"], serde_json::json!(["flash", "cudnn"]));
         assert_eq!((&v["window"], &v["softcap"]), (&serde_json::json!([-1, -1]), &serde_json::json!(0.0)));
@@ -340,20 +358,29 @@ mod tests {
             assert!(SCRIPT.contains(&format!("\"{key}\":")), "{key}");
         }
         assert!(SCRIPT.contains("request.get(\"window\", [-1, -1])") && SCRIPT.contains("request.get(\"softcap\", 0.0)"));
+        assert!(SCRIPT.contains("request.get(\"alibi\", False)"));
+        // Plain rows and backward rows: no FlexAttention (nor FA3 backward).
+        let forward = |m: &ModSpec| backends(false, m).into_iter().map(|b| b.1).collect::<Vec<_>>();
+        assert!(!forward(&ModSpec::default()).contains(&Implementation::TorchFlex));
+        assert!(forward(&ModSpec { alibi: true, ..ModSpec::default() }).contains(&Implementation::TorchFlex));
+        assert!(backends(true, &ModSpec { alibi: true, ..ModSpec::default() }).iter().all(|b| b.1 != Implementation::TorchFlex && b.1 != Implementation::Fa3));
     }
 
     #[test]
-    fn the_request_carries_window_and_softcap_to_fa3_only() {
+    fn the_request_carries_the_modifications_to_the_backends_that_take_them() {
         let s = shapes();
         let local = ModSpec { window: (Some(4096), None), softcap: Some(30.0), ..ModSpec::default() };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &local, &backends(false))).unwrap();
-        assert_eq!(v["backends"], serde_json::json!(["fa3"]));
-        assert_eq!((&v["window"], &v["softcap"]), (&serde_json::json!([4096, -1]), &serde_json::json!(30.0)));
-        // The script's documented protocol names the new fields.
-        assert!(SCRIPT.contains("\"window\": [left, right]") && SCRIPT.contains("\"softcap\": float"));
-        // ALiBi or sinks: nothing can run them.
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &local, &backends(false, &local))).unwrap();
+        assert_eq!(v["backends"], serde_json::json!(["fa3", "flex"]));
+        assert_eq!((&v["window"], &v["softcap"], &v["alibi"]), (&serde_json::json!([4096, -1]), &serde_json::json!(30.0), &serde_json::json!(false)));
+        // The script's documented protocol names the fields.
+        assert!(SCRIPT.contains("\"window\": [left, right]") && SCRIPT.contains("\"softcap\": float") && SCRIPT.contains("\"alibi\": bool"));
+        // ALiBi: FlexAttention alone; sinks: nothing can run them.
         let alibi = ModSpec { alibi: true, ..local };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &alibi, &backends(false))).unwrap();
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &alibi, &backends(false, &alibi))).unwrap();
+        assert_eq!((&v["backends"], &v["alibi"]), (&serde_json::json!(["flex"]), &serde_json::json!(true)));
+        let sinks = ModSpec { sinks: true, ..alibi };
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &sinks, &backends(false, &sinks))).unwrap();
         assert_eq!(v["backends"], serde_json::json!([]));
     }
 
@@ -364,7 +391,9 @@ mod tests {
         let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func+window_size\"}}}}}}\n");
         let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local), None) else { panic!() };
         assert!(records.iter().all(|r| r.mods == local));
-        let (fa2, cudnn, fa3) = (&records[0], &records[1], &records[2]);
+        let (fa2, cudnn, fa3, flex) = (&records[0], &records[1], &records[2], &records[3]);
+        // Asked for but not reported: n/a, not a time.
+        assert_eq!((flex.implementation, flex.median_ms), (Implementation::TorchFlex, None));
         assert_eq!(fa2.median_ms, None);
         assert_eq!(fa2.note.as_deref(), Some("PyTorch SDPA's flash backend takes no sliding window (not timed on another problem)"));
         assert!(cudnn.note.as_deref().unwrap().starts_with("PyTorch SDPA's cuDNN backend takes no sliding window"));
@@ -375,6 +404,8 @@ mod tests {
         assert_eq!(refusal(Implementation::Fa3, &all).unwrap(), "FlashAttention-3's flash_attn_func takes no ALiBi or sinks (not timed on another problem)");
         assert_eq!(refusal(Implementation::TorchFa2, &all).unwrap(), "PyTorch SDPA's flash backend takes no sliding window, softcap, ALiBi or sinks (not timed on another problem)");
         assert_eq!(refusal(Implementation::Fa3, &ModSpec { softcap: Some(5.0), ..local }), None);
+        assert_eq!(refusal(Implementation::TorchFlex, &all).unwrap(), "PyTorch's FlexAttention takes no sinks (not timed on another problem)");
+        assert_eq!(refusal(Implementation::TorchFlex, &ModSpec { sinks: false, ..all }), None);
         assert!(BACKENDS.iter().all(|b| refusal(b.1, &ModSpec::default()).is_none()));
         // Even a script that reports a time for a refused backend does not make it count.
         let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa\"}}}}}}\n");
@@ -389,7 +420,7 @@ mod tests {
         let mut reported = 0;
         match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, &ModSpec::default(), || reported += 1) {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
-            Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() && reported == 1),
+            Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() - 1 && reported == 1),
         }
     }
 

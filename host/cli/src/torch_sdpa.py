@@ -1,16 +1,18 @@
-"""Times PyTorch SDPA backends and FlashAttention-3 for `flashrs benchmark --compare torch`.
+"""Times PyTorch SDPA backends, FlashAttention-3 and FlexAttention for `flashrs benchmark
+--compare torch`.
 
 Request, one JSON document on stdin:
   {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
-   "backends": ["flash", "cudnn", "fa3"], "backward": bool,
-   "window": [left, right], "softcap": float,
+   "backends": ["flash", "cudnn", "fa3", "flex"], "backward": bool,
+   "window": [left, right], "softcap": float, "alibi": bool,
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
-"window" and "softcap" apply to every shape, as FlashAttention's `window_size` (-1: an unbounded
-side) and `softcap` (0: none); both are optional, defaulting to [-1, -1] and 0.0 (plain
-attention). Only "fa3" takes them: the caller asks no other backend when they are set, and any
-other backend asked answers with an error rather than timing plain attention. "backends" may be
-empty (every backend refused the problem): the reply then has only the info line and empty
-results.
+"window", "softcap" and "alibi" apply to every shape, as FlashAttention's `window_size` (-1: an
+unbounded side) and `softcap` (0: none), and ALiBi with BLOOM's slopes 2^(-8 (h + 1) / heads)
+(flashrs's `alibi_slopes`); all are optional, defaulting to plain attention. "fa3" takes the
+window and softcap, "flex" (FlexAttention, compiled) all three; the caller asks no other backend
+when they are set, and any other backend asked answers with an error rather than timing plain
+attention. "backends" may be empty (every backend refused the problem): the reply then has only
+the info line and empty results.
 
 Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines):
   {"kind": "unavailable", "reason": str}     torch or a CUDA GPU is missing; nothing follows
@@ -32,8 +34,9 @@ import sys
 import traceback
 import warnings
 
-# Request name -> SDPBackend member ("fa3" is FlashAttention-3's own package, not SDPA).
-BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
+# Request name -> SDPBackend member ("fa3" is FlashAttention-3's own package and "flex"
+# torch's FlexAttention, not SDPA backends).
+BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "fa3": None, "flex": None}
 
 
 def emit(obj):
@@ -163,6 +166,49 @@ def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softc
     return {"median_ms": median, "min_ms": fastest, "call": label}
 
 
+def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0, alibi=False):
+    """Times FlexAttention (`torch.nn.attention.flex_attention`, compiled for the shape) on the
+    same problem: the window, with causal masking folded into its right side, as a block mask
+    on flashrs's bottom-right diagonal (so that blocks outside it are skipped), softcap and
+    ALiBi as a score modification of the scaled scores, as flashrs applies them."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    sq, sk, heads = shape["seqlen_q"], shape["seqlen_k"], shape["heads_q"]
+    offset = sk - sq
+    left, right = window
+    if shape["causal"]:
+        right = 0 if right < 0 else min(right, 0)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        diag = q_idx + offset
+        keep = kv_idx >= 0
+        if left >= 0:
+            keep = keep & (kv_idx >= diag - left)
+        if right >= 0:
+            keep = keep & (kv_idx <= diag + right)
+        return keep
+
+    block_mask = None if left < 0 and right < 0 else create_block_mask(mask_mod, None, None, sq, sk, device=q.device)
+    slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / heads) for i in range(heads)], device=q.device, dtype=torch.float32)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        if softcap:
+            score = softcap * torch.tanh(score / softcap)
+        if alibi:
+            score = score - slopes[h] * (q_idx + offset - kv_idx).abs()
+        return score
+
+    modify = score_mod if softcap or alibi else None
+    flex = torch.compile(flex_attention, dynamic=False)
+    gqa = shape["heads_q"] != shape["heads_kv"]
+    call = lambda: flex(q, k, v, score_mod=modify, block_mask=block_mask, enable_gqa=gqa)
+    call()
+    torch.cuda.synchronize()
+    median, fastest = time_call(torch, call, warmup, iters, queued)
+    label = "flex_attention" + ("+block_mask" if block_mask is not None else "") + ("+score_mod" if modify else "")
+    return {"median_ms": median, "min_ms": fastest, "call": label}
+
+
 def main():
     """Reads the request, then answers line by line (see the module docstring)."""
     request = json.load(sys.stdin)
@@ -183,7 +229,8 @@ def main():
     backward = bool(request.get("backward", False))
     window = tuple(int(x) for x in request.get("window", [-1, -1]))
     softcap = float(request.get("softcap", 0.0))
-    modified = window != (-1, -1) or softcap != 0.0
+    alibi = bool(request.get("alibi", False))
+    modified = window != (-1, -1) or softcap != 0.0 or alibi
     torch.manual_seed(0)
     for index, shape in enumerate(request["shapes"]):
         results = {}
@@ -203,9 +250,18 @@ def main():
                 if name == "fa3" and backward:
                     results[name] = {"error": "the fa3-fwd package is forward-only"}
                     continue
-                if name != "fa3" and modified:
-                    # SDPA has no window or softcap: timing it would time another problem.
-                    results[name] = {"error": f"SDPA's {name} backend takes no sliding window or softcap"}
+                if name not in ("fa3", "flex") and modified:
+                    # SDPA has no window, softcap or ALiBi: timing it would time another problem.
+                    results[name] = {"error": f"SDPA's {name} backend takes no sliding window, softcap or ALiBi"}
+                    continue
+                if name == "fa3" and alibi:
+                    results[name] = {"error": "FlashAttention-3 takes no ALiBi"}
+                    continue
+                if name == "flex":
+                    try:
+                        results[name] = run_flex(torch, shape, q, k, v, warmup, iters, queued, window, softcap, alibi)
+                    except Exception as e:  # noqa: BLE001 - a compile failure or out of memory
+                        results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
                     continue
                 if name == "fa3":
                     try:
@@ -213,7 +269,7 @@ def main():
                     except Exception as e:  # noqa: BLE001 - a refusal or out of memory
                         results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
                     continue
-                backend = getattr(SDPBackend, BACKENDS.get(name, ""), None)
+                backend = getattr(SDPBackend, BACKENDS.get(name) or "", None)
                 if backend is None:
                     results[name] = {"error": f"torch {torch.__version__} has no SDPBackend for '{name}'"}
                     continue
