@@ -8,7 +8,8 @@
 //! * [`wgmma`]: `wgmma.mma_async` m64nNk16 on 128B-swizzled shared memory (sm_90a).
 //! * [`tma`]: a `cp.async.bulk.tensor.2d` tile load completing on an mbarrier (sm_90a).
 //! * [`reduce`]: the backward pass's warp sum, f16 widening, 4-byte `cp.async`, `red.add.f32`
-//!   and `ld.acquire` (both modules), and its bulk reduction (sm_90a).
+//!   and `ld.acquire` (both modules), its 8- and 16-byte vector reductions and a bulk copy into
+//!   shared memory (sm_90a).
 //! * [`wgmma_tb`]: `wgmma` with A from registers and an N-major (transposed) B, as the Hopper
 //!   kernel's `P V` (sm_90a; checked by `tests/tests/forward_wgmma.rs`), and with both A and
 //!   B MN-major, as the Hopper backward's `dQ = dS K` (checked by `tests/tests/backward.rs`).

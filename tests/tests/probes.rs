@@ -325,31 +325,6 @@ fn probe_backward_atoms() {
 }
 
 #[test]
-fn probe_bulk_reduce() {
-    let Some(gpu) = hopper_or_skip("probe_bulk_reduce") else { return };
-    let module = probe_module(&gpu);
-    let stream = stream();
-    let mut rng = StdRng::seed_from_u64(0xb01);
-    for n in [4usize, 100, 1024] {
-        let src = nonzero_values(&mut rng, n);
-        let dst0 = nonzero_values(&mut rng, n + 4);
-        let src_d = DeviceBuffer::from_slice(&src).unwrap();
-        let dst_d = DeviceBuffer::from_slice(&dst0).unwrap();
-        unsafe {
-            launch!(module.probe_bulk_reduce<<<1, 128, 4096, stream>>>(src_d.as_device_ptr(), dst_d.as_device_ptr(), n as u32)).unwrap();
-        }
-        stream.synchronize().unwrap();
-        let mut dst = vec![0f32; n + 4];
-        dst_d.copy_to(&mut dst[..]).unwrap();
-        for i in 0..n + 4 {
-            // Past n nothing is added.
-            let want = dst0[i] + if i < n { src[i] } else { 0.0 };
-            assert_eq!(dst[i], want, "element {i} of {n}");
-        }
-    }
-}
-
-#[test]
 fn probe_red_vector() {
     let Some(gpu) = hopper_or_skip("probe_red_vector") else { return };
     let module = probe_module(&gpu);

@@ -10,9 +10,9 @@
 //! * `red.add.f32`: every thread adds `vals[t]` to `accum[t % 4]`.
 //! * `ld.acquire`: `out[130]` = the bits of `*counter`.
 //!
-//! sm_90a: [`probe_bulk_reduce`], a bulk reduction of staged f32 into global memory,
-//! [`probe_red_vector`], the same from registers 8 or 16 bytes at a time, and [`probe_bulk_copy`], a
-//! bulk copy into shared memory completing on an mbarrier.
+//! sm_90a: [`probe_red_vector`], reductions of f32 into global memory from registers 8 or 16
+//! bytes at a time, and [`probe_bulk_copy`], a bulk copy into shared memory completing on an
+//! mbarrier.
 use crate::arch::atom::{ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
 use crate::arch::barrier::bar_sync;
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
@@ -49,27 +49,6 @@ pub unsafe extern "ptx-kernel" fn probe_backward_atoms(vals: *const f32, halves:
     unsafe { red_relaxed_gpu_add_f32(accum.add(t % 4), v) };
     if t == 0 {
         unsafe { *out.add(130) = f32::from_bits(ld_acquire_gpu_u32(counter)) };
-    }
-}
-
-/// sm_90a: adds `src[0..n]` (n a multiple of 4, at most 1024) to `dst[0..n]` by staging it in
-/// shared memory (4 KiB) and one bulk reduction; one CTA of 128 threads.
-#[cfg(target_feature = "sm_90a")]
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn probe_bulk_reduce(src: *const f32, dst: *mut f32, n: u32) {
-    use crate::arch::bulk::{cp_async_bulk_commit_group, cp_async_bulk_wait_group_0, cp_reduce_async_bulk_add_f32};
-    let smem = dsmem_base();
-    let mut i = thread_idx_x();
-    while i < n {
-        unsafe { crate::arch::smem::st_shared_b32(smem + 4 * i, (*src.add(i as usize)).to_bits()) };
-        i += 128;
-    }
-    crate::arch::fence::fence_proxy_async_shared_cta();
-    crate::arch::barrier::bar_sync_divergent();
-    if thread_idx_x() == 0 {
-        unsafe { cp_reduce_async_bulk_add_f32(dst, smem, 4 * n) };
-        cp_async_bulk_commit_group();
-        cp_async_bulk_wait_group_0();
     }
 }
 
