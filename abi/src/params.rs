@@ -144,6 +144,53 @@ pub struct ModParams {
     /// Slopes between batch entries: `heads_q` for `[batch, heads_q]` slopes, 0 for one per
     /// head.
     pub alibi_batch_stride: u32,
+    /// Block sparsity: the key blocks each query block visits ([`BlockSparse::NONE`]: all
+    /// those the window lets through).
+    pub blocks: BlockSparse,
+}
+
+/// Rows and keys of one block of a block mask: a query block is the modification kernels'
+/// query tile, and a key block a whole number of their key tiles.
+pub const SPARSE_BLOCK: u32 = 128;
+
+/// A block mask in FlexAttention's form: for each (batch entry, query head, query block of
+/// [`SPARSE_BLOCK`] rows), the count and the indices of the key blocks ([`SPARSE_BLOCK`] keys)
+/// it visits, as two lists: partial blocks, then full ones. Each list is an i32 count array
+/// (one entry per query block) and an i32 index array (`kv_blocks` entries per query block, the
+/// first `count` used). A kernel visits the partial blocks, then the full ones, and masks every
+/// visited block by the window (and causal masking, and the sequence's end) as it would
+/// without a block mask: the lists decide which blocks are computed, the element masks which
+/// of their scores count.
+///
+/// The arrays may come unchecked from the caller's device memory: the kernels clamp counts
+/// to `0..=kv_blocks` and indices to the sequence's key blocks (an index past them, or
+/// negative, visits a block of no key), so no entry sends a read outside the arrays or the
+/// tensors.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockSparse {
+    /// Device address of the partial blocks' counts, or 0 for no block mask.
+    pub counts: u64,
+    /// Device address of the partial blocks' indices.
+    pub indices: u64,
+    /// Device address of the full blocks' counts, or 0 for no full blocks.
+    pub full_counts: u64,
+    /// Device address of the full blocks' indices.
+    pub full_indices: u64,
+    /// Query blocks between batch entries in the count arrays (0: one mask for every entry).
+    pub batch_stride: u32,
+    /// Query blocks between query heads in the count arrays (0: one mask for every head).
+    pub head_stride: u32,
+    /// Index entries per query block.
+    pub kv_blocks: u32,
+    /// Unused (keeps the struct's size a multiple of its alignment without implicit padding).
+    pub _pad: u32,
+}
+
+impl BlockSparse {
+    /// No block mask.
+    pub const NONE: BlockSparse =
+        BlockSparse { counts: 0, indices: 0, full_counts: 0, full_indices: 0, batch_stride: 0, head_stride: 0, kv_blocks: 0, _pad: 0 };
 }
 
 /// A window side that bounds nothing: no row reaches this far (sequences are at most
@@ -167,5 +214,6 @@ impl ModParams {
         softcap_post: 0.0,
         alibi_scale: 0.0,
         alibi_batch_stride: 0,
+        blocks: BlockSparse::NONE,
     };
 }

@@ -34,9 +34,11 @@ impl HopperConfig {
     }
     /// Registers per thread the producer warpgroup keeps after `setmaxnreg.dec` (its one
     /// TMA-issuing thread needs few): 32 with three consumer warpgroups, so that they get 160
-    /// each (FlashAttention-3's split); 40 with two, whose 232 each are already plenty.
+    /// each (FlashAttention-3's split); 48 with two, which still leaves them 232 each (the
+    /// multiple of 8 below an even share of what 40 would leave), and lets the producer walk a
+    /// block mask's lists without spilling.
     pub const fn producer_regs(&self) -> u32 {
-        if self.consumers == 2 { 40 } else { 32 }
+        if self.consumers == 2 { 48 } else { 32 }
     }
     /// Registers per thread each consumer warpgroup claims with `setmaxnreg.inc`: what the
     /// producer leaves of the 64K register file, shared evenly and rounded down to the

@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let f = |x: &[bf16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));
     let sinks64: Vec<f64> = sinks.iter().map(|&x| x as f64).collect();
-    let variants = Variants { window: (Some(window), None), softcap: Some(cap as f64), alibi: None, sinks: Some(&sinks64) };
+    let variants = Variants { window: (Some(window), None), softcap: Some(cap as f64), alibi: None, sinks: Some(&sinks64), blocks: None };
     let (r_out, r_lse) = reference_forward_with(&Problem::from(&params), &variants, &RefInputs { q: &qf, k: &kf, v: &vf });
     let err = out.iter().zip(&r_out).map(|(o, r)| (o.to_f32() as f64 - r).abs()).fold(0.0, f64::max);
     let lse_err = lse.iter().zip(&r_lse).map(|(&g, &r)| (g as f64 - r).abs()).fold(0.0, f64::max);

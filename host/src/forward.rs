@@ -15,7 +15,7 @@ use crate::plan::{LaunchPlan, plan};
 impl Gpu {
     /// What every typed entry point does before it reads its buffers: this GPU's context made
     /// current, `stream` checked to be one of it, and the arrays `params` borrows (index arrays,
-    /// ALiBi slopes, sinks) tracked for `stream` in the guards it returns (the buffers' go into
+    /// ALiBi slopes, sinks, a block mask) tracked for `stream` in the guards it returns (the buffers' go into
     /// them too).
     pub(crate) fn enter_typed_call<'a, S: LaunchStream + ?Sized>(&self, stream: &'a S, params: &AttentionParams<'a>) -> Result<Guards<'a>> {
         self.make_current()?;
@@ -26,6 +26,9 @@ impl Gpu {
         }
         for array in params.mods.device_arrays() {
             stream.track(&array, &mut guards);
+        }
+        for index in params.mods.device_indices() {
+            stream.track(&index, &mut guards);
         }
         Ok(guards)
     }

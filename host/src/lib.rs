@@ -98,6 +98,9 @@
 //!   combinable with causal; key tiles no row sees are never read), softcapping, ALiBi slopes
 //!   per head or per (batch, head), learnable sinks; alone or together, fixed-length or
 //!   variable-length, on both kernel families, not with paged caches or split-KV.
+//! * **Block sparsity** ([`sparse`]): block masks in FlexAttention's form (per batch entry,
+//!   head and query block, the key blocks to compute), built on the host from a dense mask or
+//!   a pattern, or by the caller on the GPU; combinable with the modifications above.
 //! * **Ring attention** (feature `nccl`; module `ring`): one attention call over a sequence
 //!   sharded across the GPUs of a host (context parallelism), K/V shards passed around a ring
 //!   with NCCL while each GPU attends the shard in hand, partial results merged by their
@@ -106,7 +109,7 @@
 //! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches or modifications)
 //!   on a Hopper and an `mma.sync` kernel family; [`AttentionParams::deterministic`] for
 //!   bit-identical gradients.
-//! * **Not covered**: dropout, fp8, block sparsity.
+//! * **Not covered**: dropout, fp8.
 //!
 //! Every call is validated on the host before anything is launched ([`AttentionParams::plan`],
 //! pure host code): a shape, stride, alignment or buffer-size problem, a null address, an
@@ -172,6 +175,7 @@ pub mod plan;
 #[cfg(feature = "nccl")]
 pub mod ring;
 pub mod select;
+pub mod sparse;
 pub mod target;
 pub mod tensor_map;
 pub mod validate;
@@ -186,6 +190,7 @@ pub use flashrs_abi::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdStep,
 pub use layout::{ArraySource, DeviceArray, DeviceIndex, DeviceOffsets, IndexSource, Kv, Layout, Offsets, PagedKv, Pages, Rows};
 pub use memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 pub use mods::{Alibi, Mods, Window};
+pub use sparse::{Block, BlockMask, HostBlockMask};
 pub use params::{AttentionParams, AttentionParamsBuilder, DimOrder, KernelChoice, KernelPath, Strides};
 pub use plan::{LaunchPlan, SplitPlan};
 pub use target::{Arch, Target};

@@ -15,6 +15,9 @@
 //! * **sinks**: one f32 logit per query head that joins every row's softmax denominator
 //!   (gpt-oss): a row's probabilities sum to less than 1, its log-sum-exp includes the sink,
 //!   and a row that sees no key has output 0 and log-sum-exp the sink's logit.
+//! * **block sparsity** ([`crate::sparse`]): a block mask in FlexAttention's form chooses the
+//!   key blocks of 128 keys each query block of 128 rows computes; the masks above still
+//!   apply inside them.
 //!
 //! Calls with modifications run on their own kernels (the plain ones compile none of this in):
 //! on sm_90a the Hopper kernels, elsewhere `mma.sync`; fixed-length or variable-length, K and V
@@ -23,7 +26,8 @@
 use flashrs_abi::ModParams;
 use flashrs_abi::params::WINDOW_UNBOUNDED;
 
-use crate::layout::DeviceArray;
+use crate::layout::{DeviceArray, DeviceIndex};
+use crate::sparse::BlockMask;
 
 /// A sliding window: the keys before (`left`) and after (`right`) its diagonal a query row
 /// sees; `None` bounds nothing on that side. [`Window::default`] is no window.
@@ -58,6 +62,8 @@ pub struct Mods<'a> {
     pub alibi: Option<Alibi<'a>>,
     /// Sink logits, f32 `[heads_q]`, in units of the scaled scores.
     pub sinks: Option<DeviceArray<'a, f32>>,
+    /// Block sparsity: the key blocks each query block computes (see [`crate::sparse`]).
+    pub blocks: Option<BlockMask<'a>>,
 }
 
 impl<'a> Mods<'a> {
@@ -69,6 +75,12 @@ impl<'a> Mods<'a> {
     /// The f32 arrays a launch reads: ALiBi slopes, sinks.
     pub fn device_arrays(&self) -> impl Iterator<Item = DeviceArray<'a, f32>> {
         [self.alibi.map(|a| a.slopes), self.sinks].into_iter().flatten()
+    }
+
+    /// The i32 arrays a launch reads: a block mask's.
+    pub fn device_indices(&self) -> impl Iterator<Item = DeviceIndex<'a>> {
+        let full = self.blocks.and_then(|b| b.full).map(|(c, i)| [c, i]);
+        self.blocks.map(|b| [b.counts, b.indices]).into_iter().chain(full).flatten()
     }
 
     /// What the kernels take, for a call of query heads `heads_q` whose scores are scaled by
@@ -85,6 +97,7 @@ impl<'a> Mods<'a> {
             softcap_post,
             alibi_scale: 1.0 / scale,
             alibi_batch_stride: if self.alibi.is_some_and(|a| a.per_batch) { heads_q as u32 } else { 0 },
+            blocks: self.blocks.map_or(flashrs_abi::BlockSparse::NONE, |b| b.params()),
         }
     }
 }
@@ -97,7 +110,7 @@ mod tests {
     fn plain_is_the_default_and_params_fold_the_scale_and_causal() {
         assert!(Mods::default().is_plain());
         let slopes = unsafe { DeviceArray::<f32>::from_raw(0x1000, 8) };
-        let m = Mods { window: Window { left: Some(3), right: None }, softcap: Some(2.0), alibi: Some(Alibi { slopes, per_batch: true }), sinks: None };
+        let m = Mods { window: Window { left: Some(3), right: None }, softcap: Some(2.0), alibi: Some(Alibi { slopes, per_batch: true }), sinks: None, blocks: None };
         assert!(!m.is_plain());
         let p = m.params(false, 0.5, 8);
         assert_eq!((p.window_left, p.window_right, p.alibi, p.sinks, p.alibi_batch_stride), (3, WINDOW_UNBOUNDED, 0x1000, 0, 8));

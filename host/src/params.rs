@@ -9,6 +9,7 @@ use flashrs_abi::{HopperConfig, TileConfig};
 use crate::error::{Error, Result};
 use crate::layout::{DeviceArray, DeviceOffsets, Kv, Layout, Offsets, PagedKv, Rows};
 use crate::mods::{Alibi, Mods, Window};
+use crate::sparse::BlockMask;
 
 /// Strides in elements of a `[batch, seqlen, heads, head_dim]` tensor whose last dimension is
 /// contiguous.
@@ -512,6 +513,11 @@ impl<'a> AttentionParamsBuilder<'a> {
     /// denominator.
     pub fn sinks(mut self, sinks: DeviceArray<'a, f32>) -> Self {
         self.params.mods.sinks = Some(sinks);
+        self
+    }
+    /// Block sparsity: only the key blocks `mask` lists are computed (see [`crate::sparse`]).
+    pub fn block_mask(mut self, mask: BlockMask<'a>) -> Self {
+        self.params.mods.blocks = Some(mask);
         self
     }
     /// How the rows are stored.

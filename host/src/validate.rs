@@ -226,6 +226,11 @@ impl Call<'_> {
         if let Some(sinks) = p.mods.sinks {
             spans.push(check_i32("sinks", sinks.buffer(), p.heads_q)?);
         }
+        if let Some(mask) = p.mods.blocks {
+            for (name, array, n) in mask.arrays()? {
+                spans.push(check_i32(name, array.buffer(), n)?);
+            }
+        }
         if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, self.paged) {
             // The kernel reads every table row it is launched for and a count per sequence.
             let entries = p.batch.checked_mul(pages.pages.pages_per_seq).ok_or_else(|| shape_err("block_table", "entries overflow"))?;
@@ -317,8 +322,11 @@ fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<Mod
     if p.mods.alibi.is_some() && !(1.0 / scale).is_finite() {
         return Err(shape_err("softmax_scale", format!("{scale}: ALiBi divides its slopes by the scale, and 1 / {scale} overflows f32")));
     }
+    if let Some(mask) = p.mods.blocks {
+        mask.check(p.batch, p.heads_q, p.seqlen_q)?;
+    }
     if paged {
-        return Err(shape_err("mods", "paged K/V caches take no attention modifications (window, softcap, ALiBi, sinks) yet"));
+        return Err(shape_err("mods", "paged K/V caches take no attention modifications (window, softcap, ALiBi, sinks, block masks) yet"));
     }
     if p.num_splits.is_some_and(|n| n > 1) {
         return Err(shape_err("num_splits", "calls with attention modifications run unsplit"));

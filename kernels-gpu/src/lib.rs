@@ -12,6 +12,7 @@
 //! * [`mods`]: attention modifications as trait parameters of the forward kernels (which keys a
 //!   row sees, what its scores become, sinks): plain attention, and the built-in sliding
 //!   window, softcap, ALiBi and sinks.
+//! * [`sparse`]: block sparsity, the key blocks a query block visits from a block mask.
 //! * [`merge`]: folds partial attention results (over parts of the keys) into one, for ring
 //!   attention across GPUs.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
@@ -35,6 +36,7 @@ pub mod mask;
 pub mod merge;
 pub mod mods;
 pub mod probes;
+pub mod sparse;
 pub mod upload;
 pub mod vector;
 

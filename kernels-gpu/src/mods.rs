@@ -62,6 +62,11 @@ pub trait MaskMod: Copy {
         col0 < self.bounds(row_end - 1).0 || col0 + cols > self.bounds(row0).1
     }
 
+    /// True when the kernels walk a launch's block mask ([`flashrs_abi::BlockSparse`], see
+    /// [`crate::sparse`]) rather than every key tile of [`MaskMod::span`]: the modification
+    /// kernels' masks. Needs query tiles of [`flashrs_abi::params::SPARSE_BLOCK`] rows.
+    const BLOCKS: bool = false;
+
     /// True when row `row`'s `bounds` (`b`) include key `key`.
     #[inline(always)]
     fn sees(b: (i32, i32), key: i32) -> bool {
@@ -176,6 +181,8 @@ pub struct Window {
 }
 
 impl MaskMod for Window {
+    const BLOCKS: bool = true;
+
     #[inline(always)]
     fn new(p: &FwdParams, _: u32, _: u32, e: &Extent) -> Self {
         let seqlen_k = e.seqlen_k as i32;

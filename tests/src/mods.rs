@@ -1,8 +1,8 @@
 //! Attention modifications in test cases: what a case asks for on the host, its arrays on the
 //! GPU, the call's builder with them, and the reference's [`Variants`] of the same values.
 use cust::memory::DeviceBuffer;
-use flashrs::{AttentionParamsBuilder, DeviceArray};
-use flashrs_reference::Variants;
+use flashrs::{AttentionParamsBuilder, Block, DeviceArray, HostBlockMask};
+use flashrs_reference::{Blocks, Variants};
 
 /// A case's modifications, on the host (see [`flashrs::mods`]).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -15,12 +15,16 @@ pub struct HostMods {
     pub alibi: Option<(Vec<f32>, bool)>,
     /// Sink logits, `[heads_q]`.
     pub sinks: Option<Vec<f32>>,
+    /// Block mask.
+    pub blocks: Option<HostBlockMask>,
 }
 
 /// A case's modification arrays on the GPU.
 pub struct ModBuffers {
     alibi: Option<DeviceBuffer<f32>>,
     sinks: Option<DeviceBuffer<f32>>,
+    /// The block mask's counts, indices, full counts and full indices.
+    blocks: Option<[DeviceBuffer<i32>; 4]>,
 }
 
 /// The reference's copies (f64) of a case's arrays, which its [`Variants`] borrow.
@@ -29,13 +33,33 @@ pub struct RefMods {
     softcap: Option<f64>,
     alibi: Option<Vec<f64>>,
     sinks: Option<Vec<f64>>,
+    /// The block mask's pairs, `[batch, heads, q_blocks, kv_blocks]`, and those dimensions.
+    blocks: Option<(Vec<bool>, [usize; 4])>,
 }
 
 impl RefMods {
     /// The reference's variants.
     pub fn variants(&self) -> Variants<'_> {
-        Variants { window: self.window, softcap: self.softcap, alibi: self.alibi.as_deref(), sinks: self.sinks.as_deref() }
+        let blocks = self.blocks.as_ref().map(|(visits, [batch, heads, q_blocks, kv_blocks])| Blocks {
+            visits,
+            batch: *batch,
+            heads: *heads,
+            q_blocks: *q_blocks,
+            kv_blocks: *kv_blocks,
+        });
+        Variants { window: self.window, softcap: self.softcap, alibi: self.alibi.as_deref(), sinks: self.sinks.as_deref(), blocks }
     }
+}
+
+/// A random block mask of `batch` entries and `heads` heads (1: shared) over `seqlen_q` x
+/// `seqlen_k`, each pair visited with probability `density`, half of those listed full.
+pub fn random_blocks(batch: usize, heads: usize, seqlen_q: usize, seqlen_k: usize, density: f64, rng: &mut impl rand::Rng) -> HostBlockMask {
+    HostBlockMask::from_fn(batch, heads, seqlen_q, seqlen_k, |_, _, _, _| match rng.random::<f64>() {
+        x if x >= density => Block::Skip,
+        x if x < density / 2.0 => Block::Full,
+        _ => Block::Partial,
+    })
+    .unwrap()
 }
 
 impl HostMods {
@@ -47,7 +71,9 @@ impl HostMods {
     /// The arrays, uploaded.
     pub fn upload(&self) -> ModBuffers {
         let up = |v: &[f32]| DeviceBuffer::from_slice(v).unwrap();
-        ModBuffers { alibi: self.alibi.as_ref().map(|(s, _)| up(s)), sinks: self.sinks.as_deref().map(up) }
+        let up_i32 = |v: &[i32]| DeviceBuffer::from_slice(if v.is_empty() { &[0][..] } else { v }).unwrap();
+        let blocks = self.blocks.as_ref().map(|m| [up_i32(&m.counts), up_i32(&m.indices), up_i32(&m.full_counts), up_i32(&m.full_indices)]);
+        ModBuffers { alibi: self.alibi.as_ref().map(|(s, _)| up(s)), sinks: self.sinks.as_deref().map(up), blocks }
     }
 
     /// `b` with these modifications, reading the arrays from `bufs` (this case's upload).
@@ -59,6 +85,10 @@ impl HostMods {
         };
         let b = match (&self.alibi, &bufs.alibi) {
             (Some((_, per_batch)), Some(d)) => b.alibi(DeviceArray::new(d), *per_batch),
+            _ => b,
+        };
+        let b = match (&self.blocks, &bufs.blocks) {
+            (Some(m), Some([c, i, fc, fi])) => b.block_mask(m.on_device(DeviceArray::new(c), DeviceArray::new(i), DeviceArray::new(fc), DeviceArray::new(fi))),
             _ => b,
         };
         match &bufs.sinks {
@@ -75,7 +105,20 @@ impl HostMods {
             (Some(b), true) => f64s(&s[b * heads_q..(b + 1) * heads_q]),
             _ => f64s(s),
         });
-        RefMods { window: self.window, softcap: self.softcap.map(|c| c as f64), alibi, sinks: self.sinks.as_deref().map(f64s) }
+        // The pairs as the mask states them (for one batch entry: its own, where per entry).
+        let blocks = self.blocks.as_ref().map(|m| {
+            let entries: Vec<usize> = match batch {
+                Some(b) if m.batch > 1 => vec![b],
+                _ => (0..m.batch).collect(),
+            };
+            let visits = entries
+                .iter()
+                .flat_map(|&b| (0..m.heads).flat_map(move |h| (0..m.q_blocks).flat_map(move |qb| (0..m.kv_blocks).map(move |kb| (b, h, qb, kb)))))
+                .map(|(b, h, qb, kb)| m.block(b, h, qb, kb) != Block::Skip)
+                .collect();
+            (visits, [entries.len(), m.heads, m.q_blocks, m.kv_blocks])
+        });
+        RefMods { window: self.window, softcap: self.softcap.map(|c| c as f64), alibi, sinks: self.sinks.as_deref().map(f64s), blocks }
     }
 
     /// A short description for case lines.
@@ -92,6 +135,9 @@ impl HostMods {
         }
         if self.sinks.is_some() {
             parts.push("sinks".into());
+        }
+        if let Some(m) = &self.blocks {
+            parts.push(format!("blocks {:.0}% ({}x{})", 100.0 * m.density(), m.batch, m.heads));
         }
         if parts.is_empty() { "plain".into() } else { parts.join(", ") }
     }

@@ -1,4 +1,4 @@
-//! Attention modifications (sliding window, softcap, ALiBi, sinks): the planner's kernel choice
+//! Attention modifications (sliding window, softcap, ALiBi, sinks, block masks): the planner's kernel choice
 //! and its typed errors without a GPU; on a GPU, every modification alone and together against
 //! the CPU reference with the same ones, on both kernel paths, fixed-length and
 //! variable-length.
@@ -10,7 +10,7 @@ use flashrs::{
     PagedKv, Pages, Target, Variant, Window, sm90,
 };
 use flashrs_tests::attn::check_mods_many;
-use flashrs_tests::mods::HostMods;
+use flashrs_tests::mods::{HostMods, random_blocks};
 use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
 use flashrs_tests::{H100, case_rng, gpu_or_skip, params, planning_index};
 use rand::Rng;
@@ -34,6 +34,15 @@ fn bufs() -> Buffers {
 fn planning_array(ptr: u64, len: usize) -> DeviceArray<'static, f32> {
     // SAFETY: only planned, never launched.
     unsafe { DeviceArray::from_raw(ptr, len) }
+}
+
+/// Where [`planning_mask`]'s arrays lie.
+const MASK: u64 = 12 << 40;
+
+/// A block mask of ample arrays at made-up addresses, for planning.
+fn planning_mask(batch: usize, heads: usize, q_blocks: usize, kv_blocks: usize) -> flashrs::BlockMask<'static> {
+    let a = |i: u64| planning_index(MASK + (i << 36), 1 << 30);
+    flashrs::BlockMask { counts: a(0), indices: a(1), full: Some((a(2), a(3))), batch, heads, q_blocks, kv_blocks }
 }
 
 /// ALiBi slopes as BLOOM sets them for `heads` heads: `2^(-8 (h + 1) / heads)`.
@@ -114,6 +123,27 @@ fn bad_modifications_are_typed_errors() {
         ("lse over the slopes", base().alibi(planning_array(LSE, 4), false).build().unwrap(), Box::new(buffer("lse"))),
         ("paged cache", base().window(Some(4), None).paged(PagedKv::new(pages, planning_index(SLOPES, 8))).build().unwrap(), Box::new(shape("mods"))),
         ("split keys", base().softcap(5.0).num_splits(4).build().unwrap(), Box::new(shape("num_splits"))),
+        ("block mask of 3 heads", base().block_mask(planning_mask(2, 3, 1, 1)).build().unwrap(), Box::new(shape("block_mask"))),
+        ("block mask of 3 batch entries", base().block_mask(planning_mask(3, 1, 1, 1)).build().unwrap(), Box::new(shape("block_mask"))),
+        ("block mask short of query blocks", params(1, 300, 64, 4, 64).block_mask(planning_mask(1, 1, 2, 1)).build().unwrap(), Box::new(shape("block_mask"))),
+        ("block mask of no key block", base().block_mask(planning_mask(1, 1, 1, 0)).build().unwrap(), Box::new(shape("block_mask"))),
+        (
+            "block mask counts too few",
+            base().block_mask(flashrs::BlockMask { counts: planning_index(MASK, 1), ..planning_mask(2, 4, 1, 2) }).build().unwrap(),
+            Box::new(small("block_mask.counts", 8)),
+        ),
+        (
+            "block mask indices too few",
+            base().block_mask(flashrs::BlockMask { indices: planning_index(MASK, 15), ..planning_mask(2, 4, 1, 2) }).build().unwrap(),
+            Box::new(small("block_mask.indices", 16)),
+        ),
+        (
+            "block mask entries past i32",
+            base().block_mask(planning_mask(1, 1, 1, 1 << 31)).build().unwrap(),
+            Box::new(shape("block_mask")),
+        ),
+        ("output over the block mask", base().block_mask(flashrs::BlockMask { indices: planning_index(O + 64, 4), ..planning_mask(1, 1, 1, 1) }).build().unwrap(), Box::new(buffer("out"))),
+        ("paged cache with a block mask", base().block_mask(planning_mask(1, 1, 1, 1)).paged(PagedKv::new(pages, planning_index(SLOPES, 8))).build().unwrap(), Box::new(shape("mods"))),
         (
             "config outside the table",
             base().window(Some(4), None).config(flashrs::tiles::CONFIGS[1]).build().unwrap(),
@@ -167,7 +197,7 @@ fn mod_sets(heads_q: usize, batch: usize, rng: &mut impl Rng) -> Vec<(HostMods, 
         (HostMods { alibi: Some((per_batch.clone(), true)), ..HostMods::default() }, true),
         (HostMods { sinks: Some(sinks.clone()), ..HostMods::default() }, true),
         (HostMods { sinks: Some(sinks.clone()), ..HostMods::default() }, false),
-        (HostMods { window: (Some(200), Some(0)), softcap: Some(30.0), alibi: Some((bloom_slopes(heads_q), false)), sinks: Some(sinks) }, false),
+        (HostMods { window: (Some(200), Some(0)), softcap: Some(30.0), alibi: Some((bloom_slopes(heads_q), false)), sinks: Some(sinks), blocks: None }, false),
     ]
 }
 
@@ -212,6 +242,61 @@ fn variable_length_modifications_match_the_reference() {
                 1 => HostMods { window: (Some(50), Some(70)), alibi: Some(((0..lens.len() * hq).map(|x| 0.02 * x as f32).collect(), true)), ..HostMods::default() },
                 _ => HostMods { sinks: Some(vec![0.5, -1.0, 2.0, 0.0]), alibi: Some((bloom_slopes(hq), false)), ..HostMods::default() },
             };
+            cases.push(c);
+        }
+    }
+    check_varlen_many(&gpu, &cases);
+}
+
+/// Block-sparse calls against the reference: random masks (per head and shared, partial and
+/// full lists) alone and with causal masking, a window, softcap, ALiBi and sinks (rows whose
+/// blocks are all skipped then see only the sink), the causal pattern against plain causal
+/// attention's reference, GQA, head_dim 64/128/256, ragged lengths; fixed-length and
+/// variable-length (host and device offsets), on both kernel paths.
+#[test]
+fn block_sparse_calls_match_the_reference() {
+    let Some(gpu) = gpu_or_skip("block_sparse_calls_match_the_reference") else { return };
+    let (mut rng, _) = case_rng();
+    let paths = if gpu.arch() == flashrs::Arch::Sm90a { vec![KernelPath::MmaSync, KernelPath::Auto] } else { vec![KernelPath::MmaSync] };
+    let shapes = [(2, 700, 700, 4, 2, 64), (1, 300, 1037, 2, 1, 128), (2, 1037, 300, 2, 2, 256), (1, 129, 129, 3, 3, 80)];
+    let mut cases = vec![];
+    for (i, &(b, sq, sk, hq, hkv, d)) in shapes.iter().enumerate() {
+        let sinks: Vec<f32> = (0..hq).map(|_| rng.random_range(-2.0..2.0)).collect();
+        let sets = [
+            (HostMods { blocks: Some(random_blocks(b, hq, sq, sk, 0.5, &mut rng)), ..HostMods::default() }, false),
+            (HostMods { blocks: Some(random_blocks(1, 1, sq, sk, 0.3, &mut rng)), ..HostMods::default() }, true),
+            (HostMods { blocks: Some(flashrs::HostBlockMask::causal(sq, sk).unwrap()), ..HostMods::default() }, true),
+            (
+                HostMods {
+                    window: (Some(400), Some(100)),
+                    softcap: Some(20.0),
+                    alibi: Some((bloom_slopes(hq), false)),
+                    sinks: Some(sinks),
+                    blocks: Some(random_blocks(b, 1, sq, sk, 0.4, &mut rng)),
+                },
+                false,
+            ),
+        ];
+        for (j, (mods, causal)) in sets.into_iter().enumerate() {
+            for &path in &paths {
+                let dtype = if (i + j) % 2 == 0 { DType::Bf16 } else { DType::F16 };
+                cases.push((params(b, sq, sk, hq, d).heads_kv(hkv).causal(causal).path(path).build().unwrap(), dtype, mods.clone()));
+            }
+        }
+    }
+    check_mods_many(&gpu, &cases);
+
+    let lens = [(300, 300), (0, 5), (1, 900), (517, 200), (64, 0), (1037, 1037)];
+    let (hq, max_q, max_k) = (4, 1037, 1037);
+    let mut cases = vec![];
+    for &path in &paths {
+        for (i, d) in [64, 128, 256].into_iter().enumerate() {
+            let dtype = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+            let mut c = VarlenCase::new(&lens, hq, 2, d, i == 1, dtype);
+            c.path = path;
+            c.device_offsets = i == 2;
+            let heads = if i == 0 { hq } else { 1 };
+            c.mods = HostMods { blocks: Some(random_blocks(lens.len(), heads, max_q, max_k, 0.5, &mut rng)), softcap: (i == 2).then_some(10.0), ..HostMods::default() };
             cases.push(c);
         }
     }

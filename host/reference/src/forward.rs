@@ -31,16 +31,20 @@ pub(crate) fn softmax<T: Copy + Into<f64>>(p: &Problem, var: &Variants, x: &RefI
     let q = &x.q[p.q_offset(batch, head, row)..][..d];
     let head_kv = p.kv_head(head);
     let keys = var.visible(p, row);
+    // Keys in blocks the block mask skips score -inf (probability 0, no gradient).
     let (scores, dscore): (Vec<f64>, Vec<f64>) = keys
         .clone()
         .map(|j| {
+            if !var.block_visits(batch, head, row, j) {
+                return (f64::NEG_INFINITY, 0.0);
+            }
             let k = &x.k[p.kv_offset(batch, head_kv, j)..][..d];
             var.score(p, batch, head, row, j, p.scale * q.iter().zip(k).map(|(&a, &b)| a.into() * b.into()).sum::<f64>())
         })
         .unzip();
     let sink = var.sink(head);
-    if scores.is_empty() && sink.is_none() {
-        return RowSoftmax { keys, probs: vec![], dscore, sink: 0.0, lse: f64::NEG_INFINITY };
+    if scores.iter().all(|&s| s == f64::NEG_INFINITY) && sink.is_none() {
+        return RowSoftmax { probs: vec![0.0; keys.len()], keys, dscore, sink: 0.0, lse: f64::NEG_INFINITY };
     }
     // A NaN score (NaN in Q or K) makes the row's results NaN, as it does the kernels'.
     let max = scores.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);

@@ -9,7 +9,9 @@
 //!   softmax but a log-sum-exp `slope * diag` higher;
 //! * sinks: one logit per query head that joins every row's softmax denominator (gpt-oss): the
 //!   probabilities of the row's keys sum to less than 1 and its log-sum-exp includes the sink;
-//!   a row that sees no key has output 0 and log-sum-exp the sink's logit.
+//!   a row that sees no key has output 0 and log-sum-exp the sink's logit;
+//! * block sparsity: key `j` counts for query row `i` only when the block of `j` (`j / 128`) is
+//!   one the row's block (`i / 128`) visits, on top of the masks above.
 use crate::Problem;
 use core::ops::Range;
 
@@ -24,11 +26,41 @@ pub struct Variants<'a> {
     pub alibi: Option<&'a [f64]>,
     /// Sink logits, `heads_q` of them.
     pub sinks: Option<&'a [f64]>,
+    /// Block sparsity: which key blocks each query block visits.
+    pub blocks: Option<Blocks<'a>>,
+}
+
+/// Which (query block, key block) pairs of 128 x 128 a block-sparse call computes, per batch
+/// entry and query head (a dimension of 1 is shared by all).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Blocks<'a> {
+    /// `[batch, heads, q_blocks, kv_blocks]`: true where the pair is computed.
+    pub visits: &'a [bool],
+    /// Batch entries covered: 1 or the problem's batch.
+    pub batch: usize,
+    /// Query heads covered: 1 or the problem's `heads_q`.
+    pub heads: usize,
+    /// Query blocks per (batch entry, head).
+    pub q_blocks: usize,
+    /// Key blocks per query block.
+    pub kv_blocks: usize,
+}
+
+/// Rows of a query block and keys of a key block in [`Blocks`].
+pub const BLOCK: usize = 128;
+
+impl Blocks<'_> {
+    /// True when query row `row` of (`batch`, `head`) computes key `key`'s block.
+    pub fn visits(&self, batch: usize, head: usize, row: usize, key: usize) -> bool {
+        let (b, h) = (if self.batch == 1 { 0 } else { batch }, if self.heads == 1 { 0 } else { head });
+        let kb = key / BLOCK;
+        kb < self.kv_blocks && self.visits[((b * self.heads + h) * self.q_blocks + row / BLOCK) * self.kv_blocks + kb]
+    }
 }
 
 impl Variants<'_> {
     /// Plain attention.
-    pub const NONE: Variants<'static> = Variants { window: (None, None), softcap: None, alibi: None, sinks: None };
+    pub const NONE: Variants<'static> = Variants { window: (None, None), softcap: None, alibi: None, sinks: None, blocks: None };
 
     /// The keys query row `row` sees: a range, possibly empty.
     pub fn visible(&self, p: &Problem, row: usize) -> Range<usize> {
@@ -53,6 +85,11 @@ impl Variants<'_> {
             x -= slope * (diag - key as i64).abs() as f64;
         }
         (x, ds)
+    }
+
+    /// True when the block mask (if any) lets query row `row` of (`batch`, `head`) see key `key`.
+    pub fn block_visits(&self, batch: usize, head: usize, row: usize, key: usize) -> bool {
+        self.blocks.is_none_or(|b| b.visits(batch, head, row, key))
     }
 
     /// Query head `head`'s sink logit, if there are sinks.
@@ -120,5 +157,29 @@ mod tests {
         let z = 2.0 + 0.5f64.exp();
         assert!((r2.lse - z.ln()).abs() < 1e-12);
         assert!((r2.out[0] - 4.0 / z).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_block_mask_drops_the_keys_of_skipped_blocks() {
+        // One query row over 300 keys (3 key blocks) that visits block 1 only: the same as
+        // attending keys 128..256 alone.
+        let (d, n) = (2, 300);
+        let q = vec![0.3, -0.7];
+        let k: Vec<f64> = (0..n * d).map(|i| ((i * 37 % 101) as f64 / 50.0) - 1.0).collect();
+        let v: Vec<f64> = (0..n * d).map(|i| ((i * 53 % 97) as f64 / 40.0) - 1.2).collect();
+        let p = Problem { batch: 1, seqlen_q: 1, seqlen_k: n, heads_q: 1, heads_kv: 1, head_dim: d, causal: false, scale: 0.5 };
+        let visits = [false, true, false];
+        let blocks = Blocks { visits: &visits, batch: 1, heads: 1, q_blocks: 1, kv_blocks: 3 };
+        let var = Variants { blocks: Some(blocks), ..Variants::NONE };
+        let sparse = reference_row_with(&p, &var, &RefInputs { q: &q, k: &k, v: &v }, 0, 0, 0);
+        let sub = Problem { seqlen_k: 128, ..p };
+        let dense = reference_row_with(&sub, &Variants::NONE, &RefInputs { q: &q, k: &k[128 * d..256 * d], v: &v[128 * d..256 * d] }, 0, 0, 0);
+        assert!((sparse.lse - dense.lse).abs() < 1e-12);
+        assert!(sparse.out.iter().zip(&dense.out).all(|(a, b)| (a - b).abs() < 1e-12));
+        // No visited block: no key, as a row past a window.
+        let none = [false; 3];
+        let var = Variants { blocks: Some(Blocks { visits: &none, ..blocks }), ..Variants::NONE };
+        let empty = reference_row_with(&p, &var, &RefInputs { q: &q, k: &k, v: &v }, 0, 0, 0);
+        assert_eq!((empty.lse, empty.out), (f64::NEG_INFINITY, vec![0.0, 0.0]));
     }
 }

@@ -29,6 +29,7 @@ use flashrs_abi::{FwdParams, TileConfig, Variant};
 use mainloop::{PagedCursor, TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
 use crate::mask::Mask;
 use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Window};
+use crate::sparse::KeyBlocks;
 use softmax::Softmax;
 
 /// Waits until at most `STAGES - 2` copy groups are pending: the tile about to be used landed.
@@ -81,6 +82,8 @@ unsafe fn flash_fwd<
         assert!(WN == 1 || warp_merge::scratch_bytes(WN, MT, ON) <= 2 * STAGES * BN * D * 2);
         // A sink joins a row's denominator once: not once per warp or split that merges.
         assert!(!S::SINK || (WN == 1 && !SPLIT));
+        // A block mask's query blocks are the CTA's rows.
+        assert!(!M::BLOCKS || BM == flashrs_abi::params::SPARSE_BLOCK as usize);
     }
     let tid = thread_idx_x();
     let lane = (tid % 32) as usize;
@@ -130,10 +133,19 @@ unsafe fn flash_fwd<
     // window) are never loaded.
     let (first_key, keys) = mask.span(m0 as i32, (m0 + BM as u32) as i32);
     let (first_key, keys) = (first_key as usize, keys as usize);
+    // Block-sparse launches visit the key tiles of their block mask's lists instead, each
+    // loaded from where its block starts ([`crate::sparse`]).
+    let blocks = if M::BLOCKS && !SPLIT && !PAGED && p.mods.blocks.counts != 0 {
+        Some(KeyBlocks::new(&p.mods.blocks, tile.batch, tile.head, tile.m_block))
+    } else {
+        None
+    };
     // This CTA's tiles are [t0, t0 + n_tiles) (possibly none); split-KV: of its split's.
     let (t0, n_tiles) = if SPLIT {
         let t0 = split * p.split_tiles;
         (t0, (keys.div_ceil(BN) as u32).min(t0 + p.split_tiles).saturating_sub(t0) as usize)
+    } else if let Some(b) = blocks {
+        (0, b.tiles::<BN>() as usize)
     } else {
         let first = first_key / BN;
         (first as u32, keys.div_ceil(BN) - first)
@@ -147,6 +159,11 @@ unsafe fn flash_fwd<
         if PAGED {
             paged.issue(k_tile(t % STAGES), v_tile(t % STAGES), tid, p);
         } else {
+            if let Some(b) = blocks {
+                let key0 = b.key0::<BN>(&p.mods.blocks, t as u32, seqlen_k);
+                k_cursor = TileCursor::new(tid, k, kr, seqlen_k, key0, p.head_dim);
+                v_cursor = TileCursor::new(tid, v, vr, seqlen_k, key0, p.head_dim);
+            }
             k_cursor.issue(k_tile(t % STAGES), tid, p.k_strides[1]);
             v_cursor.issue(v_tile(t % STAGES), tid, p.v_strides[1]);
         }
@@ -175,7 +192,10 @@ unsafe fn flash_fwd<
 
         let ops = ops.kv_shifted(((t % STAGES) * BN * D * 2) as u32);
         let mut s = unsafe { gemm_qk::<T, MT, SN, D>(ops) };
-        let col0 = ((t0 as usize + t) * BN + warp_key0) as i32;
+        let col0 = match blocks {
+            Some(b) => b.key0::<BN>(&p.mods.blocks, t as u32, seqlen_k) as usize + warp_key0,
+            None => (t0 as usize + t) * BN + warp_key0,
+        } as i32;
         let col = col0 + 2 * (lane % 4) as i32;
         if S::ACTIVE {
             crate::mask::modify(&mut s, &score, row, col);

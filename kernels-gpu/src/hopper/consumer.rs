@@ -111,17 +111,21 @@ struct Rows<S, M, const D: usize, const BM: usize, const BN: usize, const STAGES
 }
 
 impl<S: ScoreMod, M: MaskMod, const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<S, M, D, BM, BN, STAGES> {
-    /// First key of iteration `t` (tiles are walked from the last).
+    /// The first key of the tile in K stage `stage`, as the producer gave it when the mask has
+    /// [`MaskMod::BLOCKS`] ([`Smem::key_slot`]; read before the stage is released), as lane 0
+    /// read it: a loaded value that ptxas could not tell is warp-uniform would make the mask's
+    /// branch divergent. 0 (unused) for the other masks.
     #[inline(always)]
-    fn col0(&self, t: u32) -> i32 {
-        ((self.first_tile + self.n_tiles - 1 - t) * BN as u32) as i32
+    fn slot_key(&self, stage: u32) -> i32 {
+        if M::BLOCKS { shfl_sync_idx_u32(unsafe { ld_shared_b32(self.smem.key_slot(stage)) }, 0) as i32 } else { 0 }
     }
 
-    /// Modifies the scores of `s` (tile of iteration `t`), then masks them if the tile reaches
-    /// past a row's keys.
+    /// Modifies the scores of `s` (tile of iteration `t`, whose [`Rows::slot_key`] is `key`),
+    /// then masks them if the tile reaches past a row's keys. Tiles are walked from the last,
+    /// or, with [`MaskMod::BLOCKS`], in the producer's order.
     #[inline(always)]
-    fn modify<const SN: usize>(&self, s: &mut [f32; SN], t: u32) {
-        let col0 = self.col0(t);
+    fn modify<const SN: usize>(&self, s: &mut [f32; SN], t: u32, key: i32) {
+        let col0 = if M::BLOCKS { key } else { ((self.first_tile + self.n_tiles - 1 - t) * BN as u32) as i32 };
         if S::ACTIVE {
             mask::modify(s, &self.score, self.row, col0 + self.col);
         }
@@ -163,9 +167,10 @@ unsafe fn mainloop_serial<
             wait_full(r.smem.k_full(stage), pipe.phase);
             gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, r.smem.k(stage));
             wait::<0, SN>(&mut s);
-            release(r.smem.k_empty(stage), r.lane);
         }
-        r.modify(&mut s, t);
+        let key = r.slot_key(stage);
+        unsafe { release(r.smem.k_empty(stage), r.lane) };
+        r.modify(&mut s, t, key);
         let alpha = softmax.update(&mut s, r.scale_log2);
         rescale(o, alpha);
         let mut p = pack_p::<T, SN, KP>(&s);
@@ -225,9 +230,10 @@ unsafe fn mainloop_pipelined<
         gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
         turns.pass_turn();
         wait::<0, SN>(&mut s);
-        release(smem.k_empty(pk.stage), lane);
     }
-    r.modify(&mut s, 0);
+    let key = r.slot_key(pk.stage);
+    unsafe { release(smem.k_empty(pk.stage), lane) };
+    r.modify(&mut s, 0, key);
     // O is still zero: no rescale for the first tile.
     softmax.update(&mut s, r.scale_log2);
     let mut p: [FragA; KP] = pack_p::<T, SN, KP>(&s);
@@ -243,9 +249,10 @@ unsafe fn mainloop_pipelined<
             gemm_pv::<T, D, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
             turns.pass_turn();
             wait::<1, SN>(&mut s);
-            release(smem.k_empty(pk.stage), lane);
         }
-        r.modify(&mut s, t);
+        let key = r.slot_key(pk.stage);
+        unsafe { release(smem.k_empty(pk.stage), lane) };
+        r.modify(&mut s, t, key);
         let mut alpha = softmax.update(&mut s, r.scale_log2);
         // Pinned, the softmax's results are computed before what follows (LLVM would sink
         // them below the wait, where they are used).
@@ -303,10 +310,11 @@ pub unsafe fn run<
     let turns = Pingpong::new(wg, (BM / 64) as u32, PIPELINED);
     let mut pipe = PipeState::<STAGES>::new();
     let total = tile_count(p);
-    // A tile's work, its loaded lengths made visibly warp-uniform ([`Work::warp_uniform`]).
+    // A tile's work, its loaded lengths and block counts made visibly warp-uniform
+    // ([`Work::warp_uniform`]).
     let work_of = |tile: u32| {
         let work = work_for_tile::<BM, BN, VARLEN, M>(p, tile);
-        if VARLEN { work.warp_uniform() } else { work }
+        if VARLEN || work.blocks.is_some() { work.warp_uniform() } else { work }
     };
     let mut i = 0u32;
     loop {

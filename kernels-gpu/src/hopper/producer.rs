@@ -40,26 +40,27 @@ pub(crate) unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map:
 }
 
 /// Loads the K and V tiles of one work tile into the ring from position `start` on, K one tile
-/// ahead of V, in the consumers' order (tile `t` from the last starts at key
-/// [`Work::key0`]); K(0) is left to the caller. Returns the position after them.
+/// ahead of V, in the consumers' order (iteration `t`'s tile starts at key [`Work::key0`]);
+/// K(0) is left to the caller. Returns the position after them.
 #[inline(always)]
-unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
+unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, M: MaskMod>(
     maps: Maps,
     smem: Smem<D, BM, BN, STAGES>,
     work: Work,
     start: PipeState<STAGES>,
+    p: &FwdParams,
 ) -> PipeState<STAGES> {
     let kv_bytes = (BN * D * 2) as u32;
     let load_v = |pipe: PipeState<STAGES>, t: u32| unsafe {
         wait_empty(smem.v_empty(pipe.stage), pipe.phase);
         mbarrier_arrive_expect_tx(smem.v_full(pipe.stage), kv_bytes);
-        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, work.key_row::<BN>(t), work.head_kv, work.map_batch, smem.v_full(pipe.stage));
+        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, work.key_row::<BN>(p, t), work.head_kv, work.map_batch, smem.v_full(pipe.stage));
     };
     let mut pk = start;
     for t in 1..work.n_tiles {
         let pv = pk;
         pk.advance();
-        unsafe { load_k(maps, smem, work, pk, work.key_row::<BN>(t)) };
+        unsafe { load_k::<D, BM, BN, STAGES, M>(maps, smem, work, pk, t, p) };
         load_v(pv, t - 1);
     }
     load_v(pk, work.n_tiles - 1);
@@ -67,17 +68,24 @@ unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES
     pk
 }
 
-/// Loads the K tile from map row `row` on at ring position `pipe`.
+/// Loads the K tile of iteration `t` at ring position `pipe`; with [`MaskMod::BLOCKS`], tells the
+/// consumers its first key ([`Smem::key_slot`]).
 #[inline(always)]
-unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES: usize>(
+unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, M: MaskMod>(
     maps: Maps,
     smem: Smem<D, BM, BN, STAGES>,
     work: Work,
     pipe: PipeState<STAGES>,
-    row: u32,
+    t: u32,
+    p: &FwdParams,
 ) {
+    let key0 = work.key0::<BN>(p, t);
+    let row = work.extent.k_start + key0;
     unsafe {
         wait_empty(smem.k_empty(pipe.stage), pipe.phase);
+        if M::BLOCKS {
+            st_shared_b32(smem.key_slot(pipe.stage), key0);
+        }
         mbarrier_arrive_expect_tx(smem.k_full(pipe.stage), (BN * D * 2) as u32);
         load_tile::<D, BN>(smem.k(pipe.stage), maps.k, row, work.head_kv, work.map_batch, smem.k_full(pipe.stage));
     }
@@ -122,7 +130,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         let next = unsafe { claim_next(p, tile) };
         let work = work_for_tile::<BM, BN, VARLEN, M>(p, tile);
         if work.n_tiles > 0 {
-            unsafe { load_k(maps, smem, work, pipe, work.key_row::<BN>(0)) };
+            unsafe { load_k::<D, BM, BN, STAGES, M>(maps, smem, work, pipe, 0, p) };
         }
         unsafe {
             wait_empty(smem.q_empty(b), phase);
@@ -131,7 +139,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
             load_tile::<D, BM>(smem.q(b), maps.q, work.extent.q_start + work.m0, work.head, work.map_batch, smem.q_full(b));
         }
         if work.n_tiles > 0 {
-            pipe = unsafe { load_kv(maps, smem, work, pipe) };
+            pipe = unsafe { load_kv::<D, BM, BN, STAGES, M>(maps, smem, work, pipe, p) };
         }
         tile = next;
         i += 1;

@@ -3,6 +3,7 @@ use crate::arch::atom::{atom_acq_rel_gpu_add_u32, atom_relaxed_gpu_add_u32};
 use crate::arch::ids::{block_idx_x, grid_dim_x};
 use crate::arch::shfl::shfl_sync_idx_u32;
 use crate::mods::MaskMod;
+use crate::sparse::KeyBlocks;
 use flashrs_abi::FwdParams;
 use flashrs_abi::grid::{Extent, Tile, div_rem, tile_for_block};
 
@@ -20,8 +21,10 @@ pub struct Work {
     /// The first key tile (of `BN` rows) some row of the block sees.
     pub first_tile: u32,
     /// Key tiles the block sees: tiles `first_tile..first_tile + n_tiles`, walked from the last
-    /// down.
+    /// down; under a block mask, the tiles of its visited blocks in the mask's order.
     pub n_tiles: u32,
+    /// The visited key blocks of a block-sparse launch (see [`crate::sparse`]).
+    pub blocks: Option<KeyBlocks>,
     /// The sequence's lengths and, variable-length, where its rows start in the packed tensors.
     pub extent: Extent,
     /// Batch coordinate of the tensor maps: `batch`, or 0 for variable-length launches, whose
@@ -38,16 +41,19 @@ impl Work {
     }
 
     /// First key (within the sequence) of the key tile of iteration `t` (tiles are walked from
-    /// the last, `BN` keys each).
+    /// the last, `BN` keys each; under a block mask, in its order).
     #[inline(always)]
-    pub fn key0<const BN: usize>(&self, t: u32) -> u32 {
-        (self.first_tile + self.n_tiles - 1 - t) * BN as u32
+    pub fn key0<const BN: usize>(&self, p: &FwdParams, t: u32) -> u32 {
+        match self.blocks {
+            Some(b) => b.key0::<BN>(&p.mods.blocks, t, self.extent.seqlen_k),
+            None => (self.first_tile + self.n_tiles - 1 - t) * BN as u32,
+        }
     }
 
     /// Row of the K/V maps where the key tile of iteration `t` starts.
     #[inline(always)]
-    pub fn key_row<const BN: usize>(&self, t: u32) -> u32 {
-        self.extent.k_start + self.key0::<BN>(t)
+    pub fn key_row<const BN: usize>(&self, p: &FwdParams, t: u32) -> u32 {
+        self.extent.k_start + self.key0::<BN>(p, t)
     }
 
     /// True for a query block past its sequence's end (variable-length launches size the grid
@@ -118,9 +124,11 @@ pub unsafe fn retire(p: &FwdParams) {
 /// The work of tile `tile` (< [`tile_count`]; query blocks of `BM` rows, key tiles of `BN`), in
 /// the mma.sync kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs
 /// running together on a few heads); `VARLEN`: of a variable-length launch; `M`: the mask,
-/// whose span over the block's rows bounds its key tiles.
+/// whose span over the block's rows bounds its key tiles, or, with [`MaskMod::BLOCKS`], the
+/// launch's block mask if it has one.
 #[inline(always)]
 pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, M: MaskMod>(p: &FwdParams, tile: u32) -> Work {
+    const { assert!(!M::BLOCKS || BM == flashrs_abi::params::SPARSE_BLOCK as usize) };
     let Tile { batch, head, m_block } = tile_for_block(p, tile);
     let m0 = m_block * BM as u32;
     let head_kv = div_rem(head, p.group).0;
@@ -131,6 +139,10 @@ pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, M: Ma
     let row_end = (m0 + BM as u32).min(extent.seqlen_q);
     let (first_key, keys) = M::new(p, batch, head, &extent).span(m0 as i32, row_end as i32);
     let first_tile = first_key as u32 / BN as u32;
-    let n_tiles = (keys as u32).div_ceil(BN as u32) - first_tile;
-    Work { batch, head, head_kv, m0, first_tile, n_tiles, extent, map_batch: if VARLEN { 0 } else { batch } }
+    let blocks = (M::BLOCKS && p.mods.blocks.counts != 0).then(|| KeyBlocks::new(&p.mods.blocks, batch, head, m_block));
+    let n_tiles = match blocks {
+        Some(b) => b.tiles::<BN>(),
+        None => (keys as u32).div_ceil(BN as u32) - first_tile,
+    };
+    Work { batch, head, head_kv, m0, first_tile, n_tiles, blocks, extent, map_batch: if VARLEN { 0 } else { batch } }
 }

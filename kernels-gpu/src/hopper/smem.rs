@@ -102,6 +102,14 @@ impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem
     pub fn tile_slot(self, b: u32) -> u32 {
         self.base + Self::KV_BARS + 8 * (4 * STAGES as u32 + 2) + 4 * b
     }
+
+    /// The first key (u32) of the K/V tile in stage `s`, for kernels whose key tiles come from
+    /// a block mask ([`crate::mods::MaskMod::BLOCKS`]): written by the producer before it
+    /// signals `k_full(s)`, read by the consumers before they release `k_empty(s)`.
+    #[inline(always)]
+    pub fn key_slot(self, s: u32) -> u32 {
+        self.base + Self::KV_BARS + 8 * (4 * STAGES as u32 + 3) + 4 * s
+    }
 }
 
 /// Start of dynamic shared memory rounded up to 1024 bytes (the host adds 1024 bytes of

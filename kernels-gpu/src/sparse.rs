@@ -1,0 +1,63 @@
+//! Block sparsity: the key blocks a query block visits, read from a block mask in
+//! FlexAttention's form ([`BlockSparse`]) rather than derived from the mask's key span.
+//!
+//! A modification kernel whose mask has [`crate::mods::MaskMod::BLOCKS`] walks, for a launch
+//! with a block mask, the blocks of its query block's lists, each [`SPARSE_BLOCK`] keys in
+//! `SPARSE_BLOCK / BN` key tiles. The lists are the caller's device arrays, unchecked: counts
+//! clamp to `0..=kv_blocks` and indices to the sequence's key blocks, where an index past
+//! them (or negative, as u32) lands on the block just past the last key, which every row's
+//! bounds mask whole. Duplicate indices count their keys twice, as FlexAttention's would.
+//!
+//! A [`KeyBlocks`] holds only the query block's place in the arrays and its counts; the
+//! array addresses stay in the launch parameters (constant memory), so that the Hopper
+//! producer's thread, with few registers, walks the lists without spilling.
+use flashrs_abi::params::{BlockSparse, SPARSE_BLOCK};
+
+/// The key blocks one query block visits: its partial blocks, then its full ones.
+#[derive(Clone, Copy)]
+pub struct KeyBlocks {
+    /// The query block's first index entry in either index array.
+    first: u32,
+    n_partial: u32,
+    /// Partial and full blocks together.
+    n: u32,
+}
+
+impl KeyBlocks {
+    /// The lists of query block `q_block` of (`batch`, query head `head`) in block mask `b`.
+    #[inline(always)]
+    pub fn new(b: &BlockSparse, batch: u32, head: u32, q_block: u32) -> Self {
+        let row = batch * b.batch_stride + head * b.head_stride + q_block;
+        // SAFETY: the host sized the count arrays for every (batch, head, query block) of the
+        // launch through these strides. (`max`/`min` rather than `clamp`, whose panic on
+        // reversed bounds formats them.)
+        let count = |a: u64| if a == 0 { 0 } else { (unsafe { *(a as *const i32).add(row as usize) }.max(0) as u32).min(b.kv_blocks) };
+        let n_partial = count(b.counts);
+        KeyBlocks { first: row * b.kv_blocks, n_partial, n: n_partial + count(b.full_counts) }
+    }
+
+    /// Key tiles of `BN` keys visited.
+    #[inline(always)]
+    pub fn tiles<const BN: usize>(&self) -> u32 {
+        self.n * (SPARSE_BLOCK / BN as u32)
+    }
+
+    /// The key block of visit `j` (`< n`) of block mask `b` (the one this was made from), over
+    /// `seqlen_k` keys, clamped (see the module docs).
+    #[inline(always)]
+    pub fn block(&self, b: &BlockSparse, j: u32, seqlen_k: u32) -> u32 {
+        let (list, j) = if j < self.n_partial { (b.indices, j) } else { (b.full_indices, j - self.n_partial) };
+        // SAFETY: `j` is below the list's count, at most its `kv_blocks` entries.
+        let idx = unsafe { *(list as *const i32).add((self.first + j) as usize) };
+        (idx as u32).min(seqlen_k.div_ceil(SPARSE_BLOCK))
+    }
+
+    /// First key of key tile `t` (`< tiles`) of `BN` keys: tile `t % (SPARSE_BLOCK / BN)` of
+    /// the block of visit `t / (SPARSE_BLOCK / BN)`.
+    #[inline(always)]
+    pub fn key0<const BN: usize>(&self, b: &BlockSparse, t: u32, seqlen_k: u32) -> u32 {
+        const { assert!(BN > 0 && SPARSE_BLOCK as usize % BN == 0) };
+        let sub = SPARSE_BLOCK / BN as u32;
+        self.block(b, t / sub, seqlen_k) * SPARSE_BLOCK + (t % sub) * BN as u32
+    }
+}
