@@ -52,12 +52,13 @@ the median and the fastest are reported. With `--timing queued` each timed launc
   GB/s   = bytes of Q, K and V read once plus O written once / median time (the least traffic
            any implementation needs)
 
---window, --softcap, --alibi and --sinks run every row with those attention modifications \
-(on the library's kernels for them); with --window, TFLOPS count only the (query, key) pairs \
-the window lets through. Records name a row's modifications (`mods`). With --compare torch, \
-SDPA's backends are n/a for such rows (they take none of them), FlashAttention-3 runs \
-the same window and softcap (not ALiBi or sinks), and FlexAttention (compiled per shape) the \
-same window, softcap and ALiBi (not sinks).";
+--window, --softcap, --alibi, --sinks and --block-sparsity run every row with those attention \
+modifications (on the library's kernels for them); with --window, TFLOPS count only the \
+(query, key) pairs the window lets through, with --block-sparsity only the key blocks visited. \
+Records name a row's modifications (`mods`). With --compare torch, SDPA's backends are n/a \
+for such rows (they take none of them), FlashAttention-3 runs the same window and softcap \
+(not ALiBi, sinks or block masks), and FlexAttention (compiled per shape) the same window, \
+softcap, ALiBi and block sparsity (its own random blocks, as many per query block; not sinks).";
 
 /// Element type on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -248,6 +249,11 @@ pub struct BenchmarkArgs {
     /// seeded generator, joins every row's softmax denominator.
     #[arg(long)]
     pub sinks: bool,
+    /// Block sparsity: each 128-row query block visits a random `round((1 - S) * key blocks)`
+    /// of the 128-key blocks (seeded; the same count for every query block); TFLOPS count the
+    /// blocks visited.
+    #[arg(long, value_name = "S", value_parser = mods::parse_sparsity, allow_negative_numbers = true)]
+    pub block_sparsity: Option<f32>,
     /// What the events around each timed launch see (ours and torch's alike).
     #[arg(long, value_enum, default_value_t = TimingArg::Call)]
     pub timing: TimingArg,
@@ -270,11 +276,11 @@ impl BenchmarkArgs {
     /// would refuse only once the GPU is open or deep in a row (the backward pass and paged
     /// caches take none yet), where its error would not name the options at fault.
     pub fn mods(&self) -> Result<ModSpec, String> {
-        let spec = ModSpec { window: self.window.unwrap_or_default(), softcap: self.softcap, alibi: self.alibi, sinks: self.sinks };
+        let spec = ModSpec { window: self.window.unwrap_or_default(), softcap: self.softcap, alibi: self.alibi, sinks: self.sinks, block_sparsity: self.block_sparsity };
         if spec.is_plain() {
             return Ok(spec);
         }
-        let given = "--window, --softcap, --alibi, --sinks";
+        let given = "--window, --softcap, --alibi, --sinks, --block-sparsity";
         if self.backward {
             return Err(format!("--backward takes no attention modifications ({given}): the library's backward pass has none yet"));
         }
@@ -360,7 +366,9 @@ mod tests {
     #[test]
     fn modifications_parse_and_refuse_what_the_library_cannot_run() {
         let a = parse("--window 128,-1 --softcap 30 --alibi --sinks").unwrap();
-        assert_eq!(a.mods().unwrap(), ModSpec { window: (Some(128), None), softcap: Some(30.0), alibi: true, sinks: true });
+        assert_eq!(a.mods().unwrap(), ModSpec { window: (Some(128), None), softcap: Some(30.0), alibi: true, sinks: true, block_sparsity: None });
+        assert_eq!(parse("--block-sparsity 0.9").unwrap().mods().unwrap().block_sparsity, Some(0.9));
+        assert!(parse("--block-sparsity 1.5").is_err());
         assert_eq!(parse("--window -1,0").unwrap().window, Some((None, Some(0))));
         assert_eq!(parse("--window=4096,0").unwrap().mods().unwrap().label(), "window 4096,0");
         assert!(parse("").unwrap().mods().unwrap().is_plain());

@@ -88,6 +88,8 @@ pub struct BenchBuffers {
     mods: RowMods,
     /// Their ALiBi slopes and sink logits on the GPU.
     mod_arrays: [Option<CudaSlice<f32>>; 2],
+    /// The block mask's counts, indices, full counts and full indices.
+    block_arrays: Option<[CudaSlice<i32>; 4]>,
 }
 
 /// A backward row's gradient buffers ([`BenchBuffers::grads`]).
@@ -166,9 +168,13 @@ impl BenchBuffers {
             Some(true) => Some([stream.clone_htod(&equal_offsets(p.batch, p.seqlen_q))?, stream.clone_htod(&equal_offsets(p.batch, p.seqlen_k))?]),
             _ => None,
         };
-        let mods = RowMods::new(mods, p.heads_q);
+        let mods = RowMods::new(mods, p.heads_q, p.seqlen_q, p.seqlen_k);
         let upload = |values: &Option<Vec<f32>>| values.as_ref().map(|v| stream.clone_htod(v)).transpose();
         let mod_arrays = [upload(&mods.slopes)?, upload(&mods.sinks)?];
+        let block_arrays = match &mods.blocks {
+            Some(m) => Some([stream.clone_htod(&m.counts)?, stream.clone_htod(&m.indices)?, stream.clone_htod(&m.full_counts)?, stream.clone_htod(&m.full_indices)?]),
+            None => None,
+        };
         let buffers = BenchBuffers {
             q: stream.clone_htod(&random_bits(dtype, extent(dq, qs)?))?,
             k: stream.clone_htod(&random_bits(dtype, kv_len))?,
@@ -182,6 +188,7 @@ impl BenchBuffers {
             offsets,
             mods,
             mod_arrays,
+            block_arrays,
         };
         // The copies were queued on the default stream; the timed launches run on another.
         stream.synchronize()?;
@@ -192,7 +199,11 @@ impl BenchBuffers {
     /// index arrays and modification arrays borrowed from these buffers.
     pub fn params<'a>(&'a self, p: &AttentionParams<'a>) -> AttentionParams<'a> {
         let [slopes, sinks] = &self.mod_arrays;
-        let mut b = mods::with_arrays(p.to_builder(), slopes.as_ref().map(DeviceArray::new), sinks.as_ref().map(DeviceArray::new));
+        let blocks = match (&self.mods.blocks, &self.block_arrays) {
+            (Some(m), Some([c, i, fc, fi])) => Some(m.on_device(DeviceIndex::new(c), DeviceIndex::new(i), DeviceIndex::new(fc), DeviceIndex::new(fi))),
+            _ => None,
+        };
+        let mut b = mods::with_arrays(p.to_builder(), slopes.as_ref().map(DeviceArray::new), sinks.as_ref().map(DeviceArray::new), blocks);
         b = match (self.layout.packed, &self.offsets) {
             (Some(true), Some([q, k])) => {
                 let (total_q, total_k) = (p.batch * p.seqlen_q, p.batch * p.seqlen_k);

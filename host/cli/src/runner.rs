@@ -90,9 +90,10 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     let array = |i: u64| unsafe { DeviceArray::<f32>::from_raw(i << 41, 1 << 40) };
     let (slopes, sinks) = (opts.mods.alibi.then(|| array(8)), opts.mods.sinks.then(|| array(9)));
     for (shape, configs) in rows {
+        let blocks = opts.mods.block_mask(shape.seqlen_q, shape.seqlen_k).map(|m| m.on_device(index(10), index(11), index(12), index(13)));
         for &config in configs {
             let layout = opts.layout();
-            let mut p = mods::with_arrays(opts.params(shape, config)?.to_builder(), slopes, sinks);
+            let mut p = mods::with_arrays(opts.params(shape, config)?.to_builder(), slopes, sinks, blocks);
             if let Some(device) = layout.packed {
                 let equal = |len: usize| (0..=shape.batch).map(|b| (b * len) as i32).collect::<Vec<_>>();
                 let (total_q, total_k) = (shape.batch * shape.seqlen_q, shape.batch * shape.seqlen_k);
@@ -194,7 +195,7 @@ mod tests {
     #[test]
     fn rows_with_modifications_plan_and_the_library_speaks_for_itself() {
         let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 1024, seqlen_k: 1024, head_dim: 128, causal: true };
-        let all = ModSpec { window: (Some(256), Some(0)), softcap: Some(30.0), alibi: true, sinks: true };
+        let all = ModSpec { window: (Some(256), Some(0)), softcap: Some(30.0), alibi: true, sinks: true, block_sparsity: Some(0.5) };
         for path in [KernelPath::Auto, KernelPath::MmaSync] {
             for varlen in [false, true] {
                 preflight(&[(s, vec![None])], &Options { path, varlen, mods: all, ..opts() }).unwrap();

@@ -41,6 +41,7 @@ pub fn refusal(implementation: Implementation, mods: &ModSpec) -> Option<String>
         (mods.softcap.is_some() && !fa3 && !flex, "softcap"),
         (mods.alibi && !flex, "ALiBi"),
         (mods.sinks, "sinks"),
+        (mods.block_sparsity.is_some() && !flex, "block sparsity"),
     ]
     .into_iter()
     .filter_map(|(set, name)| set.then_some(name))
@@ -106,6 +107,9 @@ struct Request<'a> {
     softcap: f32,
     /// ALiBi with BLOOM's slopes ([`super::mods::alibi_slopes`]) on every shape.
     alibi: bool,
+    /// Block sparsity (0: none): FlexAttention draws its own random key blocks, as many per
+    /// query block as flashrs visits ([`super::mods::ModSpec::visited_blocks`]).
+    block_sparsity: f32,
     /// The shapes, answered by index.
     shapes: &'a [Shape],
 }
@@ -125,6 +129,7 @@ impl<'a> Request<'a> {
             window: [side(mods.window.0), side(mods.window.1)],
             softcap: mods.softcap.unwrap_or(0.0),
             alibi: mods.alibi,
+            block_sparsity: mods.block_sparsity.unwrap_or(0.0),
             shapes,
         }
     }

@@ -4,12 +4,13 @@
 Request, one JSON document on stdin:
   {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
    "backends": ["flash", "cudnn", "fa3", "flex"], "backward": bool,
-   "window": [left, right], "softcap": float, "alibi": bool,
+   "window": [left, right], "softcap": float, "alibi": bool, "block_sparsity": float,
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
 "window", "softcap" and "alibi" apply to every shape, as FlashAttention's `window_size` (-1: an
 unbounded side) and `softcap` (0: none), and ALiBi with BLOOM's slopes 2^(-8 (h + 1) / heads)
-(flashrs's `alibi_slopes`); all are optional, defaulting to plain attention. "fa3" takes the
-window and softcap, "flex" (FlexAttention, compiled) all three; the caller asks no other backend
+(flashrs's `alibi_slopes`), and "block_sparsity" the fraction of 128-key blocks each query
+block skips (0: none); all are optional, defaulting to plain attention. "fa3" takes the
+window and softcap, "flex" (FlexAttention, compiled) all four; the caller asks no other backend
 when they are set, and any other backend asked answers with an error rather than timing plain
 attention. "backends" may be empty (every backend refused the problem): the reply then has only
 the info line and empty results.
@@ -30,6 +31,7 @@ causal diagonal to the bottom-right corner and takes fewer K/V heads natively, a
 """
 
 import json
+import math
 import sys
 import traceback
 import warnings
@@ -166,12 +168,15 @@ def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softc
     return {"median_ms": median, "min_ms": fastest, "call": label}
 
 
-def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0, alibi=False):
+def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0, alibi=False, sparsity=0.0):
     """Times FlexAttention (`torch.nn.attention.flex_attention`, compiled for the shape) on the
     same problem: the window, with causal masking folded into its right side, as a block mask
     on flashrs's bottom-right diagonal (so that blocks outside it are skipped), softcap and
-    ALiBi as a score modification of the scaled scores, as flashrs applies them."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    ALiBi as a score modification of the scaled scores, as flashrs applies them. Block sparsity:
+    each 128-row query block visits as many random 128-key blocks as flashrs's
+    (`round((1 - sparsity) * key blocks)`, at least 1), partial ones under the window's mask
+    where there is one, else full ones."""
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
     sq, sk, heads = shape["seqlen_q"], shape["seqlen_k"], shape["heads_q"]
     offset = sk - sq
@@ -188,7 +193,20 @@ def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), soft
             keep = keep & (kv_idx <= diag + right)
         return keep
 
-    block_mask = None if left < 0 and right < 0 else create_block_mask(mask_mod, None, None, sq, sk, device=q.device)
+    masked = left >= 0 or right >= 0
+    block_mask = None if not masked else create_block_mask(mask_mod, None, None, sq, sk, device=q.device)
+    if sparsity > 0.0:
+        q_blocks, kv_blocks = max(1, -(-sq // 128)), max(1, -(-sk // 128))
+        visited = max(1, int(math.floor((1.0 - sparsity) * kv_blocks + 0.5)))
+        order = torch.rand(1, 1, q_blocks, kv_blocks, device=q.device).argsort(dim=-1).to(torch.int32)
+        indices = order[..., :visited].sort(dim=-1).values.contiguous()
+        indices = torch.cat([indices, order[..., visited:]], dim=-1).contiguous()
+        counts = torch.full((1, 1, q_blocks), visited, device=q.device, dtype=torch.int32)
+        if masked:
+            block_mask = BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=128, mask_mod=mask_mod, seq_lengths=(sq, sk))
+        else:
+            zeros = torch.zeros_like(counts)
+            block_mask = BlockMask.from_kv_blocks(zeros, indices, counts, indices, BLOCK_SIZE=128, seq_lengths=(sq, sk))
     slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / heads) for i in range(heads)], device=q.device, dtype=torch.float32)
 
     def score_mod(score, b, h, q_idx, kv_idx):
@@ -230,7 +248,8 @@ def main():
     window = tuple(int(x) for x in request.get("window", [-1, -1]))
     softcap = float(request.get("softcap", 0.0))
     alibi = bool(request.get("alibi", False))
-    modified = window != (-1, -1) or softcap != 0.0 or alibi
+    sparsity = float(request.get("block_sparsity", 0.0))
+    modified = window != (-1, -1) or softcap != 0.0 or alibi or sparsity > 0.0
     torch.manual_seed(0)
     for index, shape in enumerate(request["shapes"]):
         results = {}
@@ -252,14 +271,14 @@ def main():
                     continue
                 if name not in ("fa3", "flex") and modified:
                     # SDPA has no window, softcap or ALiBi: timing it would time another problem.
-                    results[name] = {"error": f"SDPA's {name} backend takes no sliding window, softcap or ALiBi"}
+                    results[name] = {"error": f"SDPA's {name} backend takes no sliding window, softcap, ALiBi or block mask"}
                     continue
-                if name == "fa3" and alibi:
-                    results[name] = {"error": "FlashAttention-3 takes no ALiBi"}
+                if name == "fa3" and (alibi or sparsity > 0.0):
+                    results[name] = {"error": "FlashAttention-3 takes no ALiBi or block mask"}
                     continue
                 if name == "flex":
                     try:
-                        results[name] = run_flex(torch, shape, q, k, v, warmup, iters, queued, window, softcap, alibi)
+                        results[name] = run_flex(torch, shape, q, k, v, warmup, iters, queued, window, softcap, alibi, sparsity)
                     except Exception as e:  # noqa: BLE001 - a compile failure or out of memory
                         results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
                     continue
