@@ -10,13 +10,13 @@
 //! instantiated with (an empty inline-assembly statement with `const` operands):
 //!
 //! ```text
-//! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <mods>
-//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined> <mods>
+//! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <flavor>
+//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined> <flavor>
 //! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <flag>
 //! // flashrs-kernel: merge <dtype>
 //! ```
 //!
-//! with [`Variant::code`], [`DType::code`], [`BwdStep::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
+//! with [`Variant::code`], [`DType::code`], [`BwdStep::code`], [`Flavor::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
 //! it back, so a build can check without a GPU that every entry's name is the name of the
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
@@ -107,6 +107,50 @@ impl Variant {
     }
 }
 
+/// What a forward kernel computes besides plain attention: each flavor is its own set of
+/// entry points, so that one never pays for another's work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// Plain attention.
+    Plain,
+    /// The attention modifications of [`crate::ModParams`] (sliding window, softcap, ALiBi,
+    /// sinks).
+    Mods,
+    /// Those, over the key blocks of a block mask ([`crate::BlockSparse`]) instead of every
+    /// key tile the window lets through.
+    Sparse,
+}
+
+impl Flavor {
+    /// Every flavor, in code order.
+    pub const ALL: [Flavor; 3] = [Flavor::Plain, Flavor::Mods, Flavor::Sparse];
+
+    /// Number of this flavor in kernel markers.
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The flavor of marker number `code`.
+    pub const fn from_code(code: usize) -> Option<Flavor> {
+        if code < Flavor::ALL.len() { Some(Flavor::ALL[code]) } else { None }
+    }
+
+    /// True when the kernels compile in the attention modifications (both flavors but
+    /// [`Flavor::Plain`]): they take the modification kernels' tile tables.
+    pub const fn mods(self) -> bool {
+        !matches!(self, Flavor::Plain)
+    }
+
+    /// The flavor's part of an entry name.
+    const fn infix(self) -> &'static str {
+        match self {
+            Flavor::Plain => "",
+            Flavor::Mods => "mods_",
+            Flavor::Sparse => "sparse_",
+        }
+    }
+}
+
 /// One kernel entry point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
@@ -116,11 +160,11 @@ pub enum Kernel {
         dtype: DType,
         /// What it compiles in.
         variant: Variant,
-        /// Its tile configuration, one of [`Variant::configs_of`] `mods`.
+        /// Its tile configuration, one of [`Variant::configs_of`] `flavor.mods()`.
         config: TileConfig,
-        /// Compiles in the attention modifications of [`crate::ModParams`] (sliding window,
-        /// softcap, ALiBi, sinks); plain kernels compute plain attention only.
-        mods: bool,
+        /// What it computes besides plain attention (only the plain and variable-length
+        /// variants have modification kernels).
+        flavor: Flavor,
     },
     /// A FlashAttention-3-style Hopper kernel (TMA, wgmma; in the sm_90a module only).
     Sm90 {
@@ -130,9 +174,9 @@ pub enum Kernel {
         varlen: bool,
         /// Its tile configuration, one of [`sm90::CONFIGS`].
         config: HopperConfig,
-        /// Compiles in the attention modifications of [`crate::ModParams`] (only the
-        /// configurations of [`sm90::MODS`] have such twins).
-        mods: bool,
+        /// What it computes besides plain attention (only the configurations of
+        /// [`sm90::MODS`] have modification kernels).
+        flavor: Flavor,
     },
     /// A step of the backward pass (in both modules, but for the Hopper main kernel), see
     /// [`crate::bwd`].
@@ -214,19 +258,19 @@ impl BwdStep {
 impl Kernel {
     /// Every kernel the device crate instantiates: each `mma.sync` variant for each
     /// configuration of its table, plain and then with modifications, then each Hopper
-    /// configuration and, for the defaults, its variable-length twin, each of those plain and
-    /// with modifications, then the backward's row kernels and each of its configurations;
-    /// each for f16 and bf16.
+    /// configuration and, for the defaults, its variable-length twin, each of those of every
+    /// flavor it has, then the backward's row kernels and each of its configurations; each
+    /// for f16 and bf16.
     pub fn all() -> impl Iterator<Item = Kernel> + Clone {
-        let mma = [false, true].into_iter().flat_map(|mods| {
+        let mma = Flavor::ALL.into_iter().flat_map(|flavor| {
             Variant::ALL.into_iter().flat_map(move |variant| {
-                variant.configs_of(mods).iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, variant, config, mods }))
+                variant.configs_of(flavor.mods()).iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, variant, config, flavor }))
             })
         });
         let sm90 = sm90::CONFIGS.into_iter().flat_map(|config| {
-            let kinds = [(false, false), (true, false), (false, true), (true, true)];
-            kinds.into_iter().filter(move |&(varlen, mods)| sm90_twin(&config, varlen, mods)).flat_map(move |(varlen, mods)| {
-                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config, mods })
+            let kinds = Flavor::ALL.into_iter().flat_map(|flavor| [(false, flavor), (true, flavor)]);
+            kinds.filter(move |&(varlen, flavor)| sm90_twin(&config, varlen, flavor)).flat_map(move |(varlen, flavor)| {
+                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config, flavor })
             })
         });
         let bwd = BwdStep::all().flat_map(|step| DType::ALL.into_iter().map(move |dtype| Kernel::Bwd { dtype, step }));
@@ -237,17 +281,26 @@ impl Kernel {
     /// True when the device crate instantiates this kernel (it is one of [`Kernel::all`]).
     pub fn is_instantiated(&self) -> bool {
         match *self {
-            Kernel::Mma { variant, config, mods, .. } => variant.configs_of(mods).contains(&config),
-            Kernel::Sm90 { varlen, config, mods, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, mods),
+            Kernel::Mma { variant, config, flavor, .. } => variant.configs_of(flavor.mods()).contains(&config),
+            Kernel::Sm90 { varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
             Kernel::Bwd { step: BwdStep::Main { config, accum }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
         }
     }
 
+    /// What a forward kernel computes besides plain attention ([`Flavor::Plain`] for the
+    /// backward's and the merge).
+    pub const fn flavor(&self) -> Flavor {
+        match *self {
+            Kernel::Mma { flavor, .. } | Kernel::Sm90 { flavor, .. } => flavor,
+            Kernel::Bwd { .. } | Kernel::Merge { .. } => Flavor::Plain,
+        }
+    }
+
     /// True for the kernels that compile in the attention modifications.
     pub const fn mods(&self) -> bool {
-        matches!(self, Kernel::Mma { mods: true, .. } | Kernel::Sm90 { mods: true, .. })
+        self.flavor().mods()
     }
 
     /// True for kernels only the sm_90a module holds.
@@ -327,7 +380,7 @@ impl Kernel {
         let (_, rest) = line.split_once(MARKER)?;
         let mut words = rest.split_whitespace();
         let family = words.next()?;
-        // The forward families carry an eighth field, the modification flag.
+        // The forward families carry an eighth field, the flavor.
         let fields = match family {
             "bwd" => 7,
             "merge" => 1,
@@ -353,11 +406,11 @@ impl Kernel {
             "mma" => {
                 let variant = Variant::from_code(u32::try_from(n[0]).ok()?)?;
                 let config = TileConfig { head_dim: n[2], block_m: n[3], block_n: n[4], warps: n[5], stages: n[6] };
-                Some(Kernel::Mma { dtype, variant, config, mods: flag(n[7])? })
+                Some(Kernel::Mma { dtype, variant, config, flavor: Flavor::from_code(n[7])? })
             }
             "sm90" => {
                 let config = HopperConfig { head_dim: n[2], block_n: n[3], stages: n[4], consumers: n[5], pipelined: flag(n[6])? };
-                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config, mods: flag(n[7])? })
+                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config, flavor: Flavor::from_code(n[7])? })
             }
             "bwd" => {
                 let config = BwdConfig { head_dim: n[2], block_m: n[3], block_n: n[4], stages: n[5] };
@@ -379,20 +432,20 @@ impl Kernel {
     }
 }
 
-/// The entry point's name: `flash_fwd_[<variant>_][mods_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
-/// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]`
+/// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
+/// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]`
 /// for Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
 /// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Kernel::Mma { dtype, variant, config: c, mods } => {
-                let (v, m, t) = (variant.infix(), mods_infix(*mods), dtype.name());
+            Kernel::Mma { dtype, variant, config: c, flavor } => {
+                let (v, m, t) = (variant.infix(), flavor.infix(), dtype.name());
                 write!(f, "flash_fwd_{v}{m}{t}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
             }
-            Kernel::Sm90 { dtype, varlen, config: c, mods } => {
-                let (v, m, t) = (if *varlen { "varlen_" } else { "" }, mods_infix(*mods), dtype.name());
+            Kernel::Sm90 { dtype, varlen, config: c, flavor } => {
+                let (v, m, t) = (if *varlen { "varlen_" } else { "" }, flavor.infix(), dtype.name());
                 let serial = if c.pipelined { "" } else { "_serial" };
                 write!(f, "flash_fwd_sm90_{v}{m}{t}_d{}_{}x{}s{}{serial}", c.head_dim, c.block_m(), c.block_n, c.stages)
             }
@@ -415,16 +468,11 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// True when Hopper configuration `c` has the kernel of this length kind and modification
-/// flag: every configuration a plain fixed-length one, the defaults a variable-length twin,
-/// and those of [`sm90::MODS`] modification kernels of both kinds.
-const fn sm90_twin(c: &HopperConfig, varlen: bool, mods: bool) -> bool {
-    if mods { sm90::has_mods(c) } else { !varlen || sm90::is_default(c) }
-}
-
-/// The modification kernels' part of an entry name.
-const fn mods_infix(mods: bool) -> &'static str {
-    if mods { "mods_" } else { "" }
+/// True when Hopper configuration `c` has the kernel of this length kind and flavor: every
+/// configuration a plain fixed-length one, the defaults a variable-length twin, and those of
+/// [`sm90::MODS`] modification and block-sparse kernels of both kinds.
+const fn sm90_twin(c: &HopperConfig, varlen: bool, flavor: Flavor) -> bool {
+    if flavor.mods() { sm90::has_mods(c) } else { !varlen || sm90::is_default(c) }
 }
 
 #[cfg(test)]
@@ -436,20 +484,26 @@ mod tests {
     #[test]
     fn names_follow_the_configuration() {
         let c = TileConfig { head_dim: 128, block_m: 16, block_n: 128, warps: 4, stages: 2 };
-        let k = Kernel::Mma { dtype: DType::Bf16, variant: Variant::VarlenPaged, config: c, mods: false };
+        let k = Kernel::Mma { dtype: DType::Bf16, variant: Variant::VarlenPaged, config: c, flavor: Flavor::Plain };
         assert_eq!(k.to_string(), "flash_fwd_varlen_paged_bf16_d128_16x128w4s2");
-        assert_eq!(Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c, mods: false }.to_string(), "flash_fwd_f16_d128_16x128w4s2");
-        let m = Kernel::Mma { dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], mods: true };
+        assert_eq!(Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c, flavor: Flavor::Plain }.to_string(), "flash_fwd_f16_d128_16x128w4s2");
+        let m = Kernel::Mma { dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Mods };
         assert_eq!(m.to_string(), "flash_fwd_varlen_mods_bf16_d128_128x64w8s2");
         assert!(m.mods() && m.is_instantiated() && !m.needs_sm90a());
-        let h = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], mods: false };
+        let h = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Plain };
         assert_eq!(h.to_string(), "flash_fwd_sm90_varlen_f16_d64_192x128s3");
-        let hm = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[1], mods: true };
+        let hm = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[1], flavor: Flavor::Mods };
         assert_eq!(hm.to_string(), "flash_fwd_sm90_mods_bf16_d128_128x128s2");
-        let hm64 = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], mods: true };
+        let hm64 = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Mods };
         assert_eq!(hm64.to_string(), "flash_fwd_sm90_varlen_mods_f16_d64_128x128s3");
-        assert!(hm64.is_instantiated() && !Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], mods: true }.is_instantiated());
-        let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], mods: false };
+        let sparse = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Sparse };
+        assert_eq!(sparse.to_string(), "flash_fwd_sm90_varlen_sparse_f16_d64_128x128s3");
+        assert!(sparse.mods() && sparse.is_instantiated() && sparse.flavor() == Flavor::Sparse);
+        let mma_sparse = Kernel::Mma { dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Sparse };
+        assert_eq!(mma_sparse.to_string(), "flash_fwd_varlen_sparse_bf16_d128_128x64w8s2");
+        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: tiles::SPLIT_CONFIGS[0], flavor: Flavor::Sparse }.is_instantiated());
+        assert!(hm64.is_instantiated() && !Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
+        let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], flavor: Flavor::Plain };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[1], accum: AccumLayout::Rows } };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s3");
@@ -477,21 +531,21 @@ mod tests {
         let all: std::vec::Vec<Kernel> = Kernel::all().collect();
         let names: HashSet<_> = all.iter().map(|k| k.to_string()).collect();
         assert_eq!(names.len(), all.len(), "two kernels share a name");
-        let mma = Variant::ALL.iter().map(|v| v.configs().len() + v.mods_configs().len()).sum::<usize>();
-        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 2 * sm90::MODS.len();
+        let mma = Variant::ALL.iter().map(|v| v.configs().len() + 2 * v.mods_configs().len()).sum::<usize>();
+        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len();
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
         assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * BWD_SM90_CONFIGS.len() + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
-                Kernel::Mma { dtype, variant, config: c, mods } => std::format!(
+                Kernel::Mma { dtype, variant, config: c, flavor } => std::format!(
                     "\t// {MARKER} mma {} {} {} {} {} {} {} {}",
-                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, mods as u32
+                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code()
                 ),
-                Kernel::Sm90 { dtype, varlen, config: c, mods } => std::format!(
+                Kernel::Sm90 { dtype, varlen, config: c, flavor } => std::format!(
                     "// {MARKER} sm90 {} {} {} {} {} {} {} {}",
-                    varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32, mods as u32
+                    varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code()
                 ),
                 Kernel::Bwd { dtype, step } => {
                     let (c, flag) = match step {
@@ -506,22 +560,22 @@ mod tests {
             assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
         }
         // Not instantiated: a variable-length twin of a non-default, a config from another table.
-        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], mods: false }.is_instantiated());
-        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: false, config: sm90::CONFIGS[0], mods: true }.is_instantiated());
+        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Plain }.is_instantiated());
+        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: false, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
         let c = tiles::CONFIGS[6];
-        assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: c, mods: false }.is_instantiated());
+        assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: c, flavor: Flavor::Plain }.is_instantiated());
         // Modifications: not on split-capable or paged variants, nor on tiles outside their table.
         let split = tiles::SPLIT_CONFIGS[0];
-        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: split, mods: true }.is_instantiated());
-        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: tiles::CONFIGS[6], mods: true }.is_instantiated());
+        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: split, flavor: Flavor::Mods }.is_instantiated());
+        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: tiles::CONFIGS[6], flavor: Flavor::Mods }.is_instantiated());
     }
 
     #[test]
     fn malformed_markers_read_as_none() {
         for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4 2", "flashrs-kernel: mma 9 0 64 128 64 4 2 0",
             "flashrs-kernel: mma 0 7 64 128 64 4 2 0", "flashrs-kernel: sm90 2 0 64 128 3 3 1 0", "flashrs-kernel: tc 0 0 64 128 64 4 2 0",
-            "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1", "flashrs-kernel: mma 0 0 64 128 x 4 2 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 2",
-            "flashrs-kernel: sm90 0 0 64 128 3 3 1 2", "flashrs-kernel: sm90 0 0 64 128 3 3 1",
+            "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1", "flashrs-kernel: mma 0 0 64 128 x 4 2 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 3",
+            "flashrs-kernel: sm90 0 0 64 128 3 3 1 3", "flashrs-kernel: sm90 0 0 64 128 3 3 1",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 2",
             "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2",
             "flashrs-kernel: merge", "flashrs-kernel: merge 7", "flashrs-kernel: merge 0 0"] {

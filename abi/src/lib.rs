@@ -37,7 +37,7 @@ pub mod upload;
 
 pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, FragmentBlocks};
 pub use dtype::DType;
-pub use kernel::{BwdStep, Kernel, Variant};
+pub use kernel::{BwdStep, Flavor, Kernel, Variant};
 pub use merge::MergeParams;
 pub use params::{BlockSparse, FwdParams, ModParams};
 pub use sm90::HopperConfig;

@@ -163,8 +163,9 @@ pub const SPARSE_BLOCK: u32 = 128;
 /// of their scores count.
 ///
 /// The arrays may come unchecked from the caller's device memory: the kernels clamp counts
-/// to `0..=kv_blocks` and indices to the sequence's key blocks (an index past them, or
-/// negative, visits a block of no key), so no entry sends a read outside the arrays or the
+/// to `0..=kv_blocks` and indices to `kv_blocks`, which must be at least the key blocks of the
+/// longest sequence and at most `i32::MAX / SPARSE_BLOCK` (an index past a sequence's blocks,
+/// or negative, visits a block of no key), so no entry sends a read outside the arrays or the
 /// tensors.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Tile shapes of the Hopper (wgmma) forward kernels: the table their entry points are
 //! instantiated from, and the launch geometry (threads, shared memory, register split) each
 //! shape implies.
+use crate::kernel::Flavor;
 
 /// Tile shape of one Hopper forward kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,18 +35,29 @@ impl HopperConfig {
     }
     /// Registers per thread the producer warpgroup keeps after `setmaxnreg.dec` (its one
     /// TMA-issuing thread needs few): 32 with three consumer warpgroups, so that they get 160
-    /// each (FlashAttention-3's split); 48 with two, which still leaves them 232 each (the
-    /// multiple of 8 below an even share of what 40 would leave), and lets the producer walk a
-    /// block mask's lists without spilling.
-    pub const fn producer_regs(&self) -> u32 {
-        if self.consumers == 2 { 48 } else { 32 }
+    /// each (FlashAttention-3's split); 40 with two, whose 232 each are already plenty; 56 in
+    /// the block-sparse kernels (two consumers), whose producer walks the block mask's lists,
+    /// leaving their consumers 224.
+    pub const fn producer_regs(&self, flavor: Flavor) -> u32 {
+        match (self.consumers, flavor) {
+            (2, Flavor::Sparse) => 56,
+            (2, _) => 40,
+            _ => 32,
+        }
+    }
+    /// Registers per thread the CTA starts with: 65536 / threads, rounded down to the multiple
+    /// of 8 the hardware allocates (168 for 384 threads, 128 for 512). `setmaxnreg` only moves
+    /// these between warpgroups: a warpgroup's `setmaxnreg.inc` waits until others' `.dec` have
+    /// released what it asks for, so asking for more than the CTA holds hangs.
+    pub const fn initial_regs(&self) -> u32 {
+        (65536 / self.threads() as u32) & !7
     }
     /// Registers per thread each consumer warpgroup claims with `setmaxnreg.inc`: what the
-    /// producer leaves of the 64K register file, shared evenly and rounded down to the
-    /// multiple of 8 that `setmaxnreg` takes. (The CTA starts with 65536 / threads per thread,
-    /// rounded down to 8: 168 for 384 threads, 128 for 512.)
-    pub const fn consumer_regs(&self) -> u32 {
-        ((65536 / 128 - self.producer_regs() as usize) / self.consumers) as u32 & !7
+    /// producer leaves of the CTA's registers ([`HopperConfig::initial_regs`] per thread),
+    /// shared evenly and rounded down to the multiple of 8 that `setmaxnreg` takes.
+    pub const fn consumer_regs(&self, flavor: Flavor) -> u32 {
+        let pool = self.initial_regs() as usize * self.threads();
+        ((pool - 128 * self.producer_regs(flavor) as usize) / (128 * self.consumers)) as u32 & !7
     }
     /// Bytes of one 64-column slab of a `rows`-row tile (128-byte rows).
     pub const fn slab_bytes(rows: usize) -> usize {
@@ -156,4 +168,28 @@ const fn in_table(table: &[usize; 3], c: &HopperConfig) -> bool {
         i += 1;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every configuration's register split fits what its CTA starts with (a consumer asking
+    /// for more would wait forever), and the splits are the intended ones.
+    #[test]
+    fn register_splits_fit_the_cta() {
+        for c in &CONFIGS {
+            for f in Flavor::ALL {
+                let used = 128 * c.producer_regs(f) as usize + 128 * c.consumers * c.consumer_regs(f) as usize;
+                assert!(used <= c.initial_regs() as usize * c.threads(), "{c:?}: {used}");
+                assert!(c.consumer_regs(f) % 8 == 0 && c.producer_regs(f) % 8 == 0);
+                let want = match (c.consumers, f) {
+                    (2, Flavor::Sparse) => (168, 56, 224),
+                    (2, _) => (168, 40, 232),
+                    _ => (128, 32, 160),
+                };
+                assert_eq!((c.initial_regs(), c.producer_regs(f), c.consumer_regs(f)), want, "{c:?}");
+            }
+        }
+    }
 }

@@ -186,7 +186,7 @@ pub use buffers::{BufferRef, Buffers};
 pub use device::Gpu;
 pub use element::{DType, Element};
 pub use error::{Error, Result};
-pub use flashrs_abi::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdStep, FwdParams, HopperConfig, Kernel, ModParams, TileConfig, Variant, sm90, tiles};
+pub use flashrs_abi::{AccumLayout, BlockSparse, BwdConfig, Flavor, BwdParams, BwdSm90Config, BwdStep, FwdParams, HopperConfig, Kernel, ModParams, TileConfig, Variant, sm90, tiles};
 pub use layout::{ArraySource, DeviceArray, DeviceIndex, DeviceOffsets, IndexSource, Kv, Layout, Offsets, PagedKv, Pages, Rows};
 pub use memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 pub use mods::{Alibi, Mods, Window};

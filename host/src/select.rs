@@ -22,7 +22,7 @@
 //!   variable-length, one CTA per query block (no split, no GQA packing, no decode tile), from
 //!   [`tiles::MODS_CONFIGS`] or [`sm90::MODS`].
 use flashrs_abi::tiles::{self, CONFIGS, MAX_SPLITS, MODS_CONFIGS, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
-use flashrs_abi::{HopperConfig, Kernel, Variant, sm90};
+use flashrs_abi::{Flavor, HopperConfig, Kernel, Variant, sm90};
 
 use crate::error::{Error, Result};
 use crate::params::KernelChoice;
@@ -75,7 +75,15 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major: major as i32, minor: minor as i32 });
     }
     let padded = tiles::padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
-    let (varlen, paged, mods) = (call.packed.is_some(), call.paged.is_some(), call.mods.is_some());
+    let (varlen, paged) = (call.packed.is_some(), call.paged.is_some());
+    // Block-sparse calls have kernels of their own, so that the other modification kernels
+    // carry none of their work.
+    let flavor = match call.mods {
+        None => Flavor::Plain,
+        Some(m) if m.blocks.counts != 0 => Flavor::Sparse,
+        Some(_) => Flavor::Mods,
+    };
+    let mods = flavor.mods();
     // Modification kernels run one CTA per query block of a head (the validation refused
     // them paged or split): ALiBi slopes and sinks are per head, a sink joins a row once.
     let pack_gqa = wgmma.is_none() && p.seqlen_q == 1 && p.heads_q > p.heads_kv && !varlen && !mods;
@@ -97,7 +105,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         None if wgmma.is_some() || forced.is_some_and(|c| Some(c) != split_cfg) => 1,
         None => split_cfg.map_or(1, |c| {
             let heads = if pack_gqa { p.heads_kv } else { p.heads_q };
-            let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant: split_variant, config: c, mods: false };
+            let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant: split_variant, config: c, flavor: Flavor::Plain };
             auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots(&kernel))
         }),
     };
@@ -133,16 +141,16 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         };
         match (hopper, wgmma) {
             (Ok(config), _) => {
-                let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal, p.seqlen_k));
-                let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, varlen, config, mods };
+                let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal, p.seqlen_k, flavor == Flavor::Sparse));
+                let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, varlen, config, flavor };
                 return Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent });
             }
             (Err(reason), Some(_)) => return Err(shape_err("wgmma path", reason)),
             (Err(_), None) => {}
         }
     }
-    let config = if mods { mods_config(call, forced, padded, t)? } else { mma_config(call, variant, forced, split_cfg, block_rows, padded, t)? };
-    let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant, config, mods };
+    let config = if mods { mods_config(call, flavor, forced, padded, t)? } else { mma_config(call, variant, forced, split_cfg, block_rows, padded, t)? };
+    let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant, config, flavor };
     if !fits(&config, t) {
         return Err(too_big(kernel, t));
     }
@@ -171,7 +179,7 @@ fn mma_config(
     let p = call.p;
     let none_fits = |table: &[TileConfig], variant| {
         let c = table.iter().find(|c| c.head_dim == padded).copied().ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
-        Err(too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, mods: false }, t))
+        Err(too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, flavor: Flavor::Plain }, t))
     };
     let own = match (variant, forced) {
         (Variant::Plain, _) => None,
@@ -209,9 +217,10 @@ fn mma_config(
     }
 }
 
-/// The `mma.sync` configuration of a call with modifications: `forced` if it is one of
-/// [`MODS_CONFIGS`] for the head dimension, else the first of those that fits the target.
-fn mods_config(call: &Call, forced: Option<TileConfig>, padded: usize, t: &Target) -> Result<TileConfig> {
+/// The `mma.sync` configuration of a call with modifications (of `flavor`): `forced` if it is
+/// one of [`MODS_CONFIGS`] for the head dimension, else the first of those that fits the
+/// target.
+fn mods_config(call: &Call, flavor: Flavor, forced: Option<TileConfig>, padded: usize, t: &Target) -> Result<TileConfig> {
     let of_dim = || MODS_CONFIGS.iter().filter(|c| c.head_dim == padded);
     match forced {
         Some(c) if of_dim().any(|m| *m == c) => Ok(c),
@@ -219,7 +228,7 @@ fn mods_config(call: &Call, forced: Option<TileConfig>, padded: usize, t: &Targe
         None => of_dim().find(|c| fits(c, t)).copied().ok_or_else(|| {
             let variant = if call.packed.is_some() { Variant::Varlen } else { Variant::Plain };
             let c = *of_dim().next().expect("every head dimension has a modification configuration");
-            too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, mods: true }, t)
+            too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, flavor }, t)
         }),
     }
 }
@@ -331,9 +340,10 @@ pub(crate) fn tma_describable(call: &Call) -> std::result::Result<(), String> {
 /// keys. Measured on an H100 against one CTA per tile (16k-token batches): 2k keys 3-13%
 /// faster, 4k 1-7%, causal head_dim 64 8k-16k 3-9%, causal head_dim 128 8k-16k 0.5-2% slower
 /// (two runs; kept for one rule); head_dim 256 (one Q tile: the next Q waits for the epilogue)
-/// up to 15% slower. See docs/PERF-NOTES.md.
-fn persistent_pays(c: &HopperConfig, causal: bool, seqlen_k: usize) -> bool {
-    c.q_buffers() == 2 && (causal || seqlen_k <= PERSISTENT_MAX_KEYS)
+/// up to 15% slower. See docs/PERF-NOTES.md. Block-sparse calls (`sparse`) visit a part of the
+/// keys by design, so they count as short.
+fn persistent_pays(c: &HopperConfig, causal: bool, seqlen_k: usize, sparse: bool) -> bool {
+    c.q_buffers() == 2 && (causal || sparse || seqlen_k <= PERSISTENT_MAX_KEYS)
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@
 //! [`BlockMask`] borrows the four arrays on the GPU, however they were built (on the host with
 //! [`HostBlockMask`]'s helpers, or by the caller's own kernel); a call takes it through
 //! [`crate::AttentionParamsBuilder::block_mask`]. The kernels clamp every count and index they
-//! read (see [`flashrs_abi::BlockSparse`]), so no array content sends an access out of bounds;
+//! read (see [`flashrs_abi::BlockSparse`]; `kv_blocks` must cover the longest sequence's key
+//! blocks), so no array content sends an access out of bounds;
 //! [`HostBlockMask`] checks its own. A mask may be shared by every batch entry (`batch` 1) and
 //! every head (`heads` 1). Block-sparse calls run on the modification kernels, forward only,
 //! not with paged caches or split-KV.
@@ -66,8 +67,8 @@ impl<'a> BlockMask<'a> {
     }
 
     /// Checks the mask's shape against a call of `batch` entries, `heads_q` query heads and at
-    /// most `seqlen_q` query rows per sequence.
-    pub(crate) fn check(&self, batch: usize, heads_q: usize, seqlen_q: usize) -> Result<()> {
+    /// most `seqlen_q` query rows and `seqlen_k` keys per sequence.
+    pub(crate) fn check(&self, batch: usize, heads_q: usize, seqlen_q: usize, seqlen_k: usize) -> Result<()> {
         if self.batch != 1 && self.batch != batch {
             return Err(shape("block_mask", format!("covers {} batch entries: 1 or the call's {batch}", self.batch)));
         }
@@ -77,8 +78,11 @@ impl<'a> BlockMask<'a> {
         if self.q_blocks < seqlen_q.div_ceil(BLOCK) {
             return Err(shape("block_mask", format!("has {} query blocks, {seqlen_q} rows need {}", self.q_blocks, seqlen_q.div_ceil(BLOCK))));
         }
-        if self.kv_blocks == 0 {
-            return Err(shape("block_mask", "kv_blocks must be at least 1"));
+        // The kernels clamp indices to `kv_blocks`: past every key only if no sequence has more
+        // blocks; and key positions (`kv_blocks * BLOCK`) stay within i32.
+        let needed = seqlen_k.div_ceil(BLOCK).max(1);
+        if self.kv_blocks < needed || self.kv_blocks > i32::MAX as usize / BLOCK {
+            return Err(shape("block_mask", format!("kv_blocks {} must be from {needed} (the key blocks of {seqlen_k} keys) to {}", self.kv_blocks, i32::MAX as usize / BLOCK)));
         }
         self.arrays().map(|_| ())
     }
@@ -311,12 +315,14 @@ mod tests {
         assert_eq!((p.batch_stride, p.head_stride, p.kv_blocks), (6, 2, 3));
         // The kernels' row of (1, 2, 1) is the host's.
         assert_eq!(p.batch_stride + 2 * p.head_stride + 1, row as u32);
-        assert!(d.check(2, 3, 256).is_ok());
-        assert!(d.check(4, 3, 256).is_err());
-        assert!(d.check(2, 6, 256).is_err());
-        assert!(d.check(2, 3, 257).is_err());
+        assert!(d.check(2, 3, 256, 384).is_ok());
+        assert!(d.check(4, 3, 256, 384).is_err());
+        assert!(d.check(2, 6, 256, 384).is_err());
+        assert!(d.check(2, 3, 257, 384).is_err());
+        assert!(d.check(2, 3, 256, 385).is_err());
+        assert!(d.check(2, 3, 256, 10).is_ok());
         let shared = HostBlockMask::causal(256, 256).unwrap().on_device(idx, idx, idx, idx);
         assert_eq!((shared.params().batch_stride, shared.params().head_stride), (0, 0));
-        assert!(shared.check(7, 5, 200).is_ok());
+        assert!(shared.check(7, 5, 200, 200).is_ok());
     }
 }

@@ -323,7 +323,7 @@ fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<Mod
         return Err(shape_err("softmax_scale", format!("{scale}: ALiBi divides its slopes by the scale, and 1 / {scale} overflows f32")));
     }
     if let Some(mask) = p.mods.blocks {
-        mask.check(p.batch, p.heads_q, p.seqlen_q)?;
+        mask.check(p.batch, p.heads_q, p.seqlen_q, p.seqlen_k)?;
     }
     if paged {
         return Err(shape_err("mods", "paged K/V caches take no attention modifications (window, softcap, ALiBi, sinks, block masks) yet"));

@@ -62,9 +62,9 @@ pub trait MaskMod: Copy {
         col0 < self.bounds(row_end - 1).0 || col0 + cols > self.bounds(row0).1
     }
 
-    /// True when the kernels walk a launch's block mask ([`flashrs_abi::BlockSparse`], see
-    /// [`crate::sparse`]) rather than every key tile of [`MaskMod::span`]: the modification
-    /// kernels' masks. Needs query tiles of [`flashrs_abi::params::SPARSE_BLOCK`] rows.
+    /// True when the kernels walk the launch's block mask ([`flashrs_abi::BlockSparse`], see
+    /// [`crate::sparse`]) rather than every key tile of [`MaskMod::span`]: [`Sparse`]. Needs
+    /// query tiles of [`flashrs_abi::params::SPARSE_BLOCK`] rows.
     const BLOCKS: bool = false;
 
     /// True when row `row`'s `bounds` (`b`) include key `key`.
@@ -181,8 +181,6 @@ pub struct Window {
 }
 
 impl MaskMod for Window {
-    const BLOCKS: bool = true;
-
     #[inline(always)]
     fn new(p: &FwdParams, _: u32, _: u32, e: &Extent) -> Self {
         let seqlen_k = e.seqlen_k as i32;
@@ -193,6 +191,35 @@ impl MaskMod for Window {
     fn bounds(&self, row: i32) -> (i32, i32) {
         let diag = row + self.offset;
         (diag - self.left, (diag + self.right + 1).min(self.seqlen_k))
+    }
+}
+
+/// Mask `M` over the key blocks of the launch's block mask ([`crate::sparse`]): the blocks
+/// the lists name are visited, and `M` masks inside them as it would without a block mask.
+#[derive(Clone, Copy)]
+pub struct Sparse<M>(M);
+
+impl<M: MaskMod> MaskMod for Sparse<M> {
+    const BLOCKS: bool = true;
+
+    #[inline(always)]
+    fn new(p: &FwdParams, batch: u32, head: u32, e: &Extent) -> Self {
+        Sparse(M::new(p, batch, head, e))
+    }
+
+    #[inline(always)]
+    fn bounds(&self, row: i32) -> (i32, i32) {
+        self.0.bounds(row)
+    }
+
+    #[inline(always)]
+    fn span(&self, row0: i32, row_end: i32) -> (i32, i32) {
+        self.0.span(row0, row_end)
+    }
+
+    #[inline(always)]
+    fn touches(&self, row0: i32, row_end: i32, col0: i32, cols: i32) -> bool {
+        self.0.touches(row0, row_end, col0, cols)
     }
 }
 

@@ -4,13 +4,15 @@
 //! A modification kernel whose mask has [`crate::mods::MaskMod::BLOCKS`] walks, for a launch
 //! with a block mask, the blocks of its query block's lists, each [`SPARSE_BLOCK`] keys in
 //! `SPARSE_BLOCK / BN` key tiles. The lists are the caller's device arrays, unchecked: counts
-//! clamp to `0..=kv_blocks` and indices to the sequence's key blocks, where an index past
-//! them (or negative, as u32) lands on the block just past the last key, which every row's
-//! bounds mask whole. Duplicate indices count their keys twice, as FlexAttention's would.
+//! clamp to `0..=kv_blocks` and indices to `kv_blocks` (a negative one, as u32, too), which
+//! the host makes at least the sequences' key blocks: an index past them lands on a block
+//! past every key, which every row's bounds mask whole (its rows are zeros from TMA, or the
+//! next sequence's, or not copied at all). Duplicate indices count their keys twice, as
+//! FlexAttention's would.
 //!
 //! A [`KeyBlocks`] holds only the query block's place in the arrays and its counts; the
-//! array addresses stay in the launch parameters (constant memory), so that the Hopper
-//! producer's thread, with few registers, walks the lists without spilling.
+//! array addresses and `kv_blocks` stay in the launch parameters (constant memory), so that
+//! the Hopper producer's thread, with few registers, walks the lists.
 use flashrs_abi::params::{BlockSparse, SPARSE_BLOCK};
 
 /// The key blocks one query block visits: its partial blocks, then its full ones.
@@ -42,22 +44,22 @@ impl KeyBlocks {
         self.n * (SPARSE_BLOCK / BN as u32)
     }
 
-    /// The key block of visit `j` (`< n`) of block mask `b` (the one this was made from), over
-    /// `seqlen_k` keys, clamped (see the module docs).
+    /// The key block of visit `j` (`< n`) of block mask `b` (the one this was made from),
+    /// clamped to `kv_blocks` (see the module docs).
     #[inline(always)]
-    pub fn block(&self, b: &BlockSparse, j: u32, seqlen_k: u32) -> u32 {
+    pub fn block(&self, b: &BlockSparse, j: u32) -> u32 {
         let (list, j) = if j < self.n_partial { (b.indices, j) } else { (b.full_indices, j - self.n_partial) };
         // SAFETY: `j` is below the list's count, at most its `kv_blocks` entries.
         let idx = unsafe { *(list as *const i32).add((self.first + j) as usize) };
-        (idx as u32).min(seqlen_k.div_ceil(SPARSE_BLOCK))
+        (idx as u32).min(b.kv_blocks)
     }
 
     /// First key of key tile `t` (`< tiles`) of `BN` keys: tile `t % (SPARSE_BLOCK / BN)` of
     /// the block of visit `t / (SPARSE_BLOCK / BN)`.
     #[inline(always)]
-    pub fn key0<const BN: usize>(&self, b: &BlockSparse, t: u32, seqlen_k: u32) -> u32 {
+    pub fn key0<const BN: usize>(&self, b: &BlockSparse, t: u32) -> u32 {
         const { assert!(BN > 0 && SPARSE_BLOCK as usize % BN == 0) };
         let sub = SPARSE_BLOCK / BN as u32;
-        self.block(b, t / sub, seqlen_k) * SPARSE_BLOCK + (t % sub) * BN as u32
+        self.block(b, t / sub) * SPARSE_BLOCK + (t % sub) * BN as u32
     }
 }

@@ -13,7 +13,7 @@
 //! pipelined schedule: ping-pong barriers, overlapped waits, not the TMA/wgmma layouts), the
 //! head_dim-64 kernel with two consumer warpgroups, and the persistent launches.
 use flashrs::sm90::{CONFIGS, default_config};
-use flashrs::{AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DimOrder, Error, Kernel, KernelChoice, KernelPath, Strides, Target};
+use flashrs::{AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DimOrder, Error, Flavor, Kernel, KernelChoice, KernelPath, Strides, Target};
 use flashrs_tests::attn::{LaunchResult, check, check_many, check_many_with};
 use flashrs_tests::{gpu_or_skip, hopper_or_skip, params, probe_module};
 use cust::memory::{CopyDestination, DeviceBuffer};
@@ -227,7 +227,7 @@ fn non_default_configs() {
                 cases.push((params(4, 1000, 700, 16, d).heads_kv(4).causal(causal).kernel(choice).build().unwrap(), dtype));
             }
         }
-        let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config, mods: false };
+        let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config, flavor: Flavor::Plain };
         println!("{name} (head_dim {d}, pipelined {}, persistent {persistent}):", config.pipelined);
         check_many(&gpu, &cases);
     }

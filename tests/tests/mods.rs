@@ -6,7 +6,7 @@ use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::tiles::MODS_CONFIGS;
 use flashrs::{
-    AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, Error, GradBuffers, Kernel, KernelPath, Mods,
+    AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, Error, Flavor, GradBuffers, Kernel, KernelPath, Mods,
     PagedKv, Pages, Target, Variant, Window, sm90,
 };
 use flashrs_tests::attn::check_mods_many;
@@ -60,15 +60,15 @@ fn modification_calls_plan_their_own_kernels() {
         let p = win(params(2, 1000, 1000, 8, d));
         let plan = p.plan(&bufs(), &H100).unwrap();
         let want = sm90::mods_config(d).unwrap();
-        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: want, mods: true }, "d{d}");
+        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: want, flavor: Flavor::Mods }, "d{d}");
         assert_eq!(plan.params.mods.window_left, 128);
         for t in [Target::A100, Target::L4] {
             let plan = p.plan(&bufs(), &t).unwrap();
-            let Kernel::Mma { variant: Variant::Plain, config, mods: true, .. } = plan.kernel else { panic!("d{d} on {t:?}: {:?}", plan.kernel) };
+            let Kernel::Mma { variant: Variant::Plain, config, flavor: Flavor::Mods, .. } = plan.kernel else { panic!("d{d} on {t:?}: {:?}", plan.kernel) };
             assert!(MODS_CONFIGS.contains(&config) && config.smem_bytes() <= t.max_smem_per_block as usize);
         }
         let forced = win(params(2, 1000, 1000, 8, d).path(KernelPath::MmaSync)).plan(&bufs(), &H100).unwrap();
-        assert!(matches!(forced.kernel, Kernel::Mma { variant: Variant::Plain, mods: true, .. }), "{:?}", forced.kernel);
+        assert!(matches!(forced.kernel, Kernel::Mma { variant: Variant::Plain, flavor: Flavor::Mods, .. }), "{:?}", forced.kernel);
         let plain = params(2, 1000, 1000, 8, d).build().unwrap().plan(&bufs(), &H100).unwrap();
         assert!(!plain.kernel.mods() && plain.params.mods == flashrs::ModParams::NONE);
     }
@@ -83,14 +83,27 @@ fn modification_calls_plan_their_own_kernels() {
     // Variable-length: the variable-length modification kernels.
     let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).softcap(30.0).build().unwrap();
     let plan = v.plan(&bufs(), &H100).unwrap();
-    assert!(matches!(plan.kernel, Kernel::Sm90 { varlen: true, mods: true, .. }), "{:?}", plan.kernel);
+    assert!(matches!(plan.kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Mods, .. }), "{:?}", plan.kernel);
     let plan = v.to_builder().path(KernelPath::MmaSync).build().unwrap().plan(&bufs(), &H100).unwrap();
-    assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, mods: true, .. }), "{:?}", plan.kernel);
+    assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, flavor: Flavor::Mods, .. }), "{:?}", plan.kernel);
     // The softcap's factors and causal masking folded into the window's right side.
     let c = params(1, 64, 64, 2, 64).causal(true).window(Some(8), Some(5)).softcap(4.0).softmax_scale(0.5).build().unwrap();
     let m = c.plan(&bufs(), &H100).unwrap().params.mods;
     assert_eq!((m.window_left, m.window_right, m.softcap_post), (8, 0, 8.0));
     assert!((m.softcap_pre - 0.25 * std::f32::consts::LOG2_E).abs() < 1e-7);
+    // Block masks: the block-sparse kernels, alone or with other modifications, fixed or
+    // variable length, both paths; the mask's arrays and strides in the parameters.
+    for d in [64, 128, 256] {
+        let sparse = params(2, 1000, 1000, 8, d).block_mask(planning_mask(1, 8, 8, 8)).build().unwrap();
+        let plan = sparse.plan(&bufs(), &H100).unwrap();
+        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::mods_config(d).unwrap(), flavor: Flavor::Sparse });
+        let b = plan.params.mods.blocks;
+        assert_eq!((b.counts, b.full_counts, b.batch_stride, b.head_stride, b.kv_blocks), (MASK, MASK + (2 << 36), 0, 8, 8));
+        let mma = sparse.to_builder().softcap(30.0).path(KernelPath::MmaSync).build().unwrap().plan(&bufs(), &Target::A100).unwrap();
+        assert!(matches!(mma.kernel, Kernel::Mma { variant: Variant::Plain, flavor: Flavor::Sparse, .. }), "{:?}", mma.kernel);
+    }
+    let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).block_mask(planning_mask(2, 1, 2, 2)).build().unwrap();
+    assert!(matches!(v.plan(&bufs(), &H100).unwrap().kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Sparse, .. }));
 }
 
 /// Bad modifications are typed errors naming the problem, planned or launched (with the
@@ -127,6 +140,7 @@ fn bad_modifications_are_typed_errors() {
         ("block mask of 3 batch entries", base().block_mask(planning_mask(3, 1, 1, 1)).build().unwrap(), Box::new(shape("block_mask"))),
         ("block mask short of query blocks", params(1, 300, 64, 4, 64).block_mask(planning_mask(1, 1, 2, 1)).build().unwrap(), Box::new(shape("block_mask"))),
         ("block mask of no key block", base().block_mask(planning_mask(1, 1, 1, 0)).build().unwrap(), Box::new(shape("block_mask"))),
+        ("block mask short of key blocks", params(1, 64, 300, 4, 64).block_mask(planning_mask(1, 1, 1, 2)).build().unwrap(), Box::new(shape("block_mask"))),
         (
             "block mask counts too few",
             base().block_mask(flashrs::BlockMask { counts: planning_index(MASK, 1), ..planning_mask(2, 4, 1, 2) }).build().unwrap(),
@@ -139,7 +153,7 @@ fn bad_modifications_are_typed_errors() {
         ),
         (
             "block mask entries past i32",
-            base().block_mask(planning_mask(1, 1, 1, 1 << 31)).build().unwrap(),
+            base().block_mask(planning_mask(2, 4, 1 << 16, 1 << 14)).build().unwrap(),
             Box::new(shape("block_mask")),
         ),
         ("output over the block mask", base().block_mask(flashrs::BlockMask { indices: planning_index(O + 64, 4), ..planning_mask(1, 1, 1, 1) }).build().unwrap(), Box::new(buffer("out"))),

@@ -44,7 +44,7 @@ use std::time::Instant;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::tiles::CONFIGS;
-use flashrs::{Arch, AttentionParams, BufferRef, Buffers, DType, Element, Gpu, Kernel, KernelChoice, KernelPath, Target, Variant};
+use flashrs::{Arch, AttentionParams, BufferRef, Buffers, DType, Element, Gpu, Flavor, Kernel, KernelChoice, KernelPath, Target, Variant};
 use flashrs_reference::{Problem, RefInputs, RefRow, reference_row};
 use flashrs_tests::attn::{LSE_TOLERANCE, out_tolerance};
 use flashrs_tests::{CustElement, gpu_or_skip, params};
@@ -643,7 +643,7 @@ fn rows_without_keys_are_exactly_zero_with_minus_inf_lse_on(ex: &Exec) {
             println!(
                 "no-key rows {} {}: {} rows exactly 0 / -inf, {} others: out err {:.2e}, lse err {:.2e}",
                 describe(&p, dtype),
-                Kernel::Mma { dtype, variant: Variant::Plain, config: c, mods: false },
+                Kernel::Mma { dtype, variant: Variant::Plain, config: c, flavor: Flavor::Plain },
                 st.empty_rows,
                 st.rows - st.empty_rows,
                 st.out_err,

@@ -57,7 +57,7 @@ use flashrs::plan::PERSISTENT_MAX_KEYS;
 use flashrs::sm90::{self, HopperConfig};
 use flashrs::tiles::{CONFIGS, MODS_CONFIGS, SMALL_D256, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
 use flashrs::{
-    Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, DeviceOffsets, DimOrder, Error, FwdParams, Kernel, KernelChoice,
+    Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, DeviceOffsets, DimOrder, Error, Flavor, FwdParams, Kernel, KernelChoice,
     Kv, LaunchPlan, ModParams, Mods, Offsets, PagedKv, Pages, Rows, Strides, Target, Variant,
 };
 use flashrs_tests::expect::{Want, error_matches};
@@ -371,7 +371,7 @@ fn call_scale(p: &AttentionParams) -> f32 {
 
 /// True for plain attention: no window side, softcap, ALiBi or sinks.
 fn plain_mods(m: &Mods) -> bool {
-    m.window.left.is_none() && m.window.right.is_none() && m.softcap.is_none() && m.alibi.is_none() && m.sinks.is_none()
+    m.window.left.is_none() && m.window.right.is_none() && m.softcap.is_none() && m.alibi.is_none() && m.sinks.is_none() && m.blocks.is_none()
 }
 
 /// The softcap's factors as the kernels take them, `(2 log2(e) scale / cap, cap / scale)`, in
@@ -419,6 +419,18 @@ fn read_mods(p: &AttentionParams, paged: bool) -> Result<Option<ModParams>, Stri
         alibi_scale: 1.0 / scale,
         // Saturated: a call of more heads than u32 holds is refused for its heads_q field.
         alibi_batch_stride: if mods.alibi.is_some_and(|a| a.per_batch) { p.heads_q.min(u32::MAX as usize) as u32 } else { 0 },
+        // A block mask's rows: one per query block, heads then batch entries outside, a shared
+        // dimension not advancing.
+        blocks: mods.blocks.map_or(flashrs::BlockSparse::NONE, |m| flashrs::BlockSparse {
+            counts: m.counts.buffer().ptr,
+            indices: m.indices.buffer().ptr,
+            full_counts: m.full.map_or(0, |f| f.0.buffer().ptr),
+            full_indices: m.full.map_or(0, |f| f.1.buffer().ptr),
+            batch_stride: if m.batch > 1 { (m.q_blocks * m.heads) as u32 } else { 0 },
+            head_stride: if m.heads > 1 { m.q_blocks as u32 } else { 0 },
+            kv_blocks: m.kv_blocks as u32,
+            _pad: 0,
+        }),
     }))
 }
 
@@ -436,7 +448,7 @@ fn sm90_mods_config(d: usize) -> Option<HopperConfig> {
 
 /// True for a kernel that compiles in the attention modifications.
 fn kernel_mods(k: &Kernel) -> bool {
-    matches!(k, Kernel::Mma { mods: true, .. } | Kernel::Sm90 { mods: true, .. })
+    matches!(k, Kernel::Mma { flavor: Flavor::Mods | Flavor::Sparse, .. } | Kernel::Sm90 { flavor: Flavor::Mods | Flavor::Sparse, .. })
 }
 
 /// True when the Hopper kernels' tensor maps can describe the call's tensors: every stride of
@@ -604,6 +616,9 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     ensure!(plan.arch == t.arch, "a plan for {:?} on the {tn}", plan.arch);
     // Only the modification kernels apply the modifications; the plain ones are the fast path.
     ensure!(kernel_mods(&k) == mods, "kernel {k} {} modifications for a call {} them", if mods { "without" } else { "with" }, if mods { "with" } else { "without" });
+    // Block masks: the block-sparse kernels, and only for them.
+    let sparse = m.mods.is_some_and(|x| x.blocks.counts != 0);
+    ensure!(matches!(k, Kernel::Mma { flavor: Flavor::Sparse, .. } | Kernel::Sm90 { flavor: Flavor::Sparse, .. }) == sparse, "kernel {k} for a call {} a block mask", if sparse { "with" } else { "without" });
     ensure!(k.is_instantiated(), "kernel {k} is not instantiated");
     ensure!(!matches!(k, Kernel::Sm90 { .. }) || t.arch == Arch::Sm90a, "Hopper kernel {k} planned for the {tn}, which has no sm_90a module");
     ensure!(k.dtype() == c.b.dtype, "kernel {k} for {:?} tensors", c.b.dtype);
@@ -686,7 +701,9 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
                 ensure!(want == Some(config), "Hopper config {config:?} for head_dim {} under Auto (want {want:?})", m.d);
             }
             if !m.empty && !matches!(p.kernel, KernelChoice::Wgmma { persistent: Some(_), .. }) {
-                let pays = sm90_q_tiles(&config) == 2 && (p.causal || p.seqlen_k <= PERSISTENT_MAX_KEYS);
+                // Block-sparse calls count as short work tiles.
+                let sparse = m.mods.is_some_and(|x| x.blocks.counts != 0);
+                let pays = sm90_q_tiles(&config) == 2 && (p.causal || sparse || p.seqlen_k <= PERSISTENT_MAX_KEYS);
                 ensure!(plan.persistent == pays, "persistent {} for {k} (causal {}, {} keys)", plan.persistent, p.causal, p.seqlen_k);
             }
             let rows = m.packed.map(|(tq, tk)| [tq, tk]);
@@ -3206,8 +3223,8 @@ fn qo_need(c: &Case, i: usize) -> usize {
 fn other_dtype(k: Kernel) -> Kernel {
     let flip = |d: DType| if d == DType::F16 { DType::Bf16 } else { DType::F16 };
     match k {
-        Kernel::Mma { dtype, variant, config, mods } => Kernel::Mma { dtype: flip(dtype), variant, config, mods },
-        Kernel::Sm90 { dtype, varlen, config, mods } => Kernel::Sm90 { dtype: flip(dtype), varlen, config, mods },
+        Kernel::Mma { dtype, variant, config, flavor } => Kernel::Mma { dtype: flip(dtype), variant, config, flavor },
+        Kernel::Sm90 { dtype, varlen, config, flavor } => Kernel::Sm90 { dtype: flip(dtype), varlen, config, flavor },
         Kernel::Bwd { dtype, step } => Kernel::Bwd { dtype: flip(dtype), step },
         Kernel::Merge { dtype } => Kernel::Merge { dtype: flip(dtype) },
     }
@@ -3450,13 +3467,13 @@ fn model_rejects_wrong_plans() {
             }
             edits.push(("paged on the wgmma path", "on the wgmma path", Box::new(|c, _| c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None })));
         }
-        if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, variant: Variant::Plain, mods: false, .. }) = (c.p.kernel, plan.kernel) {
+        if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, variant: Variant::Plain, flavor: Flavor::Plain, .. }) = (c.p.kernel, plan.kernel) {
             let other = CONFIGS.iter().copied().find(|k| *k != forced && k.head_dim >= m.d && fits(k, &c.t));
             if let Some(other) = other {
-                edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, variant: Variant::Plain, config: other, mods: false }))));
+                edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, variant: Variant::Plain, config: other, flavor: Flavor::Plain }))));
             }
         }
-        if let Kernel::Sm90 { dtype, varlen, .. } = plan.kernel {
+        if let Kernel::Sm90 { dtype, varlen, flavor, .. } = plan.kernel {
             edits.push(("Hopper kernel on an sm_80 target", "no sm_90a module", Box::new(|c, pl| (c.t, pl.arch) = (Target::A100, Arch::Sm80))));
             edits.push(("persistence flipped", "persistent", Box::new(|_, pl| pl.persistent = !pl.persistent)));
             if varlen {
@@ -3465,18 +3482,18 @@ fn model_rejects_wrong_plans() {
             if matches!(c.p.kernel, KernelChoice::Auto) {
                 // Auto on sm_90a planned mma.sync for a call the Hopper kernel takes.
                 let t = c.t;
-                let (d, rows, mods) = (m.d, c.p.seqlen_q, m.mods.is_some());
+                let (d, rows) = (m.d, c.p.seqlen_q);
                 edits.push((
                     "mma.sync where Hopper takes the call",
                     "although the Hopper kernel takes the call",
                     Box::new(move |_, pl| {
                         let variant = if varlen { Variant::Varlen } else { Variant::Plain };
-                        let config = match (mods, varlen) {
+                        let config = match (flavor.mods(), varlen) {
                             (true, _) => mods_config(padded(d), &t),
                             (false, true) => varlen_config(padded(d), &t),
                             (false, false) => plain_config(d, rows, &t),
                         };
-                        with_kernel(pl, Kernel::Mma { dtype, variant, config: config.unwrap(), mods });
+                        with_kernel(pl, Kernel::Mma { dtype, variant, config: config.unwrap(), flavor });
                         (pl.persistent, pl.packed_rows) = (false, None);
                     }),
                 ));
@@ -3525,21 +3542,21 @@ fn mods_edits(c: &Case, m: &Model, plan: &LaunchPlan, edits: &mut Vec<PlanEdit>)
         "mods flag flipped",
         "modifications",
         Box::new(|_, pl| match &mut pl.kernel {
-            Kernel::Mma { mods, .. } | Kernel::Sm90 { mods, .. } => *mods = !*mods,
+            Kernel::Mma { flavor, .. } | Kernel::Sm90 { flavor, .. } => *flavor = if flavor.mods() { Flavor::Plain } else { Flavor::Mods },
             Kernel::Bwd { .. } | Kernel::Merge { .. } => unreachable!("a forward plan"),
         }),
     ));
     edits.push(("window_left", "params.mods.window_left", Box::new(|_, pl| pl.params.mods.window_left ^= 1)));
     let swap = match plan.kernel {
-        Kernel::Mma { dtype, variant, config, mods: true } => {
+        Kernel::Mma { dtype, variant, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
             let same = |k: &TileConfig| k.head_dim == config.head_dim && *k != config;
             let table = MODS_CONFIGS.iter().copied().find(|k| same(k) && fits(k, &c.t)).map(|k| (k, "config"));
             let other = table.or_else(|| CONFIGS.iter().copied().find(|k| same(k) && !MODS_CONFIGS.contains(k)).map(|k| (k, "not instantiated")));
-            other.map(|(config, want)| (Kernel::Mma { dtype, variant, config, mods: true }, want))
+            other.map(|(config, want)| (Kernel::Mma { dtype, variant, config, flavor }, want))
         }
-        Kernel::Sm90 { dtype, varlen, config, mods: true } => {
+        Kernel::Sm90 { dtype, varlen, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
             let other = sm90::CONFIGS.iter().copied().find(|k| k.head_dim == config.head_dim && *k != config);
-            other.map(|config| (Kernel::Sm90 { dtype, varlen, config, mods: true }, "not instantiated"))
+            other.map(|config| (Kernel::Sm90 { dtype, varlen, config, flavor }, "not instantiated"))
         }
         _ => None,
     };

@@ -12,7 +12,8 @@
 use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
 use flashrs_tests::attn::{check_many, check_mods_many};
-use flashrs_tests::mods::HostMods;
+use flashrs_tests::mods::{HostMods, random_blocks};
+use rand::SeedableRng;
 use flashrs_tests::{gpu_or_skip, params, with_splits};
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
 use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
@@ -37,13 +38,23 @@ fn sanitize_mods() {
     let Some(gpu) = gpu_or_skip("sanitize_mods") else { return };
     // Windows that skip key tiles on both sides, rows that see no key (with a sink), ALiBi per
     // batch entry, a softcap; ragged, GQA, padded head_dim; both paths; every head dimension.
-    let all = HostMods { window: (Some(70), Some(20)), softcap: Some(4.0), alibi: Some((vec![0.1, 0.2, 0.3, 0.4, 0.5, 0.6], true)), sinks: Some(vec![1.0, -1.0, 0.0]) };
+    let all = HostMods { window: (Some(70), Some(20)), softcap: Some(4.0), alibi: Some((vec![0.1, 0.2, 0.3, 0.4, 0.5, 0.6], true)), sinks: Some(vec![1.0, -1.0, 0.0]), blocks: None };
     let sinks = HostMods { sinks: Some(vec![0.5, 1.5]), ..HostMods::default() };
+    // Block masks: per head with partial and full lists, and one whose indices point before
+    // and past the keys (the kernels clamp them to a block of no key).
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let sparse = HostMods { blocks: Some(random_blocks(2, 3, 333, 517, 0.5, &mut rng)), window: (Some(200), None), ..HostMods::default() };
+    let mut hostile = flashrs::HostBlockMask::causal(300, 300).unwrap();
+    hostile.indices[0] = -5;
+    hostile.full_indices[hostile.kv_blocks * 2] = 1000;
+    let hostile = HostMods { blocks: Some(hostile), ..HostMods::default() };
     let mut cases = vec![];
     for path in [KernelPath::Auto, KernelPath::MmaSync] {
         for (d, dtype) in [(64, DType::F16), (120, DType::Bf16), (256, DType::F16)] {
             cases.push((params(2, 333, 517, 3, d).heads_kv(1).path(path).build().unwrap(), dtype, all.clone()));
             cases.push((params(1, 300, 40, 2, d).causal(true).path(path).build().unwrap(), dtype, sinks.clone()));
+            cases.push((params(2, 333, 517, 3, d).heads_kv(1).path(path).build().unwrap(), dtype, sparse.clone()));
+            cases.push((params(1, 300, 300, 2, d).path(path).build().unwrap(), dtype, hostile.clone()));
         }
     }
     check_mods_many(&gpu, &cases);

@@ -6,7 +6,7 @@
 use flashrs::sm90;
 use flashrs::tiles::{CONFIGS, SPLIT_CONFIGS, VARLEN_CONFIGS};
 use flashrs::{
-    Arch, AttentionParams, BufferRef, Buffers, DType, DeviceOffsets, Error, Kernel, KernelChoice, KernelPath, LaunchPlan, Offsets, PagedKv, Pages, Rows, Target,
+    Arch, AttentionParams, BufferRef, Buffers, DType, DeviceOffsets, Error, Flavor, Kernel, KernelChoice, KernelPath, LaunchPlan, Offsets, PagedKv, Pages, Rows, Target,
     Variant,
 };
 use flashrs_tests::{params, planning_index, with_splits};
@@ -117,7 +117,7 @@ fn forced_configurations_fit_or_are_refused_at_plan_time() {
         for c in CONFIGS {
             let p = params(2, 300, 300, 4, c.head_dim).config(c).build().unwrap();
             match plan(&p, DType::F16, &t) {
-                Ok(pl) => assert!(c.smem_bytes() <= t.max_smem_per_block as usize && pl.kernel == Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c, mods: false }),
+                Ok(pl) => assert!(c.smem_bytes() <= t.max_smem_per_block as usize && pl.kernel == Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c, flavor: Flavor::Plain }),
                 Err(Error::SharedMemory { needed, available, .. }) => {
                     assert!(needed as usize == c.smem_bytes() && needed > available && available == t.max_smem_per_block as u64)
                 }
@@ -139,7 +139,7 @@ fn forced_configurations_fit_or_are_refused_at_plan_time() {
         for persistent in [false, true] {
             let p = params(2, 1000, 700, 4, c.head_dim).kernel(KernelChoice::Wgmma { config: Some(c), persistent: Some(persistent) }).build().unwrap();
             let pl = plan(&p, DType::F16, &Target::H100).unwrap();
-            assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::F16, varlen: false, config: c, mods: false });
+            assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::F16, varlen: false, config: c, flavor: Flavor::Plain });
             assert_eq!(pl.persistent, persistent);
             check_fits(&format!("{c:?}"), &pl, &Target::H100);
         }

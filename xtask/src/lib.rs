@@ -475,13 +475,13 @@ mod tests {
         let mut ptx = String::from(".version 8.0\n");
         for (name, k) in entries {
             ptx += &format!(".visible .entry {name}(\n\t.param .align 8 .b8 {name}_param_0[256]\n)\n{{\n");
-            if let Some(Kernel::Mma { dtype, variant, config: c, mods }) = k {
+            if let Some(Kernel::Mma { dtype, variant, config: c, flavor }) = k {
                 ptx += &format!("\t// begin inline asm\n\t// flashrs-kernel: mma {} {} {} {} {} {} {} {}\n\t// end inline asm\n",
-                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, *mods as u32);
+                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code());
             }
-            if let Some(Kernel::Sm90 { dtype, varlen, config: c, mods }) = k {
+            if let Some(Kernel::Sm90 { dtype, varlen, config: c, flavor }) = k {
                 ptx += &format!("\t// flashrs-kernel: sm90 {} {} {} {} {} {} {} {}\n",
-                    *varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32, *mods as u32);
+                    *varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code());
             }
             if let Some(Kernel::Bwd { dtype, step }) = k {
                 let c = match step {

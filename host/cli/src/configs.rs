@@ -55,12 +55,12 @@ impl ConfigChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flashrs::{DType, Kernel, Variant};
+    use flashrs::{DType, Flavor, Kernel, Variant};
 
     #[test]
     fn tags_are_kernel_name_suffixes_and_round_trip() {
         for c in &CONFIGS {
-            assert!(Kernel::Mma { dtype: DType::Bf16, variant: Variant::Plain, config: *c, mods: false }.to_string().ends_with(&format!("_{}", tag(c))));
+            assert!(Kernel::Mma { dtype: DType::Bf16, variant: Variant::Plain, config: *c, flavor: Flavor::Plain }.to_string().ends_with(&format!("_{}", tag(c))));
             assert_eq!(parse_tag(&tag(c)), Ok(*c));
         }
         let err = parse_tag("d128_1x1w1s1").unwrap_err();

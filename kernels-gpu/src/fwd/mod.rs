@@ -25,10 +25,10 @@ use crate::dtype::{Bf16, Element, F16};
 use crate::layout::SmemTile;
 use epilogue::{store_lse, store_o};
 use flashrs_abi::grid::{Extent, div_rem, tile_for_block};
-use flashrs_abi::{FwdParams, TileConfig, Variant};
+use flashrs_abi::{Flavor, FwdParams, TileConfig, Variant};
 use mainloop::{PagedCursor, TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
 use crate::mask::Mask;
-use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Window};
+use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
 use crate::sparse::KeyBlocks;
 use softmax::Softmax;
 
@@ -135,7 +135,7 @@ unsafe fn flash_fwd<
     let (first_key, keys) = (first_key as usize, keys as usize);
     // Block-sparse launches visit the key tiles of their block mask's lists instead, each
     // loaded from where its block starts ([`crate::sparse`]).
-    let blocks = if M::BLOCKS && !SPLIT && !PAGED && p.mods.blocks.counts != 0 {
+    let blocks = if M::BLOCKS && !SPLIT && !PAGED {
         Some(KeyBlocks::new(&p.mods.blocks, tile.batch, tile.head, tile.m_block))
     } else {
         None
@@ -160,7 +160,7 @@ unsafe fn flash_fwd<
             paged.issue(k_tile(t % STAGES), v_tile(t % STAGES), tid, p);
         } else {
             if let Some(b) = blocks {
-                let key0 = b.key0::<BN>(&p.mods.blocks, t as u32, seqlen_k);
+                let key0 = b.key0::<BN>(&p.mods.blocks, t as u32);
                 k_cursor = TileCursor::new(tid, k, kr, seqlen_k, key0, p.head_dim);
                 v_cursor = TileCursor::new(tid, v, vr, seqlen_k, key0, p.head_dim);
             }
@@ -193,7 +193,7 @@ unsafe fn flash_fwd<
         let ops = ops.kv_shifted(((t % STAGES) * BN * D * 2) as u32);
         let mut s = unsafe { gemm_qk::<T, MT, SN, D>(ops) };
         let col0 = match blocks {
-            Some(b) => b.key0::<BN>(&p.mods.blocks, t as u32, seqlen_k) as usize + warp_key0,
+            Some(b) => b.key0::<BN>(&p.mods.blocks, t as u32) as usize + warp_key0,
             None => (t0 as usize + t) * BN + warp_key0,
         } as i32;
         let col = col0 + 2 * (lane % 4) as i32;
@@ -261,29 +261,35 @@ unsafe fn flash_fwd<
 /// block-table addressing compiled in as the variant needs (the plain entries compile all out;
 /// split-capable ones write O and the log-sum-exp directly when a launch has one split), and,
 /// after `mods`, the attention modifications of [`flashrs_abi::ModParams`] ([`Builtin`] scores,
-/// [`Window`] mask; the table is then [`Variant::mods_configs`]). Each entry carries its
+/// [`Window`] mask; the table is then [`Variant::mods_configs`]), after `sparse`, those over a
+/// block mask ([`Sparse`]). Each entry carries its
 /// [`flashrs_abi::kernel`] marker, from which the build checks that its name is the one
 /// [`flashrs_abi::Kernel`] derives from the same configuration.
 macro_rules! mma_kernels {
     ($variant:ident: $($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
-        mma_kernels!(@one $variant, false, Plain, Mask, $f16, F16, $idx);
-        mma_kernels!(@one $variant, false, Plain, Mask, $bf16, Bf16, $idx);
+        mma_kernels!(@one $variant, Plain, Plain, Mask, $f16, F16, $idx);
+        mma_kernels!(@one $variant, Plain, Plain, Mask, $bf16, Bf16, $idx);
     )*};
     ($variant:ident mods: $($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
-        mma_kernels!(@one $variant, true, Builtin, Window, $f16, F16, $idx);
-        mma_kernels!(@one $variant, true, Builtin, Window, $bf16, Bf16, $idx);
+        mma_kernels!(@one $variant, Mods, Builtin, Window, $f16, F16, $idx);
+        mma_kernels!(@one $variant, Mods, Builtin, Window, $bf16, Bf16, $idx);
     )*};
-    (@one $variant:ident, $mods:literal, $score:ty, $mask:ty, $name:ident, $t:ty, $idx:literal) => {
+    ($variant:ident sparse: $($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
+        mma_kernels!(@one $variant, Sparse, Builtin, Sparse<Window>, $f16, F16, $idx);
+        mma_kernels!(@one $variant, Sparse, Builtin, Sparse<Window>, $bf16, Bf16, $idx);
+    )*};
+    (@one $variant:ident, $flavor:ident, $score:ty, $mask:ty, $name:ident, $t:ty, $idx:literal) => {
         /// Forward attention entry point (see the module docs and [`FwdParams`]); launch with
         /// the geometry of its [`TileConfig`].
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
             const V: Variant = Variant::$variant;
-            const C: TileConfig = V.configs_of($mods)[$idx];
+            const F: Flavor = Flavor::$flavor;
+            const C: TileConfig = V.configs_of(F.mods())[$idx];
             unsafe {
                 core::arch::asm!("// flashrs-kernel: mma {v} {t} {d} {bm} {bn} {w} {s} {m}", v = const V.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const C.block_n, w = const C.warps, s = const C.stages, m = const $mods as u32,
+                    bn = const C.block_n, w = const C.warps, s = const C.stages, m = const F.code(),
                     options(nomem, nostack, preserves_flags));
                 flash_fwd::<$t, $score, $mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
                     { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
@@ -368,4 +374,18 @@ mma_kernels! { Varlen mods:
     1 => flash_fwd_varlen_mods_f16_d128_128x64w8s2, flash_fwd_varlen_mods_bf16_d128_128x64w8s2;
     2 => flash_fwd_varlen_mods_f16_d256_128x32w8s2, flash_fwd_varlen_mods_bf16_d256_128x32w8s2;
     3 => flash_fwd_varlen_mods_f16_d256_128x16w8s2, flash_fwd_varlen_mods_bf16_d256_128x16w8s2;
+}
+
+mma_kernels! { Plain sparse:
+    0 => flash_fwd_sparse_f16_d64_128x64w4s2, flash_fwd_sparse_bf16_d64_128x64w4s2;
+    1 => flash_fwd_sparse_f16_d128_128x64w8s2, flash_fwd_sparse_bf16_d128_128x64w8s2;
+    2 => flash_fwd_sparse_f16_d256_128x32w8s2, flash_fwd_sparse_bf16_d256_128x32w8s2;
+    3 => flash_fwd_sparse_f16_d256_128x16w8s2, flash_fwd_sparse_bf16_d256_128x16w8s2;
+}
+
+mma_kernels! { Varlen sparse:
+    0 => flash_fwd_varlen_sparse_f16_d64_128x64w4s2, flash_fwd_varlen_sparse_bf16_d64_128x64w4s2;
+    1 => flash_fwd_varlen_sparse_f16_d128_128x64w8s2, flash_fwd_varlen_sparse_bf16_d128_128x64w8s2;
+    2 => flash_fwd_varlen_sparse_f16_d256_128x32w8s2, flash_fwd_varlen_sparse_bf16_d256_128x32w8s2;
+    3 => flash_fwd_varlen_sparse_f16_d256_128x16w8s2, flash_fwd_varlen_sparse_bf16_d256_128x16w8s2;
 }

@@ -112,12 +112,18 @@ struct Rows<S, M, const D: usize, const BM: usize, const BN: usize, const STAGES
 
 impl<S: ScoreMod, M: MaskMod, const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<S, M, D, BM, BN, STAGES> {
     /// The first key of the tile in K stage `stage`, as the producer gave it when the mask has
-    /// [`MaskMod::BLOCKS`] ([`Smem::key_slot`]; read before the stage is released), as lane 0
-    /// read it: a loaded value that ptxas could not tell is warp-uniform would make the mask's
-    /// branch divergent. 0 (unused) for the other masks.
+    /// [`MaskMod::BLOCKS`] ([`Smem::key_slot`]; read before the stage is released). Read by the
+    /// lane that releases the stage for the warp, so that its arrival orders the read before
+    /// the producer's next store there, then shared (a shuffled value is also one ptxas knows
+    /// to be warp-uniform, which keeps the mask's branch uniform). 0 (unused) for the other
+    /// masks.
     #[inline(always)]
     fn slot_key(&self, stage: u32) -> i32 {
-        if M::BLOCKS { shfl_sync_idx_u32(unsafe { ld_shared_b32(self.smem.key_slot(stage)) }, 0) as i32 } else { 0 }
+        if !M::BLOCKS {
+            return 0;
+        }
+        let mine = if self.lane == 0 { unsafe { ld_shared_b32(self.smem.key_slot(stage)) } } else { 0 };
+        shfl_sync_idx_u32(mine, 0) as i32
     }
 
     /// Modifies the scores of `s` (tile of iteration `t`, whose [`Rows::slot_key`] is `key`),

@@ -39,8 +39,8 @@ use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
 use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
 use crate::dtype::{Bf16, Element, F16};
 use crate::mask::Mask;
-use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Window};
-use flashrs_abi::FwdParams;
+use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
+use flashrs_abi::{Flavor, FwdParams};
 use flashrs_abi::sm90::{CONFIGS, HopperConfig};
 use gemm::WgElement;
 use pipeline::{empty_arrivals, init_barriers};
@@ -90,7 +90,9 @@ unsafe fn flash_fwd_sm90<
 ) {
     const {
         assert!(SN == BN / 2 && ON == D / 2 && KP == BN / 16 && D % 64 == 0 && BN % 16 == 0 && STAGES >= 1);
-        assert!(BM % 64 == 0 && 128 * PREGS as usize + 2 * BM * CREGS as usize <= 65536);
+        // `setmaxnreg` moves registers between warpgroups, within what the CTA started with
+        // (see `HopperConfig::initial_regs`): asking for more hangs the consumers.
+        assert!(BM % 64 == 0 && 128 * PREGS as usize + 2 * BM * CREGS as usize <= (65536 / (128 + 2 * BM)) / 8 * 8 * (128 + 2 * BM));
     };
     let smem = Smem::<D, BM, BN, STAGES>::new(dsmem_base_1024());
     let tid = thread_idx_x();
@@ -126,9 +128,10 @@ unsafe fn flash_fwd_sm90<
     }
 }
 
-/// Declares one kernel entry per (element type, configuration, fixed or variable length, plain
-/// or with the attention modifications of [`flashrs_abi::ModParams`]: [`Builtin`] scores and
-/// the [`Window`] mask), each with its [`flashrs_abi::kernel`] marker (the build checks the name
+/// Declares one kernel entry per (element type, configuration, fixed or variable length,
+/// [`Flavor`]: plain, with the attention modifications of [`flashrs_abi::ModParams`]
+/// ([`Builtin`] scores, the [`Window`] mask), or those over a block mask ([`Sparse`])), each
+/// with its [`flashrs_abi::kernel`] marker (the build checks the name
 /// against it). A launch runs it one CTA per work tile or persistent; the entry is the same.
 macro_rules! sm90_kernels {
     ($($cfg:literal, $varlen:literal, $mods:ident => $f16:ident, $bf16:ident;)*) => {$(
@@ -136,23 +139,27 @@ macro_rules! sm90_kernels {
         sm90_kernels!(@one $bf16, Bf16, $cfg, $varlen, $mods);
     )*};
     (@one $name:ident, $t:ty, $cfg:literal, $varlen:literal, plain) => {
-        sm90_kernels!(@entry $name, $t, $cfg, $varlen, false, Plain, Mask);
+        sm90_kernels!(@entry $name, $t, $cfg, $varlen, Plain, Plain, Mask);
     };
     (@one $name:ident, $t:ty, $cfg:literal, $varlen:literal, mods) => {
-        sm90_kernels!(@entry $name, $t, $cfg, $varlen, true, Builtin, Window);
+        sm90_kernels!(@entry $name, $t, $cfg, $varlen, Mods, Builtin, Window);
     };
-    (@entry $name:ident, $t:ty, $cfg:literal, $varlen:literal, $mods:literal, $score:ty, $mask:ty) => {
+    (@one $name:ident, $t:ty, $cfg:literal, $varlen:literal, sparse) => {
+        sm90_kernels!(@entry $name, $t, $cfg, $varlen, Sparse, Builtin, Sparse<Window>);
+    };
+    (@entry $name:ident, $t:ty, $cfg:literal, $varlen:literal, $flavor:ident, $score:ty, $mask:ty) => {
         /// Hopper forward attention entry point (see the module docs): Q, K and V tensor maps
         /// (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes, 128-byte swizzle), then
         /// the parameters. Launch with the geometry of its [`HopperConfig`].
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, p: FwdParams) {
             const C: HopperConfig = CONFIGS[$cfg];
+            const F: Flavor = Flavor::$flavor;
             entry_directives::<{ C.threads() }>();
             unsafe {
                 core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {bn} {s} {c} {pipe} {m}", v = const $varlen as u32,
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bn = const C.block_n,
-                    s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32, m = const $mods as u32,
+                    s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32, m = const F.code(),
                     options(nomem, nostack, preserves_flags));
             }
             let maps = Maps {
@@ -162,7 +169,7 @@ macro_rules! sm90_kernels {
             };
             unsafe {
                 flash_fwd_sm90::<$t, $score, $mask, { C.head_dim }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
-                    { C.head_dim / 2 }, { C.block_n / 16 }, { C.producer_regs() }, { C.consumer_regs() }, { C.pipelined }, $varlen>(maps, &p)
+                    { C.head_dim / 2 }, { C.block_n / 16 }, { C.producer_regs(F) }, { C.consumer_regs(F) }, { C.pipelined }, $varlen>(maps, &p)
             }
         }
     };
@@ -188,4 +195,11 @@ sm90_kernels! {
     3, true, mods => flash_fwd_sm90_varlen_mods_f16_d64_128x128s3, flash_fwd_sm90_varlen_mods_bf16_d64_128x128s3;
     1, true, mods => flash_fwd_sm90_varlen_mods_f16_d128_128x128s2, flash_fwd_sm90_varlen_mods_bf16_d128_128x128s2;
     2, true, mods => flash_fwd_sm90_varlen_mods_f16_d256_128x64s2, flash_fwd_sm90_varlen_mods_bf16_d256_128x64s2;
+    // Block-sparse, fixed and variable length ([`flashrs_abi::sm90::MODS`]).
+    3, false, sparse => flash_fwd_sm90_sparse_f16_d64_128x128s3, flash_fwd_sm90_sparse_bf16_d64_128x128s3;
+    1, false, sparse => flash_fwd_sm90_sparse_f16_d128_128x128s2, flash_fwd_sm90_sparse_bf16_d128_128x128s2;
+    2, false, sparse => flash_fwd_sm90_sparse_f16_d256_128x64s2, flash_fwd_sm90_sparse_bf16_d256_128x64s2;
+    3, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d64_128x128s3, flash_fwd_sm90_varlen_sparse_bf16_d64_128x128s3;
+    1, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d128_128x128s2, flash_fwd_sm90_varlen_sparse_bf16_d128_128x128s2;
+    2, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d256_128x64s2, flash_fwd_sm90_varlen_sparse_bf16_d256_128x64s2;
 }

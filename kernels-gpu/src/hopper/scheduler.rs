@@ -45,7 +45,7 @@ impl Work {
     #[inline(always)]
     pub fn key0<const BN: usize>(&self, p: &FwdParams, t: u32) -> u32 {
         match self.blocks {
-            Some(b) => b.key0::<BN>(&p.mods.blocks, t, self.extent.seqlen_k),
+            Some(b) => b.key0::<BN>(&p.mods.blocks, t),
             None => (self.first_tile + self.n_tiles - 1 - t) * BN as u32,
         }
     }
@@ -124,8 +124,8 @@ pub unsafe fn retire(p: &FwdParams) {
 /// The work of tile `tile` (< [`tile_count`]; query blocks of `BM` rows, key tiles of `BN`), in
 /// the mma.sync kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs
 /// running together on a few heads); `VARLEN`: of a variable-length launch; `M`: the mask,
-/// whose span over the block's rows bounds its key tiles, or, with [`MaskMod::BLOCKS`], the
-/// launch's block mask if it has one.
+/// whose span over the block's rows bounds its key tiles, or, with [`MaskMod::BLOCKS`], whose
+/// block mask lists them.
 #[inline(always)]
 pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, M: MaskMod>(p: &FwdParams, tile: u32) -> Work {
     const { assert!(!M::BLOCKS || BM == flashrs_abi::params::SPARSE_BLOCK as usize) };
@@ -139,7 +139,7 @@ pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, M: Ma
     let row_end = (m0 + BM as u32).min(extent.seqlen_q);
     let (first_key, keys) = M::new(p, batch, head, &extent).span(m0 as i32, row_end as i32);
     let first_tile = first_key as u32 / BN as u32;
-    let blocks = (M::BLOCKS && p.mods.blocks.counts != 0).then(|| KeyBlocks::new(&p.mods.blocks, batch, head, m_block));
+    let blocks = M::BLOCKS.then(|| KeyBlocks::new(&p.mods.blocks, batch, head, m_block));
     let n_tiles = match blocks {
         Some(b) => b.tiles::<BN>(),
         None => (keys as u32).div_ceil(BN as u32) - first_tile,
