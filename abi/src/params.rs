@@ -170,7 +170,8 @@ pub const SPARSE_BLOCK: u32 = 128;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockSparse {
-    /// Device address of the partial blocks' counts, or 0 for no block mask.
+    /// Device address of the partial blocks' counts, or 0 for no block mask (a block-sparse
+    /// kernel then visits every key tile the window lets through).
     pub counts: u64,
     /// Device address of the partial blocks' indices.
     pub indices: u64,

@@ -141,7 +141,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         };
         match (hopper, wgmma) {
             (Ok(config), _) => {
-                let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal, p.seqlen_k, flavor == Flavor::Sparse));
+                let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal, p.seqlen_k));
                 let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, varlen, config, flavor };
                 return Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent });
             }
@@ -340,10 +340,9 @@ pub(crate) fn tma_describable(call: &Call) -> std::result::Result<(), String> {
 /// keys. Measured on an H100 against one CTA per tile (16k-token batches): 2k keys 3-13%
 /// faster, 4k 1-7%, causal head_dim 64 8k-16k 3-9%, causal head_dim 128 8k-16k 0.5-2% slower
 /// (two runs; kept for one rule); head_dim 256 (one Q tile: the next Q waits for the epilogue)
-/// up to 15% slower. See docs/PERF-NOTES.md. Block-sparse calls (`sparse`) visit a part of the
-/// keys by design, so they count as short.
-fn persistent_pays(c: &HopperConfig, causal: bool, seqlen_k: usize, sparse: bool) -> bool {
-    c.q_buffers() == 2 && (causal || sparse || seqlen_k <= PERSISTENT_MAX_KEYS)
+/// up to 15% slower. See docs/PERF-NOTES.md.
+fn persistent_pays(c: &HopperConfig, causal: bool, seqlen_k: usize) -> bool {
+    c.q_buffers() == 2 && (causal || seqlen_k <= PERSISTENT_MAX_KEYS)
 }
 
 #[cfg(test)]

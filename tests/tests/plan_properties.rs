@@ -701,9 +701,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
                 ensure!(want == Some(config), "Hopper config {config:?} for head_dim {} under Auto (want {want:?})", m.d);
             }
             if !m.empty && !matches!(p.kernel, KernelChoice::Wgmma { persistent: Some(_), .. }) {
-                // Block-sparse calls count as short work tiles.
-                let sparse = m.mods.is_some_and(|x| x.blocks.counts != 0);
-                let pays = sm90_q_tiles(&config) == 2 && (p.causal || sparse || p.seqlen_k <= PERSISTENT_MAX_KEYS);
+                let pays = sm90_q_tiles(&config) == 2 && (p.causal || p.seqlen_k <= PERSISTENT_MAX_KEYS);
                 ensure!(plan.persistent == pays, "persistent {} for {k} (causal {}, {} keys)", plan.persistent, p.causal, p.seqlen_k);
             }
             let rows = m.packed.map(|(tq, tk)| [tq, tk]);

@@ -134,8 +134,9 @@ unsafe fn flash_fwd<
     let (first_key, keys) = mask.span(m0 as i32, (m0 + BM as u32) as i32);
     let (first_key, keys) = (first_key as usize, keys as usize);
     // Block-sparse launches visit the key tiles of their block mask's lists instead, each
-    // loaded from where its block starts ([`crate::sparse`]).
-    let blocks = if M::BLOCKS && !SPLIT && !PAGED {
+    // loaded from where its block starts ([`crate::sparse`]); launched without a mask (counts
+    // 0), they walk the window's tiles.
+    let blocks = if M::BLOCKS && !SPLIT && !PAGED && p.mods.blocks.counts != 0 {
         Some(KeyBlocks::new(&p.mods.blocks, tile.batch, tile.head, tile.m_block))
     } else {
         None

@@ -139,7 +139,8 @@ pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, M: Ma
     let row_end = (m0 + BM as u32).min(extent.seqlen_q);
     let (first_key, keys) = M::new(p, batch, head, &extent).span(m0 as i32, row_end as i32);
     let first_tile = first_key as u32 / BN as u32;
-    let blocks = M::BLOCKS.then(|| KeyBlocks::new(&p.mods.blocks, batch, head, m_block));
+    // A block-sparse kernel launched without a mask (counts 0) walks the window's tiles.
+    let blocks = (M::BLOCKS && p.mods.blocks.counts != 0).then(|| KeyBlocks::new(&p.mods.blocks, batch, head, m_block));
     let n_tiles = match blocks {
         Some(b) => b.tiles::<BN>(),
         None => (keys as u32).div_ceil(BN as u32) - first_tile,
