@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let up = |v: &[i32]| DeviceBuffer::from_slice(v);
     let (counts, indices, full_counts, full_indices) = (up(&mask.counts)?, up(&mask.indices)?, up(&mask.full_counts)?, up(&mask.full_indices)?);
-    let device_mask = mask.on_device(DeviceArray::new(&counts), DeviceArray::new(&indices), DeviceArray::new(&full_counts), DeviceArray::new(&full_indices));
+    let device_mask = mask.on_device(DeviceArray::new(&counts), DeviceArray::new(&indices), DeviceArray::new(&full_counts), DeviceArray::new(&full_indices))?;
     let params = AttentionParams::builder().batch(b).seqlen(s).heads_q(hq).heads_kv(hkv).head_dim(d).causal(true).block_mask(device_mask).build()?;
     let (n_q, n_kv, n_lse) = params.contiguous_lens()?;
     let (q, k, v) = (common::random::<f16>(n_q), common::random::<f16>(n_kv), common::random::<f16>(n_kv));

@@ -257,10 +257,48 @@ impl HostBlockMask {
         visited as f64 / (self.counts.len() * self.kv_blocks) as f64
     }
 
+    /// Checks the lists (their fields are public): array lengths that match the dimensions,
+    /// counts within `0..=kv_blocks`, listed indices within `0..kv_blocks`, and no key block
+    /// listed twice for one query block (its keys would count twice). The kernels clamp what
+    /// they read whatever the content; this names what a mask built on the host got wrong.
+    pub fn check(&self) -> Result<()> {
+        let rows = self.batch.checked_mul(self.heads).and_then(|n| n.checked_mul(self.q_blocks));
+        let entries = rows.and_then(|n| n.checked_mul(self.kv_blocks));
+        let (Some(rows), Some(entries)) = (rows, entries) else {
+            return Err(shape("block_mask", "dimensions overflow"));
+        };
+        for (name, len, want) in [("counts", self.counts.len(), rows), ("full_counts", self.full_counts.len(), rows), ("indices", self.indices.len(), entries), ("full_indices", self.full_indices.len(), entries)] {
+            if len != want {
+                return Err(shape("block_mask", format!("{name} has {len} entries, the dimensions {} x {} x {} x {} need {want}", self.batch, self.heads, self.q_blocks, self.kv_blocks)));
+            }
+        }
+        let kv = self.kv_blocks;
+        let mut seen = vec![usize::MAX; kv];
+        for row in 0..rows {
+            for (counts, indices) in [(&self.counts, &self.indices), (&self.full_counts, &self.full_indices)] {
+                let n = counts[row];
+                if n < 0 || n as usize > kv {
+                    return Err(shape("block_mask", format!("query block row {row} lists {n} blocks, not 0 to {kv}")));
+                }
+                for &kb in &indices[row * kv..][..n as usize] {
+                    if kb < 0 || kb as usize >= kv {
+                        return Err(shape("block_mask", format!("query block row {row} lists key block {kb}, not 0 to {}", kv - 1)));
+                    }
+                    if std::mem::replace(&mut seen[kb as usize], row) == row {
+                        return Err(shape("block_mask", format!("query block row {row} lists key block {kb} twice")));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The mask on the GPU, given where [`HostBlockMask::counts`], [`HostBlockMask::indices`],
-    /// [`HostBlockMask::full_counts`] and [`HostBlockMask::full_indices`] were uploaded.
-    pub fn on_device<'a>(&self, counts: DeviceIndex<'a>, indices: DeviceIndex<'a>, full_counts: DeviceIndex<'a>, full_indices: DeviceIndex<'a>) -> BlockMask<'a> {
-        BlockMask { counts, indices, full: Some((full_counts, full_indices)), batch: self.batch, heads: self.heads, q_blocks: self.q_blocks, kv_blocks: self.kv_blocks }
+    /// [`HostBlockMask::full_counts`] and [`HostBlockMask::full_indices`] were uploaded, once
+    /// [`HostBlockMask::check`] passes.
+    pub fn on_device<'a>(&self, counts: DeviceIndex<'a>, indices: DeviceIndex<'a>, full_counts: DeviceIndex<'a>, full_indices: DeviceIndex<'a>) -> Result<BlockMask<'a>> {
+        self.check()?;
+        Ok(BlockMask { counts, indices, full: Some((full_counts, full_indices)), batch: self.batch, heads: self.heads, q_blocks: self.q_blocks, kv_blocks: self.kv_blocks })
     }
 }
 
@@ -310,7 +348,7 @@ mod tests {
         let row = (3 + 2) * 2 + 1;
         assert_eq!((m.counts[row], &m.indices[row * 3..row * 3 + 2]), (2, &[0, 2][..]));
         let idx = unsafe { DeviceIndex::from_raw(0x1000, 1 << 20) };
-        let d = m.on_device(idx, idx, idx, idx);
+        let d = m.on_device(idx, idx, idx, idx).unwrap();
         let p = d.params();
         assert_eq!((p.batch_stride, p.head_stride, p.kv_blocks), (6, 2, 3));
         // The kernels' row of (1, 2, 1) is the host's.
@@ -321,8 +359,28 @@ mod tests {
         assert!(d.check(2, 3, 257, 384).is_err());
         assert!(d.check(2, 3, 256, 385).is_err());
         assert!(d.check(2, 3, 256, 10).is_ok());
-        let shared = HostBlockMask::causal(256, 256).unwrap().on_device(idx, idx, idx, idx);
+        let shared = HostBlockMask::causal(256, 256).unwrap().on_device(idx, idx, idx, idx).unwrap();
         assert_eq!((shared.params().batch_stride, shared.params().head_stride), (0, 0));
         assert!(shared.check(7, 5, 200, 200).is_ok());
+    }
+
+    #[test]
+    fn hand_edited_lists_are_typed_errors() {
+        let good = HostBlockMask::causal(300, 300).unwrap();
+        assert!(good.check().is_ok());
+        let idx = unsafe { DeviceIndex::from_raw(0x1000, 1 << 20) };
+        let bad = |edit: &dyn Fn(&mut HostBlockMask), want: &str| {
+            let mut m = good.clone();
+            edit(&mut m);
+            let e = m.on_device(idx, idx, idx, idx).unwrap_err();
+            assert!(matches!(&e, Error::InvalidShape { what: "block_mask", reason } if reason.contains(want)), "{e:?}");
+        };
+        bad(&|m| m.indices[0] = -5, "key block -5");
+        bad(&|m| m.full_indices[2 * 3] = 3, "key block 3");
+        bad(&|m| m.counts[1] = 4, "lists 4 blocks");
+        bad(&|m| m.full_counts[0] = -1, "lists -1 blocks");
+        bad(&|m| m.indices.pop().map(drop).unwrap_or(()), "indices has 8 entries");
+        // Query block 1 lists block 0 as full already: listing it as partial too counts it twice.
+        bad(&|m| (m.counts[1], m.indices[3 + 1]) = (2, 0), "twice");
     }
 }

@@ -88,7 +88,16 @@ impl HostMods {
             _ => b,
         };
         let b = match (&self.blocks, &bufs.blocks) {
-            (Some(m), Some([c, i, fc, fi])) => b.block_mask(m.on_device(DeviceArray::new(c), DeviceArray::new(i), DeviceArray::new(fc), DeviceArray::new(fi))),
+            // As a mask built on the GPU: unchecked, so that hostile lists reach the kernels.
+            (Some(m), Some([c, i, fc, fi])) => b.block_mask(flashrs::BlockMask {
+                counts: DeviceArray::new(c),
+                indices: DeviceArray::new(i),
+                full: Some((DeviceArray::new(fc), DeviceArray::new(fi))),
+                batch: m.batch,
+                heads: m.heads,
+                q_blocks: m.q_blocks,
+                kv_blocks: m.kv_blocks,
+            }),
             _ => b,
         };
         match &bufs.sinks {

@@ -172,7 +172,10 @@ impl BenchBuffers {
         let upload = |values: &Option<Vec<f32>>| values.as_ref().map(|v| stream.clone_htod(v)).transpose();
         let mod_arrays = [upload(&mods.slopes)?, upload(&mods.sinks)?];
         let block_arrays = match &mods.blocks {
-            Some(m) => Some([stream.clone_htod(&m.counts)?, stream.clone_htod(&m.indices)?, stream.clone_htod(&m.full_counts)?, stream.clone_htod(&m.full_indices)?]),
+            Some(m) => {
+                m.check()?;
+                Some([stream.clone_htod(&m.counts)?, stream.clone_htod(&m.indices)?, stream.clone_htod(&m.full_counts)?, stream.clone_htod(&m.full_indices)?])
+            }
             None => None,
         };
         let buffers = BenchBuffers {
@@ -200,7 +203,8 @@ impl BenchBuffers {
     pub fn params<'a>(&'a self, p: &AttentionParams<'a>) -> AttentionParams<'a> {
         let [slopes, sinks] = &self.mod_arrays;
         let blocks = match (&self.mods.blocks, &self.block_arrays) {
-            (Some(m), Some([c, i, fc, fi])) => Some(m.on_device(DeviceIndex::new(c), DeviceIndex::new(i), DeviceIndex::new(fc), DeviceIndex::new(fi))),
+            // Checked when uploaded (`BenchBuffers::new`), so `on_device` cannot refuse it here.
+            (Some(m), Some([c, i, fc, fi])) => m.on_device(DeviceIndex::new(c), DeviceIndex::new(i), DeviceIndex::new(fc), DeviceIndex::new(fi)).ok(),
             _ => None,
         };
         let mut b = mods::with_arrays(p.to_builder(), slopes.as_ref().map(DeviceArray::new), sinks.as_ref().map(DeviceArray::new), blocks);
