@@ -7,6 +7,7 @@ use std::process::Command;
 
 use flashrs_abi::Kernel;
 
+pub mod divergence;
 pub mod ship;
 
 /// One PTX module to build: the `-C target-cpu` it is compiled for.
@@ -43,6 +44,9 @@ pub enum PtxError {
     /// A kernel entry's name is not the one its configuration gives, or the module does not
     /// hold exactly the kernels the ABI lists ([`check_kernels`]).
     KernelIdentity { arch: &'static str, problems: Vec<String> },
+    /// A kernel runs a warp-wide shuffle in thread-dependent control flow
+    /// ([`divergence::divergent_shuffles`]): a hang where some lanes skip it.
+    DivergentShuffle { arch: &'static str, sites: Vec<String> },
 }
 
 impl fmt::Display for PtxError {
@@ -61,6 +65,12 @@ impl fmt::Display for PtxError {
             PtxError::KernelIdentity { arch, problems } => {
                 write!(f, "{arch}: kernel entries do not match their configurations:\n  {}", problems.join("\n  "))
             }
+            PtxError::DivergentShuffle { arch, sites } => write!(
+                f,
+                "{arch}: shuffles in thread-dependent control flow (LLVM moved a `pure` shuffle into a \
+                 per-thread branch; see docs/DEVELOPING.md):\n  {}",
+                sites.join("\n  ")
+            ),
         }
     }
 }
@@ -153,6 +163,10 @@ impl Build {
             return Err(PtxError::UnresolvedCall { arch: arch.name, symbols });
         }
         check_kernels(arch, &ptx)?;
+        let sites = divergence::divergent_shuffles(&ptx);
+        if !sites.is_empty() {
+            return Err(PtxError::DivergentShuffle { arch: arch.name, sites });
+        }
         std::fs::create_dir_all(&self.out_dir).map_err(|e| io_err("creating PTX folder", e))?;
         let out = self.ptx_path(arch);
         // Rewrite only on change so that the host's build script does not rerun needlessly.
