@@ -15,10 +15,11 @@
 //! [`HostBlockMask`]'s helpers, or by the caller's own kernel); a call takes it through
 //! [`crate::AttentionParamsBuilder::block_mask`]. The kernels clamp every count and index they
 //! read (see [`flashrs_abi::BlockSparse`]; `kv_blocks` must cover the longest sequence's key
-//! blocks), so no array content sends an access out of bounds;
-//! [`HostBlockMask`] checks its own. A mask may be shared by every batch entry (`batch` 1) and
-//! every head (`heads` 1). Block-sparse calls run on the modification kernels, forward only,
-//! not with paged caches or split-KV.
+//! blocks), so no array content sends an access out of bounds; [`HostBlockMask::check`] names
+//! what a host-built list gets wrong. A mask may be shared by every batch entry (`batch` 1) and
+//! every head (`heads` 1). Block-sparse calls run on block-sparse kernels of both families
+//! (the modification kernels' bodies over the lists), forward only, not with paged caches or
+//! split-KV.
 use flashrs_abi::BlockSparse;
 use flashrs_abi::params::SPARSE_BLOCK;
 
