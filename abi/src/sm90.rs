@@ -45,12 +45,9 @@ impl HopperConfig {
             _ => 32,
         }
     }
-    /// Registers per thread the CTA starts with: 65536 / threads, rounded down to the multiple
-    /// of 8 the hardware allocates (168 for 384 threads, 128 for 512). `setmaxnreg` only moves
-    /// these between warpgroups: a warpgroup's `setmaxnreg.inc` waits until others' `.dec` have
-    /// released what it asks for, so asking for more than the CTA holds hangs.
+    /// Registers per thread the CTA starts with ([`initial_regs`]).
     pub const fn initial_regs(&self) -> u32 {
-        (65536 / self.threads() as u32) & !7
+        initial_regs(self.threads())
     }
     /// Registers per thread each consumer warpgroup claims with `setmaxnreg.inc`: what the
     /// producer leaves of the CTA's registers ([`HopperConfig::initial_regs`] per thread),
@@ -81,6 +78,14 @@ impl HopperConfig {
     pub const fn smem_bytes(&self) -> usize {
         smem_bytes(self.q_bytes(), self.kv_bytes(), self.stages, self.q_buffers())
     }
+}
+
+/// Registers per thread a CTA of `threads` threads starts with: 65536 / threads, rounded down
+/// to the multiple of 8 the hardware allocates (168 for 384 threads, 128 for 512).
+/// `setmaxnreg` only moves these between warpgroups: a warpgroup's `setmaxnreg.inc` waits until
+/// others' `.dec` have released what it asks for, so asking for more than the CTA holds hangs.
+pub const fn initial_regs(threads: usize) -> u32 {
+    (65536 / threads as u32) & !7
 }
 
 /// Dynamic shared memory an sm_90 CTA may have: 227 KB.

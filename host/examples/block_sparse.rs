@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lse = lse_d.as_host_vec()?;
 
     // The reference, told which blocks each query block visits.
-    let visits: Vec<bool> = (0..mask.q_blocks * mask.kv_blocks).map(|i| mask.block(0, 0, i / mask.kv_blocks, i % mask.kv_blocks) != Block::Skip).collect();
+    let visits = mask.visits();
     let blocks = Blocks { visits: &visits, batch: 1, heads: 1, q_blocks: mask.q_blocks, kv_blocks: mask.kv_blocks };
     let f = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));

@@ -23,8 +23,9 @@
 use flashrs_abi::BlockSparse;
 use flashrs_abi::params::SPARSE_BLOCK;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::DeviceIndex;
+use crate::validate::shape_err;
 
 /// Rows of a query block and keys of a key block.
 pub const BLOCK: usize = SPARSE_BLOCK as usize;
@@ -53,12 +54,10 @@ pub struct BlockMask<'a> {
 impl<'a> BlockMask<'a> {
     /// The arrays a launch reads, each with the i32 entries it needs and its name.
     pub(crate) fn arrays(&self) -> Result<Vec<(&'static str, DeviceIndex<'a>, usize)>> {
-        let rows = self.batch.checked_mul(self.heads).and_then(|n| n.checked_mul(self.q_blocks));
-        let entries = rows.and_then(|n| n.checked_mul(self.kv_blocks));
-        let (rows, entries) = match (rows, entries) {
+        let (rows, entries) = match list_sizes(self.batch, self.heads, self.q_blocks, self.kv_blocks) {
             // The kernels index entries in 32 bits.
-            (Some(r), Some(e)) if e <= i32::MAX as usize => (r, e),
-            _ => return Err(shape("block_mask", format!("{} x {} x {} x {} index entries exceed {}", self.batch, self.heads, self.q_blocks, self.kv_blocks, i32::MAX))),
+            Some((r, e)) if e <= i32::MAX as usize => (r, e),
+            _ => return Err(shape_err("block_mask", format!("{} x {} x {} x {} index entries exceed {}", self.batch, self.heads, self.q_blocks, self.kv_blocks, i32::MAX))),
         };
         let mut v = vec![("block_mask.counts", self.counts, rows), ("block_mask.indices", self.indices, entries)];
         if let Some((c, i)) = self.full {
@@ -71,19 +70,19 @@ impl<'a> BlockMask<'a> {
     /// most `seqlen_q` query rows and `seqlen_k` keys per sequence.
     pub(crate) fn check(&self, batch: usize, heads_q: usize, seqlen_q: usize, seqlen_k: usize) -> Result<()> {
         if self.batch != 1 && self.batch != batch {
-            return Err(shape("block_mask", format!("covers {} batch entries: 1 or the call's {batch}", self.batch)));
+            return Err(shape_err("block_mask", format!("covers {} batch entries: 1 or the call's {batch}", self.batch)));
         }
         if self.heads != 1 && self.heads != heads_q {
-            return Err(shape("block_mask", format!("covers {} heads: 1 or the call's heads_q {heads_q}", self.heads)));
+            return Err(shape_err("block_mask", format!("covers {} heads: 1 or the call's heads_q {heads_q}", self.heads)));
         }
         if self.q_blocks < seqlen_q.div_ceil(BLOCK) {
-            return Err(shape("block_mask", format!("has {} query blocks, {seqlen_q} rows need {}", self.q_blocks, seqlen_q.div_ceil(BLOCK))));
+            return Err(shape_err("block_mask", format!("has {} query blocks, {seqlen_q} rows need {}", self.q_blocks, seqlen_q.div_ceil(BLOCK))));
         }
         // The kernels clamp indices to `kv_blocks`: past every key only if no sequence has more
         // blocks; and key positions (`kv_blocks * BLOCK`) stay within i32.
         let needed = seqlen_k.div_ceil(BLOCK).max(1);
         if self.kv_blocks < needed || self.kv_blocks > i32::MAX as usize / BLOCK {
-            return Err(shape("block_mask", format!("kv_blocks {} must be from {needed} (the key blocks of {seqlen_k} keys) to {}", self.kv_blocks, i32::MAX as usize / BLOCK)));
+            return Err(shape_err("block_mask", format!("kv_blocks {} must be from {needed} (the key blocks of {seqlen_k} keys) to {}", self.kv_blocks, i32::MAX as usize / BLOCK)));
         }
         self.arrays().map(|_| ())
     }
@@ -108,8 +107,11 @@ impl<'a> BlockMask<'a> {
     }
 }
 
-fn shape(what: &'static str, reason: impl Into<String>) -> Error {
-    Error::InvalidShape { what, reason: reason.into() }
+/// The count arrays' entries (`batch x heads x q_blocks`) and the index arrays'
+/// (`x kv_blocks`) of a mask of these dimensions, unless the products overflow.
+fn list_sizes(batch: usize, heads: usize, q_blocks: usize, kv_blocks: usize) -> Option<(usize, usize)> {
+    let rows = batch.checked_mul(heads)?.checked_mul(q_blocks)?;
+    Some((rows, rows.checked_mul(kv_blocks)?))
 }
 
 /// What a block mask does with one (query block, key block) pair.
@@ -154,13 +156,11 @@ impl HostBlockMask {
     /// `seqlen_k` keys.
     pub fn from_fn(batch: usize, heads: usize, seqlen_q: usize, seqlen_k: usize, mut f: impl FnMut(usize, usize, usize, usize) -> Block) -> Result<Self> {
         let (q_blocks, kv_blocks) = (seqlen_q.div_ceil(BLOCK).max(1), seqlen_k.div_ceil(BLOCK).max(1));
-        let rows = batch.checked_mul(heads).and_then(|n| n.checked_mul(q_blocks));
-        let entries = rows.and_then(|n| n.checked_mul(kv_blocks)).filter(|&e| e <= i32::MAX as usize);
-        let (Some(rows), Some(entries)) = (rows, entries) else {
-            return Err(shape("block_mask", format!("{batch} x {heads} x {q_blocks} x {kv_blocks} entries exceed {}", i32::MAX)));
+        let Some((rows, entries)) = list_sizes(batch, heads, q_blocks, kv_blocks).filter(|&(_, e)| e <= i32::MAX as usize) else {
+            return Err(shape_err("block_mask", format!("{batch} x {heads} x {q_blocks} x {kv_blocks} entries exceed {}", i32::MAX)));
         };
         if batch == 0 || heads == 0 {
-            return Err(shape("block_mask", "batch and heads must be at least 1"));
+            return Err(shape_err("block_mask", "batch and heads must be at least 1"));
         }
         let mut m = HostBlockMask {
             batch,
@@ -195,7 +195,7 @@ impl HostBlockMask {
     pub fn from_dense(dense: &[bool], batch: usize, heads: usize, seqlen_q: usize, seqlen_k: usize) -> Result<Self> {
         let n = [batch, heads, seqlen_q, seqlen_k].iter().try_fold(1usize, |a, &x| a.checked_mul(x));
         if n != Some(dense.len()) {
-            return Err(shape("block_mask", format!("a dense mask of {} entries is not {batch} x {heads} x {seqlen_q} x {seqlen_k}", dense.len())));
+            return Err(shape_err("block_mask", format!("a dense mask of {} entries is not {batch} x {heads} x {seqlen_q} x {seqlen_k}", dense.len())));
         }
         HostBlockMask::from_fn(batch, heads, seqlen_q, seqlen_k, |b, h, qb, kb| {
             let base = (b * heads + h) * seqlen_q;
@@ -252,6 +252,19 @@ impl HostBlockMask {
         }
     }
 
+    /// For each (batch entry, head, query block, key block) the mask covers, in that order,
+    /// whether the pair is computed: the form the CPU reference takes.
+    pub fn visits(&self) -> Vec<bool> {
+        let rows = self.batch * self.heads * self.q_blocks;
+        (0..rows * self.kv_blocks)
+            .map(|i| {
+                let (row, kb) = (i / self.kv_blocks, i % self.kv_blocks);
+                let (b, h, qb) = (row / (self.heads * self.q_blocks), row / self.q_blocks % self.heads, row % self.q_blocks);
+                self.block(b, h, qb, kb) != Block::Skip
+            })
+            .collect()
+    }
+
     /// The fraction of (query block, key block) pairs computed.
     pub fn density(&self) -> f64 {
         let visited: i64 = self.counts.iter().chain(&self.full_counts).map(|&c| c as i64).sum();
@@ -263,14 +276,12 @@ impl HostBlockMask {
     /// listed twice for one query block (its keys would count twice). The kernels clamp what
     /// they read whatever the content; this names what a mask built on the host got wrong.
     pub fn check(&self) -> Result<()> {
-        let rows = self.batch.checked_mul(self.heads).and_then(|n| n.checked_mul(self.q_blocks));
-        let entries = rows.and_then(|n| n.checked_mul(self.kv_blocks));
-        let (Some(rows), Some(entries)) = (rows, entries) else {
-            return Err(shape("block_mask", "dimensions overflow"));
+        let Some((rows, entries)) = list_sizes(self.batch, self.heads, self.q_blocks, self.kv_blocks) else {
+            return Err(shape_err("block_mask", "dimensions overflow"));
         };
         for (name, len, want) in [("counts", self.counts.len(), rows), ("full_counts", self.full_counts.len(), rows), ("indices", self.indices.len(), entries), ("full_indices", self.full_indices.len(), entries)] {
             if len != want {
-                return Err(shape("block_mask", format!("{name} has {len} entries, the dimensions {} x {} x {} x {} need {want}", self.batch, self.heads, self.q_blocks, self.kv_blocks)));
+                return Err(shape_err("block_mask", format!("{name} has {len} entries, the dimensions {} x {} x {} x {} need {want}", self.batch, self.heads, self.q_blocks, self.kv_blocks)));
             }
         }
         let kv = self.kv_blocks;
@@ -279,14 +290,14 @@ impl HostBlockMask {
             for (counts, indices) in [(&self.counts, &self.indices), (&self.full_counts, &self.full_indices)] {
                 let n = counts[row];
                 if n < 0 || n as usize > kv {
-                    return Err(shape("block_mask", format!("query block row {row} lists {n} blocks, not 0 to {kv}")));
+                    return Err(shape_err("block_mask", format!("query block row {row} lists {n} blocks, not 0 to {kv}")));
                 }
                 for &kb in &indices[row * kv..][..n as usize] {
                     if kb < 0 || kb as usize >= kv {
-                        return Err(shape("block_mask", format!("query block row {row} lists key block {kb}, not 0 to {}", kv - 1)));
+                        return Err(shape_err("block_mask", format!("query block row {row} lists key block {kb}, not 0 to {}", kv - 1)));
                     }
                     if std::mem::replace(&mut seen[kb as usize], row) == row {
-                        return Err(shape("block_mask", format!("query block row {row} lists key block {kb} twice")));
+                        return Err(shape_err("block_mask", format!("query block row {row} lists key block {kb} twice")));
                     }
                 }
             }
@@ -306,6 +317,7 @@ impl HostBlockMask {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn causal_blocks_are_full_below_the_diagonal_and_partial_on_it() {
@@ -383,5 +395,14 @@ mod tests {
         bad(&|m| m.indices.pop().map(drop).unwrap_or(()), "indices has 8 entries");
         // Query block 1 lists block 0 as full already: listing it as partial too counts it twice.
         bad(&|m| (m.counts[1], m.indices[3 + 1]) = (2, 0), "twice");
+    }
+
+    #[test]
+    fn visits_follow_the_lists_in_mask_order() {
+        let m = HostBlockMask::from_fn(2, 1, 256, 384, |b, _, qb, kb| if b == 1 && qb == kb { Block::Full } else { Block::Skip }).unwrap();
+        let v = m.visits();
+        assert_eq!(v.len(), 2 * 2 * 3);
+        // Batch entry 0 visits nothing; entry 1 the diagonal blocks (0, 0) and (1, 1).
+        assert_eq!(v.iter().enumerate().filter(|(_, x)| **x).map(|(i, _)| i).collect::<Vec<_>>(), [6, 10]);
     }
 }

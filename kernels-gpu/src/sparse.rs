@@ -1,7 +1,7 @@
 //! Block sparsity: the key blocks a query block visits, read from a block mask in
 //! FlexAttention's form ([`BlockSparse`]) rather than derived from the mask's key span.
 //!
-//! A modification kernel whose mask has [`crate::mods::MaskMod::BLOCKS`] walks, for a launch
+//! A block-sparse kernel (its mask has [`crate::mods::MaskMod::BLOCKS`]) walks, for a launch
 //! with a block mask, the blocks of its query block's lists, each [`SPARSE_BLOCK`] keys in
 //! `SPARSE_BLOCK / BN` key tiles. The lists are the caller's device arrays, unchecked: counts
 //! clamp to `0..=kv_blocks` and indices to `kv_blocks` (a negative one, as u32, too), which

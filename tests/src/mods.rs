@@ -116,16 +116,12 @@ impl HostMods {
         });
         // The pairs as the mask states them (for one batch entry: its own, where per entry).
         let blocks = self.blocks.as_ref().map(|m| {
-            let entries: Vec<usize> = match batch {
-                Some(b) if m.batch > 1 => vec![b],
-                _ => (0..m.batch).collect(),
-            };
-            let visits = entries
-                .iter()
-                .flat_map(|&b| (0..m.heads).flat_map(move |h| (0..m.q_blocks).flat_map(move |qb| (0..m.kv_blocks).map(move |kb| (b, h, qb, kb)))))
-                .map(|(b, h, qb, kb)| m.block(b, h, qb, kb) != Block::Skip)
-                .collect();
-            (visits, [entries.len(), m.heads, m.q_blocks, m.kv_blocks])
+            let all = m.visits();
+            let per_entry = m.heads * m.q_blocks * m.kv_blocks;
+            match batch {
+                Some(b) if m.batch > 1 => (all[b * per_entry..][..per_entry].to_vec(), [1, m.heads, m.q_blocks, m.kv_blocks]),
+                _ => (all, [m.batch, m.heads, m.q_blocks, m.kv_blocks]),
+            }
         });
         RefMods { window: self.window, softcap: self.softcap.map(|c| c as f64), alibi, sinks: self.sinks.as_deref().map(f64s), blocks }
     }

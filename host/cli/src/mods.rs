@@ -247,7 +247,7 @@ impl RowMods {
         let sinks = spec.sinks.then(|| sink_logits(heads_q));
         let widen = |v: &Option<Vec<f32>>| v.as_ref().map(|v| v.iter().map(|&x| f64::from(x)).collect());
         let blocks = spec.block_mask(seqlen_q, seqlen_k);
-        let visits = blocks.as_ref().map(|m| (0..m.q_blocks * m.kv_blocks).map(|i| m.block(0, 0, i / m.kv_blocks, i % m.kv_blocks) != Block::Skip).collect());
+        let visits = blocks.as_ref().map(HostBlockMask::visits);
         RowMods { spec, wide: [widen(&slopes), widen(&sinks)], slopes, sinks, blocks, visits }
     }
 

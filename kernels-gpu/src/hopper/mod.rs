@@ -90,9 +90,10 @@ unsafe fn flash_fwd_sm90<
 ) {
     const {
         assert!(SN == BN / 2 && ON == D / 2 && KP == BN / 16 && D % 64 == 0 && BN % 16 == 0 && STAGES >= 1);
-        // `setmaxnreg` moves registers between warpgroups, within what the CTA started with
-        // (see `HopperConfig::initial_regs`): asking for more hangs the consumers.
-        assert!(BM % 64 == 0 && 128 * PREGS as usize + 2 * BM * CREGS as usize <= (65536 / (128 + 2 * BM)) / 8 * 8 * (128 + 2 * BM));
+        // `setmaxnreg` moves registers between warpgroups, within what the CTA started with:
+        // asking for more hangs the consumers.
+        let threads = 128 + 2 * BM;
+        assert!(BM % 64 == 0 && 128 * PREGS as usize + 2 * BM * CREGS as usize <= flashrs_abi::sm90::initial_regs(threads) as usize * threads);
     };
     let smem = Smem::<D, BM, BN, STAGES>::new(dsmem_base_1024());
     let tid = thread_idx_x();
