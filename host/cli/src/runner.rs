@@ -90,7 +90,8 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     let array = |i: u64| unsafe { DeviceArray::<f32>::from_raw(i << 41, 1 << 40) };
     let (slopes, sinks) = (opts.mods.alibi.then(|| array(8)), opts.mods.sinks.then(|| array(9)));
     for (shape, configs) in rows {
-        let blocks = opts.mods.block_mask(shape.seqlen_q, shape.seqlen_k).and_then(|m| m.on_device(index(10), index(11), index(12), index(13)).ok());
+        let blocks = opts.mods.block_mask(shape.seqlen_q, shape.seqlen_k).map(|m| m.on_device(index(10), index(11), index(12), index(13))).transpose();
+        let blocks = blocks.map_err(|e| CliError::Row { row: shape.label(), source: e.into() })?;
         for &config in configs {
             let layout = opts.layout();
             let mut p = mods::with_arrays(opts.params(shape, config)?.to_builder(), slopes, sinks, blocks);
