@@ -11,7 +11,7 @@
 //!
 //! ```text
 //! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <flavor>
-//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <block_n> <stages> <consumers> <pipelined> <flavor>
+//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <head_dim_v> <block_n> <stages> <consumers> <pipelined> <flavor>
 //! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <flag>
 //! // flashrs-kernel: merge <dtype>
 //! ```
@@ -380,13 +380,15 @@ impl Kernel {
         let (_, rest) = line.split_once(MARKER)?;
         let mut words = rest.split_whitespace();
         let family = words.next()?;
-        // The forward families carry an eighth field, the flavor.
+        // The forward families carry an eighth field, the flavor; the Hopper one a ninth, V's
+        // head dimension.
         let fields = match family {
             "bwd" => 7,
             "merge" => 1,
+            "sm90" => 9,
             _ => 8,
         };
-        let mut n = [0usize; 8];
+        let mut n = [0usize; 9];
         for x in n.iter_mut().take(fields) {
             *x = words.next()?.parse().ok()?;
         }
@@ -409,8 +411,8 @@ impl Kernel {
                 Some(Kernel::Mma { dtype, variant, config, flavor: Flavor::from_code(n[7])? })
             }
             "sm90" => {
-                let config = HopperConfig { head_dim: n[2], block_n: n[3], stages: n[4], consumers: n[5], pipelined: flag(n[6])? };
-                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config, flavor: Flavor::from_code(n[7])? })
+                let config = HopperConfig { head_dim: n[2], head_dim_v: n[3], block_n: n[4], stages: n[5], consumers: n[6], pipelined: flag(n[7])? };
+                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config, flavor: Flavor::from_code(n[8])? })
             }
             "bwd" => {
                 let config = BwdConfig { head_dim: n[2], block_m: n[3], block_n: n[4], stages: n[5] };
@@ -433,8 +435,8 @@ impl Kernel {
 }
 
 /// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
-/// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>[_serial]`
-/// for Hopper ones, `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
+/// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
+/// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
 /// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
 impl fmt::Display for Kernel {
@@ -447,7 +449,11 @@ impl fmt::Display for Kernel {
             Kernel::Sm90 { dtype, varlen, config: c, flavor } => {
                 let (v, m, t) = (if *varlen { "varlen_" } else { "" }, flavor.infix(), dtype.name());
                 let serial = if c.pipelined { "" } else { "_serial" };
-                write!(f, "flash_fwd_sm90_{v}{m}{t}_d{}_{}x{}s{}{serial}", c.head_dim, c.block_m(), c.block_n, c.stages)
+                write!(f, "flash_fwd_sm90_{v}{m}{t}_d{}", c.head_dim)?;
+                if c.head_dim_v != c.head_dim {
+                    write!(f, "v{}", c.head_dim_v)?;
+                }
+                write!(f, "_{}x{}s{}{serial}", c.block_m(), c.block_n, c.stages)
             }
             Kernel::Bwd { dtype, step } => match step {
                 BwdStep::Prep(AccumLayout::Rows) => write!(f, "flash_bwd_prep_{}", dtype.name()),
@@ -532,7 +538,7 @@ mod tests {
         let names: HashSet<_> = all.iter().map(|k| k.to_string()).collect();
         assert_eq!(names.len(), all.len(), "two kernels share a name");
         let mma = Variant::ALL.iter().map(|v| v.configs().len() + 2 * v.mods_configs().len()).sum::<usize>();
-        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len();
+        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len();
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
         assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * BWD_SM90_CONFIGS.len() + 1));
@@ -544,8 +550,8 @@ mod tests {
                     variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code()
                 ),
                 Kernel::Sm90 { dtype, varlen, config: c, flavor } => std::format!(
-                    "// {MARKER} sm90 {} {} {} {} {} {} {} {}",
-                    varlen as u32, dtype.code(), c.head_dim, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code()
+                    "// {MARKER} sm90 {} {} {} {} {} {} {} {} {}",
+                    varlen as u32, dtype.code(), c.head_dim, c.head_dim_v, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code()
                 ),
                 Kernel::Bwd { dtype, step } => {
                     let (c, flag) = match step {
@@ -575,7 +581,8 @@ mod tests {
         for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4 2", "flashrs-kernel: mma 9 0 64 128 64 4 2 0",
             "flashrs-kernel: mma 0 7 64 128 64 4 2 0", "flashrs-kernel: sm90 2 0 64 128 3 3 1 0", "flashrs-kernel: tc 0 0 64 128 64 4 2 0",
             "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1", "flashrs-kernel: mma 0 0 64 128 x 4 2 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 3",
-            "flashrs-kernel: sm90 0 0 64 128 3 3 1 3", "flashrs-kernel: sm90 0 0 64 128 3 3 1",
+            "flashrs-kernel: sm90 0 0 64 128 3 3 1 3", "flashrs-kernel: sm90 0 0 64 128 3 3 1", "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 3",
+            "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 0 0",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 2",
             "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2",
             "flashrs-kernel: merge", "flashrs-kernel: merge 7", "flashrs-kernel: merge 0 0"] {

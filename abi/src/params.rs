@@ -19,7 +19,7 @@
 /// from `cu_seqlens_k` when non-null (`cu_seqlens_k[b + 1] - cu_seqlens_k[b]`), else it is
 /// `seqlen_k`, and its keys from its block-table row. Split-KV launches (`flash_fwd_split_*`) run `num_splits` CTAs per
 /// query block, each over `split_tiles` K/V tiles, and write f32 partial outputs
-/// (`[num_splits, batch * heads_q, seqlen_q, D]`, `D` the kernel's padded head dimension) and
+/// (`[num_splits, batch * heads_q, seqlen_q, D]`, `D` the kernel's padded V head dimension) and
 /// their log-sum-exps (`[num_splits, batch * heads_q, seqlen_q]`) to `o_accum` / `lse_accum`;
 /// the last split of each query block to finish (counted at `split_counters`) merges them into
 /// `o` and `lse`. Paged launches (`flash_fwd_paged_*`,
@@ -58,7 +58,8 @@ pub struct FwdParams {
     pub seqlen_q: u32,
     /// Key/value rows per sequence.
     pub seqlen_k: u32,
-    /// Head dimension actually present (a multiple of 8, at most the kernel's padded one).
+    /// Head dimension of Q and K actually present (a multiple of 8, at most the kernel's
+    /// padded one).
     pub head_dim: u32,
     /// Softmax scale times log2(e): scores are exponentiated with `ex2`.
     pub scale_log2: f32,
@@ -86,6 +87,11 @@ pub struct FwdParams {
     pub total_k: u32,
     /// Split-KV: K/V tiles (of the kernel's block_n rows) each split covers.
     pub split_tiles: u32,
+    /// Head dimension of V and the output actually present (a multiple of 8, at most the
+    /// kernel's padded V dimension; `head_dim` unless V's heads differ from K's). The kernels
+    /// zero-fill V's columns past it, as Q's and K's past `head_dim`, and write only these
+    /// output columns.
+    pub head_dim_v: u32,
     /// Paged: device address of the i32 block table `[batch, table_stride]` (0 otherwise).
     pub block_table: u64,
     /// Paged: device address of the i32 per-sequence key counts (`[batch]`), or 0 when every

@@ -6,9 +6,13 @@ use crate::kernel::Flavor;
 /// Tile shape of one Hopper forward kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HopperConfig {
-    /// Padded head dimension (a multiple of 64: K/V/Q tiles are 64-column TMA boxes); inputs
-    /// with a smaller head_dim are zero-filled by TMA past their last column.
+    /// Padded head dimension of Q and K (a multiple of 64: tiles are 64-column TMA boxes);
+    /// inputs with a smaller head_dim are zero-filled by TMA past their last column.
     pub head_dim: usize,
+    /// Padded head dimension of V and the output (a multiple of 64, at most `head_dim`: the
+    /// output is staged in the Q tile); `head_dim` except in the kernels for V narrower than
+    /// K ([`VALUE_DIMS`]).
+    pub head_dim_v: usize,
     /// Key/value rows per pipeline stage (the N of `S = Q K^T`, the K of `O += P V`).
     pub block_n: usize,
     /// K/V shared-memory stages in the TMA ring.
@@ -64,19 +68,23 @@ impl HopperConfig {
     pub const fn q_bytes(&self) -> usize {
         self.block_m() * self.head_dim * 2
     }
-    /// Bytes of one K (or V) stage.
-    pub const fn kv_bytes(&self) -> usize {
+    /// Bytes of one K stage.
+    pub const fn k_bytes(&self) -> usize {
         self.block_n * self.head_dim * 2
+    }
+    /// Bytes of one V stage.
+    pub const fn v_bytes(&self) -> usize {
+        self.block_n * self.head_dim_v * 2
     }
     /// Q tiles in shared memory: two where they fit ([`q_buffers`]).
     pub const fn q_buffers(&self) -> usize {
-        q_buffers(self.q_bytes(), self.kv_bytes(), self.stages)
+        q_buffers(self.q_bytes(), self.k_bytes() + self.v_bytes(), self.stages)
     }
     /// Dynamic shared memory in bytes: 1024 of alignment slack (tiles start on the 128-byte
     /// swizzle's 1024-byte period), the Q tiles, the K and V rings, then 1024 for the
     /// mbarriers and the work-tile slots.
     pub const fn smem_bytes(&self) -> usize {
-        smem_bytes(self.q_bytes(), self.kv_bytes(), self.stages, self.q_buffers())
+        smem_bytes(self.q_bytes(), self.k_bytes() + self.v_bytes(), self.stages, self.q_buffers())
     }
 }
 
@@ -91,32 +99,73 @@ pub const fn initial_regs(threads: usize) -> u32 {
 /// Dynamic shared memory an sm_90 CTA may have: 227 KB.
 pub const MAX_SMEM: usize = 227 * 1024;
 
-const fn smem_bytes(q_bytes: usize, kv_bytes: usize, stages: usize, q_buffers: usize) -> usize {
-    1024 + q_buffers * q_bytes + 2 * stages * kv_bytes + 1024
+const fn smem_bytes(q_bytes: usize, stage_bytes: usize, stages: usize, q_buffers: usize) -> usize {
+    1024 + q_buffers * q_bytes + stages * stage_bytes + 1024
 }
 
-/// Q tiles a kernel with these tile sizes keeps: two where they fit in [`MAX_SMEM`], so that
-/// a CTA walking several work tiles loads the next tile's Q while it still computes (and
-/// stores the output of) the current one; else one (head_dim 256), and the next Q waits for
-/// the epilogue. Shared with the device's shared-memory plan.
-pub const fn q_buffers(q_bytes: usize, kv_bytes: usize, stages: usize) -> usize {
-    if smem_bytes(q_bytes, kv_bytes, stages, 2) <= MAX_SMEM { 2 } else { 1 }
+/// Q tiles a kernel with these tile sizes (a Q tile, and a K plus a V tile per stage) keeps:
+/// two where they fit in [`MAX_SMEM`], so that a CTA walking several work tiles loads the next
+/// tile's Q while it still computes (and stores the output of) the current one; else one
+/// (head_dim 256, 192), and the next Q waits for the epilogue. Shared with the device's
+/// shared-memory plan.
+pub const fn q_buffers(q_bytes: usize, stage_bytes: usize, stages: usize) -> usize {
+    if smem_bytes(q_bytes, stage_bytes, stages, 2) <= MAX_SMEM { 2 } else { 1 }
 }
 
 /// Every instantiated configuration (each for f16 and bf16): the pipelined kernels (the default
 /// per padded head dimension, then head_dim 64 with two consumer warpgroups, its default before
 /// the three-warpgroup one, kept to compare), then their serial twins. Each can be launched one
 /// CTA per work tile or persistent (one CTA per SM claiming tiles); the kernel is the same.
-pub const CONFIGS: [HopperConfig; 8] = [
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 3, pipelined: false },
-    HopperConfig { head_dim: 128, block_n: 128, stages: 2, consumers: 2, pipelined: false },
-    HopperConfig { head_dim: 256, block_n: 64, stages: 2, consumers: 2, pipelined: false },
-    HopperConfig { head_dim: 64, block_n: 128, stages: 3, consumers: 2, pipelined: false },
+pub const CONFIGS: [HopperConfig; 9] = [
+    HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true },
+    HopperConfig { head_dim: 128, head_dim_v: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 256, head_dim_v: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 3, pipelined: false },
+    HopperConfig { head_dim: 128, head_dim_v: 128, block_n: 128, stages: 2, consumers: 2, pipelined: false },
+    HopperConfig { head_dim: 256, head_dim_v: 256, block_n: 64, stages: 2, consumers: 2, pipelined: false },
+    HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 2, pipelined: false },
+    // Q/K 192 with V 128 (DeepSeek's): the head_dim 128 kernel's tiles with a wider Q K^T;
+    // one Q tile (two do not fit beside the K/V ring).
+    HopperConfig { head_dim: 192, head_dim_v: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true },
 ];
+
+/// Index into [`CONFIGS`] of the kernels for V narrower than Q and K, as (padded head_dim,
+/// padded head_dim_v) pairs: with plain attention, modifications and block masks, fixed and
+/// variable length. Other pairs take the configuration of the wider of the two.
+pub const VALUE_DIMS: [usize; 1] = [8];
+
+/// The [`VALUE_DIMS`] configuration for Q/K of `head_dim` and V of `head_dim_v`, if one has
+/// that pair of padded dimensions (Q/K within 64 below its `head_dim`, V within 64 below its
+/// `head_dim_v`); other pairs take the configuration of the wider of the two.
+pub const fn value_dims_config(head_dim: usize, head_dim_v: usize) -> Option<HopperConfig> {
+    let mut i = 0;
+    while i < VALUE_DIMS.len() {
+        let c = CONFIGS[VALUE_DIMS[i]];
+        if head_dim <= c.head_dim && head_dim + 64 > c.head_dim && head_dim_v <= c.head_dim_v && head_dim_v + 64 > c.head_dim_v {
+            return Some(c);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// True when `c` is a [`VALUE_DIMS`] configuration.
+pub const fn is_value_dims(c: &HopperConfig) -> bool {
+    let mut i = 0;
+    while i < VALUE_DIMS.len() {
+        if same(&CONFIGS[VALUE_DIMS[i]], c) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Field-wise equality (`PartialEq` is not const).
+const fn same(a: &HopperConfig, b: &HopperConfig) -> bool {
+    a.head_dim == b.head_dim && a.head_dim_v == b.head_dim_v && a.block_n == b.block_n && a.stages == b.stages && a.consumers == b.consumers && a.pipelined == b.pipelined
+}
 
 /// Index into [`CONFIGS`] of the default for each padded head dimension
 /// ([`crate::tiles::HEAD_DIMS`]); these also have a variable-length kernel.
@@ -127,9 +176,9 @@ pub const fn default_config(head_dim: usize) -> Option<HopperConfig> {
     of_head_dim(&DEFAULTS, head_dim)
 }
 
-/// True when `c` is one of the defaults, which also have a variable-length kernel.
+/// True when `c` has a variable-length kernel: the defaults and the [`VALUE_DIMS`] ones.
 pub const fn is_default(c: &HopperConfig) -> bool {
-    in_table(&DEFAULTS, c)
+    in_table(&DEFAULTS, c) || is_value_dims(c)
 }
 
 /// Index into [`CONFIGS`] of the modification kernels' configuration for each padded head
@@ -145,7 +194,7 @@ pub const fn mods_config(head_dim: usize) -> Option<HopperConfig> {
 
 /// True when `c` has modification kernels (fixed-length and variable-length).
 pub const fn has_mods(c: &HopperConfig) -> bool {
-    in_table(&MODS, c)
+    in_table(&MODS, c) || is_value_dims(c)
 }
 
 /// The configuration `table` (indices into [`CONFIGS`], one per padded head dimension) has for
@@ -166,8 +215,7 @@ const fn of_head_dim(table: &[usize; 3], head_dim: usize) -> Option<HopperConfig
 const fn in_table(table: &[usize; 3], c: &HopperConfig) -> bool {
     let mut i = 0;
     while i < table.len() {
-        let d = CONFIGS[table[i]];
-        if d.head_dim == c.head_dim && d.block_n == c.block_n && d.stages == c.stages && d.consumers == c.consumers && d.pipelined == c.pipelined {
+        if same(&CONFIGS[table[i]], c) {
             return true;
         }
         i += 1;
@@ -178,6 +226,26 @@ const fn in_table(table: &[usize; 3], c: &HopperConfig) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pairs of head dimensions take the [`VALUE_DIMS`] kernel of their padded pair (192 / 128:
+    /// Q/K 136-192 with V 72-128), and no other pair does.
+    #[test]
+    fn value_dims_kernels_serve_their_padded_pair() {
+        let native = CONFIGS[VALUE_DIMS[0]];
+        for (d, dv) in [(192, 128), (136, 72), (192, 72), (136, 128)] {
+            assert_eq!(value_dims_config(d, dv), Some(native), "{d}/{dv}");
+        }
+        for (d, dv) in [(128, 128), (192, 192), (200, 128), (192, 64), (192, 136), (128, 64), (256, 128)] {
+            assert_eq!(value_dims_config(d, dv), None, "{d}/{dv}");
+        }
+        assert!(is_default(&native) && has_mods(&native) && !is_default(&CONFIGS[3]));
+        // One Q tile: two do not fit beside the ring.
+        assert_eq!((native.q_buffers(), native.smem_bytes()), (1, 1024 + 128 * 192 * 2 + 2 * 128 * (192 + 128) * 2 + 1024));
+        assert!(native.smem_bytes() <= MAX_SMEM);
+        for c in &CONFIGS {
+            assert!(c.head_dim_v <= c.head_dim && c.head_dim_v % 64 == 0, "{c:?}");
+        }
+    }
 
     /// Every configuration's register split fits what its CTA starts with (a consumer asking
     /// for more would wait forever), and the splits are the intended ones.

@@ -25,18 +25,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = common::open_gpu();
     let (b, h, s, d) = (1, 16, 1000, 64);
     let params = AttentionParams::builder().batch(b).seqlen(s).heads_q(h).head_dim(d).causal(true).dim_order(DimOrder::Bhsd).build()?;
-    let (n, _, n_lse) = params.contiguous_lens()?;
+    let n = params.contiguous_lens()?;
     // Generated directly in [b, h, s, d], as a PyTorch caller would hold them.
-    let (q, k, v) = (common::random::<f16>(n), common::random::<f16>(n), common::random::<f16>(n));
+    let (q, k, v) = (common::random::<f16>(n.q), common::random::<f16>(n.k), common::random::<f16>(n.v));
 
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
-    let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; n])?;
-    let mut lse_d = DeviceBuffer::<f32>::zeroed(n_lse)?;
+    let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; n.out])?;
+    let mut lse_d = DeviceBuffer::<f32>::zeroed(n.lse)?;
     gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))?;
     stream.synchronize()?;
 
-    let mut out = vec![f16::ZERO; n];
+    let mut out = vec![f16::ZERO; n.out];
     out_d.copy_to(&mut out[..])?;
     let lse = lse_d.as_host_vec()?;
     // The first query row sees only the first key: its lse is that one scaled score.

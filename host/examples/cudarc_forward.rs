@@ -21,13 +21,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Grouped-query causal prefill, bf16: 32 query heads over 8 KV heads.
     let params = AttentionParams::builder().batch(2).seqlen(1000).heads_q(32).heads_kv(8).head_dim(128).causal(true).build()?;
-    let (n_q, n_kv, n_lse) = params.contiguous_lens()?;
+    let n = params.contiguous_lens()?;
     let mut rng = rand::rng();
     let mut random = |n: usize| (0..n).map(|_| bf16::from_f32(rng.sample(rand_distr::StandardNormal))).collect::<Vec<_>>();
-    let (q, k, v) = (random(n_q), random(n_kv), random(n_kv));
+    let (q, k, v) = (random(n.q), random(n.k), random(n.v));
     let (q_d, k_d, v_d) = (stream.clone_htod(&q)?, stream.clone_htod(&k)?, stream.clone_htod(&v)?);
-    let mut out_d = stream.alloc_zeros::<bf16>(n_q)?;
-    let mut lse_d = stream.alloc_zeros::<f32>(n_lse)?;
+    let mut out_d = stream.alloc_zeros::<bf16>(n.out)?;
+    let mut lse_d = stream.alloc_zeros::<f32>(n.lse)?;
 
     // Element type from the slices; each access recorded for cudarc's stream synchronisation.
     gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))?;

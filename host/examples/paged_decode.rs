@@ -24,16 +24,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let used_d = DeviceBuffer::from_slice(&lens.map(|n| n as i32))?;
     let paged = PagedKv::new(caches.pages, DeviceIndex::new(&table_d)).seqused_k(DeviceIndex::new(&used_d));
     let params = AttentionParams::builder().batch(lens.len()).seqlen_q(1).seqlen_k(max_len).heads_q(heads_q).heads_kv(heads_kv).head_dim(head_dim).paged(paged).build()?;
-    let (n_q, _, _) = params.contiguous_lens()?;
-    let q = common::random::<f16>(n_q);
+    let n = params.contiguous_lens()?;
+    let q = common::random::<f16>(n.q);
 
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&caches.k)?, DeviceBuffer::from_slice(&caches.v)?);
-    let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q])?;
+    let mut out_d = DeviceBuffer::from_slice(&vec![f16::ZERO; n.out])?;
     // K and V are the whole caches; the layout in `params` says how to read them.
     gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, None)?;
     stream.synchronize()?;
 
-    let mut out = vec![f16::ZERO; n_q];
+    let mut out = vec![f16::ZERO; n.out];
     out_d.copy_to(&mut out[..])?;
     // Each sequence against the reference on its own contiguous keys and values.
     let per_seq = heads_q * head_dim;

@@ -26,16 +26,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .softcap(cap)
         .sinks(DeviceArray::new(&sinks_d))
         .build()?;
-    let (n_q, n_kv, n_lse) = params.contiguous_lens()?;
-    let (q, k, v) = (common::random::<bf16>(n_q), common::random::<bf16>(n_kv), common::random::<bf16>(n_kv));
+    let n = params.contiguous_lens()?;
+    let (q, k, v) = (common::random::<bf16>(n.q), common::random::<bf16>(n.k), common::random::<bf16>(n.v));
 
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
-    let mut out_d = DeviceBuffer::from_slice(&vec![bf16::ZERO; n_q])?;
-    let mut lse_d = DeviceBuffer::<f32>::zeroed(n_lse)?;
+    let mut out_d = DeviceBuffer::from_slice(&vec![bf16::ZERO; n.out])?;
+    let mut lse_d = DeviceBuffer::<f32>::zeroed(n.lse)?;
     gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))?;
     stream.synchronize()?;
-    let mut out = vec![bf16::ZERO; n_q];
+    let mut out = vec![bf16::ZERO; n.out];
     out_d.copy_to(&mut out[..])?;
     let lse = lse_d.as_host_vec()?;
 

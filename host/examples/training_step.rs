@@ -14,17 +14,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = common::open_gpu();
     // 2 sequences of 384 tokens, 8 query heads sharing 2 K/V heads, head_dim 128, causal.
     let params = AttentionParams::builder().batch(2).seqlen(384).heads_q(8).heads_kv(2).head_dim(128).causal(true).build()?;
-    let (n_q, n_kv, n_lse) = params.contiguous_lens()?;
-    let (q, k, v) = (common::random::<bf16>(n_q), common::random::<bf16>(n_kv), common::random::<bf16>(n_kv));
+    let n = params.contiguous_lens()?;
+    let (q, k, v) = (common::random::<bf16>(n.q), common::random::<bf16>(n.k), common::random::<bf16>(n.v));
     // The loss: L = sum(out * target), so dL/dout = target.
-    let target = common::random::<bf16>(n_q);
+    let target = common::random::<bf16>(n.out);
 
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let up = |x: &[bf16]| DeviceBuffer::from_slice(x);
     let (q_d, k_d, v_d, dout_d) = (up(&q)?, up(&k)?, up(&v)?, up(&target)?);
-    let mut out_d = up(&vec![bf16::ZERO; n_q])?;
-    let mut lse_d = DeviceBuffer::<f32>::zeroed(n_lse)?;
-    let (mut dq_d, mut dk_d, mut dv_d) = (up(&vec![bf16::ZERO; n_q])?, up(&vec![bf16::ZERO; n_kv])?, up(&vec![bf16::ZERO; n_kv])?);
+    let mut out_d = up(&vec![bf16::ZERO; n.out])?;
+    let mut lse_d = DeviceBuffer::<f32>::zeroed(n.lse)?;
+    let (mut dq_d, mut dk_d, mut dv_d) = (up(&vec![bf16::ZERO; n.q])?, up(&vec![bf16::ZERO; n.k])?, up(&vec![bf16::ZERO; n.v])?);
 
     // Forward, keeping the log-sum-exp the backward pass needs; then backward, same stream.
     gpu.attention_forward(&stream, &params, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))?;

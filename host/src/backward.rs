@@ -155,6 +155,10 @@ impl AttentionParams<'_> {
             let reason = "the backward pass takes no attention modifications (window, softcap, ALiBi, sinks) yet".into();
             return Err(Error::InvalidShape { what: "mods", reason });
         }
+        if p.head_dim_v() != p.head_dim {
+            let reason = format!("the backward pass takes V with K's head dimension, not {} with {}", p.head_dim_v(), p.head_dim);
+            return Err(Error::InvalidShape { what: "head_dim_v", reason });
+        }
         let call = validate(p, bufs)?;
         let main = choose(&call, target)?;
         let layout = main.accum_layout();
@@ -229,6 +233,7 @@ impl AttentionParams<'_> {
             seqlen_q: u32_field("seqlen_q", p.seqlen_q)?,
             seqlen_k: u32_field("seqlen_k", p.seqlen_k)?,
             head_dim: d as u32,
+            head_dim_v: d as u32,
             scale_log2: call.scale_log2,
             causal: p.causal as u32,
             m_blocks: m_blocks as u32,

@@ -58,6 +58,9 @@ pub enum Error {
     /// head_dim is not one the kernels support.
     #[error("unsupported head_dim {0}: must be a multiple of 8 between 8 and 256")]
     UnsupportedHeadDim(usize),
+    /// head_dim_v (V's and the output's head dimension) is not one the kernels support.
+    #[error("unsupported head_dim_v {0}: must be a multiple of 8 between 8 and 256")]
+    UnsupportedHeadDimV(usize),
     /// heads_q is not a multiple of heads_kv.
     #[error("heads_q ({heads_q}) must be a multiple of heads_kv ({heads_kv}) for grouped-query attention")]
     GqaRatio {

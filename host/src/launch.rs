@@ -184,6 +184,6 @@ fn encode_maps(dtype: DType, plan: &LaunchPlan) -> Result<[TensorMapParam; 3]> {
     }
     let bn = plan.kernel.block_n() as u32;
     let k = encode_map(dtype, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
-    let v = encode_map(dtype, p.v, p.v_strides, [batch, rows_k, hkv], d, bn)?;
+    let v = encode_map(dtype, p.v, p.v_strides, [batch, rows_k, hkv], p.head_dim_v as usize, bn)?;
     Ok([q.param(), k.param(), v.param()])
 }

@@ -17,12 +17,12 @@
 //! // batch 2, 1024 query and key rows, 16 heads of dimension 128, causal; tensors are
 //! // contiguous [batch, seqlen, heads, head_dim] unless strides say otherwise.
 //! let params = AttentionParams::builder().batch(2).seqlen(1024).heads_q(16).head_dim(128).causal(true).build()?;
-//! let (n_q, n_kv, n_lse) = params.contiguous_lens()?;
-//! let q = DeviceBuffer::from_slice(&vec![f16::from_f32(0.5); n_q])?;
-//! let k = DeviceBuffer::from_slice(&vec![f16::from_f32(-0.25); n_kv])?;
-//! let v = DeviceBuffer::from_slice(&vec![f16::from_f32(0.75); n_kv])?;
-//! let mut out = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q])?;
-//! let mut lse = DeviceBuffer::<f32>::zeroed(n_lse)?; // optional: f32 [batch, heads, seqlen_q]
+//! let n = params.contiguous_lens()?;
+//! let q = DeviceBuffer::from_slice(&vec![f16::from_f32(0.5); n.q])?;
+//! let k = DeviceBuffer::from_slice(&vec![f16::from_f32(-0.25); n.k])?;
+//! let v = DeviceBuffer::from_slice(&vec![f16::from_f32(0.75); n.v])?;
+//! let mut out = DeviceBuffer::from_slice(&vec![f16::ZERO; n.out])?;
+//! let mut lse = DeviceBuffer::<f32>::zeroed(n.lse)?; // optional: f32 [batch, heads, seqlen_q]
 //!
 //! // Validates everything, then queues the kernel on `stream`.
 //! gpu.attention_forward(&stream, &params, &q, &k, &v, &mut out, Some(&mut lse))?;
@@ -61,9 +61,13 @@
 //!   log-sum-exp is f32.
 //! * **Head dimension**: any multiple of 8 from 8 to 256. 64, 128 and 256 are native; others run
 //!   on the kernel of the next of those with the extra columns zero-padded on load (and not
-//!   written back), so e.g. 96 costs as much as 128. Q, K, V and the output share it.
+//!   written back), so e.g. 96 costs as much as 128.
 //!   The default softmax scale is `1 / sqrt(head_dim)` of the real `head_dim`;
 //!   [`AttentionParamsBuilder::softmax_scale`] sets another.
+//! * **V's head dimension** ([`AttentionParamsBuilder::head_dim_v`]): V and the output may have
+//!   their own, any multiple of 8 up to 256 (DeepSeek's Q/K 192 with V 128). The Hopper path has
+//!   kernels for Q/K 136-192 with V 72-128; other pairs run on the kernel of the wider of the
+//!   two, zero-padding the narrower. Forward only, and not with paged caches.
 //! * **Causal masking**, aligned to the bottom-right corner as in FlashAttention 2.1+: query
 //!   row `i` sees keys `j <= i + seqlen_k - seqlen_q`. With `seqlen_q > seqlen_k`, the first
 //!   `seqlen_q - seqlen_k` rows see no key at all (their output is 0, their log-sum-exp `-inf`).
@@ -191,7 +195,7 @@ pub use layout::{ArraySource, DeviceArray, DeviceIndex, DeviceOffsets, IndexSour
 pub use memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 pub use mods::{Alibi, Mods, Window};
 pub use sparse::{Block, BlockMask, HostBlockMask};
-pub use params::{AttentionParams, AttentionParamsBuilder, DimOrder, KernelChoice, KernelPath, Strides};
+pub use params::{TensorLens, AttentionParams, AttentionParamsBuilder, DimOrder, KernelChoice, KernelPath, Strides};
 pub use plan::{LaunchPlan, SplitPlan};
 pub use target::{Arch, Target};
 

@@ -170,8 +170,12 @@ pub struct AttentionParams<'a> {
     pub heads_q: usize,
     /// Key/value heads; `heads_q` must be a multiple (GQA/MQA).
     pub heads_kv: usize,
-    /// Head dimension: a multiple of 8, at most 256.
+    /// Head dimension of Q and K: a multiple of 8, at most 256.
     pub head_dim: usize,
+    /// Head dimension of V and the output when it differs from Q's and K's (DeepSeek's 192 /
+    /// 128, for one): a multiple of 8, at most 256; `None`: `head_dim`. The method of the
+    /// same name resolves it.
+    pub head_dim_v: Option<usize>,
     /// Causal masking, aligned to the bottom-right corner.
     pub causal: bool,
     /// Scale applied to `Q K^T`; `None` means `1 / sqrt(head_dim)`. Must be positive, with
@@ -203,6 +207,22 @@ pub struct AttentionParams<'a> {
     pub deterministic: bool,
     /// Attention modifications: sliding window, softcap, ALiBi, sinks (see [`crate::mods`]).
     pub mods: Mods<'a>,
+}
+
+/// Elements of each buffer of a call with contiguous tensors
+/// ([`AttentionParams::contiguous_lens`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorLens {
+    /// Q's elements.
+    pub q: usize,
+    /// K's elements.
+    pub k: usize,
+    /// V's elements (K's, unless V's head dimension differs).
+    pub v: usize,
+    /// The output's elements (Q's, unless V's head dimension differs).
+    pub out: usize,
+    /// The log-sum-exp's (f32) elements.
+    pub lse: usize,
 }
 
 /// Builds [`AttentionParams`] with named setters ([`AttentionParams::builder`]).
@@ -250,6 +270,7 @@ impl<'a> AttentionParams<'a> {
                 heads_q: 0,
                 heads_kv: 0,
                 head_dim: 0,
+                head_dim_v: None,
                 causal: false,
                 softmax_scale: None,
                 dim_order: DimOrder::Bshd,
@@ -279,6 +300,11 @@ impl<'a> AttentionParams<'a> {
             params: p,
         }
     }
+    /// Head dimension of V and the output: the field `head_dim_v`, else `head_dim`.
+    pub fn head_dim_v(&self) -> usize {
+        self.head_dim_v.unwrap_or(self.head_dim)
+    }
+
     /// The scale actually applied.
     pub fn scale(&self) -> f32 {
         self.softmax_scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
@@ -304,8 +330,8 @@ impl<'a> AttentionParams<'a> {
     /// total, head_dim]`). A paged call's K/V default to contiguous pages `[num_pages,
     /// page_size, heads_kv, head_dim]`.
     pub fn tensor_strides(&self) -> Result<[Strides; 4]> {
-        let d = self.head_dim;
-        let order = |tensor: &'static str, given: Option<Strides>, rows: usize, heads: usize, paged: bool| {
+        let (dk, dv) = (self.head_dim, self.head_dim_v());
+        let order = |tensor: &'static str, given: Option<Strides>, rows: usize, heads: usize, d: usize, paged: bool| {
             let default = match (self.dim_order, paged) {
                 (DimOrder::Bhsd, false) => Strides::bhsd(rows, heads, d),
                 _ => Strides::bshd(rows, heads, d),
@@ -315,16 +341,17 @@ impl<'a> AttentionParams<'a> {
         let paged = matches!(self.layout.kv, Kv::Paged(_));
         let (rows_q, rows_k) = self.entry_rows();
         Ok([
-            order("q", self.q_strides, rows_q, self.heads_q, false)?,
-            order("k", self.k_strides, rows_k, self.heads_kv, paged)?,
-            order("v", self.v_strides, rows_k, self.heads_kv, paged)?,
-            order("out", self.o_strides, rows_q, self.heads_q, false)?,
+            order("q", self.q_strides, rows_q, self.heads_q, dk, false)?,
+            order("k", self.k_strides, rows_k, self.heads_kv, dk, paged)?,
+            order("v", self.v_strides, rows_k, self.heads_kv, dv, paged)?,
+            order("out", self.o_strides, rows_q, self.heads_q, dv, false)?,
         ])
     }
 
-    /// Floating-point operations of the call: `4 * batch * heads_q * seqlen_q * seqlen_k *
-    /// head_dim`, halved under causal masking (FlashAttention's convention); with a sliding
-    /// window, `4 * heads_q * head_dim` times the (query, key) pairs it lets through, counted
+    /// Floating-point operations of the call: `2 * batch * heads_q * seqlen_q * seqlen_k *
+    /// (head_dim + head_dim_v)` (`Q K^T` and `P V`), halved under causal masking
+    /// (FlashAttention's convention); with a sliding window, `2 * heads_q * (head_dim +
+    /// head_dim_v)` times the (query, key) pairs it lets through, counted
     /// exactly. Variable-length calls count each sequence's own lengths where the host knows
     /// them ([`Offsets::lengths`]), else every sequence at the maxima (an upper bound).
     pub fn flops(&self) -> f64 {
@@ -338,7 +365,7 @@ impl<'a> AttentionParams<'a> {
             Some(lens) => lens.iter().map(|&(q, k)| pairs(q, k)).sum::<f64>(),
             None => self.batch as f64 * pairs(self.seqlen_q, self.seqlen_k),
         };
-        let f = 4.0 * self.heads_q as f64 * pairs * self.head_dim as f64;
+        let f = 2.0 * self.heads_q as f64 * pairs * (self.head_dim + self.head_dim_v()) as f64;
         if self.causal && !windowed { f / 2.0 } else { f }
     }
 
@@ -357,24 +384,30 @@ impl<'a> AttentionParams<'a> {
             .sum()
     }
 
-    /// Elements each buffer must hold at least with contiguous tensors: (Q and the output, K
-    /// and V, log-sum-exp); for variable-length calls the packed totals, for paged calls whole
-    /// caches. An error when a count overflows.
-    pub fn contiguous_lens(&self) -> Result<(usize, usize, usize)> {
+    /// Elements each buffer must hold at least with contiguous tensors; for variable-length
+    /// calls the packed totals, for paged calls whole caches. An error when a count overflows.
+    pub fn contiguous_lens(&self) -> Result<TensorLens> {
         let overflow = || Error::InvalidShape { what: "sizes", reason: "element counts overflow".into() };
         let rows_q = match &self.layout.rows {
             Rows::Packed(o) => o.total_q(),
             Rows::Batched => self.batch.checked_mul(self.seqlen_q).ok_or_else(overflow)?,
         };
-        let per_row = |heads: usize| heads.checked_mul(self.head_dim).ok_or_else(overflow);
-        let kv = match (&self.layout.kv, &self.layout.rows) {
-            (Kv::Paged(pg), _) => pg.pages.cache_len(self.heads_kv, self.head_dim).ok_or_else(overflow)?,
-            (Kv::Tensors, Rows::Packed(o)) => o.total_k().checked_mul(per_row(self.heads_kv)?).ok_or_else(overflow)?,
-            (Kv::Tensors, Rows::Batched) => self.batch.checked_mul(self.seqlen_k).and_then(|r| r.checked_mul(per_row(self.heads_kv).ok()?)).ok_or_else(overflow)?,
+        let kv = |d: usize| -> Result<usize> {
+            let per_row = self.heads_kv.checked_mul(d).ok_or_else(overflow)?;
+            match (&self.layout.kv, &self.layout.rows) {
+                (Kv::Paged(pg), _) => pg.pages.cache_len(self.heads_kv, d).ok_or_else(overflow),
+                (Kv::Tensors, Rows::Packed(o)) => o.total_k().checked_mul(per_row).ok_or_else(overflow),
+                (Kv::Tensors, Rows::Batched) => self.batch.checked_mul(self.seqlen_k).and_then(|r| r.checked_mul(per_row)).ok_or_else(overflow),
+            }
         };
-        let q = rows_q.checked_mul(per_row(self.heads_q)?).ok_or_else(overflow)?;
-        let lse = rows_q.checked_mul(self.heads_q).ok_or_else(overflow)?;
-        Ok((q, kv, lse))
+        let q_rows = |d: usize| rows_q.checked_mul(self.heads_q).and_then(|n| n.checked_mul(d)).ok_or_else(overflow);
+        Ok(TensorLens {
+            q: q_rows(self.head_dim)?,
+            k: kv(self.head_dim)?,
+            v: kv(self.head_dim_v())?,
+            out: q_rows(self.head_dim_v())?,
+            lse: rows_q.checked_mul(self.heads_q).ok_or_else(overflow)?,
+        })
     }
 }
 
@@ -425,6 +458,12 @@ impl<'a> AttentionParamsBuilder<'a> {
     /// Head dimension.
     pub fn head_dim(mut self, head_dim: usize) -> Self {
         self.head_dim = Some(head_dim);
+        self
+    }
+    /// Head dimension of V and the output, when it differs from Q's and K's (default
+    /// `head_dim`).
+    pub fn head_dim_v(mut self, head_dim_v: usize) -> Self {
+        self.params.head_dim_v = Some(head_dim_v);
         self
     }
     /// Causal masking.
@@ -566,9 +605,18 @@ mod tests {
         assert!(huge.to_builder().dim_order(DimOrder::Bhsd).build().unwrap().tensor_strides().is_err());
         assert!(matches!(huge.tensor_strides(), Err(Error::InvalidStrides { tensor: "q", .. })));
         let p = AttentionParams::builder().batch(2).seqlen_q(10).seqlen_k(20).heads_q(4).heads_kv(2).head_dim(64).build().unwrap();
-        assert_eq!(p.contiguous_lens().unwrap(), (2 * 10 * 4 * 64, 2 * 20 * 2 * 64, 2 * 4 * 10));
+        let (q, kv, lse) = (2 * 10 * 4 * 64, 2 * 20 * 2 * 64, 2 * 4 * 10);
+        assert_eq!(p.contiguous_lens().unwrap(), TensorLens { q, k: kv, v: kv, out: q, lse });
         let bhsd = p.to_builder().dim_order(DimOrder::Bhsd).build().unwrap();
         assert_eq!(bhsd.tensor_strides().unwrap()[1], Strides { batch: 2 * 20 * 64, row: 64, head: 20 * 64 });
+        // V (and the output) with a head dimension of their own.
+        let dv = p.to_builder().head_dim(192).head_dim_v(128).build().unwrap();
+        assert_eq!(dv.contiguous_lens().unwrap(), TensorLens { q: q * 3, k: kv * 3, v: kv * 2, out: q * 2, lse });
+        let [qs, ks, vs, os] = dv.tensor_strides().unwrap();
+        assert_eq!((qs.row, ks.row, vs.row, os.row), (4 * 192, 2 * 192, 2 * 128, 4 * 128));
+        assert_eq!(dv.flops(), 2.0 * 4.0 * 2.0 * 10.0 * 20.0 * (192.0 + 128.0));
+        let bhsd = dv.to_builder().dim_order(DimOrder::Bhsd).build().unwrap().tensor_strides().unwrap();
+        assert_eq!((bhsd[2].head, bhsd[3].batch), (20 * 128, 4 * 10 * 128));
     }
 
     #[test]

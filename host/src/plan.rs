@@ -191,6 +191,7 @@ fn build(call: &Call, s: Selection, target: &Target) -> Result<LaunchPlan> {
         seqlen_q: u32_field("seqlen_q", rows)?,
         seqlen_k: u32_field("seqlen_k", p.seqlen_k)?,
         head_dim: u32_field("head_dim", p.head_dim)?,
+        head_dim_v: u32_field("head_dim_v", p.head_dim_v())?,
         scale_log2: call.scale_log2,
         // One query row sees every key under bottom-right causal masking too.
         causal: (p.causal && !s.pack_gqa) as u32,

@@ -192,6 +192,9 @@ fn check_shard(params: &AttentionParams, world: usize, lens: [usize; 5]) -> Resu
     if !params.mods.is_plain() {
         return Err(invalid("the ring takes no attention modifications"));
     }
+    if params.head_dim_v() != params.head_dim {
+        return Err(invalid("the ring takes V with K's head dimension (head_dim_v == head_dim)"));
+    }
     if params.seqlen_q != params.seqlen_k {
         return Err(invalid("a rank's shard holds as many query as key rows (seqlen_q == seqlen_k)"));
     }
@@ -207,9 +210,9 @@ fn check_shard(params: &AttentionParams, world: usize, lens: [usize; 5]) -> Resu
     // The shapes' own checks (head_dim, GQA ratio, scale), and sizes that fit in 64 bits, so
     // that the shard's lengths below cannot overflow.
     params.clone().to_builder().build()?;
-    let (n_q, n_kv, n_lse) = params.contiguous_lens()?;
+    let n = params.contiguous_lens()?;
     let [q, k, v, o, lse] = lens;
-    let need = [("q", q, n_q), ("k", k, n_kv), ("v", v, n_kv), ("out", o, n_q), ("lse", lse, n_lse)];
+    let need = [("q", q, n.q), ("k", k, n.k), ("v", v, n.v), ("out", o, n.out), ("lse", lse, n.lse)];
     for (tensor, len, needed) in need {
         if len < needed {
             return Err(Error::BufferTooSmall { tensor, len: len as u64, needed: needed as u64 });

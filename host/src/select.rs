@@ -74,7 +74,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         let (major, minor) = t.compute_capability;
         return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major: major as i32, minor: minor as i32 });
     }
-    let padded = tiles::padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+    let padded = tiles::padded_head_dim(call.kernel_head_dim()).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
     let (varlen, paged) = (call.packed.is_some(), call.paged.is_some());
     // Block-sparse calls have kernels of their own, so that the other modification kernels
     // carry none of their work.
@@ -197,13 +197,13 @@ fn mma_config(
             if !CONFIGS.contains(&c) {
                 return Err(shape_err("config", format!("{c:?} is not an instantiated configuration")));
             }
-            if c.head_dim < p.head_dim {
-                return Err(shape_err("config", format!("head_dim {} does not fit config for {}", p.head_dim, c.head_dim)));
+            if c.head_dim < call.kernel_head_dim() {
+                return Err(shape_err("config", format!("head_dim {} does not fit config for {}", call.kernel_head_dim(), c.head_dim)));
             }
             Ok(c)
         }
         (None, None) => {
-            let default = tiles::default_config(p.head_dim).filter(|c| fits(c, t));
+            let default = tiles::default_config(padded).filter(|c| fits(c, t));
             let Some(default) = default.or_else(|| CONFIGS.iter().find(|c| c.head_dim == padded && fits(c, t)).copied()) else {
                 return none_fits(&CONFIGS, Variant::Plain);
             };
@@ -286,12 +286,17 @@ pub(crate) const MAX_STRIDE_BYTES: u64 = 1 << 40;
 fn hopper_kernel(call: &Call, forced: Option<HopperConfig>) -> std::result::Result<HopperConfig, String> {
     let p = call.p;
     let mods = call.mods.is_some();
+    let (d, dv) = (p.head_dim, p.head_dim_v());
+    // A kernel for the pair of head dimensions where there is one, else one as wide as the
+    // wider (which zero-fills the narrower's extra columns).
+    let native = sm90::value_dims_config(d, dv);
+    let wide = call.kernel_head_dim();
     let config = match forced {
         Some(c) if !sm90::CONFIGS.contains(&c) => return Err(format!("{c:?} is not an instantiated Hopper configuration")),
-        Some(c) if c.head_dim < p.head_dim => return Err(format!("head_dim {} does not fit {c:?}", p.head_dim)),
+        Some(c) if c.head_dim < d || c.head_dim_v < dv => return Err(format!("head_dim {d} (V {dv}) does not fit {c:?}")),
         Some(c) => c,
-        None if mods => sm90::mods_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
-        None => sm90::default_config(p.head_dim).ok_or_else(|| format!("no Hopper kernel for head_dim {}", p.head_dim))?,
+        None if mods => native.or(sm90::mods_config(wide)).ok_or_else(|| format!("no Hopper kernel for head_dim {wide}"))?,
+        None => native.or(sm90::default_config(wide)).ok_or_else(|| format!("no Hopper kernel for head_dim {wide}"))?,
     };
     if mods && !sm90::has_mods(&config) {
         return Err(format!("{config:?} has no kernel with attention modifications"));

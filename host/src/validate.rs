@@ -66,6 +66,12 @@ pub(crate) struct PagedIndex {
 }
 
 impl Call<'_> {
+    /// The head dimension a kernel must hold: Q's and K's, or V's where that is larger (a
+    /// kernel padded to it zero-fills the narrower operands' extra columns).
+    pub fn kernel_head_dim(&self) -> usize {
+        self.p.head_dim.max(self.p.head_dim_v())
+    }
+
     /// Query rows of one batch entry: the sequence's (variable-length: all packed rows).
     pub fn rows_q(&self) -> usize {
         self.packed.as_ref().map_or(self.p.seqlen_q, |v| v.total_q)
@@ -80,6 +86,10 @@ pub(crate) fn shape_err(what: &'static str, reason: impl Into<String>) -> Error 
 pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result<Call<'p>> {
     if p.head_dim == 0 || !p.head_dim.is_multiple_of(8) || p.head_dim > 256 {
         return Err(Error::UnsupportedHeadDim(p.head_dim));
+    }
+    let dv = p.head_dim_v();
+    if dv == 0 || !dv.is_multiple_of(8) || dv > 256 {
+        return Err(Error::UnsupportedHeadDimV(dv));
     }
     if p.heads_kv == 0 && p.heads_q > 0 {
         return Err(shape_err("heads_kv", "must be at least 1"));
@@ -159,7 +169,7 @@ impl Call<'_> {
     /// against them).
     pub fn check_buffers(&self) -> Result<Vec<Span>> {
         let (p, bufs) = (self.p, &self.bufs);
-        let d = p.head_dim;
+        let (d, dv) = (p.head_dim, p.head_dim_v());
         let strides = |[batch, row, head]: [i64; 3]| Strides { batch, row, head };
         let (nb, rows_q, rows_k) = match &self.packed {
             Some(v) => (1, v.total_q, v.total_k),
@@ -171,8 +181,8 @@ impl Call<'_> {
         };
         let [q_s, k_s, v_s, o_s] = self.strides.map(strides);
         let q_end = check_tensor("q", bufs.q, q_s, [nb, rows_q, p.heads_q, d], 2)?;
-        let o_end = check_tensor("out", bufs.o, o_s, [nb, rows_q, p.heads_q, d], 2)?;
-        if !no_self_overlap(o_s, [nb, rows_q, p.heads_q, d]) {
+        let o_end = check_tensor("out", bufs.o, o_s, [nb, rows_q, p.heads_q, dv], 2)?;
+        if !no_self_overlap(o_s, [nb, rows_q, p.heads_q, dv]) {
             let reason = format!("{o_s:?} put distinct output elements at the same address");
             return Err(Error::InvalidStrides { tensor: "out", reason });
         }
@@ -180,7 +190,7 @@ impl Call<'_> {
         let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
         if self.reads_kv() {
             let k_end = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
-            let v_end = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
+            let v_end = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, dv], 2)?;
             spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
         }
         spans.extend(self.index_spans()?);
@@ -351,6 +361,9 @@ fn check_pages(p: &AttentionParams, pg: &Pages) -> Result<Pages> {
     }
     if matches!(p.kernel, KernelChoice::Wgmma { .. }) {
         return Err(shape_err("wgmma path", "paged calls run on the mma.sync path"));
+    }
+    if p.head_dim_v() != p.head_dim {
+        return Err(shape_err("head_dim_v", format!("paged calls take V with K's head dimension, not {} with {}", p.head_dim_v(), p.head_dim)));
     }
     Ok(*pg)
 }

@@ -139,20 +139,21 @@ pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &Host
     let p = &with_mods;
     let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
-    let d = p.head_dim;
+    let (d, dv) = (p.head_dim, p.head_dim_v());
     let dq = [p.batch, p.seqlen_q, p.heads_q, d];
     let dk = [p.batch, p.seqlen_k, p.heads_kv, d];
+    let (d_v, d_o) = ([p.batch, p.seqlen_k, p.heads_kv, dv], [p.batch, p.seqlen_q, p.heads_q, dv]);
     let [qs, ks, vs, os] = p.tensor_strides().expect("the case's strides");
     let scale = |v: Vec<T>| v.into_iter().map(|x| T::from_f32(x.to_f32() * input_scale)).collect::<Vec<T>>();
     let q = scale(random_tensor::<T>(&mut rng, dq.iter().product()));
     let k = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
-    let v = scale(random_tensor::<T>(&mut rng, dk.iter().product()));
+    let v = scale(random_tensor::<T>(&mut rng, d_v.iter().product()));
 
     let upload = |x: &[T], dims, s: Strides| DeviceBuffer::from_slice(&scatter(x, dims, s, s.extent(dims).unwrap().max(1))).unwrap();
-    let (q_d, k_d, v_d) = (upload(&q, dq, qs), upload(&k, dk, ks), upload(&v, dk, vs));
+    let (q_d, k_d, v_d) = (upload(&q, dq, qs), upload(&k, dk, ks), upload(&v, d_v, vs));
     // Poison: NaN everywhere, so an element the kernel fails to write cannot pass.
     let nan = T::from_f32(f32::NAN);
-    let mut o_d = DeviceBuffer::from_slice(&vec![nan; os.extent(dq).unwrap().max(1)]).unwrap();
+    let mut o_d = DeviceBuffer::from_slice(&vec![nan; os.extent(d_o).unwrap().max(1)]).unwrap();
     let n_lse = p.batch * p.heads_q * p.seqlen_q;
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
 
@@ -169,7 +170,7 @@ pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &Host
     o_d.copy_to(&mut o_h[..]).unwrap();
     let mut lse_h = vec![0f32; lse_d.len()];
     lse_d.copy_to(&mut lse_h[..]).unwrap();
-    let out = gather(&o_h, dq, os);
+    let out = gather(&o_h, d_o, os);
 
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));
@@ -210,8 +211,8 @@ pub fn check(gpu: &Gpu, p: &AttentionParams, dtype: DType) {
     let e = run_dyn(gpu, p, dtype, 1.0);
     let tol = out_tolerance(dtype);
     println!(
-        "{dtype:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} kernel={:?}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}",
-        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, p.kernel, e.out, e.lse
+        "{dtype:?} b{} sq{} sk{} hq{} hkv{} d{}/{} causal={} kernel={:?}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}",
+        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.head_dim_v(), p.causal, p.kernel, e.out, e.lse
     );
     assert!(e.out <= tol, "output error {} > {tol} for {dtype:?} {p:?} (seed {})", e.out, e.seed);
     assert!(e.lse <= LSE_TOLERANCE, "lse error {} for {dtype:?} {p:?} (seed {})", e.lse, e.seed);
@@ -256,10 +257,10 @@ fn report_case(failures: &mut Vec<String>, p: &AttentionParams, dtype: DType, wh
     let tol = out_tolerance(dtype);
     let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
     let line = format!(
-        "{} {dtype:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} path={}{what}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}, \
+        "{} {dtype:?} b{} sq{} sk{} hq{} hkv{} d{}/{} causal={} path={}{what}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}, \
          lse -inf mismatches {} (seed {})",
         if ok { "ok  " } else { "FAIL" },
-        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, kernel_label(&p.kernel),
+        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.head_dim_v(), p.causal, kernel_label(&p.kernel),
         e.out, e.lse, e.lse_inf_mismatch, e.seed
     );
     println!("{line}");

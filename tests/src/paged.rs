@@ -73,7 +73,7 @@ pub fn page_copy<T: Element>(
     pg: Pages,
     batch: usize,
     seqlen_k: usize,
-    row_elems: usize,
+    [row_k, row_v]: [usize; 2],
     [k, v]: [&[T]; 2],
     used: &dyn Fn(usize) -> usize,
     fill: TableFill,
@@ -82,9 +82,8 @@ pub fn page_copy<T: Element>(
     order.shuffle(rng);
     let wild = |rng: &mut StdRng| *[-1, i32::MIN, pg.num_pages as i32, i32::MAX, -(pg.num_pages as i32)].choose(rng).unwrap();
     let mut table = vec![0i32; batch * pg.pages_per_seq];
-    let page_elems = pg.page_size * row_elems;
     let nan = T::from_f32(f32::NAN);
-    let (mut kc, mut vc) = (vec![nan; pg.num_pages * page_elems], vec![nan; pg.num_pages * page_elems]);
+    let (mut kc, mut vc) = (vec![nan; pg.num_pages * pg.page_size * row_k], vec![nan; pg.num_pages * pg.page_size * row_v]);
     let mut next = order.into_iter();
     for bi in 0..batch {
         let used = used(bi);
@@ -93,9 +92,10 @@ pub fn page_copy<T: Element>(
                 let page = next.next().expect("enough pages");
                 *e = page as i32;
                 let rows = (used - i * pg.page_size).min(pg.page_size);
-                let src = (bi * seqlen_k + i * pg.page_size) * row_elems;
-                kc[page * page_elems..][..rows * row_elems].copy_from_slice(&k[src..][..rows * row_elems]);
-                vc[page * page_elems..][..rows * row_elems].copy_from_slice(&v[src..][..rows * row_elems]);
+                let row0 = bi * seqlen_k + i * pg.page_size;
+                for (cache, src, row) in [(&mut kc, k, row_k), (&mut vc, v, row_v)] {
+                    cache[page * pg.page_size * row..][..rows * row].copy_from_slice(&src[row0 * row..][..rows * row]);
+                }
             } else {
                 *e = wild(rng);
             }
@@ -117,15 +117,15 @@ pub fn run_paged<T: CustElement>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> C
     let seed = crate::case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let pg = c.pages;
-    let (b, sq, sk, hq, hkv, d) = (c.p.batch, c.p.seqlen_q, c.p.seqlen_k, c.p.heads_q, c.p.heads_kv, c.p.head_dim);
+    let (b, sq, sk, hq, hkv, d, dv) = (c.p.batch, c.p.seqlen_q, c.p.seqlen_k, c.p.heads_q, c.p.heads_kv, c.p.head_dim, c.p.head_dim_v());
     let mut normal = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
     let q = normal(b * sq * hq * d);
-    // The unpaged equivalent: contiguous [b, sk, hkv, d].
+    // The unpaged equivalent: contiguous [b, sk, hkv, d] (V: dv).
     let k = normal(b * sk * hkv * d);
-    let v = normal(b * sk * hkv * d);
+    let v = normal(b * sk * hkv * dv);
 
-    let PagedCopy { k: mut kc, v: mut vc, table } = page_copy(&mut rng, pg, b, sk, hkv * d, [&k, &v], &|bi| c.used(bi), fill);
-    let row_elems = hkv * d;
+    let (row_k, row_v) = (hkv * d, hkv * dv);
+    let PagedCopy { k: mut kc, v: mut vc, table } = page_copy(&mut rng, pg, b, sk, [row_k, row_v], [&k, &v], &|bi| c.used(bi), fill);
     let nan = T::from_f32(f32::NAN);
     if fill == TableFill::AllWild {
         // Finite caches: only the clamping is under test, not where NaN could come from.
@@ -137,7 +137,7 @@ pub fn run_paged<T: CustElement>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> C
     // Counts as given: in-range ones, or (AllWild) some past seqlen_k that must be clamped.
     let counts: Vec<i32> = (0..b).map(|bi| if fill == TableFill::AllWild && bi % 2 == 1 { i32::MAX } else { c.used(bi) as i32 }).collect();
     let u_d = DeviceBuffer::from_slice(&counts).unwrap();
-    let mut o_d = DeviceBuffer::from_slice(&vec![nan; (b * sq * hq * d).max(1)]).unwrap();
+    let mut o_d = DeviceBuffer::from_slice(&vec![nan; (b * sq * hq * dv).max(1)]).unwrap();
     let n_lse = b * hq * sq;
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; n_lse.max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
@@ -153,7 +153,7 @@ pub fn run_paged<T: CustElement>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> C
 
     let mut e = CaseErrors::new(seed);
     if fill == TableFill::AllWild {
-        e.out = if out[..b * sq * hq * d].iter().all(|x| x.to_f32().is_finite()) { 0.0 } else { f64::NAN };
+        e.out = if out[..b * sq * hq * dv].iter().all(|x| x.to_f32().is_finite()) { 0.0 } else { f64::NAN };
         return e;
     }
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
@@ -162,13 +162,13 @@ pub fn run_paged<T: CustElement>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> C
         // Sequence `bi` alone, unpaged, with its own key count.
         let one = Problem { batch: 1, seqlen_k: used, ..Problem::from(p) };
         let qs = f(&q[bi * sq * hq * d..][..sq * hq * d]);
-        let ks = f(&k[bi * sk * row_elems..][..used * row_elems]);
-        let vs = f(&v[bi * sk * row_elems..][..used * row_elems]);
+        let ks = f(&k[bi * sk * row_k..][..used * row_k]);
+        let vs = f(&v[bi * sk * row_v..][..used * row_v]);
         let x = RefInputs { q: &qs, k: &ks, v: &vs };
         for h in 0..hq {
             for i in 0..sq {
                 let r = reference_row(&one, &x, 0, h, i);
-                let o = &out[((bi * sq + i) * hq + h) * d..][..d];
+                let o = &out[((bi * sq + i) * hq + h) * dv..][..dv];
                 for (g, &want) in o.iter().zip(&r.out) {
                     e.add_out(T::DTYPE, g.to_f32() as f64, want);
                 }
@@ -193,10 +193,10 @@ pub fn check_paged(gpu: &Gpu, cases: &[PagedCase]) {
         let tol = out_tolerance(c.dtype);
         let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
         let line = format!(
-            "{} {:?} b{} sq{} sk{} hq{} hkv{} d{} causal={} page {} splits {:?} used {:?}: out err {:.2e} (tol {tol:.0e}), \
+            "{} {:?} b{} sq{} sk{} hq{} hkv{} d{}/{} causal={} page {} splits {:?} used {:?}: out err {:.2e} (tol {tol:.0e}), \
              lse err {:.2e}, -inf mismatches {} (seed {})",
             if ok { "ok  " } else { "FAIL" },
-            c.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.causal, pg.page_size, p.num_splits,
+            c.dtype, p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.head_dim_v(), p.causal, pg.page_size, p.num_splits,
             c.used, e.out, e.lse, e.lse_inf_mismatch, e.seed
         );
         println!("{line}");

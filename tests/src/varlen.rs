@@ -51,6 +51,8 @@ pub struct VarlenCase {
     pub heads_kv: usize,
     /// Head dimension.
     pub head_dim: usize,
+    /// V's (and the output's) head dimension, when it differs.
+    pub head_dim_v: Option<usize>,
     /// Causal (bottom-right per sequence).
     pub causal: bool,
     /// Element type.
@@ -73,7 +75,7 @@ impl VarlenCase {
     /// A case of `lens` with packed K/V and host offsets.
     pub fn new(lens: &[(usize, usize)], heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
         let path = KernelPath::Auto;
-        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, causal, dtype, path, device_offsets: false, kv: VarlenKv::Packed, num_splits: None, config: None, mods: HostMods::default() }
+        VarlenCase { lens: lens.to_vec(), heads_q, heads_kv, head_dim, head_dim_v: None, causal, dtype, path, device_offsets: false, kv: VarlenKv::Packed, num_splits: None, config: None, mods: HostMods::default() }
     }
 
     /// The key count sequence `b` is computed with: its own, or the longest where no counts
@@ -102,6 +104,10 @@ impl VarlenCase {
         let (b, max_q, max_k) = (self.lens.len(), self.lens.iter().map(|l| l.0).max().unwrap_or(0), self.lens.iter().map(|l| l.1).max().unwrap_or(0));
         assert_eq!(device.is_some(), self.device_offsets, "device offsets exactly for a case that asks for them");
         let p = AttentionParams::builder().heads_q(self.heads_q).heads_kv(self.heads_kv).head_dim(self.head_dim).causal(self.causal).path(self.path);
+        let p = match self.head_dim_v {
+            Some(dv) => p.head_dim_v(dv),
+            None => p,
+        };
         let p = match device {
             Some(offsets) => p.varlen_device(offsets).batch(b).seqlen_q(max_q),
             None => p.varlen(&cq, if self.passes_key_offsets() { &ck } else { &[] }),
@@ -121,13 +127,14 @@ impl VarlenCase {
     pub fn label(&self) -> String {
         let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         format!(
-            "{:?} {}{} hq{} hkv{} d{} causal={} {} {} offsets, {:?}, splits {:?}, lens(q/k)=[{}]",
+            "{:?} {}{} hq{} hkv{} d{}{} causal={} {} {} offsets, {:?}, splits {:?}, lens(q/k)=[{}]",
             self.dtype,
             self.path.name(),
             self.config.map_or(String::new(), |c| format!(" {c:?}")),
             self.heads_q,
             self.heads_kv,
             self.head_dim,
+            self.head_dim_v.map_or(String::new(), |dv| format!("/{dv}")),
             self.causal,
             self.mods.label(),
             if self.device_offsets { "device" } else { "host" },
@@ -165,19 +172,19 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
     });
     let mod_bufs = c.mods.upload();
     let p = c.mods.apply(c.params(device).to_builder(), &mod_bufs).build().unwrap();
-    let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
-    let row_q = hq * d;
-    let row_kv = hkv * d;
+    let (hq, hkv, d, dv) = (c.heads_q, c.heads_kv, c.head_dim, p.head_dim_v());
+    let (row_q, row_o) = (hq * d, hq * dv);
+    let (row_kv, row_v) = (hkv * d, hkv * dv);
     let mut rand_vec = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
     let q = rand_vec(tq * row_q);
     // K and V as the reference sees them: packed (sequence b's keys from ck[b]), or for a paged
     // cache padded to the longest sequence, `[batch, seqlen_k, heads_kv, head_dim]`.
     let (k, v, key0): (Vec<T>, Vec<T>, Box<dyn Fn(usize) -> usize>) = match c.kv {
-        VarlenKv::Packed => (rand_vec(tk * row_kv), rand_vec(tk * row_kv), Box::new(|bi| ck[bi] as usize)),
+        VarlenKv::Packed => (rand_vec(tk * row_kv), rand_vec(tk * row_v), Box::new(|bi| ck[bi] as usize)),
         VarlenKv::Paged { .. } => {
-            let n = b * p.seqlen_k * row_kv;
+            let rows = b * p.seqlen_k;
             let sk = p.seqlen_k;
-            (rand_vec(n), rand_vec(n), Box::new(move |bi| bi * sk))
+            (rand_vec(rows * row_kv), rand_vec(rows * row_v), Box::new(move |bi| bi * sk))
         }
     };
 
@@ -185,7 +192,7 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
     let up = |x: &[T]| DeviceBuffer::from_slice(if x.is_empty() { &one[..] } else { x }).unwrap();
     let up_i32 = |x: &[i32]| DeviceBuffer::from_slice(x).unwrap();
     let q_d = up(&q);
-    let mut o_d = DeviceBuffer::from_slice(&vec![T::from_f32(f32::NAN); (tq * row_q).max(1)]).unwrap();
+    let mut o_d = DeviceBuffer::from_slice(&vec![T::from_f32(f32::NAN); (tq * row_o).max(1)]).unwrap();
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; (hq * tq).max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let launched = match c.kv {
@@ -197,7 +204,7 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
             let used = |bi: usize| c.keys(bi);
             let pages_per_seq = p.seqlen_k.div_ceil(page_size).max(1);
             let pg = Pages { page_size, num_pages: pages_needed(b, page_size, &used) + 2, pages_per_seq };
-            let PagedCopy { k: kc, v: vc, table } = page_copy(&mut rng, pg, b, p.seqlen_k, row_kv, [&k, &v], &used, TableFill::WildTail);
+            let PagedCopy { k: kc, v: vc, table } = page_copy(&mut rng, pg, b, p.seqlen_k, [row_kv, row_v], [&k, &v], &used, TableFill::WildTail);
             let (k_d, v_d, t_d) = (up(&kc), up(&vc), up_i32(&table));
             let counts_d = up_i32(&c.lens.iter().map(|l| l.1 as i32).collect::<Vec<_>>());
             let mut paged = PagedKv::new(pg, DeviceIndex::new(&t_d));
@@ -218,11 +225,10 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
     for (bi, &(lq, _)) in c.lens.iter().enumerate() {
         let (q0, k0, lk) = (cq[bi] as usize, key0(bi), c.keys(bi));
         let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
-        let keys = k0 * row_kv..(k0 + lk) * row_kv;
-        let x = RefInputs { q: &qf[q0 * row_q..(q0 + lq) * row_q], k: &kf[keys.clone()], v: &vf[keys] };
+        let x = RefInputs { q: &qf[q0 * row_q..(q0 + lq) * row_q], k: &kf[k0 * row_kv..(k0 + lk) * row_kv], v: &vf[k0 * row_v..(k0 + lk) * row_v] };
         let ref_mods = c.mods.reference(hq, Some(bi));
         let (r_out, r_lse) = reference_forward_with(&sp, &ref_mods.variants(), &x);
-        for (g, &r) in o_h[q0 * row_q..(q0 + lq) * row_q].iter().zip(&r_out) {
+        for (g, &r) in o_h[q0 * row_o..(q0 + lq) * row_o].iter().zip(&r_out) {
             e.add_out(T::DTYPE, g.to_f32() as f64, r);
         }
         // Reference lse is [1, hq, lq]; the GPU's is [hq, total_q].

@@ -133,7 +133,7 @@ fn deterministic_mode_is_bit_identical() {
 fn bad_input_is_a_typed_error() {
     let Some(gpu) = gpu_or_skip("bad_input_is_a_typed_error") else { return };
     let p = AttentionParams::builder().batch(2).seqlen(64).heads_q(4).heads_kv(2).head_dim(64).build().unwrap();
-    let (nq, nkv, nl) = p.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: nq, k: nkv, lse: nl, .. } = p.contiguous_lens().unwrap();
     let buf = |n: usize| DeviceBuffer::from_slice(&vec![half::bf16::from_f32(1.5); n]).unwrap();
     let (q, k, v, o, dout) = (buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq));
     let (mut dq, mut dk, mut dv) = (buf(nq), buf(nkv), buf(nkv));

@@ -76,10 +76,11 @@ fn run_cudarc<T: Element + DeviceRepr + ValidAsZeroBits>(ctx: &std::sync::Arc<Cu
 /// Random inputs for `p` (fixed-length), with `index`/`pages` describing its layout.
 fn inputs(p: &AttentionParams, index: Option<[Vec<i32>; 2]>, pages: Option<Pages>) -> Inputs {
     let (mut rng, _) = case_rng();
-    let (nq, nk, n_lse) = p.contiguous_lens().unwrap();
+    let n = p.contiguous_lens().unwrap();
+    let (nq, n_lse) = (n.q, n.lse);
     let nk = match pages {
         Some(pg) => pg.cache_len(p.heads_kv, p.head_dim).unwrap(),
-        None => nk,
+        None => n.k,
     };
     let mut random = |n: usize| (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect::<Vec<f32>>();
     Inputs { q: random(nq), k: random(nk), v: random(nk), index, pages, n_lse }

@@ -215,20 +215,20 @@ fn non_default_configs() {
     // Every non-default configuration one CTA per tile, and every pipelined one persistent.
     let runs = CONFIGS.iter().filter(|c| default_config(c.head_dim) != Some(**c)).map(|c| (*c, false));
     for (config, persistent) in runs.chain(CONFIGS.iter().filter(|c| c.pipelined).map(|c| (*c, true))) {
-        let d = config.head_dim;
+        let (d, dv) = (config.head_dim, config.head_dim_v);
         let choice = KernelChoice::Wgmma { config: Some(config), persistent: Some(persistent) };
         let mut cases = Vec::new();
         for dtype in DTYPES {
             for causal in [false, true] {
                 for (sq, sk) in [(1, 1), (127, 300), (300, 127), (1037, 1500)] {
-                    cases.push((params(1, sq, sk, 2, d).causal(causal).kernel(choice).build().unwrap(), dtype));
+                    cases.push((params(1, sq, sk, 2, d).head_dim_v(dv).causal(causal).kernel(choice).build().unwrap(), dtype));
                 }
                 // 4 * 16 * 8 = 512 work tiles (384 of 192 rows): several per CTA when persistent.
-                cases.push((params(4, 1000, 700, 16, d).heads_kv(4).causal(causal).kernel(choice).build().unwrap(), dtype));
+                cases.push((params(4, 1000, 700, 16, d).head_dim_v(dv).heads_kv(4).causal(causal).kernel(choice).build().unwrap(), dtype));
             }
         }
         let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config, flavor: Flavor::Plain };
-        println!("{name} (head_dim {d}, pipelined {}, persistent {persistent}):", config.pipelined);
+        println!("{name} (head_dim {d}/{dv}, pipelined {}, persistent {persistent}):", config.pipelined);
         check_many(&gpu, &cases);
     }
 }

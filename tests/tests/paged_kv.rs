@@ -81,7 +81,7 @@ fn wild_table_entries_and_counts_stay_inside_the_caches() {
 /// Plans `p` for an H100 on fake, disjoint f16 buffers sized for `sized_for` (planning never
 /// touches them).
 fn planned(p: &AttentionParams, sized_for: &AttentionParams) -> flashrs::Result<flashrs::LaunchPlan> {
-    let (nq, nk, nl) = sized_for.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = sized_for.contiguous_lens().unwrap();
     let r = |i: u64, len: usize| BufferRef { ptr: i << 36, len };
     let bufs = Buffers::new(DType::F16, r(1, nq), r(2, nk), r(3, nk), r(4, nq)).lse(r(5, nl));
     p.plan(&bufs, &H100)

@@ -11,22 +11,24 @@
 //!
 //! each in three kinds:
 //! - *valid* calls (plain, padded, head-major and packed-KV layouts; buffers tight or
-//!   generous; tile configurations, kernel families and split counts forced where the target
-//!   has them; a quarter of the fixed-length and variable-length ones with attention
+//!   generous; V and the output of K's head dimension or, unpaged, of their own (`head_dim_v`,
+//!   narrower or wider); tile configurations, kernel families and split counts forced where
+//!   the target has them; a quarter of the fixed-length and variable-length ones with attention
 //!   modifications: a sliding window, a softcap, ALiBi slopes per head or per batch entry,
 //!   sinks): the planner must accept them;
 //! - valid calls with *one injected fault* (a tensor or index array one element short; a null
 //!   or misaligned address; a misaligned, negative or overflowing stride; an unsupported
-//!   head_dim, GQA ratio, sequence length, scale, tile configuration, split count, page geometry
-//!   or offsets; a grid past the limit; aliasing output strides; an output, lse or index array
-//!   overlapping what the kernel writes or reads; a kernel family or shared memory the target
-//!   lacks; a GQA group whose packed rows pass the kernels' 32-bit masks; a softcap not
-//!   positive and finite, or whose factors overflow with the scale; ALiBi slopes or sinks
-//!   short, null, misaligned or over the output; modifications with a split, a configuration
-//!   without modification kernels, or a paged cache): the planner must return exactly the
-//!   typed error that fault calls for, twice alike (planning is pure), and for the same call
-//!   without rows the same error (a fault in the shape) or an empty plan (a fault in a buffer,
-//!   which an empty call never touches);
+//!   head_dim or head_dim_v, GQA ratio, sequence length, scale, tile configuration (one that
+//!   holds head_dim but not a wider head_dim_v too), split count, page geometry or offsets; a
+//!   paged V not of K's head_dim; a grid past the limit; aliasing output strides; an output,
+//!   lse or index array overlapping what the kernel writes or reads; a kernel family or shared
+//!   memory the target lacks; a GQA group whose packed rows pass the kernels' 32-bit masks; a
+//!   softcap not positive and finite, or whose factors overflow with the scale; ALiBi slopes or
+//!   sinks short, null, misaligned or over the output; modifications with a split, a
+//!   configuration without modification kernels, or a paged cache): the planner must return
+//!   exactly the typed error that fault calls for, twice alike (planning is pure), and for the
+//!   same call without rows the same error (a fault in the shape) or an empty plan (a fault in
+//!   a buffer, which an empty call never touches);
 //! - *hostile* calls (valid ones with fields replaced by, or calls made entirely of, huge, zero,
 //!   misaligned, negative and tiny values): a typed error, or a plan that passes the model;
 //!   never a panic. Their `contiguous_lens` and `tensor_strides` must be exact or typed errors.
@@ -34,17 +36,19 @@
 //! Every accepted plan is checked against an independent model ([`verify_plan`]): the call is
 //! valid as documented; the kernel is instantiated, fits the target's shared memory, is a
 //! Hopper one only on sm_90a, and is the one the selection rules name (the family asked for,
-//! the variant of the call's shape, its configuration, GQA packing, split count, persistence);
+//! the variant of the call's shape, its configuration for the larger of head_dim and
+//! head_dim_v or, on Hopper, the pair's own, GQA packing, split count, persistence);
 //! the grid and every kernel parameter hold their true, untruncated values (the modifications'
 //! as the kernels take them: causal masking folded into the window, the scale into the softcap
 //! and ALiBi factors); a call with modifications runs a modification kernel (unsplit, unpacked,
 //! its own configuration), a plain call a plain one; every element the kernel reads or writes
 //! (Q, K and V or the paged caches through the block table, the output, the log-sum-exp, the
-//! offsets and key counts, the ALiBi slopes and sinks) lies inside its buffer, 16-byte aligned
-//! where it moves vectors, and what it writes neither aliases itself nor overlaps anything else
-//! it touches; GQA-packed strides address exactly the call's query heads; the split-KV workspace
-//! holds every partial row within its 32-bit indices, and every key tile is in a split; a
-//! Hopper launch's tensor maps are ones TMA takes.
+//! offsets and key counts, the ALiBi slopes and sinks; Q and K of head_dim columns, V and the
+//! output of head_dim_v) lies inside its buffer, 16-byte aligned where it moves vectors, and
+//! what it writes neither aliases itself nor overlaps anything else it touches; GQA-packed
+//! strides address exactly the call's query heads; the split-KV workspace holds every partial
+//! row within its 32-bit indices, and every key tile is in a split; a Hopper launch's tensor
+//! maps are ones TMA takes.
 //!
 //! A family runs all its rounds and reports every kind of failure with its first example, so
 //! that one planner bug does not hide another. Fixed cases cover the limits' edges and huge
@@ -60,7 +64,7 @@ use flashrs::{
     Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, DeviceOffsets, DimOrder, Error, Flavor, FwdParams, Kernel, KernelChoice,
     Kv, LaunchPlan, ModParams, Mods, Offsets, PagedKv, Pages, Rows, Strides, Target, Variant,
 };
-use flashrs_tests::expect::{Want, error_matches};
+use flashrs_tests::expect;
 use flashrs_tests::{case_rng, params, planning_index};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -124,6 +128,43 @@ macro_rules! ensure {
     };
 }
 
+/// The typed error a faulty call must give: [`expect::Want`]'s variants (`Ok` aside), and
+/// `HeadDimV`, which that one lacks.
+#[derive(Clone, Debug, PartialEq)]
+enum Want {
+    TooSmall(&'static str, u64, u64),
+    Misaligned(&'static str),
+    Strides(&'static str),
+    Buffer(&'static str),
+    Shape(&'static str),
+    HeadDim(usize),
+    /// `UnsupportedHeadDimV` with the head_dim_v.
+    HeadDimV(usize),
+    Gqa(usize, usize),
+    Launch,
+    SharedMemory(u64, u64),
+    PathUnavailable(&'static str),
+}
+
+/// True when `e` is the error `want` describes.
+fn error_matches(e: &Error, want: &Want) -> bool {
+    use expect::Want as W;
+    let want = match *want {
+        Want::HeadDimV(d) => return matches!(e, Error::UnsupportedHeadDimV(got) if *got == d),
+        Want::TooSmall(t, n, l) => W::TooSmall(t, n, l),
+        Want::Misaligned(t) => W::Misaligned(t),
+        Want::Strides(t) => W::Strides(t),
+        Want::Buffer(t) => W::Buffer(t),
+        Want::Shape(w) => W::Shape(w),
+        Want::HeadDim(d) => W::HeadDim(d),
+        Want::Gqa(q, kv) => W::Gqa(q, kv),
+        Want::Launch => W::Launch,
+        Want::SharedMemory(n, a) => W::SharedMemory(n, a),
+        Want::PathUnavailable(p) => W::PathUnavailable(p),
+    };
+    expect::error_matches(e, &want)
+}
+
 // ------------------------------------------------------------------------------------------
 // The model's reading of a call: what is valid, the strides, the packed rows.
 
@@ -132,14 +173,25 @@ fn padded(d: usize) -> usize {
     [64, 128, 256].into_iter().find(|&x| d <= x).unwrap_or(usize::MAX)
 }
 
+/// V's and the output's head dimension as documented: `head_dim_v`, else `head_dim`.
+fn dim_v(p: &AttentionParams) -> usize {
+    p.head_dim_v.unwrap_or(p.head_dim)
+}
+
+/// The head dimension a kernel must hold: the larger of head_dim and head_dim_v (it zero-fills
+/// the narrower operands' extra columns).
+fn kernel_dim(p: &AttentionParams) -> usize {
+    p.head_dim.max(dim_v(p))
+}
+
 /// Shared memory of an `mma.sync` tile: the Q tile, then K and V stages.
 fn mma_smem(c: &TileConfig) -> usize {
     (c.block_m + 2 * c.stages * c.block_n) * c.head_dim * 2
 }
 
-/// Bytes of a Hopper tile's Q tile and of its K and V rings.
+/// Bytes of a Hopper tile's Q tile and of its K and V rings (V's of its own padded head_dim).
 fn sm90_tiles(c: &HopperConfig) -> (usize, usize) {
-    (64 * c.consumers * c.head_dim * 2, 2 * c.stages * c.block_n * c.head_dim * 2)
+    (64 * c.consumers * c.head_dim * 2, c.stages * c.block_n * (c.head_dim + c.head_dim_v) * 2)
 }
 
 /// Q tiles a Hopper kernel keeps: two where they fit.
@@ -154,11 +206,22 @@ fn sm90_smem(c: &HopperConfig) -> usize {
     1024 + sm90_q_tiles(c) * q + ring + 1024
 }
 
-/// (block_m, block_n, threads, shared memory, padded head_dim) of a kernel, from its tile shape.
+/// (block_m, block_n, threads, shared memory, padded head_dim) of a kernel, from its tile shape
+/// (a Hopper kernel's V may be narrower: [`kernel_dims`]).
 fn geometry_of(k: &Kernel) -> (usize, usize, usize, usize, usize) {
     match k {
         Kernel::Mma { config: c, .. } => (c.block_m, c.block_n, 32 * c.warps, mma_smem(c), c.head_dim),
         Kernel::Sm90 { config: c, .. } => (64 * c.consumers, c.block_n, 128 * (1 + c.consumers), sm90_smem(c), c.head_dim),
+        Kernel::Bwd { .. } | Kernel::Merge { .. } => panic!("the forward planner chose a backward or merge kernel: {k}"),
+    }
+}
+
+/// The padded head dimensions of (Q and K, V and the output) a kernel computes: an `mma.sync`
+/// tile's one for all, a Hopper tile's its own for V.
+fn kernel_dims(k: &Kernel) -> (usize, usize) {
+    match k {
+        Kernel::Mma { config: c, .. } => (c.head_dim, c.head_dim),
+        Kernel::Sm90 { config: c, .. } => (c.head_dim, c.head_dim_v),
         Kernel::Bwd { .. } | Kernel::Merge { .. } => panic!("the forward planner chose a backward or merge kernel: {k}"),
     }
 }
@@ -185,9 +248,9 @@ fn varlen_config(padded: usize, t: &Target) -> Option<TileConfig> {
     VARLEN_CONFIGS.iter().copied().find(|c| c.head_dim == padded && fits(c, t))
 }
 
-/// The plain kernels' configuration when none is forced: the default for head_dim if it fits
-/// (else the first of its padded head_dim that does), or a decode tile where a split
-/// configuration's smaller block holds the rows.
+/// The plain kernels' configuration when none is forced: the default for head_dim `d` (the
+/// kernel's, [`kernel_dim`]) if it fits (else the first of its padded head_dim that does), or a
+/// decode tile where a split configuration's smaller block holds the rows.
 fn plain_config(d: usize, rows: usize, t: &Target) -> Option<TileConfig> {
     let p = padded(d);
     let default = flashrs::tiles::default_config(d).filter(|c| fits(c, t)).or_else(|| CONFIGS.iter().copied().find(|c| c.head_dim == p && fits(c, t)))?;
@@ -245,18 +308,19 @@ fn entry_rows(p: &AttentionParams) -> (usize, usize) {
 }
 
 /// The strides of (q, k, v, out) as the call gives them, defaults resolved as documented
-/// (the dim order's over the entry rows; a paged cache's contiguous pages); `Err(tensor)` for
-/// the first tensor whose default overflows i64.
+/// (the dim order's over the entry rows, of head_dim columns for Q and K and head_dim_v for V
+/// and the output; a paged cache's contiguous pages); `Err(tensor)` for the first tensor whose
+/// default overflows i64.
 fn call_strides(p: &AttentionParams) -> Result<[Strides; 4], &'static str> {
     let (rows_q, rows_k) = entry_rows(p);
     let kv_order = if matches!(p.layout.kv, Kv::Paged(_)) { DimOrder::Bshd } else { p.dim_order };
-    let d = p.head_dim;
-    let one = |name, given: Option<Strides>, rows, heads, order| given.or_else(|| contiguous(order, rows, heads, d)).ok_or(name);
+    let (d, dv) = (p.head_dim, dim_v(p));
+    let one = |name, given: Option<Strides>, rows, heads, d, order| given.or_else(|| contiguous(order, rows, heads, d)).ok_or(name);
     Ok([
-        one("q", p.q_strides, rows_q, p.heads_q, p.dim_order)?,
-        one("k", p.k_strides, rows_k, p.heads_kv, kv_order)?,
-        one("v", p.v_strides, rows_k, p.heads_kv, kv_order)?,
-        one("out", p.o_strides, rows_q, p.heads_q, p.dim_order)?,
+        one("q", p.q_strides, rows_q, p.heads_q, d, p.dim_order)?,
+        one("k", p.k_strides, rows_k, p.heads_kv, d, kv_order)?,
+        one("v", p.v_strides, rows_k, p.heads_kv, dv, kv_order)?,
+        one("out", p.o_strides, rows_q, p.heads_q, dv, p.dim_order)?,
     ])
 }
 
@@ -273,7 +337,12 @@ fn extent(dims: [usize; 4], s: Strides) -> i128 {
 /// A call as the model reads it.
 #[derive(Clone, Debug)]
 struct Model {
+    /// Head dimension of Q and K.
     d: usize,
+    /// Head dimension of V and the output.
+    dv: usize,
+    /// Head dimension the kernel must hold: the larger of the two.
+    kd: usize,
     /// Query heads per K/V head.
     group: usize,
     /// Variable-length calls: packed query and key rows (key rows 0 in paged calls).
@@ -326,6 +395,8 @@ fn varlen_totals(p: &AttentionParams, o: &Offsets, paged: bool) -> Result<(usize
 fn read_call(p: &AttentionParams<'static>) -> Result<Model, String> {
     let d = p.head_dim;
     ensure!(d > 0 && d.is_multiple_of(8) && d <= 256, "head_dim {d} accepted");
+    let dv = dim_v(p);
+    ensure!(dv > 0 && dv.is_multiple_of(8) && dv <= 256, "head_dim_v {dv} accepted");
     ensure!(p.heads_q == 0 || (p.heads_kv > 0 && p.heads_q.is_multiple_of(p.heads_kv)), "heads {}/{} accepted", p.heads_q, p.heads_kv);
     ensure!(p.seqlen_q <= MAX_SEQLEN && p.seqlen_k <= MAX_SEQLEN, "seqlens {}/{} past {MAX_SEQLEN} accepted", p.seqlen_q, p.seqlen_k);
     let scale = p.softmax_scale.unwrap_or(1.0 / (d as f32).sqrt());
@@ -345,6 +416,7 @@ fn read_call(p: &AttentionParams<'static>) -> Result<Model, String> {
                 g.page_size
             );
             ensure!(!matches!(p.kernel, KernelChoice::Wgmma { .. }), "a paged call accepted on the wgmma path");
+            ensure!(dv == d, "a paged call accepted with head_dim_v {dv} for head_dim {d}");
             Some(pg)
         }
         Kv::Tensors => None,
@@ -361,7 +433,7 @@ fn read_call(p: &AttentionParams<'static>) -> Result<Model, String> {
     let reads_kv = p.seqlen_k > 0 && packed.is_none_or(|(_, tk)| paged.is_some() || tk > 0);
     let group = p.heads_q.checked_div(p.heads_kv).unwrap_or(1).max(1);
     let mods = read_mods(p, paged.is_some())?;
-    Ok(Model { d, group, packed, paged, strides, empty, reads_kv, mods })
+    Ok(Model { d, dv, kd: d.max(dv), group, packed, paged, strides, empty, reads_kv, mods })
 }
 
 /// The scale of the scores: the given one, or `1 / sqrt(head_dim)`.
@@ -444,6 +516,25 @@ fn mods_config(padded: usize, t: &Target) -> Option<TileConfig> {
 /// head_dim, but two consumer warpgroups at head_dim 64 (three leave too few registers).
 fn sm90_mods_config(d: usize) -> Option<HopperConfig> {
     sm90::default_config(d).map(|c| if c.head_dim == 64 { HopperConfig { consumers: 2, ..c } } else { c })
+}
+
+/// True when Hopper configuration `c` holds Q and K of head_dim `d` and V of `dv`.
+fn sm90_holds(c: &HopperConfig, d: usize, dv: usize) -> bool {
+    c.head_dim >= d && c.head_dim_v >= dv
+}
+
+/// The Hopper kernel of a pair of head dimensions' own (V narrower than Q and K, DeepSeek's
+/// 192 / 128): the value-dims configuration whose padded pair holds (`d`, `dv`), each within
+/// one 64-column padding step of it; `None` where there is none.
+fn sm90_native(d: usize, dv: usize) -> Option<HopperConfig> {
+    let within = |x: usize, padded: usize| x <= padded && x + 64 > padded;
+    sm90::VALUE_DIMS.iter().map(|&i| sm90::CONFIGS[i]).find(|c| within(d, c.head_dim) && within(dv, c.head_dim_v))
+}
+
+/// The Hopper configuration of an unforced call: the pair's own kernel, else the default (or,
+/// with modifications, the modification one) for the wider of head_dim and head_dim_v.
+fn sm90_config(m: &Model) -> Option<HopperConfig> {
+    sm90_native(m.d, m.dv).or(if m.mods.is_some() { sm90_mods_config(m.kd) } else { sm90::default_config(m.kd) })
 }
 
 /// True for a kernel that compiles in the attention modifications.
@@ -588,8 +679,10 @@ fn lse_and_overlaps(bufs: &Buffers, f: &FwdParams, count: u128, reads: &[Range],
 /// page_shift` for rows `r < seqlen_k`, pages clamped to `last_page`, rows `r % page_size`; in
 /// a variable-length call within `[0, total)` from its sequence's first row), writes output
 /// rows below `seqlen_q` and lse elements `(batch * heads_q + head) * seqlen_q + row` (`head *
-/// total_q + row` packed), all in 16-byte chunks of columns `0..head_dim`. Over the grid that is
-/// the box `batch x rows x heads x columns` of each tensor. A split writes f32 partial rows
+/// total_q + row` packed), all in 16-byte chunks of columns `0..head_dim` (Q and K) or
+/// `0..head_dim_v` (V and the output; the kernel zero-fills the columns past either up to its
+/// padded head_dim). Over the grid that is the box `batch x rows x heads x columns` of each
+/// tensor. A split writes f32 partial rows
 /// `(split * batch * heads_q + bh) * seqlen_q + row` of the workspace and counts in at counter
 /// `block / num_splits`. The Hopper kernels read the same boxes through tensor maps and write
 /// the same rows.
@@ -610,7 +703,7 @@ fn verify_plan(c: &Case, plan: &LaunchPlan) -> Result<(), String> {
 fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     let (p, t) = (&c.p, &c.t);
     let k = plan.kernel;
-    let (_, bn, threads, smem, kd) = geometry_of(&k);
+    let (_, bn, threads, smem, _) = geometry_of(&k);
     let tn = target_name(t);
     let mods = m.mods.is_some();
     ensure!(plan.arch == t.arch, "a plan for {:?} on the {tn}", plan.arch);
@@ -625,8 +718,10 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     ensure!(plan.block as usize == threads, "block {} for {k} ({threads} threads)", plan.block);
     ensure!(plan.smem as usize == smem, "shared memory {} for {k} (its tiles take {smem})", plan.smem);
     ensure!(smem <= t.max_smem_per_block as usize, "kernel {k} needs {smem} bytes of shared memory, the {tn} allows {}", t.max_smem_per_block);
-    ensure!(kd >= m.d && kd % 64 == 0, "kernel {k} computes head_dim {kd} for {}", m.d);
-    let pd = padded(m.d);
+    // The kernel holds Q/K and V (head_dim_v narrower or wider).
+    let (kd, kdv) = kernel_dims(&k);
+    ensure!(kd >= m.d && kdv >= m.dv && kd % 64 == 0 && kdv % 64 == 0, "kernel {k} computes head_dim {kd}/{kdv} for head_dim {} and head_dim_v {}", m.d, m.dv);
+    let pd = padded(m.kd);
     let splits = plan.split.as_ref().map_or(1, |s| s.num_splits as usize);
     let block_rows = if plan.packs_gqa { m.group } else { p.seqlen_q };
     let forced = match p.kernel {
@@ -635,7 +730,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     };
     match (p.kernel, k) {
         (KernelChoice::Wgmma { config, persistent }, Kernel::Sm90 { config: kc, .. }) => {
-            let want = config.or(if mods { sm90_mods_config(m.d) } else { sm90::default_config(m.d) });
+            let want = config.or(sm90_config(m));
             ensure!(want == Some(kc), "wgmma config {kc:?} planned for {config:?}");
             if let Some(want) = persistent {
                 ensure!(m.empty || plan.persistent == want, "persistent {want} asked, {} planned", plan.persistent);
@@ -669,8 +764,8 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
             match variant {
                 _ if mods => verify_mods_kernel(m, k, forced, t)?,
                 Variant::Plain if forced.is_none() => {
-                    let want = plain_config(m.d, block_rows, t);
-                    ensure!(want == Some(config), "config {config:?} for head_dim {} in blocks of {block_rows} rows on the {tn} (want {want:?})", m.d);
+                    let want = plain_config(m.kd, block_rows, t);
+                    ensure!(want == Some(config), "config {config:?} for head_dim {} in blocks of {block_rows} rows on the {tn} (want {want:?})", m.kd);
                 }
                 Variant::Plain => {}
                 Variant::Varlen => {
@@ -680,7 +775,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
                         Some(f) if f.head_dim == pd && VARLEN_CONFIGS.contains(&f) => Some(f),
                         _ => varlen_config(pd, t),
                     };
-                    ensure!(want == Some(config), "config {config:?} for a variable-length call of head_dim {} on the {tn} (want {want:?})", m.d);
+                    ensure!(want == Some(config), "config {config:?} for a variable-length call of head_dim {} on the {tn} (want {want:?})", m.kd);
                 }
                 _ => ensure!(Some(config) == split_cfg, "config {config:?} of {k} (want the split configuration {split_cfg:?})"),
             }
@@ -697,8 +792,8 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
             ensure!(mods || !varlen || sm90::is_default(&config), "variable-length Hopper kernel of a non-default configuration: {k}");
             ensure!(!mods || sm90::has_mods(&config), "Hopper kernel with modifications in a configuration without them: {k}");
             if matches!(p.kernel, KernelChoice::Auto) {
-                let want = if mods { sm90_mods_config(m.d) } else { sm90::default_config(m.d) };
-                ensure!(want == Some(config), "Hopper config {config:?} for head_dim {} under Auto (want {want:?})", m.d);
+                let want = sm90_config(m);
+                ensure!(want == Some(config), "Hopper config {config:?} for head_dim {} and head_dim_v {} under Auto (want {want:?})", m.d, m.dv);
             }
             if !m.empty && !matches!(p.kernel, KernelChoice::Wgmma { persistent: Some(_), .. }) {
                 let pays = sm90_q_tiles(&config) == 2 && (p.causal || p.seqlen_k <= PERSISTENT_MAX_KEYS);
@@ -738,12 +833,12 @@ fn verify_mods_kernel(m: &Model, k: Kernel, forced: Option<TileConfig>, t: &Targ
     let Kernel::Mma { variant, config, .. } = k else { unreachable!("an mma.sync kernel") };
     let want_variant = if m.packed.is_some() { Variant::Varlen } else { Variant::Plain };
     ensure!(variant == want_variant, "kernel {k} for a call with modifications (want the {want_variant:?} variant)");
-    let pd = padded(m.d);
+    let pd = padded(m.kd);
     if let Some(f) = forced {
-        ensure!(f.head_dim == pd && MODS_CONFIGS.contains(&f), "forced config {f:?} accepted for a call with modifications of head_dim {}", m.d);
+        ensure!(f.head_dim == pd && MODS_CONFIGS.contains(&f), "forced config {f:?} accepted for a call with modifications of head_dim {}", m.kd);
     }
     let want = forced.or_else(|| mods_config(pd, t));
-    ensure!(want == Some(config), "config {config:?} for a call with modifications of head_dim {} on the {} (want {want:?})", m.d, target_name(t));
+    ensure!(want == Some(config), "config {config:?} for a call with modifications of head_dim {} on the {} (want {want:?})", m.kd, target_name(t));
     Ok(())
 }
 
@@ -778,6 +873,7 @@ fn verify_launch(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     field("seqlen_q", f.seqlen_q, rows as u128)?;
     field("seqlen_k", f.seqlen_k, p.seqlen_k as u128)?;
     field("head_dim", f.head_dim, m.d as u128)?;
+    field("head_dim_v", f.head_dim_v, m.dv as u128)?;
     field("m_blocks", f.m_blocks, m_blocks)?;
     field("num_splits", f.num_splits, splits)?;
     field("causal", f.causal, (p.causal && !plan.packs_gqa) as u128)?;
@@ -909,7 +1005,8 @@ fn verify_packing(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> 
 /// sharing memory with anything else touched.
 fn verify_addresses(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     let (p, bufs, f) = (&c.p, &c.b, &plan.params);
-    let (bq, hq, d) = (f.batch as u128, f.heads_q as u128, m.d as u128);
+    // Q and K rows of head_dim columns, V and output rows of head_dim_v.
+    let (bq, hq, d, dv) = (f.batch as u128, f.heads_q as u128, m.d as u128, m.dv as u128);
     // Packed rows: one batch entry of the totals.
     let (nb, rows_q) = match m.packed {
         Some((tq, _)) => {
@@ -919,7 +1016,7 @@ fn verify_addresses(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String
         None => (bq, f.seqlen_q as u128),
     };
     let q = Access { name: "q", ptr: f.q, strides: f.q_strides, extents: [nb, rows_q, hq], cols: d };
-    let o = Access { name: "out", ptr: f.o, strides: f.o_strides, extents: [nb, rows_q, hq], cols: d };
+    let o = Access { name: "out", ptr: f.o, strides: f.o_strides, extents: [nb, rows_q, hq], cols: dv };
     let mut reads = vec![("q", q.check(bufs.q)?)];
     let out_range = o.check(bufs.o)?;
     if let Some(disjoint) = o.rows_disjoint() {
@@ -947,7 +1044,7 @@ fn verify_addresses(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String
             },
         };
         let k = Access { name: "k", ptr: f.k, strides: f.k_strides, extents: [kb, krows, hkv], cols: d };
-        let v = Access { name: "v", ptr: f.v, strides: f.v_strides, extents: [kb, krows, hkv], cols: d };
+        let v = Access { name: "v", ptr: f.v, strides: f.v_strides, extents: [kb, krows, hkv], cols: dv };
         reads.push(("k", k.check(bufs.k)?));
         reads.push(("v", v.check(bufs.v)?));
     }
@@ -1001,9 +1098,9 @@ fn verify_split(plan: &LaunchPlan) -> Result<(), String> {
 }
 
 /// The Hopper launch's tensor maps (host/src/launch.rs): Q, and K and V where there are key
-/// rows, as 4-D `[head_dim, rows, heads, batch]` views whose strides TMA takes (multiples of 16
-/// bytes below 2^40, nonzero where a dimension has more than one index), from 16-byte aligned
-/// addresses, in boxes of at most 256 rows.
+/// rows, as 4-D `[head_dim, rows, heads, batch]` views (V's of `head_dim_v` columns) whose
+/// strides TMA takes (multiples of 16 bytes below 2^40, nonzero where a dimension has more than
+/// one index), from 16-byte aligned addresses, in boxes of at most 256 rows.
 fn verify_tensor_maps(plan: &LaunchPlan) -> Result<(), String> {
     let f = &plan.params;
     let (bm, bn, ..) = geometry_of(&plan.kernel);
@@ -1012,9 +1109,9 @@ fn verify_tensor_maps(plan: &LaunchPlan) -> Result<(), String> {
         None => (f.batch as usize, f.seqlen_q as usize, f.seqlen_k as usize),
     };
     ensure!(f.group >= 1 && plan.persistent == (plan.workspace() == (2, 0)), "Hopper group {} / workspace {:?}", f.group, plan.workspace());
-    let map = |name: &str, ptr: u64, strides: [i64; 3], [batch, rows, heads]: [usize; 3], box_rows: usize| -> Result<(), String> {
+    let map = |name: &str, ptr: u64, strides: [i64; 3], [cols, batch, rows, heads]: [usize; 4], box_rows: usize| -> Result<(), String> {
         ensure!(ptr != 0 && ptr.is_multiple_of(16), "{name} tensor map at {ptr:#x}");
-        for n in [f.head_dim as usize, rows, heads, batch] {
+        for n in [cols, rows, heads, batch] {
             ensure!((1..=1usize << 32).contains(&n), "{name} tensor map of dimension {n}");
         }
         for (s, n, dim) in [(strides[1], rows, "row"), (strides[2], heads, "head"), (strides[0], batch, "batch")] {
@@ -1024,11 +1121,12 @@ fn verify_tensor_maps(plan: &LaunchPlan) -> Result<(), String> {
         ensure!(box_rows <= 256, "{name} tensor map boxes of {box_rows} rows");
         Ok(())
     };
-    map("q", f.q, f.q_strides, [batch, rows_q, f.heads_q as usize], bm)?;
+    let (d, dv) = (f.head_dim as usize, f.head_dim_v as usize);
+    map("q", f.q, f.q_strides, [d, batch, rows_q, f.heads_q as usize], bm)?;
     if rows_k > 0 {
         let hkv = (f.heads_q / f.group) as usize;
-        map("k", f.k, f.k_strides, [batch, rows_k, hkv], bn)?;
-        map("v", f.v, f.v_strides, [batch, rows_k, hkv], bn)?;
+        map("k", f.k, f.k_strides, [d, batch, rows_k, hkv], bn)?;
+        map("v", f.v, f.v_strides, [dv, batch, rows_k, hkv], bn)?;
     }
     Ok(())
 }
@@ -1061,6 +1159,33 @@ fn make_empty(p: &mut AttentionParams) {
         Rows::Batched => p.batch = 0,
         _ => unreachable!("a layout the model does not know"),
     }
+}
+
+/// V's head dimension for a valid unpaged call of head_dim `d`: mostly K's (unset, or set to
+/// it), else any the kernels take (a multiple of 8 up to 256).
+fn draw_dim_v(rng: &mut StdRng, d: usize) -> Option<usize> {
+    match rng.random_range(0..10) {
+        0..=5 => None,
+        6 => Some(d),
+        _ => Some(8 * rng.random_range(1..=32)),
+    }
+}
+
+/// A supported head_dim_v other than `d` (a multiple of 8 up to 256).
+fn other_dim_v(rng: &mut StdRng, d: usize) -> usize {
+    let others: Vec<usize> = (1..=32).map(|i| 8 * i).filter(|&x| x != d).collect();
+    pick(rng, &others)
+}
+
+/// A hostile head_dim_v: none, supported ones (narrower and wider than a head_dim), and ones
+/// the kernels do not take.
+fn hostile_dim_v(rng: &mut StdRng) -> Option<usize> {
+    pick(rng, &[None, None, Some(0), Some(8), Some(64), Some(72), Some(128), Some(136), Some(192), Some(256), Some(12), Some(264), Some(512), Some(usize::MAX)])
+}
+
+/// An unsupported head_dim_v: zero, not a multiple of 8, past 256.
+fn bad_dim_v(rng: &mut StdRng) -> usize {
+    pick(rng, &[0, 1, 4, 7, 12, 100, 257, 264, 512, usize::MAX])
 }
 
 fn random_dtype(rng: &mut StdRng) -> DType {
@@ -1122,14 +1247,15 @@ fn slack(rng: &mut StdRng) -> usize {
     if rng.random_bool(0.5) { 0 } else { rng.random_range(0..100) }
 }
 
-/// A kernel choice the target runs for an unforced call of head_dim `d`: Auto mostly,
-/// mma.sync, or (sm_90a) the Hopper kernels with or without a configuration (one that `hopper`
-/// keeps: the call's kind has a kernel of it) and persistence.
-fn kernel_choice(rng: &mut StdRng, t: &Target, d: usize, hopper: fn(&HopperConfig) -> bool) -> KernelChoice {
+/// A kernel choice the target runs for an unforced call of head_dim `d` and head_dim_v `dv`:
+/// Auto mostly, mma.sync, or (sm_90a) the Hopper kernels with or without a configuration (one
+/// that holds both and that `hopper` keeps: the call's kind has a kernel of it) and
+/// persistence.
+fn kernel_choice(rng: &mut StdRng, t: &Target, (d, dv): (usize, usize), hopper: fn(&HopperConfig) -> bool) -> KernelChoice {
     match rng.random_range(0..8) {
         0 | 1 => KernelChoice::MmaSync { config: None },
         2 | 3 if t.arch == Arch::Sm90a => {
-            let cfgs: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|c| c.head_dim >= d && hopper(c)).collect();
+            let cfgs: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|c| sm90_holds(c, d, dv) && hopper(c)).collect();
             let config = if rng.random_bool(0.5) { None } else { Some(pick(rng, &cfgs)) };
             KernelChoice::Wgmma { config, persistent: pick(rng, &[None, None, Some(true), Some(false)]) }
         }
@@ -1269,7 +1395,7 @@ fn inject_mods(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     let m = read_call(&c.p).expect("a valid call");
     let (mods, live, hopper) = (m.mods.is_some(), !m.empty, c.t.arch == Arch::Sm90a);
     let arrays: Vec<usize> = (0..2).filter(|&i| mod_array(&c.p, i).is_some()).collect();
-    let pd = padded(m.d);
+    let pd = padded(m.kd);
     let p = &mut c.p;
     Some(match rng.random_range(0..9) {
         0 => {
@@ -1308,7 +1434,7 @@ fn inject_mods(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             let (ptr, fault, hit) = match c.b.lse {
                 Some(l) if rng.random_bool(0.4) => (l.ptr + 4 * rng.random_range(0..nb * rows * p.heads_q) as u64, "modification array over the lse", "lse"),
                 _ => {
-                    let out_bytes = 2 * extent([nb, rows, p.heads_q, m.d], m.strides[3]) as u64;
+                    let out_bytes = 2 * extent([nb, rows, p.heads_q, m.dv], m.strides[3]) as u64;
                     (c.b.o.ptr + 4 * rng.random_range(0..out_bytes / 4), "modification array over the output", "out")
                 }
             };
@@ -1336,7 +1462,7 @@ fn inject_mods(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             ("modifications with a config outside their table", Want::Shape("config"), Same)
         }
         8 if mods && hopper => {
-            let others: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| k.head_dim >= m.d && !sm90::has_mods(k)).collect();
+            let others: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| sm90_holds(k, m.d, m.dv) && !sm90::has_mods(k)).collect();
             p.kernel = KernelChoice::Wgmma { config: Some(pick(rng, &others)), persistent: None };
             ("modifications with a wgmma config without their kernel", Want::Shape("wgmma path"), Same)
         }
@@ -1363,13 +1489,19 @@ fn inject_mods(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
 /// SMs are underfilled and the planner splits the keys, and GQA heads pack); plain, padded,
 /// head-major and packed-KV layouts; forced tile configurations that fit the target, kernel
 /// families the target runs, forced split counts; a quarter with modifications (their own
-/// configurations forced, never split); buffers in their own regions or back to back, exact or
+/// configurations forced, never split); V and the output of K's head_dim or of their own
+/// (DeepSeek's 192 / 128 among them); buffers in their own regions or back to back, exact or
 /// generous.
 fn valid_case(rng: &mut StdRng) -> Case {
     let t = pick(rng, &Target::PRESETS);
     let hkv = pick(rng, &[1, 1, 2, 3, 4]);
     let group = pick(rng, &[1, 1, 2, 4, 8]);
-    let d = 8 * rng.random_range(1..=32);
+    let (d, given_v) = if rng.random_bool(0.05) {
+        (192, Some(128))
+    } else {
+        let d = 8 * rng.random_range(1..=32);
+        (d, draw_dim_v(rng, d))
+    };
     let (batch, sq, sk) = if rng.random_bool(0.4) {
         (rng.random_range(1..=4), if rng.random_bool(0.5) { 1 } else { rng.random_range(1..=16) }, decode_keys(rng))
     } else {
@@ -1377,19 +1509,22 @@ fn valid_case(rng: &mut StdRng) -> Case {
     };
     let hq = hkv * group;
     let mut p = params(batch, sq, sk, hq, d).heads_kv(hkv).causal(rng.random_bool(0.5)).build().unwrap();
+    p.head_dim_v = given_v;
+    let (dv, kd) = (dim_v(&p), kernel_dim(&p));
     let dtype = random_dtype(rng);
     p = scale(rng, p);
     let mods = draw_mods(rng, call_scale(&p), sk);
     if rng.random_bool(0.3) {
         // Calls with modifications take only their table's configurations for the padded
-        // head_dim; plain ones any that holds the head_dim.
+        // head_dim (the kernel's: the larger of head_dim and head_dim_v); plain ones any that
+        // holds it.
         let fit: Vec<TileConfig> = match mods {
-            Some(_) => MODS_CONFIGS.iter().copied().filter(|c| c.head_dim == padded(d) && fits(c, &t)).collect(),
-            None => CONFIGS.iter().copied().filter(|c| c.head_dim >= d && fits(c, &t)).collect(),
+            Some(_) => MODS_CONFIGS.iter().copied().filter(|c| c.head_dim == padded(kd) && fits(c, &t)).collect(),
+            None => CONFIGS.iter().copied().filter(|c| c.head_dim >= kd && fits(c, &t)).collect(),
         };
         edit(&mut p, |b| b.config(pick(rng, &fit)));
     } else {
-        p.kernel = kernel_choice(rng, &t, d, if mods.is_some() { sm90::has_mods } else { |_| true });
+        p.kernel = kernel_choice(rng, &t, (d, dv), if mods.is_some() { sm90::has_mods } else { |_| true });
     }
     let free = matches!(p.kernel, KernelChoice::Auto | KernelChoice::MmaSync { config: None }) && mods.is_none();
     if free && rng.random_bool(0.3) {
@@ -1400,27 +1535,29 @@ fn valid_case(rng: &mut StdRng) -> Case {
     let packed_kv = rng.random_range(0..4) == 3;
     match rng.random_range(0..3) {
         _ if packed_kv => {
-            // K and V as views of one packed [b, s, 2, h, d] tensor (V starts h*d elements in).
-            let row = (2 * hkv * d) as i64;
-            let kv = Strides { batch: row * sk as i64, row, head: d as i64 };
-            let q = Strides::bshd(sq, hq, d).unwrap();
-            set_strides(&mut p, [q, kv, kv, q]);
+            // K and V as views of one packed [b, s, h * (d + dv)] tensor, K's heads then V's (V
+            // starts h*d elements in; [b, s, 2, h, d] where dv is d).
+            let row = (hkv * (d + dv)) as i64;
+            let k = Strides { batch: row * sk as i64, row, head: d as i64 };
+            let v = Strides { head: dv as i64, ..k };
+            set_strides(&mut p, [Strides::bshd(sq, hq, d).unwrap(), k, v, Strides::bshd(sq, hq, dv).unwrap()]);
         }
         0 => {}
         1 => p.dim_order = DimOrder::Bhsd,
         _ => {
-            let (q, k, v, o) = (padded_strides(rng, sq, hq, d), padded_strides(rng, sk, hkv, d), padded_strides(rng, sk, hkv, d), padded_strides(rng, sq, hq, d));
+            let (q, k, v, o) = (padded_strides(rng, sq, hq, d), padded_strides(rng, sk, hkv, d), padded_strides(rng, sk, hkv, dv), padded_strides(rng, sq, hq, dv));
             set_strides(&mut p, [q, k, v, o]);
         }
     }
     let s = call_strides(&p).unwrap();
-    let (dq, dk) = ([batch, sq, hq, d], [batch, sk, hkv, d]);
+    let [dq, dk, dvk, dvq] = tensor_dims(&p);
     let arrays = mods_needs(mods, batch, hq);
     let lens = [
         extent(dq, s[0]) as usize + slack(rng),
-        extent(dk, s[1]) as usize + slack(rng) + if packed_kv { hkv * d } else { 0 },
-        extent(dk, s[2]) as usize + slack(rng),
-        extent(dq, s[3]) as usize + slack(rng),
+        // Packed: V's heads past K's.
+        extent(dk, s[1]) as usize + slack(rng) + if packed_kv { hkv * dv } else { 0 },
+        extent(dvk, s[2]) as usize + slack(rng),
+        extent(dvq, s[3]) as usize + slack(rng),
         batch * hq * sq + slack(rng),
         arrays[0] + slack(rng),
         arrays[1] + slack(rng),
@@ -1440,10 +1577,11 @@ fn valid_case(rng: &mut StdRng) -> Case {
     Case { p, b: buffers(dtype, [r(0), r(1), r(2), r(3)], lse), t }
 }
 
+/// Dimensions of (q, k, v, out) of a fixed-length call: Q and K of head_dim columns, V and the
+/// output of head_dim_v.
 fn tensor_dims(p: &AttentionParams) -> [[usize; 4]; 4] {
-    let q = [p.batch, p.seqlen_q, p.heads_q, p.head_dim];
-    let k = [p.batch, p.seqlen_k, p.heads_kv, p.head_dim];
-    [q, k, k, q]
+    let (d, dv) = (p.head_dim, dim_v(p));
+    [[p.batch, p.seqlen_q, p.heads_q, d], [p.batch, p.seqlen_k, p.heads_kv, d], [p.batch, p.seqlen_k, p.heads_kv, dv], [p.batch, p.seqlen_q, p.heads_q, dv]]
 }
 
 /// Injects one fault into a valid fixed-length case; returns it, or `None` when it does not
@@ -1456,13 +1594,14 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     let dims = tensor_dims(&c.p);
     let strides = call_strides(&c.p).unwrap();
     let hopper = c.t.arch == Arch::Sm90a;
-    let d = c.p.head_dim;
-    let pd = padded(d);
+    // Q's and K's head_dim, and the one the kernel holds (V's where that is wider).
+    let (d, kd) = (c.p.head_dim, kernel_dim(&c.p));
+    let pd = padded(kd);
     let mods = !plain_mods(&c.p.mods);
     // Under a forced wgmma path, strides a tensor map cannot take are refused first.
     let stride_fault = |p: &AttentionParams<'static>, want: Want| if is_wgmma(p) && !tma_ok(p) { Want::Shape("wgmma path") } else { want };
     let p = &mut c.p;
-    Some(match rng.random_range(0..27) {
+    Some(match rng.random_range(0..29) {
         0 => {
             let b = buf_mut(&mut c.b, t);
             let need = if t == 4 { (p.batch * p.heads_q * p.seqlen_q) as u64 } else { extent(dims[t], strides[t]) as u64 };
@@ -1517,6 +1656,10 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
         6 => {
             let d = pick(rng, &[0, 1, 7, 12, 100, 257, 264, 512, usize::MAX]);
             p.head_dim = d;
+            if rng.random_bool(0.3) {
+                // head_dim is checked first: with both unsupported, it is the one named.
+                p.head_dim_v = Some(bad_dim_v(rng));
+            }
             ("unsupported head_dim", Want::HeadDim(d), Same)
         }
         7 => {
@@ -1545,7 +1688,7 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             ("softmax_scale not positive and finite", Want::Shape("softmax_scale"), Same)
         }
         11 => {
-            let small: Vec<TileConfig> = CONFIGS.iter().copied().filter(|c| c.head_dim < d).collect();
+            let small: Vec<TileConfig> = CONFIGS.iter().copied().filter(|c| c.head_dim < kd).collect();
             let bogus = TileConfig { block_m: 96, ..CONFIGS[0] };
             edit(p, |b| b.config(if small.is_empty() || rng.random_bool(0.3) { bogus } else { pick(rng, &small) }));
             ("config that does not hold the call", Want::Shape("config"), Same)
@@ -1627,7 +1770,7 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             ("num_splits past 32", Want::Shape("num_splits"), Same)
         }
         20 if hopper => {
-            let small: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| k.head_dim < d).collect();
+            let small: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| !sm90_holds(k, d, dim_v(p))).collect();
             let bogus = HopperConfig { block_n: 96, ..sm90::CONFIGS[0] };
             let config = if small.is_empty() || rng.random_bool(0.3) { bogus } else { pick(rng, &small) };
             p.kernel = KernelChoice::Wgmma { config: Some(config), persistent: None };
@@ -1640,11 +1783,11 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             let g = pick(rng, &[1 << 30, (1 << 30) + 1, 1 << 31, (1 << 32) + 16, 1 << 40]);
             let hkv = p.heads_kv;
             let mut q = params(p.batch, 1, p.seqlen_k, hkv * g, d).heads_kv(hkv).causal(p.causal).build().unwrap();
-            q.dim_order = p.dim_order;
+            (q.dim_order, q.head_dim_v) = (p.dim_order, p.head_dim_v);
             *p = q;
             let s = call_strides(p).unwrap();
-            let (dq, dk) = ([p.batch, 1, p.heads_q, d], [p.batch, p.seqlen_k, hkv, d]);
-            let lens = [extent(dq, s[0]), extent(dk, s[1]), extent(dk, s[2]), extent(dq, s[3]), (p.batch * p.heads_q) as i128];
+            let [dq, dk, dvk, dvq] = tensor_dims(p);
+            let lens = [extent(dq, s[0]), extent(dk, s[1]), extent(dvk, s[2]), extent(dvq, s[3]), (p.batch * p.heads_q) as i128];
             for (i, r) in [1u64, 2, 3, 4, 5].into_iter().enumerate() {
                 if i < 4 || has_lse {
                     *buf_mut(&mut c.b, i) = BufferRef { ptr: r * REGION, len: lens[i] as usize };
@@ -1655,12 +1798,32 @@ fn inject(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
         22 if p.seqlen_k > 256 && !mods => {
             // Forced splits take the split kernels' configuration: another one is refused.
             let split = |k: &TileConfig| k.head_dim == pd && SPLIT_CONFIGS.contains(k);
-            let others: Vec<TileConfig> = CONFIGS.iter().copied().filter(|k| k.head_dim >= d && !split(k)).collect();
+            let others: Vec<TileConfig> = CONFIGS.iter().copied().filter(|k| k.head_dim >= kd && !split(k)).collect();
             edit(p, |b| b.config(pick(rng, &others)));
             p.num_splits = Some(rng.random_range(2..=32));
             ("forced split with a configuration not of the split table", Want::Shape("config"), Same)
         }
         23..=26 => return inject_mods(rng, c),
+        27 => {
+            let dv = bad_dim_v(rng);
+            p.head_dim_v = Some(dv);
+            ("unsupported head_dim_v", Want::HeadDimV(dv), Same)
+        }
+        28 if pd < 256 => {
+            // V made wider than a forced configuration that holds Q's and K's head_dim.
+            let dv = 8 * rng.random_range(pd / 8 + 1..=32);
+            p.head_dim_v = Some(dv);
+            if hopper && rng.random_bool(0.5) {
+                let held: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| k.head_dim >= d && k.head_dim_v < dv).collect();
+                p.kernel = KernelChoice::Wgmma { config: Some(pick(rng, &held)), persistent: None };
+                p.num_splits = None;
+                ("wgmma config holding head_dim but not head_dim_v", Want::Shape("wgmma path"), Same)
+            } else {
+                let held: Vec<TileConfig> = CONFIGS.iter().copied().filter(|k| k.head_dim >= d && k.head_dim < dv).collect();
+                edit(p, |b| b.config(pick(rng, &held)));
+                ("config holding head_dim but not head_dim_v", Want::Shape("config"), Same)
+            }
+        }
         _ => return None,
     })
 }
@@ -1779,7 +1942,7 @@ fn hostile_case(rng: &mut StdRng) -> Case {
     }
     let mut c = valid_case(rng);
     for _ in 0..rng.random_range(1..=3) {
-        match rng.random_range(0..13) {
+        match rng.random_range(0..14) {
             0 => c.p.batch = hostile_dim(rng),
             1 => c.p.seqlen_q = pick(rng, &[0, 1, 1, 16, 17, MAX_SEQLEN, MAX_SEQLEN + 1]),
             2 => c.p.seqlen_k = hostile_dim(rng),
@@ -1807,6 +1970,7 @@ fn hostile_case(rng: &mut StdRng) -> Case {
                 c.b.lse = if rng.random_bool(0.3) { None } else { Some(hostile_buf(rng, 5, n, 4)) };
             }
             11 => hostile_mods(rng, &mut c.p),
+            12 => c.p.head_dim_v = hostile_dim_v(rng),
             _ => c.p.softmax_scale = Some(pick(rng, &[f32::NAN, f32::INFINITY, 0.0, -1.0, 1e38, f32::MIN_POSITIVE, 1.0])),
         }
     }
@@ -1820,6 +1984,11 @@ fn wild_case(rng: &mut StdRng) -> Case {
     let mut p = params(dim(rng), dim(rng), dim(rng), dim(rng), 0).heads_kv(dim(rng)).causal(rng.random_bool(0.5)).build().unwrap();
     let dtype = random_dtype(rng);
     p.head_dim = if rng.random_bool(0.7) { 8 * rng.random_range(0..=33) } else { dim(rng) };
+    p.head_dim_v = match rng.random_range(0..4) {
+        0 | 1 => None,
+        2 => Some(8 * rng.random_range(0..=33)),
+        _ => Some(dim(rng)),
+    };
     if rng.random_bool(0.5) {
         p.heads_kv = pick(rng, &[1, p.heads_q, p.heads_q / 2, p.heads_q.saturating_add(1)]);
     }
@@ -1899,12 +2068,14 @@ fn device_offsets<'a>(p: &'a mut AttentionParams<'static>) -> &'a mut DeviceOffs
 }
 
 /// Elements each of (q, k, v, out) needs in a (valid) variable-length call: the packed
-/// `[1, total, heads, head_dim]` tensor's highest offset + 1, 0 without rows.
+/// `[1, total, heads, head_dim]` tensor's highest offset + 1 (head_dim_v columns for V and the
+/// output), 0 without rows.
 fn packed_needs(p: &AttentionParams) -> [usize; 4] {
     let (tq, tk) = totals(p);
     let s = call_strides(p).unwrap();
-    let n = |rows: usize, heads: usize, s: Strides| if rows == 0 || heads == 0 { 0 } else { extent([1, rows, heads, p.head_dim], s) as usize };
-    [n(tq, p.heads_q, s[0]), n(tk, p.heads_kv, s[1]), n(tk, p.heads_kv, s[2]), n(tq, p.heads_q, s[3])]
+    let (d, dv) = (p.head_dim, dim_v(p));
+    let n = |rows: usize, heads: usize, d: usize, s: Strides| if rows == 0 || heads == 0 { 0 } else { extent([1, rows, heads, d], s) as usize };
+    [n(tq, p.heads_q, d, s[0]), n(tk, p.heads_kv, d, s[1]), n(tk, p.heads_kv, dv, s[2]), n(tq, p.heads_q, dv, s[3])]
 }
 
 /// Packed rows `[total, heads, head_dim]`: contiguous (`None`), explicit with a batch stride of
@@ -1943,7 +2114,8 @@ fn longest(cu: &[i32]) -> usize {
 /// random lengths (0 and 1 included; decode batches of at most 16 query rows each), the offsets
 /// on the host or on the GPU (then the packed tensors may hold more rows than the sequences
 /// use, and the maxima may exceed the longest sequence, as serving engines pass them), GQA,
-/// every head_dim, causal or not, f16 or bf16; kernel families the target runs, the
+/// every head_dim, V's of its own or not, causal or not, f16 or bf16; kernel families the
+/// target runs, the
 /// variable-length kernels' own configuration forced, split counts forced; contiguous packed
 /// rows, explicit ones with a batch stride of any value, padded rows or heads, head-major rows,
 /// K and V as views of one packed tensor; a quarter with modifications (their own
@@ -1969,6 +2141,7 @@ fn varlen_case(rng: &mut StdRng) -> Case {
     let hkv = pick(rng, &[1, 1, 2, 3, 4]);
     let group = pick(rng, &[1, 1, 2, 4]);
     let d = 8 * rng.random_range(1..=32);
+    let given_v = draw_dim_v(rng, d);
     let call = if rng.random_bool(0.5) {
         let pad = |rng: &mut StdRng| if rng.random_bool(0.7) { 0 } else { rng.random_range(1..=64) };
         let (tq, tk) = (cq[batch] as usize + pad(rng), ck[batch] as usize + pad(rng));
@@ -1980,6 +2153,8 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         host_offsets(&cq, &ck)
     };
     let mut p = call.heads_q(hkv * group).heads_kv(hkv).head_dim(d).causal(rng.random_bool(0.5)).build().unwrap();
+    p.head_dim_v = given_v;
+    let (dv, kd) = (dim_v(&p), kernel_dim(&p));
     let dtype = random_dtype(rng);
     p = scale(rng, p);
     let mods = draw_mods(rng, call_scale(&p), p.seqlen_k);
@@ -1988,12 +2163,12 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         // split kernels' decode tiles instead); with modifications, one of their table's for
         // the padded head_dim (they have no decode tiles).
         let config = match mods {
-            Some(_) => pick(rng, &MODS_CONFIGS.iter().copied().filter(|c| c.head_dim == padded(d) && fits(c, &t)).collect::<Vec<_>>()),
-            None => varlen_config(padded(d), &t).unwrap(),
+            Some(_) => pick(rng, &MODS_CONFIGS.iter().copied().filter(|c| c.head_dim == padded(kd) && fits(c, &t)).collect::<Vec<_>>()),
+            None => varlen_config(padded(kd), &t).unwrap(),
         };
         edit(&mut p, |b| b.config(config));
     } else {
-        p.kernel = kernel_choice(rng, &t, d, if mods.is_some() { sm90::has_mods } else { sm90::is_default });
+        p.kernel = kernel_choice(rng, &t, (d, dv), if mods.is_some() { sm90::has_mods } else { sm90::is_default });
     }
     if rng.random_bool(0.1) {
         p.num_splits = Some(pick(rng, &[0, 1])); // no split: fine
@@ -2003,20 +2178,21 @@ fn varlen_case(rng: &mut StdRng) -> Case {
     let (tq, tk) = totals(&p);
     let packed_kv = rng.random_range(0..4) == 3;
     p.q_strides = varlen_layout(rng, tq, p.heads_q, d);
-    p.o_strides = varlen_layout(rng, tq, p.heads_q, d);
+    p.o_strides = varlen_layout(rng, tq, p.heads_q, dv);
     if packed_kv {
-        // K and V as views of one packed [total_k, 2, heads_kv, head_dim] tensor.
-        let kv = Strides { batch: pick(rng, &[0, 8, i64::MIN]), row: (2 * hkv * d) as i64, head: d as i64 };
-        (p.k_strides, p.v_strides) = (Some(kv), Some(kv));
+        // K and V as views of one packed [total_k, heads_kv * (head_dim + head_dim_v)] tensor,
+        // K's heads then V's ([total_k, 2, heads_kv, head_dim] where the two are equal).
+        let k = Strides { batch: pick(rng, &[0, 8, i64::MIN]), row: (hkv * (d + dv)) as i64, head: d as i64 };
+        (p.k_strides, p.v_strides) = (Some(k), Some(Strides { head: dv as i64, ..k }));
     } else {
         p.k_strides = varlen_layout(rng, tk, hkv, d);
-        p.v_strides = varlen_layout(rng, tk, hkv, d);
+        p.v_strides = varlen_layout(rng, tk, hkv, dv);
     }
     let needs = packed_needs(&p);
     let arrays = mods_needs(mods, batch, p.heads_q);
     let lens = [
         needs[0] + slack(rng),
-        needs[1] + slack(rng) + if packed_kv && tk > 0 { hkv * d } else { 0 },
+        needs[1] + slack(rng) + if packed_kv && tk > 0 { hkv * dv } else { 0 },
         needs[2] + slack(rng),
         needs[3] + slack(rng),
         p.heads_q * tq + slack(rng),
@@ -2174,6 +2350,11 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             c.p.batch = pick(rng, &[1 << 31, 1 << 40, (1 << 63) + 1, usize::MAX]);
             ("device offsets: grid past i32::MAX CTAs", Want::Launch, Same)
         }
+        13 => {
+            let dv = bad_dim_v(rng);
+            c.p.head_dim_v = Some(dv);
+            ("varlen unsupported head_dim_v", Want::HeadDimV(dv), Same)
+        }
         14 => {
             c.p.num_splits = Some(pick(rng, &[33, 64, usize::MAX]));
             ("varlen split-KV past 32", Want::Shape("num_splits"), Same)
@@ -2183,7 +2364,7 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             // head_dim; decode shapes, whose rows a decode tile holds, may take that split
             // configuration instead, so they are offered none of the split table.
             c.p.num_splits = Some(1);
-            let pd = padded(c.p.head_dim);
+            let pd = padded(kernel_dim(&c.p));
             let own = varlen_config(pd, &c.t).unwrap();
             let bogus = TileConfig { block_m: 96, ..own };
             let decode = c.p.seqlen_q <= 16;
@@ -2242,7 +2423,7 @@ fn inject_varlen(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
         20 if hopper && !mods => {
             // Only the default configurations have a variable-length Hopper kernel (plain; with
             // modifications, see `inject_mods`).
-            let others: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| k.head_dim >= c.p.head_dim && !sm90::is_default(k)).collect();
+            let others: Vec<HopperConfig> = sm90::CONFIGS.iter().copied().filter(|k| sm90_holds(k, c.p.head_dim, dim_v(&c.p)) && !sm90::is_default(k)).collect();
             if others.is_empty() {
                 return None;
             }
@@ -2272,7 +2453,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
         let mut c = varlen_case(rng);
         for _ in 0..rng.random_range(1..=3) {
             let rows = c.p.batch.saturating_add(1);
-            match rng.random_range(0..14) {
+            match rng.random_range(0..15) {
                 0 => c.p.batch = hostile_dim(rng),
                 1 => c.p.seqlen_q = hostile_dim(rng),
                 2 => c.p.seqlen_k = hostile_dim(rng),
@@ -2323,6 +2504,7 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
                     c.p.heads_kv = pick(rng, &[1, c.p.heads_q, c.p.heads_q / 2, any]);
                 }
                 12 => hostile_mods(rng, &mut c.p),
+                13 => c.p.head_dim_v = hostile_dim_v(rng),
                 _ => c.p.head_dim = pick(rng, &[0, 8, 64, 72, 128, 136, 256, 264, usize::MAX]),
             }
         }
@@ -2385,10 +2567,11 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
         p.layout.rows = Rows::Packed(Offsets::Device(offsets));
     }
     if rng.random_bool(0.5) {
-        // Buffers sized for the packed totals (contiguous, or the given strides).
+        // Buffers sized for the packed totals (contiguous, or the given strides; V and the
+        // output of head_dim_v columns).
         let (tq, tk) = totals(p);
-        let d = p.head_dim as i128;
-        let packed = |rows: usize, h: usize, s: Option<Strides>| -> usize {
+        let (dk, dv) = (p.head_dim as i128, dim_v(p) as i128);
+        let packed = |rows: usize, h: usize, d: i128, s: Option<Strides>| -> usize {
             let (rows, h) = (rows as i128, h as i128);
             if rows == 0 || h == 0 || d == 0 {
                 return 0;
@@ -2399,10 +2582,10 @@ fn hostile_varlen_case(rng: &mut StdRng) -> Case {
             };
             n.unwrap_or(i128::MAX).clamp(0, usize::MAX as i128) as usize
         };
-        c.b.q.len = packed(tq, p.heads_q, p.q_strides);
-        c.b.k.len = packed(tk, p.heads_kv, p.k_strides);
-        c.b.v.len = packed(tk, p.heads_kv, p.v_strides);
-        c.b.o.len = packed(tq, p.heads_q, p.o_strides);
+        c.b.q.len = packed(tq, p.heads_q, dk, p.q_strides);
+        c.b.k.len = packed(tk, p.heads_kv, dk, p.k_strides);
+        c.b.v.len = packed(tk, p.heads_kv, dv, p.v_strides);
+        c.b.o.len = packed(tq, p.heads_q, dv, p.o_strides);
         if let Some(l) = &mut c.b.lse {
             l.len = p.heads_q.saturating_mul(tq);
         }
@@ -2424,8 +2607,9 @@ fn paged_kv<'a>(p: &'a mut AttentionParams<'static>) -> &'a mut PagedKv<'static>
 /// in pages of 16 to 1024 rows (tables with spare entries, caches with any number of pages:
 /// the kernel clamps what the table holds), key counts on the GPU or not; fixed-length queries
 /// (decode rows or prefill chunks) or variable-length ones (host or device offsets, key
-/// offsets or none); contiguous pages, padded rows and pages, head-major pages, K and V as
-/// views of one cache; automatic or forced splits, the split configuration forced.
+/// offsets or none); V's head_dim K's (unset or set); contiguous pages, padded rows and pages,
+/// head-major pages, K and V as views of one cache; automatic or forced splits, the split
+/// configuration forced.
 fn paged_case(rng: &mut StdRng) -> Case {
     let t = pick(rng, &Target::PRESETS);
     let batch = rng.random_range(1..=4);
@@ -2461,9 +2645,12 @@ fn paged_case(rng: &mut StdRng) -> Case {
         params(batch, sq, seqlen_k, hq, d)
     };
     let mut p = call.heads_q(hq).heads_kv(hkv).head_dim(d).causal(rng.random_bool(0.5)).build().unwrap();
+    // Paged calls take V only of K's head dimension.
+    p.head_dim_v = pick(rng, &[None, None, Some(d)]);
+    let dv = dim_v(&p);
     let dtype = random_dtype(rng);
     p = scale(rng, p);
-    let pd = padded(d);
+    let pd = padded(kernel_dim(&p));
     match rng.random_range(0..10) {
         0 | 1 => p.kernel = KernelChoice::MmaSync { config: None },
         2 => {
@@ -2479,8 +2666,8 @@ fn paged_case(rng: &mut StdRng) -> Case {
     let (tq, _) = totals(&p);
     let sq = p.seqlen_q;
     let rows_q = if varlen { tq } else { sq };
-    // Q and the output.
-    let qo = |rng: &mut StdRng| -> Option<Strides> {
+    // Q and the output (of head_dim_v columns).
+    let qo = |rng: &mut StdRng, d: usize| -> Option<Strides> {
         if varlen {
             varlen_layout(rng, tq, hq, d)
         } else {
@@ -2491,12 +2678,13 @@ fn paged_case(rng: &mut StdRng) -> Case {
             }
         }
     };
-    (p.q_strides, p.o_strides) = (qo(rng), qo(rng));
-    // The caches: [num_pages, page_size, heads_kv, head_dim] pages, padded, head-major, or K and
-    // V as views of one [num_pages, page_size, 2, heads_kv, head_dim] cache.
-    let (ps, h, dd) = (page_size as i64, hkv as i64, d as i64);
+    (p.q_strides, p.o_strides) = (qo(rng, d), qo(rng, dv));
+    // The caches: [num_pages, page_size, heads_kv, head_dim] pages (V's of head_dim_v), padded,
+    // head-major, or K and V as views of one [num_pages, page_size, heads_kv * (head_dim +
+    // head_dim_v)] cache, K's heads then V's.
+    let (ps, h) = (page_size as i64, hkv as i64);
     let packed_kv = rng.random_range(0..4) == 3;
-    let cache = |rng: &mut StdRng| -> Option<Strides> {
+    let cache = |rng: &mut StdRng, dd: i64| -> Option<Strides> {
         match rng.random_range(0..4) {
             0 | 1 => None,
             2 => {
@@ -2511,21 +2699,24 @@ fn paged_case(rng: &mut StdRng) -> Case {
         }
     };
     if packed_kv {
-        let kv = Strides { batch: 2 * h * dd * ps, row: 2 * h * dd, head: dd };
-        (p.k_strides, p.v_strides) = (Some(kv), Some(kv));
+        let row = h * (d + dv) as i64;
+        let k = Strides { batch: row * ps, row, head: d as i64 };
+        (p.k_strides, p.v_strides) = (Some(k), Some(Strides { head: dv as i64, ..k }));
     } else {
-        (p.k_strides, p.v_strides) = (cache(rng), cache(rng));
+        (p.k_strides, p.v_strides) = (cache(rng, d as i64), cache(rng, dv as i64));
     }
     // The caches' default strides are the pages' (the index arrays are placed below).
     edit(&mut p, |b| b.paged(PagedKv::new(pages, planning_index(0, 0))));
     let s = call_strides(&p).unwrap();
-    let (nb, dq, dk) = (if varlen { 1 } else { batch }, [0, rows_q, hq, d], [num_pages, page_size, hkv, d]);
-    let dq = [nb, dq[1], dq[2], dq[3]];
+    let nb = if varlen { 1 } else { batch };
+    let (dq, dk) = ([nb, rows_q, hq, d], [num_pages, page_size, hkv, d]);
+    let (dvq, dvk) = ([nb, rows_q, hq, dv], [num_pages, page_size, hkv, dv]);
     let lens = [
         extent(dq, s[0]) as usize + slack(rng),
-        extent(dk, s[1]) as usize + slack(rng) + if packed_kv { hkv * d } else { 0 },
-        extent(dk, s[2]) as usize + slack(rng),
-        extent(dq, s[3]) as usize + slack(rng),
+        // Packed: V's heads past K's.
+        extent(dk, s[1]) as usize + slack(rng) + if packed_kv { hkv * dv } else { 0 },
+        extent(dvk, s[2]) as usize + slack(rng),
+        extent(dvq, s[3]) as usize + slack(rng),
         hq * if varlen { tq } else { batch * rows_q } + slack(rng),
         batch * pages_per_seq + slack(rng),
         batch + slack(rng),
@@ -2573,11 +2764,13 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     let table = pg.block_table.buffer();
     let entries = batch * g.pages_per_seq;
     let s = call_strides(&c.p).unwrap();
-    let pd = padded(c.p.head_dim);
-    let kv_need = |i: usize| extent([g.num_pages, g.page_size, c.p.heads_kv, c.p.head_dim], s[i]) as usize;
-    let out_bytes = 2 * extent([if varlen { 1 } else { batch }, if varlen { tq } else { c.p.seqlen_q }, c.p.heads_q, c.p.head_dim], s[3]) as u64;
+    let (d, dv) = (c.p.head_dim, dim_v(&c.p));
+    let pd = padded(kernel_dim(&c.p));
+    // K's pages of head_dim columns, V's of head_dim_v.
+    let kv_need = |i: usize| extent([g.num_pages, g.page_size, c.p.heads_kv, if i == 1 { d } else { dv }], s[i]) as usize;
+    let out_bytes = 2 * extent([if varlen { 1 } else { batch }, if varlen { tq } else { c.p.seqlen_q }, c.p.heads_q, dv], s[3]) as u64;
     let set_pages = |c: &mut Case, pages: Pages| paged_kv(&mut c.p).pages = pages;
-    let f = rng.random_range(0..21);
+    let f = rng.random_range(0..22);
     Some(match f {
         0 => {
             set_pages(c, Pages { page_size: pick(rng, &[0, 1, 3, 8, 15, 24, 48, 100, (1 << 20) + 16, 1 << 21, usize::MAX]), ..g });
@@ -2652,6 +2845,10 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
         }
         11 => {
             c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
+            if rng.random_bool(0.3) {
+                // The wgmma path is refused first, V of K's head_dim or not.
+                c.p.head_dim_v = Some(other_dim_v(rng, d));
+            }
             ("paged call on the wgmma path", Want::Shape("wgmma path"), Same)
         }
         12 => {
@@ -2730,6 +2927,11 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             }
             ("modifications on a paged call", Want::Shape("mods"), Same)
         }
+        21 => {
+            // Paged kernels read V's pages in K's column chunks.
+            c.p.head_dim_v = Some(other_dim_v(rng, d));
+            ("paged V not of K's head_dim", Want::Shape("head_dim_v"), Same)
+        }
         _ => return None,
     })
 }
@@ -2746,7 +2948,7 @@ fn hostile_paged_case(rng: &mut StdRng) -> Case {
             let b = hostile_buf(rng, region, len, 4);
             planning_index(b.ptr, b.len)
         };
-        match rng.random_range(0..14) {
+        match rng.random_range(0..15) {
             0 => {
                 let any = hostile_dim(rng);
                 paged_kv(&mut c.p).pages.page_size = pick(rng, &[0, 1, 8, 15, 16, 17, 24, 32, 1 << 20, 1 << 21, usize::MAX, any]);
@@ -2782,6 +2984,7 @@ fn hostile_paged_case(rng: &mut StdRng) -> Case {
                 let any = hostile_dim(rng);
                 c.p.heads_kv = pick(rng, &[1, c.p.heads_q, any]);
             }
+            13 => c.p.head_dim_v = hostile_dim_v(rng),
             _ => c.p.head_dim = pick(rng, &[0, 8, 64, 72, 128, 136, 256, 264, usize::MAX]),
         }
     }
@@ -2791,9 +2994,9 @@ fn hostile_paged_case(rng: &mut StdRng) -> Case {
 // ------------------------------------------------------------------------------------------
 // Sizes of hostile calls.
 
-/// `contiguous_lens` and `tensor_strides` of any call: exact values, or a typed error only
-/// where a count (rows, elements per row, elements) or a default stride overflows; never a
-/// panic.
+/// `contiguous_lens` and `tensor_strides` of any call: exact values (Q and K of head_dim
+/// columns, V and the output of head_dim_v), or a typed error only where a count (rows,
+/// elements per row, elements of a tensor) or a default stride overflows; never a panic.
 fn check_sizes(p: &AttentionParams) -> Result<(), String> {
     let lens = catch_unwind(AssertUnwindSafe(|| p.contiguous_lens())).map_err(|_| "contiguous_lens panicked".to_string())?;
     let mul = |a: Option<u128>, b: usize| a.and_then(|a| a.checked_mul(b as u128));
@@ -2810,15 +3013,20 @@ fn check_sizes(p: &AttentionParams) -> Result<(), String> {
         (Kv::Tensors, None) => mul(Some(p.batch as u128), p.seqlen_k),
         _ => unreachable!("a layout the model does not know"),
     };
-    let (per_q, per_kv) = (mul(Some(p.heads_q as u128), p.head_dim), mul(Some(p.heads_kv as u128), p.head_dim));
-    let (q, kv, lse) = (mul(mul(rows_q, p.heads_q), p.head_dim), mul(mul(rows_kv, p.heads_kv), p.head_dim), mul(rows_q, p.heads_q));
-    let overflow = [rows_q, rows_kv, per_q, per_kv, mul(rows_kv, p.heads_kv), q, kv, lse].into_iter().any(big);
+    let (d, dv) = (p.head_dim, dim_v(p));
+    // Each tensor's elements in exact arithmetic (`None`: past u128): rows times heads times its
+    // head dimension; the lse's rows times heads.
+    let (q_rows, kv_rows) = (mul(rows_q, p.heads_q), mul(rows_kv, p.heads_kv));
+    let want = [("q", mul(q_rows, d)), ("k", mul(kv_rows, d)), ("v", mul(kv_rows, dv)), ("out", mul(q_rows, dv)), ("lse", q_rows)];
+    let per_row = [mul(Some(p.heads_q as u128), d), mul(Some(p.heads_q as u128), dv), mul(Some(p.heads_kv as u128), d), mul(Some(p.heads_kv as u128), dv)];
+    let overflow = [rows_q, rows_kv, kv_rows].into_iter().chain(per_row).chain(want.map(|(_, n)| n)).any(big);
     match lens {
-        Ok(got) => {
-            let want = (q.unwrap_or(0) as usize, kv.unwrap_or(0) as usize, lse.unwrap_or(0) as usize);
-            ensure!(!big(q) && !big(kv) && !big(lse) && got == want, "contiguous_lens {got:?}, want {q:?}/{kv:?}/{lse:?}");
+        Ok(flashrs::TensorLens { q, k, v, out, lse }) => {
+            for ((name, got), (_, n)) in [("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)].into_iter().zip(want) {
+                ensure!(!big(n) && n == Some(got as u128), "contiguous_lens: {name} {got}, want {n:?}");
+            }
         }
-        Err(Error::InvalidShape { what: "sizes", .. }) => ensure!(overflow, "contiguous_lens refused counts that fit"),
+        Err(Error::InvalidShape { what: "sizes", .. }) => ensure!(overflow, "contiguous_lens refused counts that fit: {want:?}"),
         Err(e) => return Err(format!("contiguous_lens: {e:?}")),
     }
     let strides = catch_unwind(AssertUnwindSafe(|| p.tensor_strides())).map_err(|_| "tensor_strides panicked".to_string())?;
@@ -2858,6 +3066,10 @@ struct Stats {
     /// Plans of modification kernels, and of those the Hopper ones.
     mods: usize,
     mods_hopper: usize,
+    /// Plans of calls whose V has a head dimension other than K's, and of those the Hopper
+    /// kernels of the pair's own.
+    dims_v: usize,
+    native: usize,
     targets: BTreeMap<&'static str, usize>,
     kernels: BTreeMap<&'static str, usize>,
     faults: BTreeMap<&'static str, usize>,
@@ -2877,6 +3089,8 @@ impl Stats {
         self.packs_gqa += (plan.packs_gqa && !plan.is_empty()) as usize;
         self.mods += kernel_mods(&plan.kernel) as usize;
         self.mods_hopper += (kernel_mods(&plan.kernel) && matches!(plan.kernel, Kernel::Sm90 { .. })) as usize;
+        self.dims_v += (dim_v(&c.p) != c.p.head_dim) as usize;
+        self.native += matches!(plan.kernel, Kernel::Sm90 { config, .. } if config.head_dim_v != config.head_dim) as usize;
         *self.targets.entry(target_name(&c.t)).or_default() += 1;
         let kind = match plan.kernel {
             Kernel::Sm90 { varlen: false, .. } => "sm90",
@@ -2972,8 +3186,8 @@ fn run_family(f: &Family, rounds: usize) -> Stats {
     let secs = start.elapsed().as_secs_f64();
     println!(
         "{name} (seed {seed}): {} valid calls accepted and modelled ({} empty, {} Hopper of which {} persistent, {} split of which {} automatic, {} GQA-packed, \
-         {} with modifications of which {} Hopper), {} single faults each rejected with its error ({} kinds), {} hostile calls accepted and modelled, {} rejected, \
-         in {secs:.2} s",
+         {} with modifications of which {} Hopper, {} with V of its own head_dim of which {} on a Hopper kernel of the pair's), {} single faults each rejected with \
+         its error ({} kinds), {} hostile calls accepted and modelled, {} rejected, in {secs:.2} s",
         st.valid,
         st.empty,
         st.hopper,
@@ -2983,6 +3197,8 @@ fn run_family(f: &Family, rounds: usize) -> Stats {
         st.packs_gqa,
         st.mods,
         st.mods_hopper,
+        st.dims_v,
+        st.native,
         st.faults.values().sum::<usize>(),
         st.faults.len(),
         st.hostile_ok,
@@ -3019,6 +3235,7 @@ fn fixed_length_plans_hold_the_kernels_addresses() {
     assert!(st.split >= ROUNDS / 20 && st.auto_split >= ROUNDS / 40 && st.packs_gqa >= ROUNDS / 40, "too few split or packed plans: {st:?}");
     assert!(st.hopper >= ROUNDS / 20 && st.persistent >= 1, "too few Hopper plans: {st:?}");
     assert!(st.mods >= ROUNDS / 10 && st.mods_hopper >= ROUNDS / 100, "too few plans with modifications: {st:?}");
+    assert!(st.dims_v >= ROUNDS / 10 && st.native >= ROUNDS / 500, "too few plans with V of its own head_dim: {st:?}");
 }
 
 #[test]
@@ -3029,6 +3246,7 @@ fn varlen_plans_hold_the_kernels_addresses() {
     assert!(st.empty >= 10 && st.split >= ROUNDS / 40 && st.hopper >= ROUNDS / 40, "variable-length calls too one-sided: {st:?}");
     assert!(st.kernels.get("varlen split").is_some_and(|&n| n >= 10), "too few decode tiles or splits: {:?}", st.kernels);
     assert!(st.mods >= ROUNDS / 10 && st.mods_hopper >= ROUNDS / 100, "too few variable-length plans with modifications: {st:?}");
+    assert!(st.dims_v >= ROUNDS / 10 && st.native >= ROUNDS / 500, "too few variable-length plans with V of its own head_dim: {st:?}");
 }
 
 #[test]
@@ -3063,10 +3281,13 @@ fn bufs(q: usize, k: usize, o: usize, lse: Option<usize>) -> Buffers {
     buffers(DType::F16, [r(1, q), r(2, k), r(3, k), r(4, o)], lse.map(|len| r(5, len)))
 }
 
-/// Buffers exactly as large as a contiguous call needs.
+/// Buffers exactly as large as a contiguous call needs (V and the output of head_dim_v
+/// columns).
 fn exact(p: &AttentionParams) -> Buffers {
-    let (q, kv, lse) = p.contiguous_lens().unwrap();
-    bufs(q, kv, q, Some(lse))
+    let flashrs::TensorLens { q, k, v, out, lse } = p.contiguous_lens().unwrap();
+    let mut b = bufs(q, k, out, Some(lse));
+    b.v.len = v;
+    b
 }
 
 /// Cases at the edges of the limits, on every target: accepted (and modelled) or refused with
@@ -3174,6 +3395,8 @@ fn huge_sizes_are_typed_errors() {
         params(2, 2, 2, usize::MAX / 64 + 1, 64).heads_kv(1),
         params(1, 1, 1, 1, 64).paged(PagedKv::new(Pages { page_size: 1 << 20, num_pages: usize::MAX / 4, pages_per_seq: 1 }, planning_index(6 * REGION, 1))),
         params(1, 1, 1, 2, 64).varlen_device(DeviceOffsets::new(planning_index(6 * REGION, 2), usize::MAX).keys(planning_index(7 * REGION, 2), 1)),
+        // Q and K fit; V's and the output's elements (and default strides) do not.
+        params(2, 2, 2, 2, 64).head_dim_v(usize::MAX / 2),
     ]
     .map(|p| p.build().unwrap());
     for p in &huge {
@@ -3193,6 +3416,79 @@ fn huge_sizes_are_typed_errors() {
     }
 }
 
+/// V (and the output) of a head dimension of their own at the edges, on every target and kernel
+/// family: pairs narrower and wider either way planned (and modelled) with buffers exactly as
+/// large as the model says, one element fewer in V or the output refused; an unsupported
+/// head_dim_v refused, after an unsupported head_dim; a forced configuration that holds
+/// head_dim but not head_dim_v refused; a paged V only of K's head_dim.
+#[test]
+fn head_dim_v_at_the_edges() {
+    let any = usize::MAX;
+    for t in Target::PRESETS {
+        let case = |p: AttentionParams<'static>, b: Buffers| Case { p, b, t };
+        let hopper = t.arch == Arch::Sm90a;
+        let wgmma = KernelChoice::Wgmma { config: None, persistent: None };
+        for (d, dv) in [(192, 128), (128, 64), (64, 128), (8, 256), (256, 8), (136, 72), (40, 72), (192, 136)] {
+            let kernels = [KernelChoice::Auto, KernelChoice::MmaSync { config: None }].into_iter().chain(hopper.then_some(wgmma));
+            for kernel in kernels {
+                let mut p = params(2, 100, 300, 8, d).heads_kv(2).head_dim_v(dv).causal(true).build().unwrap();
+                p.kernel = kernel;
+                // Contiguous: Q 2 x 100 x 8 x d, K 2 x 300 x 2 x d, V 2 x 300 x 2 x dv, out 2 x
+                // 100 x 8 x dv.
+                let (v, o) = (2 * 300 * 2 * dv, 2 * 100 * 8 * dv);
+                let mut b = bufs(2 * 100 * 8 * d, 2 * 300 * 2 * d, o, Some(2 * 8 * 100));
+                b.v.len = v;
+                let what = format!("head_dim {d} with head_dim_v {dv}, {kernel:?}");
+                let plan = accepted(&what, &case(p.clone(), b));
+                assert_eq!((plan.params.head_dim, plan.params.head_dim_v), (d as u32, dv as u32), "{what}: {plan:?}");
+                if hopper && (d, dv) == (192, 128) && kernel != (KernelChoice::MmaSync { config: None }) {
+                    assert_eq!(kernel_dims(&plan.kernel), (192, 128), "{what}: the pair's own Hopper kernel");
+                }
+                let mut short = b;
+                short.v.len -= 1;
+                refused(&format!("{what}, V one short"), &case(p.clone(), short), Want::TooSmall("v", v as u64, v as u64 - 1));
+                let mut short = b;
+                short.o.len -= 1;
+                refused(&format!("{what}, out one short"), &case(p.clone(), short), Want::TooSmall("out", o as u64, o as u64 - 1));
+            }
+        }
+        for dv in [0, 12, 100, 264, usize::MAX] {
+            let p = params(1, 4, 4, 2, 64).head_dim_v(dv).build().unwrap();
+            refused("an unsupported head_dim_v", &case(p.clone(), bufs(any, any, any, None)), Want::HeadDimV(dv));
+            let p = params(1, 4, 4, 2, 12).head_dim_v(dv).build().unwrap();
+            refused("unsupported head_dim and head_dim_v", &case(p, bufs(any, any, any, None)), Want::HeadDim(12));
+        }
+        // Forced configurations for Q's and K's head_dim, V wider.
+        for (d, dv) in [(64, 72), (128, 136), (120, 256)] {
+            for config in CONFIGS.into_iter().filter(|c| c.head_dim >= d && c.head_dim < dv) {
+                let p = params(1, 64, 64, 2, d).head_dim_v(dv).config(config).build().unwrap();
+                refused("a forced config holding head_dim, not head_dim_v", &case(p, bufs(any, any, any, None)), Want::Shape("config"));
+            }
+            if hopper {
+                for config in sm90::CONFIGS.into_iter().filter(|c| c.head_dim >= d && c.head_dim_v < dv) {
+                    let mut p = params(1, 64, 64, 2, d).head_dim_v(dv).build().unwrap();
+                    p.kernel = KernelChoice::Wgmma { config: Some(config), persistent: None };
+                    refused("a forced Hopper config holding head_dim, not head_dim_v", &case(p, bufs(any, any, any, None)), Want::Shape("wgmma path"));
+                }
+            }
+        }
+        // Paged: V of K's head_dim only (given or not).
+        let pages = Pages { page_size: 16, num_pages: 16, pages_per_seq: 8 };
+        for (dv, ok) in [(None, true), (Some(128), true), (Some(120), false), (Some(136), false), (Some(64), false)] {
+            let mut p = params(2, 1, 100, 8, 128).heads_kv(2).paged(PagedKv::new(pages, planning_index(6 * REGION, 16))).build().unwrap();
+            p.head_dim_v = dv;
+            let mut b = bufs(2 * 8 * 128, 16 * 16 * 2 * 128, 2 * 8 * 128, Some(16));
+            (b.k.ptr, b.v.ptr) = (1 << 50, 1 << 51);
+            let what = format!("a paged call of head_dim 128 with head_dim_v {dv:?}");
+            if ok {
+                accepted(&what, &case(p, b));
+            } else {
+                refused(&what, &case(p, b), Want::Shape("head_dim_v"));
+            }
+        }
+    }
+}
+
 /// Host offsets with `batch = usize::MAX` (whose `batch + 1` offsets wrap to 0) are a typed
 /// error, not an out-of-bounds `cu[0]`.
 #[test]
@@ -3207,7 +3503,8 @@ fn varlen_host_offsets_with_a_wrapping_batch_are_a_typed_error() {
     }
 }
 
-/// Elements Q (`i = 0`) or the output (`i = 3`) of an accepted call reaches.
+/// Elements Q (`i = 0`, head_dim columns) or the output (`i = 3`, head_dim_v) of an accepted
+/// call reaches.
 fn qo_need(c: &Case, i: usize) -> usize {
     let s = call_strides(&c.p).unwrap();
     let (nb, rows) = match &c.p.layout.rows {
@@ -3215,7 +3512,7 @@ fn qo_need(c: &Case, i: usize) -> usize {
         Rows::Batched => (c.p.batch, c.p.seqlen_q),
         _ => unreachable!("a layout the model does not know"),
     };
-    extent([nb, rows, c.p.heads_q, c.p.head_dim], s[i]) as usize
+    extent([nb, rows, c.p.heads_q, if i == 0 { c.p.head_dim } else { dim_v(&c.p) }], s[i]) as usize
 }
 
 fn other_dtype(k: Kernel) -> Kernel {
@@ -3289,6 +3586,7 @@ fn model_rejects_wrong_plans() {
             ("params.seqlen_q", "seqlen_q", Box::new(|_, pl| pl.params.seqlen_q = pl.params.seqlen_q.wrapping_add(1 << 31))),
             ("params.seqlen_k", "params.seqlen_k", Box::new(|_, pl| pl.params.seqlen_k += 1)),
             ("params.head_dim", "params.head_dim", Box::new(|_, pl| pl.params.head_dim += 8)),
+            ("params.head_dim_v", "params.head_dim_v", Box::new(|_, pl| pl.params.head_dim_v += 8)),
             ("params.m_blocks", "params.m_blocks", Box::new(|_, pl| pl.params.m_blocks += 1)),
             ("params.causal", "causal", Box::new(|_, pl| pl.params.causal ^= 1)),
             ("scale", "scale_log2", Box::new(|_, pl| pl.params.scale_log2 *= 2.0)),
@@ -3308,17 +3606,31 @@ fn model_rejects_wrong_plans() {
             ),
             ("call invalid: num_splits", "num_splits", Box::new(|c, _| c.p.num_splits = Some(33))),
             ("call invalid: head_dim", "head_dim", Box::new(|c, _| c.p.head_dim += 4)),
+            ("call invalid: head_dim_v", "head_dim_v", Box::new(|c, _| c.p.head_dim_v = Some(dim_v(&c.p) + 4))),
         ];
         if !hopper {
             edits.push(("persistent mma.sync", "persistent", Box::new(|_, pl| pl.persistent = true)));
         }
+        let kernel_dv = kernel_dims(&plan.kernel).1;
+        if m.paged.is_none() && kernel_dv < 256 {
+            // A kernel padded to Q's and K's head_dim only, V wider.
+            edits.push((
+                "V wider than the kernel",
+                "computes head_dim",
+                Box::new(move |c, pl| {
+                    c.p.head_dim_v = Some(kernel_dv + 8);
+                    pl.params.head_dim_v = kernel_dv as u32 + 8;
+                }),
+            ));
+        }
         if m.reads_kv {
+            // V's rows of head_dim_v columns.
             let need = if let Some(pg) = m.paged {
-                extent([pg.pages.num_pages, pg.pages.page_size, c.p.heads_kv, c.p.head_dim], m.strides[2])
+                extent([pg.pages.num_pages, pg.pages.page_size, c.p.heads_kv, m.dv], m.strides[2])
             } else if varlen {
-                extent([1, tk, c.p.heads_kv, c.p.head_dim], m.strides[2])
+                extent([1, tk, c.p.heads_kv, m.dv], m.strides[2])
             } else {
-                extent([c.p.batch, c.p.seqlen_k, c.p.heads_kv, c.p.head_dim], m.strides[2])
+                extent([c.p.batch, c.p.seqlen_k, c.p.heads_kv, m.dv], m.strides[2])
             } as usize;
             edits.push(("V one short", "past the buffer", Box::new(move |c, _| c.b.v.len = need - 1)));
             edits.push(("K address", "params.k", Box::new(|_, pl| pl.params.k += 16)));
@@ -3466,7 +3778,7 @@ fn model_rejects_wrong_plans() {
             edits.push(("paged on the wgmma path", "on the wgmma path", Box::new(|c, _| c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None })));
         }
         if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, variant: Variant::Plain, flavor: Flavor::Plain, .. }) = (c.p.kernel, plan.kernel) {
-            let other = CONFIGS.iter().copied().find(|k| *k != forced && k.head_dim >= m.d && fits(k, &c.t));
+            let other = CONFIGS.iter().copied().find(|k| *k != forced && k.head_dim >= m.kd && fits(k, &c.t));
             if let Some(other) = other {
                 edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, variant: Variant::Plain, config: other, flavor: Flavor::Plain }))));
             }
@@ -3480,7 +3792,7 @@ fn model_rejects_wrong_plans() {
             if matches!(c.p.kernel, KernelChoice::Auto) {
                 // Auto on sm_90a planned mma.sync for a call the Hopper kernel takes.
                 let t = c.t;
-                let (d, rows) = (m.d, c.p.seqlen_q);
+                let (d, rows) = (m.kd, c.p.seqlen_q);
                 edits.push((
                     "mma.sync where Hopper takes the call",
                     "although the Hopper kernel takes the call",

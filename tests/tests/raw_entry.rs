@@ -23,7 +23,7 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
     let Some(gpu) = gpu_or_skip("raw_entry_matches_the_cust_entry_from_another_thread") else { return };
     // GQA, causal with seqlen_q > seqlen_k (rows without keys), head_dim padded 80 -> 128.
     let params = AttentionParams::builder().batch(2).seqlen_q(150).seqlen_k(130).heads_q(4).heads_kv(2).head_dim(80).causal(true).build().unwrap();
-    let (n_q, n_kv, n_lse) = params.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: n_q, k: n_kv, lse: n_lse, .. } = params.contiguous_lens().unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let q = DeviceBuffer::from_slice(&random(n_q)).unwrap();
     let k = DeviceBuffer::from_slice(&random(n_kv)).unwrap();
@@ -65,7 +65,7 @@ fn raw_entry_matches_the_cust_entry_from_another_thread() {
 fn raw_entry_validates_before_launching() {
     let Some(gpu) = gpu_or_skip("raw_entry_validates_before_launching") else { return };
     let params = AttentionParams::builder().batch(1).seqlen(64).heads_q(2).head_dim(64).build().unwrap();
-    let (n_q, n_kv, _) = params.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: n_q, k: n_kv, .. } = params.contiguous_lens().unwrap();
     let buf = DeviceBuffer::from_slice(&vec![f16::ZERO; n_q.max(n_kv)]).unwrap();
     let short = BufferRef { ptr: buf.as_device_ptr().as_raw(), len: n_kv - 1 };
     let bufs = Buffers::new(DType::F16, r(&buf), short, r(&buf), r(&buf));

@@ -1,9 +1,9 @@
 //! A small set of launches for compute-sanitizer (`scripts/sanitize.sh` runs this binary under
 //! memcheck, racecheck and synccheck): every tile configuration forced with `.config(c)`, for
 //! both dtypes, on ragged, causal, GQA and padded-head_dim shapes, plus edge shapes (no keys,
-//! rows without keys, single rows, a strided layout, decode, paged caches with wild table
-//! entries, variable-length batches; on the default path, which is the wgmma kernel on sm_90a
-//! GPUs, and on mma.sync). Buffers are sized exactly
+//! rows without keys, single rows, a strided layout, decode, V of its own head dimension, paged
+//! caches with wild table entries, variable-length batches; on the default path, which is the
+//! wgmma kernel on sm_90a GPUs, and on mma.sync). Buffers are sized exactly
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! The backward pass on ragged, causal, GQA, variable-length and deterministic shapes
@@ -71,6 +71,10 @@ fn sanitize_edge_shapes() {
         (params(2, 1, 300, 8, 128).heads_kv(1), DType::F16), // decode, MQA
         (params(1, 129, 257, 2, 256).causal(true), DType::Bf16),
         (params(2, 150, 190, 3, 72).causal(true), DType::F16), // padded head_dim on the default path
+        // V of its own head dimension: the Hopper 192 / 128 kernel, a wider V, a split decode.
+        (params(2, 150, 190, 4, 192).heads_kv(2).head_dim_v(128).causal(true), DType::Bf16),
+        (params(1, 77, 133, 2, 40).head_dim_v(136), DType::F16),
+        (params(2, 1, 700, 8, 128).heads_kv(2).head_dim_v(64).num_splits(3), DType::Bf16),
         // 480 work tiles: on sm_90a, persistent CTAs claim tiles from the launch counter.
         (params(2, 1000, 300, 40, 64).heads_kv(8).causal(true), DType::F16),
     ];

@@ -12,7 +12,7 @@ fn decode(b: usize, sq: usize, sk: usize, hq: usize, hkv: usize, d: usize) -> At
 /// Fake, disjoint buffers of `dtype` exactly as large as contiguous tensors of `p` (planning
 /// never touches them).
 fn fake_buffers(p: &AttentionParams, dtype: DType) -> Buffers {
-    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = p.contiguous_lens().unwrap();
     let r = |ptr: u64, len: usize| BufferRef { ptr, len };
     Buffers::new(dtype, r(1 << 40, nq), r(2 << 40, nk), r(3 << 40, nk), r(4 << 40, nq)).lse(r(5 << 40, nl))
 }
@@ -131,7 +131,7 @@ fn kept_workspaces_stay_bounded_over_many_streams() {
     use flashrs::workspace::{MAX_KEPT_BYTES, MAX_KEPT_STREAMS};
     let Some(gpu) = gpu_or_skip("kept_workspaces_stay_bounded_over_many_streams") else { return };
     let p = decode(2, 1, 8192, 32, 8, 128).num_splits(8).build().unwrap();
-    let (nq, nk, _) = p.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: nq, k: nk, .. } = p.contiguous_lens().unwrap();
     let (mut rng, seed) = flashrs_tests::case_rng();
     let mut f16s = |n: usize| DeviceBuffer::from_slice(&(0..n).map(|_| half::f16::from_f32(rand::Rng::random_range(&mut rng, -1.0..1.0))).collect::<Vec<_>>()).unwrap();
     let (q, k, v) = (f16s(nq), f16s(nk), f16s(nk));

@@ -44,7 +44,7 @@ fn stored(p: AttentionParams<'static>, store: Store) -> AttentionParams<'static>
 
 /// `p` planned for `t` on disjoint fake buffers of `dtype`, of exactly the contiguous sizes.
 fn plan(p: &AttentionParams, dtype: DType, t: &Target) -> flashrs::Result<LaunchPlan> {
-    let (nq, nk, nl) = p.contiguous_lens()?;
+    let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = p.contiguous_lens()?;
     let r = |i: u64, len: usize| BufferRef { ptr: i << 40, len };
     p.plan(&Buffers::new(dtype, r(1, nq), r(2, nk), r(3, nk), r(4, nq)).lse(r(5, nl)), t)
 }
@@ -137,7 +137,7 @@ fn forced_configurations_fit_or_are_refused_at_plan_time() {
     }
     for c in sm90::CONFIGS {
         for persistent in [false, true] {
-            let p = params(2, 1000, 700, 4, c.head_dim).kernel(KernelChoice::Wgmma { config: Some(c), persistent: Some(persistent) }).build().unwrap();
+            let p = params(2, 1000, 700, 4, c.head_dim).head_dim_v(c.head_dim_v).kernel(KernelChoice::Wgmma { config: Some(c), persistent: Some(persistent) }).build().unwrap();
             let pl = plan(&p, DType::F16, &Target::H100).unwrap();
             assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::F16, varlen: false, config: c, flavor: Flavor::Plain });
             assert_eq!(pl.persistent, persistent);

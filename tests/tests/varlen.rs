@@ -220,7 +220,7 @@ fn plan_validates_offsets_and_packed_extents() {
     let call = varlen(&cq, &ck, 4, 64).heads_kv(2).causal(true);
     let p = call.clone().build().unwrap();
     assert_eq!((p.batch, p.seqlen_q, p.seqlen_k), (3, 27, 13));
-    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = p.contiguous_lens().unwrap();
     assert_eq!((nq, nk, nl), (30 * 4 * 64, 20 * 2 * 64, 4 * 30));
     let plan = p.plan(&bufs(nq, nk, nl), &A100).expect("valid varlen call");
     assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, config, .. } if config.head_dim == 64), "{}", plan.kernel);
@@ -262,7 +262,7 @@ fn plan_splits_decode_shaped_varlen_calls() {
     let (cq, ck) = (vec![0, 1, 2, 3], vec![0, 4000, 4001, 7000]);
     let call = varlen(&cq, &ck, 8, 128).heads_kv(2);
     let p = call.clone().num_splits(5).build().unwrap();
-    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = p.contiguous_lens().unwrap();
     let plan = p.plan(&bufs(nq, nk, nl), &H100).expect("valid split varlen call");
     assert_eq!(plan.kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x128w4s2");
     let s = plan.split.as_ref().expect("a split plan");
@@ -299,7 +299,7 @@ fn plan_takes_device_offsets_and_names_their_problems() {
         o
     };
     let p = call(offsets);
-    let (nq, nk, nl) = p.contiguous_lens().unwrap();
+    let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = p.contiguous_lens().unwrap();
     assert_eq!((nq, nk, nl), (30 * 4 * 64, 20 * 2 * 64, 4 * 30));
     let plan = p.plan(&bufs(nq, nk, nl), &A100).expect("valid device-offset call");
     assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, .. }), "{}", plan.kernel);
@@ -334,7 +334,7 @@ fn plan_pages_the_keys_of_packed_queries() {
     for cu_k in [vec![], vec![0, 300, 301, 320]] {
         let call = varlen(&[0, 1, 38, 40], &cu_k, 8, 128).seqlen_k(300).heads_kv(2).causal(true).paged(cache);
         let p = call.clone().build().unwrap();
-        let (nq, nk, nl) = p.contiguous_lens().unwrap();
+        let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = p.contiguous_lens().unwrap();
         assert_eq!((nq, nk, nl), (40 * 8 * 128, 40 * 16 * 2 * 128, 8 * 40));
         let b = bufs(nq, nk, nl);
         let plan = p.plan(&b, &H100).expect("valid paged varlen call");

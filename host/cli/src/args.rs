@@ -46,11 +46,18 @@ Each row: `--warmup` untimed launches, then `--iters` launches each between two 
 the median and the fastest are reported. With `--timing queued` each timed launch waits behind a \
 50 us spin kernel, so that the events see the GPU's time without the host's launch work.
 
-  TFLOPS = 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim / median time,
-           halved when causal (FlashAttention's convention: the two matmuls, of which causal
-           masking skips half)
+  TFLOPS = 2 * batch * heads_q * seqlen_q * seqlen_k * (head_dim + head_dim_v) / median time,
+           halved when causal (FlashAttention's convention: the two matmuls, Q K^T and P V, of
+           which causal masking skips half; head_dim_v is head_dim unless --head-dim-v sets it)
   GB/s   = bytes of Q, K and V read once plus O written once / median time (the least traffic
            any implementation needs)
+
+--head-dim-v N runs every row with V and the output N wide (DeepSeek's 192 / 128, for one): \
+the table shows such rows' head dimensions as `192/128`, and the JSON and CSV records carry \
+`head_dim_v`. A call the library cannot run with such a V (for now paged and backward rows \
+whose V is not as wide as K) is that row's error, before the GPU is opened. With --compare \
+torch, SDPA's backends, FlashAttention-3 and FlexAttention get V N wide too; one that refuses \
+it is n/a.
 
 --window, --softcap, --alibi, --sinks and --block-sparsity run every row with those attention \
 modifications (on the library's kernels for them); with --window, TFLOPS count only the \
@@ -148,6 +155,10 @@ pub struct BenchmarkArgs {
     /// Head dimensions, comma-separated [default: 64,128,256; with --config: its head_dim].
     #[arg(long, value_delimiter = ',')]
     pub head_dim: Vec<usize>,
+    /// Head dimension of V and the output of every row (a multiple of 8, at most 256; e.g. 128
+    /// with --head-dim 192) [default: each row's --head-dim].
+    #[arg(long, value_name = "N")]
+    pub head_dim_v: Option<usize>,
     /// Query sequence lengths, comma-separated [default: 512,1024,2048,4096,8192,16384].
     #[arg(long, value_delimiter = ',')]
     pub seqlen: Vec<usize>,
@@ -304,6 +315,7 @@ impl BenchmarkArgs {
             batch: self.batch,
             heads: self.heads,
             heads_kv: self.heads_kv,
+            head_dim_v: self.head_dim_v,
             causal,
         }
     }
@@ -349,6 +361,20 @@ mod tests {
     }
 
     #[test]
+    fn head_dim_v_reaches_every_row() {
+        assert_eq!(parse("").unwrap().head_dim_v, None);
+        let a = parse("--head-dim 192,128 --head-dim-v 128 --seqlen 1024 --causal on").unwrap();
+        assert_eq!(a.head_dim_v, Some(128));
+        let shapes = a.spec().shapes().unwrap();
+        assert_eq!(shapes.iter().map(|s| (s.head_dim, s.head_dim_v)).collect::<Vec<_>>(), [(192, Some(128)), (128, Some(128))]);
+        assert_eq!(shapes[0].dims(), "192/128");
+        let decode = parse("--decode --head-dim 192 --head-dim-v 128").unwrap().spec().shapes().unwrap();
+        assert!(decode.iter().all(|s| s.head_dim_v == Some(128)));
+        assert!(parse("--head-dim-v x").is_err() && parse("--head-dim-v -8").is_err());
+        assert_eq!(parse("--head-dim-v 0").unwrap().spec().shapes().unwrap_err(), "--head-dim-v must be at least 1");
+    }
+
+    #[test]
     fn configs_and_output_files() {
         let last = *CONFIGS.last().unwrap();
         let a =
@@ -387,7 +413,8 @@ mod tests {
     fn help_explains_the_metrics() {
         let mut cmd = Cli::command();
         let help = cmd.find_subcommand_mut("benchmark").unwrap().render_long_help().to_string();
-        assert!(help.contains("TFLOPS = 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim / median time"));
+        assert!(help.contains("TFLOPS = 2 * batch * heads_q * seqlen_q * seqlen_k * (head_dim + head_dim_v) / median time"));
+        assert!(help.contains("--head-dim-v N runs every row with V and the output N wide"), "{help}");
         assert!(help.contains("halved when causal") && help.contains("GB/s"));
         assert!(help.contains("[possible values: auto, mma-sync, wgmma]"), "{help}");
         Cli::command().debug_assert();

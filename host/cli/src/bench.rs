@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use rand::Rng;
 
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, Gpu, LaunchPlan, PagedKv, Pages, Strides};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, Gpu, LaunchPlan, PagedKv, Pages, Strides, TensorLens};
 
 use crate::mods::{self, ModSpec, RowMods};
 
@@ -137,20 +137,11 @@ impl BenchBuffers {
     /// and softcap already: see [`ModSpec::scalars`]).
     pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, layout: BenchLayout, mods: ModSpec) -> Result<Self> {
         let stream = ctx.default_stream();
-        let d = p.head_dim;
         let too_big = || BenchError::TooBig;
-        let dq = [p.batch, p.seqlen_q, p.heads_q, d];
-        let [qs, ks, vs, os] = p.tensor_strides()?;
-        // One element at least: a zero-length allocation has no address to plan with.
-        let extent = |dims, s: Strides| s.extent(dims).map(|n| n.max(1)).ok_or_else(too_big);
+        let lens = buffer_lens(p, layout.page_size)?;
         let pages = match layout.page_size {
             Some(n) => Some(Pages::for_batch(p.batch, p.seqlen_k, n).ok_or_else(too_big)?),
             None => None,
-        };
-        let kv_len = match pages {
-            // A paged cache holds whole contiguous pages: `[num_pages, page_size, heads_kv, d]`.
-            Some(pg) => pg.cache_len(p.heads_kv, d).ok_or_else(too_big)?.max(1),
-            None => extent([p.batch, p.seqlen_k, p.heads_kv, d], ks)?.max(extent([p.batch, p.seqlen_k, p.heads_kv, d], vs)?),
         };
         let table = match pages {
             Some(pg) => {
@@ -179,11 +170,11 @@ impl BenchBuffers {
             None => None,
         };
         let buffers = BenchBuffers {
-            q: stream.clone_htod(&random_bits(dtype, extent(dq, qs)?))?,
-            k: stream.clone_htod(&random_bits(dtype, kv_len))?,
-            v: stream.clone_htod(&random_bits(dtype, kv_len))?,
-            o: stream.alloc_zeros(extent(dq, os)?)?,
-            lse: stream.alloc_zeros((p.batch * p.heads_q * p.seqlen_q).max(1))?,
+            q: stream.clone_htod(&random_bits(dtype, lens.q))?,
+            k: stream.clone_htod(&random_bits(dtype, lens.k))?,
+            v: stream.clone_htod(&random_bits(dtype, lens.v))?,
+            o: stream.alloc_zeros(lens.out)?,
+            lse: stream.alloc_zeros(lens.lse)?,
             stream: stream.clone(),
             dtype,
             layout,
@@ -257,14 +248,14 @@ impl BenchBuffers {
 
     /// Copies the inputs back as f32, contiguous in their buffers' own layout; a paged cache
     /// is gathered through its block table into contiguous `[batch, seqlen_k, heads_kv, d]`
-    /// (`p`'s shape).
+    /// (`p`'s shape: `d` is `head_dim` for K, `head_dim_v` for V).
     pub fn inputs_f32(&self, p: &AttentionParams) -> Result<[Vec<f32>; 3]> {
         let conv = |b: &CudaSlice<u16>| -> Result<Vec<f32>> { Ok(self.stream.clone_dtoh(b)?.into_iter().map(|x| widen(self.dtype, x)).collect()) };
         let [q, k, v] = [conv(&self.q)?, conv(&self.k)?, conv(&self.v)?];
         let Some((_, table, pg)) = &self.table else { return Ok([q, k, v]) };
         let pg = *pg;
-        let row = p.heads_kv * p.head_dim;
-        let gather = |cache: &[f32]| -> Vec<f32> {
+        let gather = |cache: &[f32], d: usize| -> Vec<f32> {
+            let row = p.heads_kv * d;
             let mut out = Vec::with_capacity(p.batch * p.seqlen_k * row);
             for b in 0..p.batch {
                 for r in 0..p.seqlen_k {
@@ -274,8 +265,31 @@ impl BenchBuffers {
             }
             out
         };
-        Ok([q, gather(&k), gather(&v)])
+        Ok([q, gather(&k, p.head_dim), gather(&v, p.head_dim_v())])
     }
+}
+
+/// Elements of a fixed-length call's buffers as [`BenchBuffers::new`] allocates them, `p`'s
+/// strides followed, K and V as whole caches of pages `page_size` rows long where given: K
+/// (and Q) `head_dim` wide, V (and the output) `head_dim_v` wide. Each holds one element at
+/// least, since a zero-length allocation has no address to plan with.
+pub fn buffer_lens(p: &AttentionParams, page_size: Option<usize>) -> Result<TensorLens> {
+    let too_big = || BenchError::TooBig;
+    let (d, dv) = (p.head_dim, p.head_dim_v());
+    let [qs, ks, vs, os] = p.tensor_strides()?;
+    let extent = |dims, s: Strides| s.extent(dims).map(|n| n.max(1)).ok_or_else(too_big);
+    let kv = |d: usize, s: Strides| match page_size {
+        // A paged cache holds whole contiguous pages: `[num_pages, page_size, heads_kv, d]`.
+        Some(n) => Pages::for_batch(p.batch, p.seqlen_k, n).and_then(|pg| pg.cache_len(p.heads_kv, d)).map(|n| n.max(1)).ok_or_else(too_big),
+        None => extent([p.batch, p.seqlen_k, p.heads_kv, d], s),
+    };
+    Ok(TensorLens {
+        q: extent([p.batch, p.seqlen_q, p.heads_q, d], qs)?,
+        k: kv(d, ks)?,
+        v: kv(dv, vs)?,
+        out: extent([p.batch, p.seqlen_q, p.heads_q, dv], os)?,
+        lse: (p.batch * p.heads_q * p.seqlen_q).max(1),
+    })
 }
 
 /// The f32 value of a 16-bit element of `dtype` given by its bits.
@@ -362,6 +376,28 @@ pub fn time_launch(ctx: &Arc<CudaContext>, gpu: &Gpu, launch: &dyn Fn(*mut std::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v_and_the_output_are_sized_by_head_dim_v() {
+        let b = AttentionParams::builder().batch(2).seqlen_q(100).seqlen_k(300).heads_q(8).heads_kv(2).head_dim(192);
+        let p = b.clone().head_dim_v(128).build().unwrap();
+        let (q_rows, kv_rows) = (2 * 100 * 8, 2 * 300 * 2);
+        let want = TensorLens { q: q_rows * 192, k: kv_rows * 192, v: kv_rows * 128, out: q_rows * 128, lse: q_rows };
+        assert_eq!(buffer_lens(&p, None).unwrap(), want);
+        assert_eq!(buffer_lens(&p, None).unwrap(), p.contiguous_lens().unwrap());
+        let bhsd = p.to_builder().dim_order(flashrs::DimOrder::Bhsd).build().unwrap();
+        assert_eq!(buffer_lens(&bhsd, None).unwrap(), want);
+        // Paged: whole caches, each as wide as its tensor.
+        let pages = Pages::for_batch(2, 300, 64).unwrap();
+        let paged = buffer_lens(&p, Some(64)).unwrap();
+        assert_eq!((paged.k, paged.v), (pages.cache_len(2, 192).unwrap(), pages.cache_len(2, 128).unwrap()));
+        assert_eq!((paged.q, paged.out), (want.q, want.out));
+        // V as wide as K: the sizes the buffers always had.
+        let plain = b.build().unwrap();
+        let n = buffer_lens(&plain, None).unwrap();
+        assert_eq!((n.k, n.v, n.out), (n.k, n.k, n.q));
+        assert_eq!(n, plain.contiguous_lens().unwrap());
+    }
 
     #[test]
     fn random_bits_are_nonzero_and_repeat_only_past_the_block() {

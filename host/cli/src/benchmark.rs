@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::CliError;
 use super::args::{BenchmarkArgs, CompareArg, LayoutArg};
+use super::configs::ConfigChoice;
 use super::plot;
 use super::record::Record;
 use super::report::{Report, Startup};
@@ -37,10 +38,10 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     };
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
-    if args.path == flashrs::KernelPath::Wgmma && choice != super::configs::ConfigChoice::Default {
+    if args.path == flashrs::KernelPath::Wgmma && choice != ConfigChoice::Default {
         return Err(CliError::Usage("--config and --all-configs name mma.sync configurations; --path wgmma takes the Hopper kernels' own".into()));
     }
-    let rows: Vec<Row> = shapes.iter().map(|s| (*s, choice.for_head_dim(s.head_dim))).collect();
+    let rows = rows(&shapes, choice);
     runner::preflight(&rows, &opts)?;
 
     let opened = Instant::now();
@@ -74,6 +75,12 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     };
     print!("{}", report.table());
     write_outputs(args, &report)
+}
+
+/// Each shape with the tile configurations `choice` gives it: those of the wider of its two
+/// head dimensions, the one its kernels are compiled for (the narrower operands padded).
+fn rows(shapes: &[Shape], choice: ConfigChoice) -> Vec<Row> {
+    shapes.iter().map(|s| (*s, choice.for_head_dim(s.head_dim.max(s.head_dim_v())))).collect()
 }
 
 /// cudarc's context on GPU `ordinal`, after checking that the driver library is there (cudarc
@@ -135,4 +142,36 @@ fn write_outputs(args: &BenchmarkArgs, report: &Report) -> Result<(), CliError> 
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::preflight;
+    use flashrs::{DType, KernelPath};
+
+    #[test]
+    fn rows_take_the_configurations_of_the_wider_head_dimension() {
+        let s = Shape { batch: 1, heads_q: 4, heads_kv: 4, seqlen_q: 1024, seqlen_k: 1024, head_dim: 128, head_dim_v: Some(192), causal: false };
+        let all = rows(&[s, Shape { head_dim: 192, head_dim_v: Some(128), ..s }], ConfigChoice::All);
+        assert!(all.iter().all(|(_, configs)| !configs.is_empty() && configs == &ConfigChoice::All.for_head_dim(192)));
+        let opts = Options {
+            dtype: DType::F16,
+            path: KernelPath::MmaSync,
+            warmup: 0,
+            iters: 1,
+            verify: false,
+            num_splits: None,
+            page_size: None,
+            bhsd: false,
+            varlen: false,
+            device_offsets: false,
+            timing: crate::bench::TimingMode::Call,
+            backward: false,
+            deterministic: false,
+            mods: crate::mods::ModSpec::default(),
+        };
+        preflight(&all, &opts).unwrap();
+        assert_eq!(rows(&[Shape { head_dim_v: None, ..s }], ConfigChoice::All)[0].1, ConfigChoice::All.for_head_dim(128));
+    }
 }

@@ -88,7 +88,7 @@ mod tests {
     use crate::sweep::Shape;
 
     fn shape(seqlen: usize) -> Shape {
-        Shape { batch: 1, heads_q: 1, heads_kv: 1, seqlen_q: seqlen, seqlen_k: seqlen, head_dim: 64, causal: false }
+        Shape { batch: 1, heads_q: 1, heads_kv: 1, seqlen_q: seqlen, seqlen_k: seqlen, head_dim: 64, head_dim_v: None, causal: false }
     }
 
     fn rec(i: Implementation, seqlen: usize, ms: Option<f64>) -> Record {

@@ -168,6 +168,9 @@ fn section(name: &str, r: &Report) -> String {
     if r.records.iter().any(|x| x.mods.has_window()) {
         out += "; TFLOPS count only the (query, key) pairs the window lets through";
     }
+    if r.records.iter().any(|x| x.shape.head_dim_v.is_some()) {
+        out += "; V and the output Dv wide (D column: D/Dv where they differ), TFLOPS = 2·B·Hq·Sq·Sk·(D+Dv) / median";
+    }
     out += ".\n\n";
     let unit = if decode { "K+V GB/s" } else { "TFLOPS" };
     let peers: Vec<Implementation> = PEERS.into_iter().filter(|p| r.records.iter().any(|x| x.implementation == *p)).collect();
@@ -194,7 +197,7 @@ fn section(name: &str, r: &Report) -> String {
             s.heads_kv,
             s.seqlen_q,
             s.seqlen_k,
-            s.head_dim,
+            s.dims(),
             if s.causal { "on" } else { "off" },
             o.kernel,
             num(value(o))
@@ -248,7 +251,7 @@ mod tests {
     use crate::sweep::Shape;
 
     fn run(seqlen: usize, fa3_ms: Option<f64>) -> Report {
-        let s = Shape { batch: 2, heads_q: 16, heads_kv: 16, seqlen_q: seqlen, seqlen_k: seqlen, head_dim: 128, causal: false };
+        let s = Shape { batch: 2, heads_q: 16, heads_kv: 16, seqlen_q: seqlen, seqlen_k: seqlen, head_dim: 128, head_dim_v: None, causal: false };
         let ours = Record::new(Implementation::Flashrs, s, "bf16", "auto", "flash_fwd_sm90_bf16_d128_128x128s2").timed(1.0, 0.9);
         let fa3 = Record::new(Implementation::Fa3, s, "bf16", "torch", "fa3");
         let fa3 = match fa3_ms {
@@ -306,6 +309,19 @@ mod tests {
         assert!(doc.contains("| 1.10x | 1.20x | n/a |"), "{doc}");
         // Plain runs have no mods column.
         assert!(!document(&[("plain.json".into(), run(8192, None))]).contains("mods"));
+    }
+
+    #[test]
+    fn a_narrower_v_is_shown_in_the_tables() {
+        let mut r = run(8192, Some(1.1));
+        for x in &mut r.records {
+            x.shape.head_dim = 192;
+            x.shape.head_dim_v = Some(128);
+        }
+        let doc = document(&[("dv.json".to_string(), r)]);
+        assert!(doc.contains("| 2 | 16 | 16 | 8192 | 8192 | 192/128 | off | `flash_fwd_sm90_bf16_d128_128x128s2` |"), "{doc}");
+        assert!(doc.contains("TFLOPS = 2·B·Hq·Sq·Sk·(D+Dv) / median.\n"), "{doc}");
+        assert!(!document(&[("plain.json".into(), run(8192, None))]).contains("Dv"));
     }
 
     /// docs/BENCHMARKS.md and the README's summary are what `flashrs report` makes of the JSON

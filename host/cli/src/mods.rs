@@ -351,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_window_counts_only_the_pairs_it_lets_through() {
-        let s = Shape { batch: 2, heads_q: 4, heads_kv: 4, seqlen_q: 8, seqlen_k: 8, head_dim: 64, causal: false };
+        let s = Shape { batch: 2, heads_q: 4, heads_kv: 4, seqlen_q: 8, seqlen_k: 8, head_dim: 64, head_dim_v: None, causal: false };
         assert_eq!(ModSpec::default().flops(&s), s.flops());
         // Softcap, ALiBi and sinks change no matmul.
         assert_eq!(ModSpec { softcap: Some(5.0), alibi: true, sinks: true, ..ModSpec::default() }.flops(&s), s.flops());

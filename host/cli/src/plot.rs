@@ -1,4 +1,4 @@
-//! `--plot`: TFLOPS against sequence length, one panel per (causal, head_dim), one line per
+//! `--plot`: TFLOPS against sequence length, one panel per (causal, head dimensions), one line per
 //! implementation (and per tile configuration when a run timed several).
 
 use std::path::Path;
@@ -10,6 +10,7 @@ use plotters::style::{FontStyle, register_font};
 
 use super::record::{Implementation, Record};
 use super::report::Report;
+use super::sweep::dims_label;
 
 /// The font every label is drawn with, shipped so that PNGs get text on machines without
 /// system fonts (see `assets/DejaVuSans-LICENSE.txt`).
@@ -60,8 +61,8 @@ pub fn write(path: &Path, report: &Report) -> Result<(), String> {
 struct Panels {
     /// Causal settings, one row of panels each (off first).
     causal: Vec<bool>,
-    /// Head dimensions, one column each (smallest first).
-    head_dims: Vec<usize>,
+    /// Head dimensions (Q and K's, V's), one column each (smallest first).
+    head_dims: Vec<(usize, usize)>,
 }
 
 impl Panels {
@@ -69,7 +70,7 @@ impl Panels {
     fn of(report: &Report) -> Self {
         let timed = || report.records.iter().filter(|r| r.tflops.is_some());
         let mut causal: Vec<bool> = timed().map(|r| r.shape.causal).collect();
-        let mut head_dims: Vec<usize> = timed().map(|r| r.shape.head_dim).collect();
+        let mut head_dims: Vec<(usize, usize)> = timed().map(|r| (r.shape.head_dim, r.shape.head_dim_v())).collect();
         causal.sort();
         causal.dedup();
         head_dims.sort();
@@ -89,15 +90,15 @@ struct Series {
     points: Vec<(usize, f64)>,
 }
 
-/// The lines of the panel for (`causal`, `head_dim`): one per implementation, ours split by
-/// tile configuration when the report holds several per shape.
-fn series(records: &[Record], causal: bool, head_dim: usize) -> Vec<Series> {
+/// The lines of the panel for (`causal`, `dims`: Q and K's head dimension, V's): one per
+/// implementation, ours split by tile configuration when the report holds several per shape.
+fn series(records: &[Record], causal: bool, dims: (usize, usize)) -> Vec<Series> {
     let per_config = records
         .iter()
         .filter(|r| r.implementation == Implementation::Flashrs)
         .any(|r| records.iter().filter(|o| o.implementation == r.implementation && o.shape == r.shape).count() > 1);
     let mut out: Vec<Series> = Vec::new();
-    for r in records.iter().filter(|r| r.shape.causal == causal && r.shape.head_dim == head_dim) {
+    for r in records.iter().filter(|r| r.shape.causal == causal && (r.shape.head_dim, r.shape.head_dim_v()) == dims) {
         let Some(tflops) = r.tflops else { continue };
         let label = match (&r.config, per_config && r.implementation == Implementation::Flashrs) {
             (Some(c), true) => format!("{} {c}", r.implementation.name()),
@@ -149,16 +150,16 @@ fn draw_all<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, report: &Report, 
     top.titled(&title, ("sans-serif", 22))?;
     let cells = body.split_evenly((panels.causal.len().max(1), panels.head_dims.len().max(1)));
     for (i, &causal) in panels.causal.iter().enumerate() {
-        for (j, &head_dim) in panels.head_dims.iter().enumerate() {
+        for (j, &dims) in panels.head_dims.iter().enumerate() {
             let cell = &cells[i * panels.head_dims.len() + j];
-            panel(cell, &series(&report.records, causal, head_dim), causal, head_dim)?;
+            panel(cell, &series(&report.records, causal, dims), causal, dims)?;
         }
     }
     Ok(())
 }
 
 /// One panel: axes, a line with markers per series, and the legend.
-fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, lines: &[Series], causal: bool, head_dim: usize) -> DrawResult<DB> {
+fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, lines: &[Series], causal: bool, (head_dim, head_dim_v): (usize, usize)) -> DrawResult<DB> {
     // The x axis is the index of each distinct seqlen: evenly spaced, which is a log scale for
     // the sweep's powers of two, and every tick is a measured length.
     let mut seqlens: Vec<usize> = lines.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
@@ -166,7 +167,7 @@ fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, lines: &[Series], ca
     seqlens.dedup();
     let x = |s: usize| seqlens.binary_search(&s).unwrap_or_default() as i32;
     let y_max = lines.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(1.0f64, f64::max) * 1.15;
-    let caption = format!("head_dim {head_dim}, {}", if causal { "causal" } else { "non-causal" });
+    let caption = format!("head_dim {}, {}", dims_label(head_dim, head_dim_v), if causal { "causal" } else { "non-causal" });
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 18))
         .margin(12)
@@ -245,10 +246,10 @@ mod tests {
     #[test]
     fn series_split_ours_by_config_only_when_several_ran() {
         let one = synthetic(&["d128_128x64w8s2"]);
-        let labels: Vec<String> = series(&one.records, true, 128).into_iter().map(|s| s.label).collect();
+        let labels: Vec<String> = series(&one.records, true, (128, 128)).into_iter().map(|s| s.label).collect();
         assert_eq!(labels, ["flashrs", "torch-fa2", "torch-cudnn"]);
         let two = synthetic(&["d128_a", "d128_b"]);
-        let lines = series(&two.records, false, 256);
+        let lines = series(&two.records, false, (256, 256));
         assert_eq!(
             lines.iter().map(|s| s.label.as_str()).collect::<Vec<_>>(),
             ["flashrs d128_a", "flashrs d128_b", "torch-fa2", "torch-cudnn"]

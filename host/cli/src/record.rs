@@ -74,8 +74,8 @@ pub struct Record {
     /// Gigabytes per second of the minimum traffic (Q, K, V read once, O written once) at the
     /// median time.
     pub gbps: Option<f64>,
-    /// Gigabytes per second of K and V read once (`2 * B * Sk * Hkv * D * 2` bytes) at the
-    /// median time: the decode bandwidth figure.
+    /// Gigabytes per second of K and V read once (`B * Sk * Hkv * (D + Dv) * 2` bytes, `Dv`
+    /// V's head dimension) at the median time: the decode bandwidth figure.
     pub kv_gbps: Option<f64>,
     /// Largest absolute difference from the CPU reference, when verified.
     pub max_abs_err: Option<f64>,
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn rates_follow_the_median() {
-        let shape = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, causal: false };
+        let shape = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, head_dim_v: None, causal: false };
         let r = Record::new(Implementation::Flashrs, shape, "f16", "auto", "k").timed(0.5, 0.4);
         // 4 * 8 * 16 * 2048^2 * 128 flops in 0.5 ms.
         assert!((r.tflops.unwrap() - 4.0 * 8.0 * 16.0 * 2048.0 * 2048.0 * 128.0 / 0.5e-3 / 1e12).abs() < 1e-9);
@@ -161,8 +161,30 @@ mod tests {
     }
 
     #[test]
+    fn a_narrower_v_counts_its_own_flops_and_bytes_and_reads_back() {
+        let plain = Shape { batch: 8, heads_q: 16, heads_kv: 4, seqlen_q: 2048, seqlen_k: 2048, head_dim: 192, head_dim_v: None, causal: false };
+        let shape = Shape { head_dim_v: Some(128), ..plain };
+        let r = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").timed(0.5, 0.4);
+        // Q K^T over 192 columns, P V over 128.
+        assert!((r.tflops.unwrap() - 2.0 * 8.0 * 16.0 * 2048.0 * 2048.0 * (192.0 + 128.0) / 0.5e-3 / 1e12).abs() < 1e-9);
+        // Q (192) and O (128) per query row and head; K (192) and V (128) per key row and head.
+        let bytes = (8.0 * 2048.0 * 16.0 * 320.0 + 8.0 * 2048.0 * 4.0 * 320.0) * 2.0;
+        assert!((r.gbps.unwrap() - bytes / 0.5e-3 / 1e9).abs() < 1e-9);
+        assert!((r.kv_gbps.unwrap() - 8.0 * 2048.0 * 4.0 * 320.0 * 2.0 / 0.5e-3 / 1e9).abs() < 1e-9);
+        assert_eq!(r.label(), "B=8 Hq=16 Hkv=4 Sq=2048 Sk=2048 D=192/128 non-causal");
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!((&v["head_dim"], &v["head_dim_v"]), (&192.into(), &128.into()));
+        assert_eq!(serde_json::from_value::<Record>(v).unwrap(), r);
+        // Without it the record has no such key, as files from before it existed, which read
+        // back as V as wide as K.
+        let p = serde_json::to_value(Record::new(Implementation::Flashrs, plain, "bf16", "auto", "k")).unwrap();
+        assert!(p.get("head_dim_v").is_none());
+        assert_eq!(serde_json::from_value::<Record>(p).unwrap().shape, plain);
+    }
+
+    #[test]
     fn modifications_are_named_counted_and_default_when_absent() {
-        let shape = Shape { batch: 1, heads_q: 2, heads_kv: 2, seqlen_q: 4096, seqlen_k: 4096, head_dim: 64, causal: true };
+        let shape = Shape { batch: 1, heads_q: 2, heads_kv: 2, seqlen_q: 4096, seqlen_k: 4096, head_dim: 64, head_dim_v: None, causal: true };
         let window = ModSpec { window: (Some(1023), Some(0)), softcap: Some(30.0), ..ModSpec::default() };
         let plain = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").timed(1.0, 1.0);
         let local = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").with_mods(window).timed(1.0, 1.0);

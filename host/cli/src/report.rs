@@ -11,7 +11,7 @@ use super::torch::TorchInfo;
 pub const SCHEMA: u32 = 1;
 
 /// CSV columns: the fields of [`Record`], flattened, in this order (`mods` last, so that the
-/// columns of files written before it keep their positions).
+/// columns of files written before it keep their positions), less [`CSV_HEAD_DIM_V`].
 pub const CSV_COLUMNS: [&str; 21] = [
     "implementation",
     "batch",
@@ -35,6 +35,10 @@ pub const CSV_COLUMNS: [&str; 21] = [
     "note",
     "mods",
 ];
+
+/// The CSV column of V's head dimension, after [`CSV_COLUMNS`] and only in files of runs with
+/// `--head-dim-v`, so that the files of other runs keep their form.
+pub const CSV_HEAD_DIM_V: &str = "head_dim_v";
 
 /// Everything a run produced. Serializes to the `--json` document (and reads back from it, for
 /// `flashrs report`).
@@ -92,12 +96,17 @@ impl Report {
         serde_json::to_string_pretty(self).expect("reports are plain data") + "\n"
     }
 
-    /// The `--csv` file: a header of [`CSV_COLUMNS`], then one line per record.
+    /// The `--csv` file: a header of [`CSV_COLUMNS`] (and [`CSV_HEAD_DIM_V`] when a record
+    /// has it), then one line per record.
     pub fn to_csv(&self) -> String {
-        let mut out = CSV_COLUMNS.join(",") + "\n";
+        let mut columns = CSV_COLUMNS.to_vec();
+        if self.records.iter().any(|r| r.shape.head_dim_v.is_some()) {
+            columns.push(CSV_HEAD_DIM_V);
+        }
+        let mut out = columns.join(",") + "\n";
         for r in &self.records {
             let fields = serde_json::to_value(r).expect("records are plain data");
-            let cells: Vec<String> = CSV_COLUMNS.iter().map(|c| csv_cell(&fields[*c])).collect();
+            let cells: Vec<String> = columns.iter().map(|c| csv_cell(&fields[*c])).collect();
             out += &(cells.join(",") + "\n");
         }
         out
@@ -134,9 +143,8 @@ impl Report {
             .iter()
             .map(|r| {
                 let s = &r.shape;
-                let mut row: Vec<String> =
-                    [s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k, s.head_dim].iter().map(usize::to_string).collect();
-                row.push(if s.causal { "on" } else { "off" }.to_string());
+                let mut row: Vec<String> = [s.batch, s.heads_q, s.heads_kv, s.seqlen_q, s.seqlen_k].iter().map(usize::to_string).collect();
+                row.extend([s.dims(), if s.causal { "on" } else { "off" }.to_string()]);
                 if modified {
                     row.push(r.mods.label());
                 }
@@ -157,8 +165,13 @@ impl Report {
             })
             .collect();
         let windowed = if self.records.iter().any(|r| r.mods.has_window()) { "; with a window, of the (query, key) pairs it lets through" } else { "" };
+        // Runs whose V is as wide as K keep the formula they always printed.
+        let formula = match self.records.iter().any(|r| r.shape.head_dim_v.is_some()) {
+            true => "2*B*Hq*Sq*Sk*(D+Dv)",
+            false => "4*B*Hq*Sq*Sk*D",
+        };
         let mut out = format!(
-            "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row, {} timing; TFLOPS = 4*B*Hq*Sq*Sk*D / median, halved when causal{windowed})\n",
+            "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row, {} timing; TFLOPS = {formula} / median, halved when causal{windowed})\n",
             self.device, self.dtype, self.warmup, self.iters, self.timing
         );
         if let Some(s) = &self.startup {
@@ -265,7 +278,7 @@ mod tests {
     use crate::sweep::Shape;
 
     fn sample() -> Report {
-        let s = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, causal: true };
+        let s = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, head_dim_v: None, causal: true };
         let mut ours = Record::new(Implementation::Flashrs, s, "f16", "mma.sync", "flash_fwd_f16_d128_128x64w8s2").timed(0.6, 0.55);
         ours.config = Some("d128_128x64w8s2".into());
         (ours.max_abs_err, ours.verified_rows) = (Some(4.1e-4), Some(64));
@@ -283,6 +296,12 @@ mod tests {
         let mut cols = CSV_COLUMNS.to_vec();
         cols.sort();
         assert_eq!(keys, cols);
+        // A record with V's own head dimension has one more field: the optional column.
+        let mut dv = r.records[0].clone();
+        dv.shape.head_dim_v = Some(64);
+        let fields = serde_json::to_value(&dv).unwrap();
+        let extra: Vec<&String> = fields.as_object().unwrap().keys().filter(|k| !CSV_COLUMNS.contains(&k.as_str())).collect();
+        assert_eq!(extra, [CSV_HEAD_DIM_V]);
     }
 
     #[test]
@@ -318,6 +337,34 @@ mod tests {
         assert!(t.contains(&format!("n/a torch-fa2 B=8 Hq=16 Hkv=16 Sq=2048 Sk=2048 D=128 causal [window 4096,0; softcap 30]: {why}")), "{t}");
         // Plain tables are unchanged: no mods column.
         assert!(!sample().table().contains("mods"));
+    }
+
+    #[test]
+    fn head_dim_v_is_shown_in_every_format_and_only_when_given() {
+        let plain = sample();
+        let mut r = sample();
+        for x in &mut r.records {
+            x.shape = Shape { head_dim: 192, head_dim_v: Some(128), ..x.shape };
+        }
+        let r = Report { summary: compare::summarize(&r.records), ..r };
+        let json: Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!((&json["records"][0]["head_dim"], &json["records"][0]["head_dim_v"]), (&Value::from(192), &Value::from(128)));
+        let back: Report = serde_json::from_str(&r.to_json()).unwrap();
+        assert!(back.records.iter().zip(&r.records).all(|(b, r)| b.shape == r.shape));
+        let csv = r.to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines[0].ends_with(",note,mods,head_dim_v"), "{csv}");
+        assert!(lines[1].starts_with("flashrs,8,16,16,2048,2048,192,true,") && lines[1].ends_with(",,128"), "{csv}");
+        let t = r.table();
+        let table: Vec<&str> = t.lines().collect();
+        assert!(table[0].contains("TFLOPS = 2*B*Hq*Sq*Sk*(D+Dv) / median, halved when causal"), "{t}");
+        assert_eq!(table[3].split_whitespace().take(8).collect::<Vec<_>>(), ["8", "16", "16", "2048", "2048", "192/128", "on", "mma.sync"], "{t}");
+        assert!(t.contains("n/a torch-cudnn B=8 Hq=16 Hkv=16 Sq=2048 Sk=2048 D=192/128 causal:"), "{t}");
+        // Their rows of the same problem pair with ours.
+        assert!(table[3].contains("0.85x"), "{t}");
+        // Runs without it: no key, no column, the formula they always printed.
+        assert!(!plain.to_json().contains("head_dim_v") && !plain.to_csv().contains("head_dim_v"));
+        assert!(plain.table().contains("TFLOPS = 4*B*Hq*Sq*Sk*D / median"));
     }
 
     #[test]

@@ -503,8 +503,8 @@ fn rank<T: RingElement>(rc: RankContext, shape: &RingShape, run: RunSpec, (warmu
     let mut at = 0;
     let setup = (|| -> Result<_, CliError> {
         let p = shape.shard_params(run).map_err(CliError::Usage)?;
-        let (n_q, n_kv, _) = p.contiguous_lens()?;
-        let shards = alloc_shards::<T>(&rc, n_q, n_kv)?;
+        let n = p.contiguous_lens()?;
+        let shards = alloc_shards::<T>(&rc, n.q, n.k)?;
         Ok((p, shards, rc.gpu.name()?))
     })();
     let Some((p, mut s, device)) = lockstep.pass(&mut at, setup)? else { return Ok(None) };

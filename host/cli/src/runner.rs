@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, Kernel, KernelPath, PagedKv, Pages, Target, TileConfig};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, GradBuffers, Kernel, KernelPath, PagedKv, Pages, Target, TileConfig};
 use flashrs_reference::{Problem, RefInputs};
 
 use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_launch, time_plan};
@@ -77,8 +77,9 @@ impl Options {
 }
 
 /// Plans every row against stand-in buffers for an H100 (planning never touches the GPU), so
-/// that a shape or configuration no kernel can take fails before the GPU is opened. Each row is
-/// planned again for the GPU it runs on.
+/// that a shape or configuration no kernel can take fails before the GPU is opened; a backward
+/// row's backward pass too, which refuses some calls its forward takes (a V head dimension
+/// other than K's, for one). Each row is planned again for the GPU it runs on.
 pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // Aligned, disjoint (the planner refuses outputs that overlap inputs), and large enough for
     // any shape: 2^40 elements apart.
@@ -86,6 +87,9 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // SAFETY: planning reads no index array.
     let index = |i: u64| unsafe { DeviceIndex::from_raw(i << 41, 1 << 40) };
     let bufs = Buffers::new(opts.dtype, stand_in(1), stand_in(2), stand_in(3), stand_in(4));
+    // Last, where its f32 elements overlap nothing: a backward row's forward writes it.
+    let bufs = if opts.backward { bufs.lse(stand_in(20)) } else { bufs };
+    let grads = GradBuffers::new(stand_in(15), stand_in(16), stand_in(17), stand_in(18));
     // SAFETY: as for the index arrays.
     let array = |i: u64| unsafe { DeviceArray::<f32>::from_raw(i << 41, 1 << 40) };
     let (slopes, sinks) = (opts.mods.alibi.then(|| array(8)), opts.mods.sinks.then(|| array(9)));
@@ -108,7 +112,14 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
                     .ok_or_else(|| CliError::Usage(format!("{}: page size {page_size} gives no page count", shape.label())))?;
                 p = p.paged(PagedKv::new(pages, index(5)));
             }
-            p.build().and_then(|p| p.plan(&bufs, &Target::H100)).map_err(|e| CliError::Row { row: shape.label(), source: e.into() })?;
+            let planned = p.build().and_then(|p| {
+                p.plan(&bufs, &Target::H100)?;
+                if opts.backward {
+                    p.plan_backward(&bufs, &grads, &Target::H100)?;
+                }
+                Ok(())
+            });
+            planned.map_err(|e| CliError::Row { row: shape.label(), source: e.into() })?;
         }
     }
     Ok(())
@@ -195,7 +206,7 @@ mod tests {
 
     #[test]
     fn rows_with_modifications_plan_and_the_library_speaks_for_itself() {
-        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 1024, seqlen_k: 1024, head_dim: 128, causal: true };
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 1024, seqlen_k: 1024, head_dim: 128, head_dim_v: None, causal: true };
         let all = ModSpec { window: (Some(256), Some(0)), softcap: Some(30.0), alibi: true, sinks: true, block_sparsity: Some(0.5) };
         for path in [KernelPath::Auto, KernelPath::MmaSync] {
             for varlen in [false, true] {
@@ -222,7 +233,7 @@ mod tests {
 
     #[test]
     fn varlen_and_paged_rows_plan_for_an_h100() {
-        let s = Shape { batch: 3, heads_q: 4, heads_kv: 2, seqlen_q: 300, seqlen_k: 500, head_dim: 128, causal: true };
+        let s = Shape { batch: 3, heads_q: 4, heads_kv: 2, seqlen_q: 300, seqlen_k: 500, head_dim: 128, head_dim_v: None, causal: true };
         let auto = Options { path: KernelPath::Auto, ..opts() };
         for device_offsets in [false, true] {
             let o = Options { varlen: true, device_offsets, ..auto };
@@ -235,8 +246,41 @@ mod tests {
     }
 
     #[test]
+    fn head_dim_v_rows_plan_and_refusals_are_the_rows_errors() {
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 1024, seqlen_k: 1024, head_dim: 192, head_dim_v: Some(128), causal: true };
+        let auto = Options { path: KernelPath::Auto, ..opts() };
+        let p = auto.params(&s, None).unwrap();
+        assert_eq!((p.head_dim, p.head_dim_v()), (192, 128));
+        for o in [auto, Options { varlen: true, ..auto }, Options { path: KernelPath::MmaSync, ..auto }] {
+            preflight(&[(s, vec![None])], &o).unwrap();
+        }
+        // Paged rows take no V wider than K (nor, for now, narrower).
+        let wide = Shape { head_dim: 128, head_dim_v: Some(192), ..s };
+        preflight(&[(wide, vec![None])], &auto).unwrap();
+        let err = preflight(&[(wide, vec![None])], &Options { page_size: Some(16), ..auto }).unwrap_err().to_string();
+        assert!(err.contains("D=128/192") && err.contains("head_dim_v"), "{err}");
+        // The backward pass takes none of another width than K's, found before the GPU opens.
+        let err = preflight(&[(s, vec![None])], &Options { backward: true, ..auto }).unwrap_err().to_string();
+        assert!(err.contains("D=192/128") && err.contains("backward pass takes V with K's head dimension"), "{err}");
+        preflight(&[(Shape { head_dim_v: Some(192), ..s }, vec![None])], &Options { backward: true, ..auto }).unwrap();
+        // Widths the kernels have no tiles for are the library's to refuse.
+        let err = preflight(&[(Shape { head_dim_v: Some(100), ..s }, vec![None])], &auto).unwrap_err().to_string();
+        assert!(err.contains("D=192/100") && err.contains("head_dim_v 100"), "{err}");
+    }
+
+    #[test]
+    fn backward_rows_plan_their_backward_pass() {
+        let shapes = SweepSpec { causal: vec![false, true], ..Default::default() }.shapes().unwrap();
+        let rows: Vec<Row> = shapes.iter().map(|s| (*s, vec![None])).collect();
+        for path in [KernelPath::Auto, KernelPath::MmaSync] {
+            preflight(&rows, &Options { path, backward: true, ..opts() }).unwrap();
+            preflight(&rows, &Options { path, backward: true, deterministic: true, varlen: true, ..opts() }).unwrap();
+        }
+    }
+
+    #[test]
     fn preflight_names_the_row_that_cannot_run() {
-        let s = Shape { batch: 1, heads_q: 4, heads_kv: 4, seqlen_q: 128, seqlen_k: 128, head_dim: 100, causal: false };
+        let s = Shape { batch: 1, heads_q: 4, heads_kv: 4, seqlen_q: 128, seqlen_k: 128, head_dim: 100, head_dim_v: None, causal: false };
         let err = preflight(&[(s, vec![None])], &opts()).unwrap_err().to_string();
         assert!(err.contains("D=100") && err.contains("head_dim"), "{err}");
         let small = *flashrs::tiles::CONFIGS.iter().find(|c| c.head_dim < 256).unwrap();

@@ -29,13 +29,27 @@ pub struct Shape {
     pub seqlen_q: usize,
     /// Key/value rows per sequence.
     pub seqlen_k: usize,
-    /// Head dimension.
+    /// Head dimension of Q and K (and of V and the output unless `head_dim_v` says otherwise).
     pub head_dim: usize,
+    /// Head dimension of V and the output (`--head-dim-v`); `None`: `head_dim`. Absent from
+    /// the JSON and CSV output when `None`, so that files of runs without it keep their form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim_v: Option<usize>,
     /// Causal masking (bottom-right aligned).
     pub causal: bool,
 }
 
 impl Shape {
+    /// Head dimension of V and the output.
+    pub fn head_dim_v(&self) -> usize {
+        self.head_dim_v.unwrap_or(self.head_dim)
+    }
+
+    /// The head dimensions as tables show them ([`dims_label`]).
+    pub fn dims(&self) -> String {
+        dims_label(self.head_dim, self.head_dim_v())
+    }
+
     /// Library parameters for this shape (contiguous `[batch, seqlen, heads, head_dim]`).
     pub fn params(&self, path: KernelPath, config: Option<TileConfig>) -> AttentionParamsBuilder<'static> {
         let p = AttentionParams::builder()
@@ -47,6 +61,11 @@ impl Shape {
             .head_dim(self.head_dim)
             .causal(self.causal)
             .path(path);
+        // Set only when given, so that plain rows build exactly the parameters they always did.
+        let p = match self.head_dim_v {
+            Some(dv) => p.head_dim_v(dv),
+            None => p,
+        };
         match config {
             Some(c) => p.config(c),
             None => p,
@@ -64,14 +83,15 @@ impl Shape {
     pub fn min_bytes(&self) -> f64 {
         // Both element types are 16-bit.
         const ELEM_BYTES: usize = 2;
-        let q_and_o = 2 * self.batch * self.seqlen_q * self.heads_q * self.head_dim;
-        let k_and_v = 2 * self.batch * self.seqlen_k * self.heads_kv * self.head_dim;
+        let dims = self.head_dim + self.head_dim_v();
+        let q_and_o = self.batch * self.seqlen_q * self.heads_q * dims;
+        let k_and_v = self.batch * self.seqlen_k * self.heads_kv * dims;
         ((q_and_o + k_and_v) * ELEM_BYTES) as f64
     }
 
     /// Bytes of K and V (read once): the traffic that bounds decode.
     pub fn kv_bytes(&self) -> f64 {
-        (2 * self.batch * self.seqlen_k * self.heads_kv * self.head_dim * 2) as f64
+        (self.batch * self.seqlen_k * self.heads_kv * (self.head_dim + self.head_dim_v()) * 2) as f64
     }
 
     /// Compact description for messages and progress lines.
@@ -83,10 +103,16 @@ impl Shape {
             self.heads_kv,
             self.seqlen_q,
             self.seqlen_k,
-            self.head_dim,
+            self.dims(),
             if self.causal { "causal" } else { "non-causal" }
         )
     }
+}
+
+/// Head dimensions as tables, labels and plots show them: `192/128` (Q and K's, then V's) when
+/// V's differs, else the one (`128`), as every table showed it before V could differ.
+pub fn dims_label(head_dim: usize, head_dim_v: usize) -> String {
+    if head_dim_v == head_dim { head_dim.to_string() } else { format!("{head_dim}/{head_dim_v}") }
 }
 
 /// Which shapes to run. Each field overrides or narrows one axis of the standard sweep; with
@@ -105,6 +131,8 @@ pub struct SweepSpec {
     pub heads: Option<usize>,
     /// Key/value heads (default: the query heads).
     pub heads_kv: Option<usize>,
+    /// Head dimension of V and the output of every row (default: each row's `head_dim`).
+    pub head_dim_v: Option<usize>,
     /// Causal settings to run, in order.
     pub causal: Vec<bool>,
     /// The decode sweep instead of the standard one ([`DECODE_BATCHES`] x [`DECODE_CACHES`],
@@ -138,7 +166,7 @@ impl SweepSpec {
                         for &causal in &self.causal {
                             let heads_q = self.heads.unwrap_or(DECODE_HEADS);
                             let heads_kv = self.heads_kv.unwrap_or(DECODE_HEADS_KV.min(heads_q));
-                            let shape = Shape { batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal };
+                            let shape = Shape { batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, head_dim_v: self.head_dim_v, causal };
                             check(&shape)?;
                             shapes.push(shape);
                         }
@@ -174,6 +202,7 @@ impl SweepSpec {
                         seqlen_q,
                         seqlen_k: self.seqlen_k.unwrap_or(seqlen_q),
                         head_dim,
+                        head_dim_v: self.head_dim_v,
                         causal,
                     };
                     check(&shape)?;
@@ -194,6 +223,7 @@ fn check(s: &Shape) -> Result<(), String> {
         ("seqlen", s.seqlen_q),
         ("seqlen-k", s.seqlen_k),
         ("head-dim", s.head_dim),
+        ("head-dim-v", s.head_dim_v()),
     ];
     if let Some((name, _)) = dims.iter().find(|(_, n)| *n == 0) {
         return Err(format!("--{name} must be at least 1"));
@@ -220,7 +250,7 @@ mod tests {
         assert!(shapes.iter().all(|s| s.batch * s.seqlen_q == 16384 && s.heads_q * s.head_dim == 2048));
         assert!(shapes.iter().all(|s| s.heads_kv == s.heads_q && s.seqlen_k == s.seqlen_q));
         // Rows named in anchors/h100-torch-sdpa.txt, in its order.
-        let first = Shape { batch: 32, heads_q: 32, heads_kv: 32, seqlen_q: 512, seqlen_k: 512, head_dim: 64, causal: false };
+        let first = Shape { batch: 32, heads_q: 32, heads_kv: 32, seqlen_q: 512, seqlen_k: 512, head_dim: 64, head_dim_v: None, causal: false };
         assert_eq!(shapes[0], first);
         assert_eq!(shapes[1], Shape { causal: true, ..first });
         let last = shapes.last().unwrap();
@@ -238,7 +268,7 @@ mod tests {
             ..Default::default()
         };
         let s = spec.shapes().unwrap();
-        let want = Shape { batch: 4, heads_q: 16, heads_kv: 4, seqlen_q: 4096, seqlen_k: 8192, head_dim: 128, causal: true };
+        let want = Shape { batch: 4, heads_q: 16, heads_kv: 4, seqlen_q: 4096, seqlen_k: 8192, head_dim: 128, head_dim_v: None, causal: true };
         assert_eq!(s, vec![want]);
         let fixed = SweepSpec { batch: Some(3), heads: Some(5), head_dims: vec![96], causal: vec![false], ..Default::default() };
         assert!(fixed.shapes().unwrap().iter().all(|s| (s.batch, s.heads_q, s.head_dim) == (3, 5, 96)));
@@ -262,12 +292,29 @@ mod tests {
         assert_eq!(s[0].kv_bytes(), (2 * 1024 * 8 * 128 * 2) as f64);
         let one = SweepSpec { decode: true, batch: Some(8), seqlen_k: Some(4096), seqlens: vec![4], causal: vec![true], ..Default::default() };
         let s = one.shapes().unwrap();
-        assert_eq!(s, vec![Shape { batch: 8, heads_q: 32, heads_kv: 8, seqlen_q: 4, seqlen_k: 4096, head_dim: 128, causal: true }]);
+        assert_eq!(s, vec![Shape { batch: 8, heads_q: 32, heads_kv: 8, seqlen_q: 4, seqlen_k: 4096, head_dim: 128, head_dim_v: None, causal: true }]);
+    }
+
+    #[test]
+    fn head_dim_v_reaches_the_parameters() {
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 4, seqlen_k: 16, head_dim: 192, head_dim_v: Some(128), causal: false };
+        let p = s.params(KernelPath::Auto, None).build().unwrap();
+        assert_eq!((p.head_dim, p.head_dim_v, p.head_dim_v()), (192, Some(128), 128));
+        assert_eq!(s.flops(), p.flops());
+        assert_eq!(s.flops(), 2.0 * 2.0 * 8.0 * 4.0 * 16.0 * (192.0 + 128.0));
+        assert_eq!((s.head_dim_v(), s.dims()), (128, "192/128".to_string()));
+        assert!(s.label().contains(" D=192/128 "));
+        // Without it, V is K's width and the parameters leave the field unset.
+        let plain = Shape { head_dim_v: None, ..s };
+        assert_eq!((plain.params(KernelPath::Auto, None).build().unwrap().head_dim_v, plain.dims()), (None, "192".to_string()));
+        assert_eq!(Shape { head_dim_v: Some(192), ..s }.dims(), "192");
+        let spec = SweepSpec { head_dims: vec![192], head_dim_v: Some(128), causal: both(), ..Default::default() };
+        assert!(spec.shapes().unwrap().iter().all(|s| s.head_dim_v == Some(128)));
     }
 
     #[test]
     fn traffic_and_flops() {
-        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 4, seqlen_k: 16, head_dim: 64, causal: true };
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 4, seqlen_k: 16, head_dim: 64, head_dim_v: None, causal: true };
         assert_eq!(s.min_bytes(), ((2 * 2 * 4 * 8 * 64) + (2 * 2 * 16 * 2 * 64)) as f64 * 2.0);
         assert_eq!(s.flops(), 4.0 * 2.0 * 8.0 * 4.0 * 16.0 * 64.0 / 2.0);
     }

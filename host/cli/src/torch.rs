@@ -3,7 +3,9 @@
 //! (`torch_sdpa.py`), which answers with one JSON object per line; with attention
 //! modifications also FlexAttention. A backend that cannot take a row's modifications is n/a
 //! ([`refusal`]) rather than timed on another problem: SDPA's backends take none,
-//! FlashAttention-3 the window and softcap, FlexAttention all but sinks.
+//! FlashAttention-3 the window and softcap, FlexAttention all but sinks. Rows with a V head
+//! dimension of their own (`--head-dim-v`) give every backend V that wide; the script reports
+//! a backend that refuses it (SDPA's flash backend does) as n/a with its error.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -110,7 +112,7 @@ struct Request<'a> {
     /// Block sparsity (0: none): FlexAttention draws its own random key blocks, as many per
     /// query block as flashrs visits ([`super::mods::ModSpec::visited_blocks`]).
     block_sparsity: f32,
-    /// The shapes, answered by index.
+    /// The shapes, answered by index (with `head_dim_v` where a shape has its own).
     shapes: &'a [Shape],
 }
 
@@ -295,7 +297,7 @@ mod tests {
     use super::*;
 
     fn shapes() -> Vec<Shape> {
-        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 512, seqlen_k: 512, head_dim: 64, causal: true };
+        let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 512, seqlen_k: 512, head_dim: 64, head_dim_v: None, causal: true };
         vec![s, Shape { causal: false, ..s }]
     }
 
@@ -372,6 +374,30 @@ mod tests {
     }
 
     #[test]
+    fn the_request_gives_the_script_v_of_its_own_width_and_the_reply_counts_it() {
+        let plain = shapes();
+        let v = serde_json::to_value(Request::new(&plain, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(false, &ModSpec::default()))).unwrap();
+        assert!(v["shapes"][0].get("head_dim_v").is_none(), "plain requests are as they were");
+        let dv: Vec<Shape> = plain.iter().map(|s| Shape { head_dim: 192, head_dim_v: Some(128), ..*s }).collect();
+        let v = serde_json::to_value(Request::new(&dv, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(false, &ModSpec::default()))).unwrap();
+        assert_eq!((&v["shapes"][0]["head_dim"], &v["shapes"][0]["head_dim_v"]), (&serde_json::json!(192), &serde_json::json!(128)));
+        assert!(SCRIPT.contains("shape.get(\"head_dim_v\") or d"));
+        // A backend that refuses the width is n/a with its reason; one that runs counts the
+        // problem's own FLOPs.
+        let reply = format!(
+            "{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\
+               \"flash\": {{\"error\": \"sdpa: RuntimeError: No available kernel.\"}},\
+               \"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func\"}}}}}}\n"
+        );
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &dv, DType::Bf16, (false, &ModSpec::default()), None) else { panic!() };
+        let (fa2, fa3) = (&records[0], &records[2]);
+        assert_eq!((fa2.median_ms, fa2.note.as_deref()), (None, Some("sdpa: RuntimeError: No available kernel.")));
+        assert_eq!(fa3.shape, dv[0]);
+        assert_eq!(fa3.tflops, Some(dv[0].flops() / 0.5e-3 / 1e12));
+        assert_eq!(dv[0].flops(), 2.0 * 2.0 * 8.0 * 512.0 * 512.0 * (192.0 + 128.0) / 2.0);
+    }
+
+    #[test]
     fn the_request_carries_the_modifications_to_the_backends_that_take_them() {
         let s = shapes();
         let local = ModSpec { window: (Some(4096), None), softcap: Some(30.0), ..ModSpec::default() };
@@ -421,7 +447,7 @@ mod tests {
     #[test]
     fn runs_the_script_and_never_fails() {
         // Here: no torch (or no python3, or no GPU) gives a reason; with torch and a GPU, times.
-        let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, causal: true }];
+        let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, head_dim_v: None, causal: true }];
         let mut reported = 0;
         match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, &ModSpec::default(), || reported += 1) {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),

@@ -5,7 +5,11 @@ Request, one JSON document on stdin:
   {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
    "backends": ["flash", "cudnn", "fa3", "flex"], "backward": bool,
    "window": [left, right], "softcap": float, "alibi": bool, "block_sparsity": float,
-   "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"}, ...]}
+   "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal",
+               "head_dim_v" (optional)}, ...]}
+A shape's "head_dim_v" is the head dimension of V and the output (absent: "head_dim"); every
+backend gets V that wide, and one that refuses it (SDPA's flash backend does, cuDNN and
+FlashAttention-3 accept some pairs, e.g. 192 / 128) answers with the error.
 "window", "softcap" and "alibi" apply to every shape, as FlashAttention's `window_size` (-1: an
 unbounded side) and `softcap` (0: none), and ALiBi with BLOOM's slopes 2^(-8 (h + 1) / heads)
 (flashrs's `alibi_slopes`), and "block_sparsity" the fraction of 128-key blocks each query
@@ -25,9 +29,10 @@ Timing matches flashrs: `warmup` untimed calls, then `iters` calls each between 
 events, median and minimum in milliseconds (with "backward": the autograd backward of one
 forward call, dQ, dK and dV for a random dO, retaining the graph between calls); with timing "queued" each timed call waits behind a
 spin kernel (`torch.cuda._sleep`) long enough to cover Python's dispatch, so that the events see
-the GPU's work alone. Inputs are standard normal in [B, H, S, D] for SDPA, and the same
-values in FlashAttention's own [B, S, H, D] (contiguous) for FlashAttention-3, which aligns the
-causal diagonal to the bottom-right corner and takes fewer K/V heads natively, as flashrs does.
+the GPU's work alone. Inputs are standard normal in [B, H, S, D] for SDPA (V's D its
+"head_dim_v"), and the same values in FlashAttention's own [B, S, H, D] (contiguous) for
+FlashAttention-3, which aligns the causal diagonal to the bottom-right corner and takes fewer
+K/V heads natively, as flashrs does.
 """
 
 import json
@@ -259,9 +264,10 @@ def main():
             continue
         try:
             b, d = shape["batch"], shape["head_dim"]
+            dv = shape.get("head_dim_v") or d
             q = torch.randn(b, shape["heads_q"], shape["seqlen_q"], d, device="cuda", dtype=dtype)
             k = torch.randn(b, shape["heads_kv"], shape["seqlen_k"], d, device="cuda", dtype=dtype)
-            v = torch.randn_like(k)
+            v = torch.randn(b, shape["heads_kv"], shape["seqlen_k"], dv, device="cuda", dtype=dtype)
             if backward:
                 for t in (q, k, v):
                     t.requires_grad_(True)

@@ -7,8 +7,9 @@ use flashrs_reference::{Problem, RefInputs, Variants, reference_forward_with, re
 
 /// Query rows compared when the shape is too large to check in full.
 pub const SAMPLE_ROWS: usize = 64;
-/// Shapes up to this many reference multiply-adds (rows * seqlen_k * head_dim) are checked in
-/// full: a second or so of CPU time.
+/// Shapes up to this many reference multiply-adds per product (rows * seqlen_k * head_dim for
+/// `Q K^T`, the same with head_dim_v for `P V`: their mean) are checked in full: a second or so
+/// of CPU time.
 pub const FULL_CHECK_MACS: usize = 1 << 28;
 
 /// Allowed error per element: `atol + rtol * |reference|`.
@@ -101,14 +102,14 @@ pub fn sample_rows(p: &Problem, n: usize) -> Vec<RowIndex> {
     }
 }
 
-/// Compares `out` (contiguous `[batch, seqlen_q, heads_q, head_dim]`) with the reference
+/// Compares `out` (contiguous `[batch, seqlen_q, heads_q, head_dim_v]`) with the reference
 /// computed from `x` with the modifications `var`: every row if the shape is small, else
 /// [`SAMPLE_ROWS`] of them.
 pub fn check(p: &Problem, var: &Variants, x: &RefInputs, out: &[f32], tol: Tolerance) -> Outcome {
-    let d = p.head_dim;
+    let d = p.head_dim_v;
     let offset = |(b, h, i): RowIndex| ((b * p.seqlen_q + i) * p.heads_q + h) * d;
     let rows = p.batch * p.heads_q * p.seqlen_q;
-    if rows * p.seqlen_k * d <= FULL_CHECK_MACS {
+    if rows * p.seqlen_k * (p.head_dim + p.head_dim_v) <= 2 * FULL_CHECK_MACS {
         let (reference, _) = reference_forward_with(p, var, x);
         let all = sample_rows(p, rows);
         compare(out, all.iter().map(|&r| (r, &reference[offset(r)..offset(r) + d])), offset, tol)
@@ -152,14 +153,38 @@ mod tests {
     use flashrs_reference::reference_forward;
 
     fn problem(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, head_dim: usize) -> Problem {
-        Problem { batch, seqlen_q, seqlen_k, heads_q, heads_kv: heads_q, head_dim, causal: false, scale: 1.0 / (head_dim as f64).sqrt() }
+        Problem { batch, seqlen_q, seqlen_k, heads_q, heads_kv: heads_q, head_dim, head_dim_v: head_dim, causal: false, scale: 1.0 / (head_dim as f64).sqrt() }
     }
 
     fn inputs(p: &Problem) -> [Vec<f32>; 3] {
         let (nq, nk) = (p.batch * p.seqlen_q * p.heads_q * p.head_dim, p.batch * p.seqlen_k * p.heads_kv * p.head_dim);
+        let nv = p.batch * p.seqlen_k * p.heads_kv * p.head_dim_v;
         // Deterministic values in (-1, 1), different per tensor.
         let fill = |n: usize, salt: usize| (0..n).map(|i| (((i * 7919 + salt) % 1000) as f32 / 500.0) - 1.0).collect();
-        [fill(nq, 1), fill(nk, 2), fill(nk, 3)]
+        [fill(nq, 1), fill(nk, 2), fill(nv, 3)]
+    }
+
+    #[test]
+    fn the_output_is_head_dim_v_wide() {
+        let p = Problem { head_dim_v: 8, causal: true, ..problem(2, 5, 7, 4, 16) };
+        let [q, k, v] = inputs(&p);
+        let x = RefInputs { q: &q, k: &k, v: &v };
+        let mut out: Vec<f32> = reference_forward(&p, &x).0.iter().map(|&v| v as f32).collect();
+        assert_eq!(out.len(), 2 * 5 * 4 * 8);
+        let tol = Tolerance::for_dtype(DType::F16);
+        assert_eq!(check(&p, &Variants::NONE, &x, &out, tol).into_result("shape").unwrap().rows, 2 * 4 * 5);
+        // Element (batch 1, row 3, head 2, col 5) of rows 8 wide.
+        out[((5 + 3) * 4 + 2) * 8 + 5] += 0.01;
+        let err = check(&p, &Variants::NONE, &x, &out, tol).into_result("dv").unwrap_err();
+        assert!(err.contains("batch 1, row 3, head 2, col 5"), "{err}");
+        // Sampled rows too.
+        let big = Problem { head_dim_v: 32, ..problem(1, 2048, 2048, 2, 64) };
+        let [q, k, v] = inputs(&big);
+        let x = RefInputs { q: &q, k: &k, v: &v };
+        let window = Variants { window: (Some(0), Some(0)), ..Variants::NONE };
+        // A window of one key: each output row is its own value row.
+        let o = check(&big, &window, &x, &v, tol);
+        assert_eq!((o.rows, o.mismatch), (SAMPLE_ROWS, None));
     }
 
     #[test]

@@ -28,14 +28,14 @@ pub fn random<T: Element>(n: usize) -> Vec<T> {
 pub fn random_forward<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &AttentionParams) -> Result<[Vec<T>; 4], Box<dyn std::error::Error>> {
     use cust::memory::{CopyDestination, DeviceBuffer};
     use cust::stream::{Stream, StreamFlags};
-    let (n_q, n_kv, _) = p.contiguous_lens()?;
-    let (q, k, v) = (random::<T>(n_q), random::<T>(n_kv), random::<T>(n_kv));
+    let n = p.contiguous_lens()?;
+    let (q, k, v) = (random::<T>(n.q), random::<T>(n.k), random::<T>(n.v));
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
-    let mut out_d = DeviceBuffer::from_slice(&vec![T::default(); n_q])?;
+    let mut out_d = DeviceBuffer::from_slice(&vec![T::default(); n.out])?;
     gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut out_d, None)?;
     stream.synchronize()?;
-    let mut out = vec![T::default(); n_q];
+    let mut out = vec![T::default(); n.out];
     out_d.copy_to(&mut out[..])?;
     Ok([q, k, v, out])
 }

@@ -18,27 +18,27 @@ pub struct RefGrads {
     pub dq: Vec<f64>,
     /// `[batch, seqlen_k, heads_kv, head_dim]`.
     pub dk: Vec<f64>,
-    /// `[batch, seqlen_k, heads_kv, head_dim]`.
+    /// `[batch, seqlen_k, heads_kv, head_dim_v]`.
     pub dv: Vec<f64>,
     /// `[heads_q]`: the sinks' gradients (empty without sinks).
     pub dsinks: Vec<f64>,
 }
 
 /// The gradients of a loss whose gradient with respect to the output is `dout` (contiguous
-/// `[batch, seqlen_q, heads_q, head_dim]`), computed on all available cores.
+/// `[batch, seqlen_q, heads_q, head_dim_v]`), computed on all available cores.
 pub fn reference_backward<T: Copy + Into<f64> + Sync>(p: &Problem, x: &RefInputs<T>, dout: &[T]) -> RefGrads {
     reference_backward_with(p, &Variants::NONE, x, dout)
 }
 
 /// [`reference_backward`] with variants.
 pub fn reference_backward_with<T: Copy + Into<f64> + Sync>(p: &Problem, var: &Variants, x: &RefInputs<T>, dout: &[T]) -> RefGrads {
-    let d = p.head_dim;
+    let (d, dv_cols) = (p.head_dim, p.head_dim_v);
     let group = p.heads_q / p.heads_kv;
     // One task per (batch, K/V head): it owns that head's dK and dV, and its query heads' dQ
     // and sink gradients.
     let tasks: Vec<(usize, usize)> = (0..p.batch).flat_map(|b| (0..p.heads_kv).map(move |h| (b, h))).collect();
     let parts = parallel_map(&tasks, |&(b, hkv)| {
-        let (mut dk, mut dv) = (vec![0.0; p.seqlen_k * d], vec![0.0; p.seqlen_k * d]);
+        let (mut dk, mut dv) = (vec![0.0; p.seqlen_k * d], vec![0.0; p.seqlen_k * dv_cols]);
         let mut dq = vec![0.0; group * p.seqlen_q * d];
         let mut dsinks = vec![0.0; group];
         for g in 0..group {
@@ -49,19 +49,21 @@ pub fn reference_backward_with<T: Copy + Into<f64> + Sync>(p: &Problem, var: &Va
                     continue;
                 }
                 let out = weighted_values(p, x, b, h, sm.keys.clone(), &sm.probs);
-                let q = &x.q[p.q_offset(b, h, i)..][..d];
-                let d_o = &dout[p.q_offset(b, h, i)..][..d];
+                let q = &x.q[p.q_offset(b, h, i, d)..][..d];
+                let d_o = &dout[p.q_offset(b, h, i, dv_cols)..][..dv_cols];
                 let big_d = d_o.iter().zip(&out).map(|(&a, b)| a.into() * b).sum::<f64>();
                 dsinks[g] -= sm.sink * big_d;
                 let dq_row = &mut dq[(g * p.seqlen_q + i) * d..][..d];
                 for ((j, &pj), &f) in sm.keys.clone().zip(&sm.probs).zip(&sm.dscore) {
-                    let (k, v) = (&x.k[p.kv_offset(b, hkv, j)..][..d], &x.v[p.kv_offset(b, hkv, j)..][..d]);
+                    let (k, v) = (&x.k[p.kv_offset(b, hkv, j, d)..][..d], &x.v[p.kv_offset(b, hkv, j, dv_cols)..][..dv_cols]);
                     let dp = d_o.iter().zip(v).map(|(&a, &b)| a.into() * b.into()).sum::<f64>();
                     let ds = pj * (dp - big_d) * f;
                     for c in 0..d {
                         dq_row[c] += p.scale * ds * k[c].into();
                         dk[j * d + c] += p.scale * ds * q[c].into();
-                        dv[j * d + c] += pj * d_o[c].into();
+                    }
+                    for c in 0..dv_cols {
+                        dv[j * dv_cols + c] += pj * d_o[c].into();
                     }
                 }
             }
@@ -71,21 +73,21 @@ pub fn reference_backward_with<T: Copy + Into<f64> + Sync>(p: &Problem, var: &Va
     let mut grads = RefGrads {
         dq: vec![0.0; p.batch * p.seqlen_q * p.heads_q * d],
         dk: vec![0.0; p.batch * p.seqlen_k * p.heads_kv * d],
-        dv: vec![0.0; p.batch * p.seqlen_k * p.heads_kv * d],
+        dv: vec![0.0; p.batch * p.seqlen_k * p.heads_kv * dv_cols],
         dsinks: if var.sinks.is_some() { vec![0.0; p.heads_q] } else { vec![] },
     };
     for (&(b, hkv), (dq, dk, dv, dsinks)) in tasks.iter().zip(parts) {
         for g in 0..group {
             for i in 0..p.seqlen_q {
-                grads.dq[p.q_offset(b, hkv * group + g, i)..][..d].copy_from_slice(&dq[(g * p.seqlen_q + i) * d..][..d]);
+                grads.dq[p.q_offset(b, hkv * group + g, i, d)..][..d].copy_from_slice(&dq[(g * p.seqlen_q + i) * d..][..d]);
             }
             if let Some(s) = grads.dsinks.get_mut(hkv * group + g) {
                 *s += dsinks[g];
             }
         }
         for j in 0..p.seqlen_k {
-            grads.dk[p.kv_offset(b, hkv, j)..][..d].copy_from_slice(&dk[j * d..][..d]);
-            grads.dv[p.kv_offset(b, hkv, j)..][..d].copy_from_slice(&dv[j * d..][..d]);
+            grads.dk[p.kv_offset(b, hkv, j, d)..][..d].copy_from_slice(&dk[j * d..][..d]);
+            grads.dv[p.kv_offset(b, hkv, j, dv_cols)..][..dv_cols].copy_from_slice(&dv[j * dv_cols..][..dv_cols]);
         }
     }
     grads
@@ -117,13 +119,13 @@ mod tests {
 
     /// The analytic gradients against central finite differences of the loss, element by
     /// element, on tiny shapes: GQA, causal with more queries than keys (rows without keys),
-    /// and with fewer.
+    /// and with fewer, and V's head dimension other than K's (wider and narrower).
     #[test]
     fn gradients_match_finite_differences() {
-        for (sq, sk, causal) in [(3, 5, false), (5, 3, true), (4, 6, true)] {
-            let p = Problem { batch: 2, seqlen_q: sq, seqlen_k: sk, heads_q: 4, heads_kv: 2, head_dim: 3, causal, scale: 0.7 };
-            let (nq, nk) = (2 * sq * 4 * 3, 2 * sk * 2 * 3);
-            let (q, k, v, dout) = (values(nq, 1), values(nk, 2), values(nk, 3), values(nq, 4));
+        for (sq, sk, causal, dv) in [(3, 5, false, 3), (5, 3, true, 3), (4, 6, true, 3), (4, 5, true, 5), (3, 4, false, 2)] {
+            let p = Problem { batch: 2, seqlen_q: sq, seqlen_k: sk, heads_q: 4, heads_kv: 2, head_dim: 3, head_dim_v: dv, causal, scale: 0.7 };
+            let (nq, nk, nv, no) = (2 * sq * 4 * 3, 2 * sk * 2 * 3, 2 * sk * 2 * dv, 2 * sq * 4 * dv);
+            let (q, k, v, dout) = (values(nq, 1), values(nk, 2), values(nv, 3), values(no, 4));
             let g = reference_backward(&p, &RefInputs { q: &q, k: &k, v: &v }, &dout);
             assert!(g.dq.iter().chain(&g.dk).chain(&g.dv).any(|x| x.abs() > 1e-2), "all gradients near zero: the check would compare nothing");
             let h = 1e-6;
@@ -167,7 +169,7 @@ mod tests {
         ];
         for (causal, var) in cases {
             // More queries than keys: under causal masking and narrow windows some rows see none.
-            let p = Problem { batch: 2, seqlen_q: 5, seqlen_k: 4, heads_q: 4, heads_kv: 2, head_dim: 3, causal, scale: 0.9 };
+            let p = Problem { batch: 2, seqlen_q: 5, seqlen_k: 4, heads_q: 4, heads_kv: 2, head_dim: 3, head_dim_v: 3, causal, scale: 0.9 };
             let (nq, nk) = (2 * 5 * 4 * 3, 2 * 4 * 2 * 3);
             let (q, k, v, dout) = (values(nq, 11), values(nk, 12), values(nk, 13), values(nq, 14));
             let g = reference_backward_with(&p, &var, &RefInputs { q: &q, k: &k, v: &v }, &dout);
@@ -194,7 +196,7 @@ mod tests {
     #[test]
     fn rows_without_keys_have_zero_gradient() {
         // Causal, 3 queries over 1 key: rows 0 and 1 see nothing, row 2 sees key 0.
-        let p = Problem { batch: 1, seqlen_q: 3, seqlen_k: 1, heads_q: 1, heads_kv: 1, head_dim: 2, causal: true, scale: 1.0 };
+        let p = Problem { batch: 1, seqlen_q: 3, seqlen_k: 1, heads_q: 1, heads_kv: 1, head_dim: 2, head_dim_v: 2, causal: true, scale: 1.0 };
         let (q, k, v) = (values(6, 5), values(2, 6), values(2, 7));
         let dout = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0];
         let g = reference_backward(&p, &RefInputs { q: &q, k: &k, v: &v }, &dout);

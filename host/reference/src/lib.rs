@@ -26,8 +26,10 @@ pub struct Problem {
     pub heads_q: usize,
     /// Key/value heads (`heads_q` a multiple of it).
     pub heads_kv: usize,
-    /// Head dimension.
+    /// Head dimension of Q and K.
     pub head_dim: usize,
+    /// Head dimension of V and the output.
+    pub head_dim_v: usize,
     /// Causal masking, aligned to the bottom-right corner: row `i` sees keys `j <= i + seqlen_k
     /// - seqlen_q`.
     pub causal: bool,
@@ -47,6 +49,7 @@ impl From<&flashrs::AttentionParams<'_>> for Problem {
             heads_q: p.heads_q,
             heads_kv: p.heads_kv,
             head_dim: p.head_dim,
+            head_dim_v: p.head_dim_v(),
             causal: p.causal,
             scale: p.scale() as f64,
         }
@@ -69,14 +72,16 @@ impl Problem {
         head / (self.heads_q / self.heads_kv)
     }
 
-    /// Offset of query (and output) row `row` of (`batch`, `head`).
-    fn q_offset(&self, batch: usize, head: usize, row: usize) -> usize {
-        ((batch * self.seqlen_q + row) * self.heads_q + head) * self.head_dim
+    /// Offset of query row `row` of (`batch`, `head`) in a tensor of `d` columns (Q's
+    /// `head_dim`, the output's `head_dim_v`).
+    fn q_offset(&self, batch: usize, head: usize, row: usize, d: usize) -> usize {
+        ((batch * self.seqlen_q + row) * self.heads_q + head) * d
     }
 
-    /// Offset of key/value row `row` of (`batch`, `head_kv`).
-    fn kv_offset(&self, batch: usize, head_kv: usize, row: usize) -> usize {
-        ((batch * self.seqlen_k + row) * self.heads_kv + head_kv) * self.head_dim
+    /// Offset of key/value row `row` of (`batch`, `head_kv`) in a tensor of `d` columns (K's
+    /// `head_dim`, V's `head_dim_v`).
+    fn kv_offset(&self, batch: usize, head_kv: usize, row: usize, d: usize) -> usize {
+        ((batch * self.seqlen_k + row) * self.heads_kv + head_kv) * d
     }
 }
 

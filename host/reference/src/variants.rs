@@ -104,7 +104,7 @@ mod tests {
     use crate::{RefInputs, reference_row_with};
 
     fn problem(seqlen_q: usize, seqlen_k: usize, causal: bool) -> Problem {
-        Problem { batch: 2, seqlen_q, seqlen_k, heads_q: 2, heads_kv: 1, head_dim: 2, causal, scale: 1.0 }
+        Problem { batch: 2, seqlen_q, seqlen_k, heads_q: 2, heads_kv: 1, head_dim: 2, head_dim_v: 2, causal, scale: 1.0 }
     }
 
     #[test]
@@ -167,7 +167,7 @@ mod tests {
         let q = vec![0.3, -0.7];
         let k: Vec<f64> = (0..n * d).map(|i| ((i * 37 % 101) as f64 / 50.0) - 1.0).collect();
         let v: Vec<f64> = (0..n * d).map(|i| ((i * 53 % 97) as f64 / 40.0) - 1.2).collect();
-        let p = Problem { batch: 1, seqlen_q: 1, seqlen_k: n, heads_q: 1, heads_kv: 1, head_dim: d, causal: false, scale: 0.5 };
+        let p = Problem { batch: 1, seqlen_q: 1, seqlen_k: n, heads_q: 1, heads_kv: 1, head_dim: d, head_dim_v: d, causal: false, scale: 0.5 };
         let visits = [false, true, false];
         let blocks = Blocks { visits: &visits, batch: 1, heads: 1, q_blocks: 1, kv_blocks: 3 };
         let var = Variants { blocks: Some(blocks), ..Variants::NONE };

@@ -14,7 +14,7 @@ use super::warp_merge::owns;
 /// Stores the warp's `16 * MT` rows of O (the columns of the fragments warp `wn` of `WN`
 /// [`owns`]), starting at tile row `row0` (sequence row `seq_row0 + row0`), into the matrix
 /// whose sequence row 0 is at `out` (`row_stride` elements between rows), skipping rows at or
-/// past `seqlen_q` and chunks past `head_dim`.
+/// past `seqlen_q` and chunks past `head_dim_v`.
 #[inline(always)]
 pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: usize, const D: usize, const WN: usize>(
     o: &[[FragC; ON]; MT],
@@ -26,7 +26,7 @@ pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: us
     row_stride: i64,
     seq_row0: u32,
     seqlen_q: u32,
-    head_dim: u32,
+    head_dim_v: u32,
 ) {
     for mt in 0..MT {
         for j in 0..ON {
@@ -48,7 +48,7 @@ pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: us
         let c = lane + 32 * i;
         let (r, chunk) = (c / chunks, wn * chunks + c % chunks);
         let seq_row = seq_row0 + (row0 + r) as u32;
-        if seq_row < seqlen_q && (chunk as u32) * 8 < head_dim {
+        if seq_row < seqlen_q && (chunk as u32) * 8 < head_dim_v {
             let v = unsafe { ld_shared_v4(stage.chunk_addr(row0 + r, chunk)) };
             let dst = unsafe { out.offset((seq_row as i64 * row_stride) as isize + (chunk * 8) as isize) };
             unsafe { st_global_v4(dst as *mut u32, v) };

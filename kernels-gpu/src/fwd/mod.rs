@@ -152,8 +152,10 @@ unsafe fn flash_fwd<
         (first as u32, keys.div_ceil(BN) - first)
     };
 
-    let mut k_cursor = TileCursor::<BN, D, THREADS>::new(tid, k, kr, seqlen_k, t0 * BN as u32, p.head_dim);
-    let mut v_cursor = TileCursor::<BN, D, THREADS>::new(tid, v, vr, seqlen_k, t0 * BN as u32, p.head_dim);
+    // K and V are read as wide as the wider of them ([`TileCursor::new_within`]).
+    let kv_cols = p.head_dim.max(p.head_dim_v);
+    let mut k_cursor = TileCursor::<BN, D, THREADS>::new_within(tid, k, kr, seqlen_k, t0 * BN as u32, p.head_dim, kv_cols);
+    let mut v_cursor = TileCursor::<BN, D, THREADS>::new_within(tid, v, vr, seqlen_k, t0 * BN as u32, p.head_dim_v, kv_cols);
     let mut paged = PagedCursor::<BN, D, THREADS>::new(tid, p, tile.batch, h_kv as u32, seqlen_k, t0 * BN as u32);
     // Tiles are issued in order, each cursor stepping to the next; `t` only picks the stage.
     let mut load_kv = |t: usize| unsafe {
@@ -162,8 +164,8 @@ unsafe fn flash_fwd<
         } else {
             if let Some(b) = blocks {
                 let key0 = b.key0::<BN>(&p.mods.blocks, t as u32);
-                k_cursor = TileCursor::new(tid, k, kr, seqlen_k, key0, p.head_dim);
-                v_cursor = TileCursor::new(tid, v, vr, seqlen_k, key0, p.head_dim);
+                k_cursor = TileCursor::new_within(tid, k, kr, seqlen_k, key0, p.head_dim, kv_cols);
+                v_cursor = TileCursor::new_within(tid, v, vr, seqlen_k, key0, p.head_dim_v, kv_cols);
             }
             k_cursor.issue(k_tile(t % STAGES), tid, p.k_strides[1]);
             v_cursor.issue(v_tile(t % STAGES), tid, p.v_strides[1]);
@@ -249,7 +251,7 @@ unsafe fn flash_fwd<
     cp_async_wait_group::<0>();
     bar_sync();
     unsafe {
-        store_o::<T, MT, ON, BM, D, WN>(&o, wn, q_tile, warp_row0, lane, o_ptr, or, m0, seqlen_q, p.head_dim);
+        store_o::<T, MT, ON, BM, D, WN>(&o, wn, q_tile, warp_row0, lane, o_ptr, or, m0, seqlen_q, p.head_dim_v);
         if p.lse != 0 && stores_lse {
             let dst = (p.lse as *mut f32).add(extent.lse_first(p, tile.batch, tile.head, VARLEN));
             store_lse(&lse, dst, m0 + warp_row0 as u32, seqlen_q, lane);

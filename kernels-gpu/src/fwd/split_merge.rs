@@ -130,7 +130,7 @@ unsafe fn merge_row<T: Element, const D: usize>(p: &FwdParams, bh: u32, i: u32, 
         }
         unsafe { load_partials::<D>(p, rows, row, col, s0, &mut part) };
     }
-    if col < p.head_dim as usize {
+    if col < p.head_dim_v as usize {
         let dst = unsafe { out.o.offset((i as i64 * out.row_stride + col as i64) as isize) as *mut u32 };
         for k in 0..cols / 2 {
             unsafe { *dst.add(k) = T::pack2(acc[2 * k], acc[2 * k + 1]) };

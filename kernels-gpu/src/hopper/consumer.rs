@@ -91,8 +91,8 @@ impl Pingpong {
 /// What both main loops need: the operands' shared-memory addresses, the score modification
 /// and the masking.
 #[derive(Clone, Copy)]
-struct Rows<S, M, const D: usize, const BM: usize, const BN: usize, const STAGES: usize> {
-    smem: Smem<D, BM, BN, STAGES>,
+struct Rows<S, M, const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> {
+    smem: Smem<D, DV, BM, BN, STAGES>,
     /// This warpgroup's first Q row in slab 0.
     q: u32,
     score: S,
@@ -110,7 +110,7 @@ struct Rows<S, M, const D: usize, const BM: usize, const BN: usize, const STAGES
     n_tiles: u32,
 }
 
-impl<S: ScoreMod, M: MaskMod, const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<S, M, D, BM, BN, STAGES> {
+impl<S: ScoreMod, M: MaskMod, const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<S, M, D, DV, BM, BN, STAGES> {
     /// The first key of the tile in K stage `stage`, as the producer gave it when the mask has
     /// [`MaskMod::BLOCKS`] ([`Smem::key_slot`]; read before the stage is released). Read by the
     /// lane that releases the stage for the warp, so that its arrival orders the read before
@@ -153,6 +153,7 @@ unsafe fn mainloop_serial<
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
+    const DV: usize,
     const BM: usize,
     const BN: usize,
     const STAGES: usize,
@@ -160,7 +161,7 @@ unsafe fn mainloop_serial<
     const ON: usize,
     const KP: usize,
 >(
-    r: &Rows<S, M, D, BM, BN, STAGES>,
+    r: &Rows<S, M, D, DV, BM, BN, STAGES>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     start: PipeState<STAGES>,
@@ -182,7 +183,7 @@ unsafe fn mainloop_serial<
         let mut p = pack_p::<T, SN, KP>(&s);
         unsafe {
             wait_full(r.smem.v_full(stage), pipe.phase);
-            gemm_pv::<T, D, BN, ON, KP>(o, &mut p, r.smem.v(stage));
+            gemm_pv::<T, DV, BN, ON, KP>(o, &mut p, r.smem.v(stage));
             wait::<0, ON>(o);
             release(r.smem.v_empty(stage), r.lane);
         }
@@ -208,6 +209,7 @@ unsafe fn mainloop_pipelined<
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
+    const DV: usize,
     const BM: usize,
     const BN: usize,
     const STAGES: usize,
@@ -215,7 +217,7 @@ unsafe fn mainloop_pipelined<
     const ON: usize,
     const KP: usize,
 >(
-    r: &Rows<S, M, D, BM, BN, STAGES>,
+    r: &Rows<S, M, D, DV, BM, BN, STAGES>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     turns: Pingpong,
@@ -252,7 +254,7 @@ unsafe fn mainloop_pipelined<
             turns.wait_turn();
             gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
             wait_full(smem.v_full(pv.stage), pv.phase);
-            gemm_pv::<T, D, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
+            gemm_pv::<T, DV, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
             turns.pass_turn();
             wait::<1, SN>(&mut s);
         }
@@ -279,7 +281,7 @@ unsafe fn mainloop_pipelined<
     unsafe {
         turns.wait_turn();
         wait_full(smem.v_full(pv.stage), pv.phase);
-        gemm_pv::<T, D, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
+        gemm_pv::<T, DV, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
         turns.pass_turn();
         wait::<0, ON>(o);
         release(smem.v_empty(pv.stage), lane);
@@ -296,6 +298,7 @@ pub unsafe fn run<
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
+    const DV: usize,
     const BM: usize,
     const BN: usize,
     const STAGES: usize,
@@ -306,7 +309,7 @@ pub unsafe fn run<
     const VARLEN: bool,
 >(
     p: &FwdParams,
-    smem: Smem<D, BM, BN, STAGES>,
+    smem: Smem<D, DV, BM, BN, STAGES>,
     wg: u32,
     tid: u32,
 ) {
@@ -325,7 +328,7 @@ pub unsafe fn run<
     let mut i = 0u32;
     loop {
         // Q tile `b` holds work tile `i`'s Q; its slot names the work tile (or none is left).
-        let (b, phase) = Smem::<D, BM, BN, STAGES>::q_turn(i);
+        let (b, phase) = Smem::<D, DV, BM, BN, STAGES>::q_turn(i);
         unsafe { wait_full(smem.q_full(b), phase) };
         // Read by the lane that releases the Q tile for the warp (so the release covers the
         // read that the producer's next store to the slot must follow), then shared.
@@ -337,7 +340,7 @@ pub unsafe fn run<
         let work = work_of(tile);
         let wg_row0 = work.m0 + 64 * wg;
         let row = wg_row0 + 16 * (tid / 32) + lane / 4;
-        let rows = Rows::<S, M, D, BM, BN, STAGES> {
+        let rows = Rows::<S, M, D, DV, BM, BN, STAGES> {
             smem,
             q: smem.q(b) + 64 * wg * 128,
             score: S::new(p, work.batch, work.head, &work.extent),
@@ -353,9 +356,9 @@ pub unsafe fn run<
         let mut o = [0.0f32; ON];
         let mut softmax = OnlineSoftmax::new();
         pipe = if PIPELINED {
-            unsafe { mainloop_pipelined::<T, S, M, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
+            unsafe { mainloop_pipelined::<T, S, M, D, DV, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
         } else {
-            unsafe { mainloop_serial::<T, S, M, D, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
+            unsafe { mainloop_serial::<T, S, M, D, DV, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
         };
         let lse = if S::SINK { softmax.finish_with_sink(&mut o, p.scale_log2, rows.score.sink_log2()) } else { softmax.finish(&mut o, p.scale_log2) };
 
@@ -371,7 +374,7 @@ pub unsafe fn run<
         let [ob, or, oh] = p.o_strides;
         let out = (p.o as *mut u16).wrapping_offset((bi * ob + h * oh + e.q_start as i64 * or) as isize);
         unsafe {
-            store_o::<T, D, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, e.seqlen_q, p.head_dim);
+            store_o::<T, DV, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, e.seqlen_q, p.head_dim_v);
             if p.lse != 0 {
                 let dst = (p.lse as *mut f32).add(e.lse_first(p, work.batch, work.head, VARLEN));
                 store_lse(lse, dst, row, e.seqlen_q, lane);

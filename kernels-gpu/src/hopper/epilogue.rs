@@ -18,7 +18,7 @@ pub fn wg_barrier(wg: u32) {
 
 /// Stores the warpgroup's 64 rows of O (first sequence row `m0 + 64 * wg`) into the matrix
 /// whose sequence row 0 is at `out` (`row_stride` elements between rows), skipping rows at or
-/// past `seqlen_q` and 8-column chunks at or past `head_dim`. `q_tile` is the CTA's Q tile
+/// past `seqlen_q` and 8-column chunks at or past `head_dim_v`. `q_tile` is the CTA's Q tile
 /// (`BM` rows per slab); `tid` is the thread's index in the warpgroup (0..128).
 #[inline(always)]
 pub unsafe fn store_o<T: Element, const D: usize, const BM: usize, const ON: usize>(
@@ -30,7 +30,7 @@ pub unsafe fn store_o<T: Element, const D: usize, const BM: usize, const ON: usi
     row_stride: i64,
     m0: u32,
     seqlen_q: u32,
-    head_dim: u32,
+    head_dim_v: u32,
 ) {
     const { assert!(ON == D / 2 && D % 64 == 0) };
     let (warp, lane) = (tid / 32, tid % 32);
@@ -49,7 +49,7 @@ pub unsafe fn store_o<T: Element, const D: usize, const BM: usize, const ON: usi
     let chunks = (D / 8) as u32;
     let rows_per_pass = 128 / chunks;
     let c = tid % chunks;
-    if c * 8 >= head_dim {
+    if c * 8 >= head_dim_v {
         return;
     }
     let r0 = tid / chunks;

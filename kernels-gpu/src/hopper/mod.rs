@@ -59,9 +59,9 @@ pub(crate) fn entry_directives<const THREADS: usize>() {
     }
 }
 
-/// The kernel body. Const generics: element type, padded head dim `D`, query rows per CTA `BM`
-/// (64 per consumer warpgroup), keys per stage `BN`, `STAGES`, the derived register counts
-/// `SN = BN/2` (scores), `ON = D/2` (output) and `KP = BN/16` (P's k-steps), which stable Rust
+/// The kernel body. Const generics: element type, padded head dims `D` (Q, K) and `DV` (V, the
+/// output; at most `D`), query rows per CTA `BM` (64 per consumer warpgroup), keys per stage
+/// `BN`, `STAGES`, the derived register counts `SN = BN/2` (scores), `ON = DV/2` (output) and `KP = BN/16` (P's k-steps), which stable Rust
 /// cannot compute in array types, the warpgroups' register budgets after `setmaxnreg`
 /// (producer `PREGS`, each consumer `CREGS`), the consumer schedule (see [`consumer`]), and
 /// `VARLEN`: packed variable-length batches (per-sequence extents from the offsets arrays; a
@@ -74,6 +74,7 @@ unsafe fn flash_fwd_sm90<
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
+    const DV: usize,
     const BM: usize,
     const BN: usize,
     const STAGES: usize,
@@ -89,13 +90,13 @@ unsafe fn flash_fwd_sm90<
     p: &FwdParams,
 ) {
     const {
-        assert!(SN == BN / 2 && ON == D / 2 && KP == BN / 16 && D % 64 == 0 && BN % 16 == 0 && STAGES >= 1);
+        assert!(SN == BN / 2 && ON == DV / 2 && KP == BN / 16 && D % 64 == 0 && DV % 64 == 0 && DV <= D && BN % 16 == 0 && STAGES >= 1);
         // `setmaxnreg` moves registers between warpgroups, within what the CTA started with:
         // asking for more hangs the consumers.
         let threads = 128 + 2 * BM;
         assert!(BM % 64 == 0 && 128 * PREGS as usize + 2 * BM * CREGS as usize <= flashrs_abi::sm90::initial_regs(threads) as usize * threads);
     };
-    let smem = Smem::<D, BM, BN, STAGES>::new(dsmem_base_1024());
+    let smem = Smem::<D, DV, BM, BN, STAGES>::new(dsmem_base_1024());
     let tid = thread_idx_x();
     // TMA faults on a misaligned map; the host's TensorMapParam layout guarantees alignment,
     // so this only trips if that assumption breaks (a launch error, not wrong numbers).
@@ -105,7 +106,7 @@ unsafe fn flash_fwd_sm90<
     init_barriers(tid, || {
         let empty = empty_arrivals(BM / 64);
         unsafe {
-            for b in 0..Smem::<D, BM, BN, STAGES>::Q_BUFFERS {
+            for b in 0..Smem::<D, DV, BM, BN, STAGES>::Q_BUFFERS {
                 mbarrier_init(smem.q_full(b), 1);
                 mbarrier_init(smem.q_empty(b), empty);
             }
@@ -121,11 +122,11 @@ unsafe fn flash_fwd_sm90<
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 {
-            unsafe { producer::run::<D, BM, BN, STAGES, VARLEN, M>(maps, smem, p) };
+            unsafe { producer::run::<D, DV, BM, BN, STAGES, VARLEN, M>(maps, smem, p) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
-        unsafe { consumer::run::<T, S, M, D, BM, BN, STAGES, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
+        unsafe { consumer::run::<T, S, M, D, DV, BM, BN, STAGES, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
     }
 }
 
@@ -158,8 +159,8 @@ macro_rules! sm90_kernels {
             const F: Flavor = Flavor::$flavor;
             entry_directives::<{ C.threads() }>();
             unsafe {
-                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {bn} {s} {c} {pipe} {m}", v = const $varlen as u32,
-                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bn = const C.block_n,
+                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {dv} {bn} {s} {c} {pipe} {m}", v = const $varlen as u32,
+                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, dv = const C.head_dim_v, bn = const C.block_n,
                     s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32, m = const F.code(),
                     options(nomem, nostack, preserves_flags));
             }
@@ -169,8 +170,8 @@ macro_rules! sm90_kernels {
                 v: crate::param_tensor_map!($name, 2),
             };
             unsafe {
-                flash_fwd_sm90::<$t, $score, $mask, { C.head_dim }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
-                    { C.head_dim / 2 }, { C.block_n / 16 }, { C.producer_regs(F) }, { C.consumer_regs(F) }, { C.pipelined }, $varlen>(maps, &p)
+                flash_fwd_sm90::<$t, $score, $mask, { C.head_dim }, { C.head_dim_v }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
+                    { C.head_dim_v / 2 }, { C.block_n / 16 }, { C.producer_regs(F) }, { C.consumer_regs(F) }, { C.pipelined }, $varlen>(maps, &p)
             }
         }
     };
@@ -203,4 +204,11 @@ sm90_kernels! {
     3, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d64_128x128s3, flash_fwd_sm90_varlen_sparse_bf16_d64_128x128s3;
     1, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d128_128x128s2, flash_fwd_sm90_varlen_sparse_bf16_d128_128x128s2;
     2, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d256_128x64s2, flash_fwd_sm90_varlen_sparse_bf16_d256_128x64s2;
+    // V narrower than Q and K ([`flashrs_abi::sm90::VALUE_DIMS`]), every flavor.
+    8, false, plain => flash_fwd_sm90_f16_d192v128_128x128s2, flash_fwd_sm90_bf16_d192v128_128x128s2;
+    8, true, plain => flash_fwd_sm90_varlen_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_bf16_d192v128_128x128s2;
+    8, false, mods => flash_fwd_sm90_mods_f16_d192v128_128x128s2, flash_fwd_sm90_mods_bf16_d192v128_128x128s2;
+    8, true, mods => flash_fwd_sm90_varlen_mods_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_mods_bf16_d192v128_128x128s2;
+    8, false, sparse => flash_fwd_sm90_sparse_f16_d192v128_128x128s2, flash_fwd_sm90_sparse_bf16_d192v128_128x128s2;
+    8, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_sparse_bf16_d192v128_128x128s2;
 }

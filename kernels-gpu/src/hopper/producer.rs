@@ -4,7 +4,8 @@
 //! consumers released that Q tile's previous work with `q_empty`), and the key tiles in the
 //! consumers' order (last tile first), each K and V into the next free stage of the ring
 //! (after its `k_empty`/`v_empty` phase), K one tile ahead of V. The ring position carries
-//! over from one work tile to the next. Each tile is `D / 64` boxes of 64 columns x rows;
+//! over from one work tile to the next. Each tile is `D / 64` (V: `DV / 64`) boxes of 64
+//! columns x rows;
 //! rows past the tensor (and columns past head_dim) arrive as zeros and still count their
 //! full bytes. In a variable-length launch the rows past a sequence's end are the next
 //! sequence's: the consumers mask those keys and store no such query row.
@@ -43,24 +44,24 @@ pub(crate) unsafe fn load_tile<const D: usize, const ROWS: usize>(dst: u32, map:
 /// ahead of V, in the consumers' order (iteration `t`'s tile starts at key [`Work::key0`]);
 /// K(0) is left to the caller. Returns the position after them.
 #[inline(always)]
-unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, M: MaskMod>(
+unsafe fn load_kv<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize, M: MaskMod>(
     maps: Maps,
-    smem: Smem<D, BM, BN, STAGES>,
+    smem: Smem<D, DV, BM, BN, STAGES>,
     work: Work,
     start: PipeState<STAGES>,
     p: &FwdParams,
 ) -> PipeState<STAGES> {
-    let kv_bytes = (BN * D * 2) as u32;
+    let v_bytes = (BN * DV * 2) as u32;
     let load_v = |pipe: PipeState<STAGES>, t: u32| unsafe {
         wait_empty(smem.v_empty(pipe.stage), pipe.phase);
-        mbarrier_arrive_expect_tx(smem.v_full(pipe.stage), kv_bytes);
-        load_tile::<D, BN>(smem.v(pipe.stage), maps.v, work.key_row::<BN>(p, t), work.head_kv, work.map_batch, smem.v_full(pipe.stage));
+        mbarrier_arrive_expect_tx(smem.v_full(pipe.stage), v_bytes);
+        load_tile::<DV, BN>(smem.v(pipe.stage), maps.v, work.key_row::<BN>(p, t), work.head_kv, work.map_batch, smem.v_full(pipe.stage));
     };
     let mut pk = start;
     for t in 1..work.n_tiles {
         let pv = pk;
         pk.advance();
-        unsafe { load_k::<D, BM, BN, STAGES, M>(maps, smem, work, pk, t, p) };
+        unsafe { load_k::<D, DV, BM, BN, STAGES, M>(maps, smem, work, pk, t, p) };
         load_v(pv, t - 1);
     }
     load_v(pk, work.n_tiles - 1);
@@ -71,9 +72,9 @@ unsafe fn load_kv<const D: usize, const BM: usize, const BN: usize, const STAGES
 /// Loads the K tile of iteration `t` at ring position `pipe`; with [`MaskMod::BLOCKS`], tells the
 /// consumers its first key ([`Smem::key_slot`]).
 #[inline(always)]
-unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, M: MaskMod>(
+unsafe fn load_k<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize, M: MaskMod>(
     maps: Maps,
-    smem: Smem<D, BM, BN, STAGES>,
+    smem: Smem<D, DV, BM, BN, STAGES>,
     work: Work,
     pipe: PipeState<STAGES>,
     t: u32,
@@ -98,9 +99,9 @@ unsafe fn load_k<const D: usize, const BM: usize, const BN: usize, const STAGES:
 /// one's, whose epilogue staged O there), the tile's index in that Q tile's slot and its Q,
 /// then the remaining K/V tiles. After the last, the slot says "none" ([`NO_TILE`]).
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool, M: MaskMod>(
+pub unsafe fn run<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool, M: MaskMod>(
     maps: Maps,
-    smem: Smem<D, BM, BN, STAGES>,
+    smem: Smem<D, DV, BM, BN, STAGES>,
     p: &FwdParams,
 ) {
     unsafe {
@@ -118,7 +119,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         while VARLEN && tile < total && work_for_tile::<BM, BN, VARLEN, M>(p, tile).is_empty() {
             tile = unsafe { claim_next(p, tile) };
         }
-        let (b, phase) = Smem::<D, BM, BN, STAGES>::q_turn(i);
+        let (b, phase) = Smem::<D, DV, BM, BN, STAGES>::q_turn(i);
         if tile >= total {
             unsafe {
                 wait_empty(smem.q_empty(b), phase);
@@ -130,7 +131,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
         let next = unsafe { claim_next(p, tile) };
         let work = work_for_tile::<BM, BN, VARLEN, M>(p, tile);
         if work.n_tiles > 0 {
-            unsafe { load_k::<D, BM, BN, STAGES, M>(maps, smem, work, pipe, 0, p) };
+            unsafe { load_k::<D, DV, BM, BN, STAGES, M>(maps, smem, work, pipe, 0, p) };
         }
         unsafe {
             wait_empty(smem.q_empty(b), phase);
@@ -139,7 +140,7 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
             load_tile::<D, BM>(smem.q(b), maps.q, work.extent.q_start + work.m0, work.head, work.map_batch, smem.q_full(b));
         }
         if work.n_tiles > 0 {
-            pipe = unsafe { load_kv::<D, BM, BN, STAGES, M>(maps, smem, work, pipe, p) };
+            pipe = unsafe { load_kv::<D, DV, BM, BN, STAGES, M>(maps, smem, work, pipe, p) };
         }
         tile = next;
         i += 1;

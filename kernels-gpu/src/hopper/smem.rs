@@ -8,21 +8,23 @@
 //! base offset.
 use flashrs_abi::sm90::q_buffers;
 
-/// The CTA's dynamic shared memory, for head dimension `D`, `BM` query rows, `BN` keys per
-/// stage and `STAGES` stages. Layout: the Q tiles (`BM x D` each, [`Self::Q_BUFFERS`] of
-/// them), K stages, V stages, then the barriers and the work-tile slots.
+/// The CTA's dynamic shared memory, for Q/K head dimension `D`, V head dimension `DV` (at most
+/// `D`: the output is staged in the Q tile), `BM` query rows, `BN` keys per stage and `STAGES`
+/// stages. Layout: the Q tiles (`BM x D` each, [`Self::Q_BUFFERS`] of them), K stages (`BN x
+/// D`), V stages (`BN x DV`), then the barriers and the work-tile slots.
 #[derive(Clone, Copy)]
-pub struct Smem<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> {
+pub struct Smem<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> {
     base: u32,
 }
 
-impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem<D, BM, BN, STAGES> {
+impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem<D, DV, BM, BN, STAGES> {
     const Q_BYTES: u32 = (BM * D * 2) as u32;
-    const KV_BYTES: u32 = (BN * D * 2) as u32;
+    const K_BYTES: u32 = (BN * D * 2) as u32;
+    const V_BYTES: u32 = (BN * DV * 2) as u32;
     /// Q tiles: work tile `i` of the CTA uses tile `i % Q_BUFFERS` (see [`q_buffers`]).
-    pub const Q_BUFFERS: u32 = q_buffers(BM * D * 2, BN * D * 2, STAGES) as u32;
+    pub const Q_BUFFERS: u32 = q_buffers(BM * D * 2, BN * (D + DV) * 2, STAGES) as u32;
     const KV: u32 = Self::Q_BUFFERS * Self::Q_BYTES;
-    const BARS: u32 = Self::KV + 2 * STAGES as u32 * Self::KV_BYTES;
+    const BARS: u32 = Self::KV + STAGES as u32 * (Self::K_BYTES + Self::V_BYTES);
     /// The K/V barriers, after the two `q_full`s.
     const KV_BARS: u32 = Self::BARS + 16;
 
@@ -48,13 +50,13 @@ impl<const D: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem
     /// K stage `s`: `D / 64` slabs of `BN` rows.
     #[inline(always)]
     pub fn k(self, s: u32) -> u32 {
-        self.base + Self::KV + s * Self::KV_BYTES
+        self.base + Self::KV + s * Self::K_BYTES
     }
 
-    /// V stage `s`: `D / 64` slabs of `BN` rows.
+    /// V stage `s`: `DV / 64` slabs of `BN` rows.
     #[inline(always)]
     pub fn v(self, s: u32) -> u32 {
-        self.base + Self::KV + (STAGES as u32 + s) * Self::KV_BYTES
+        self.base + Self::KV + STAGES as u32 * Self::K_BYTES + s * Self::V_BYTES
     }
 
     /// Barrier: Q tile `b` landed (TMA transaction bytes), or the producer found no work tile
