@@ -16,7 +16,7 @@ counts), `decode-queued` (the same, the GPU's time alone), `decode-small` (the d
 1M cached tokens in all: the others spend seconds filling their caches; `decode-small-queued`
 the same with queued timing), `decode-b1` (batch 1 at 1k and 8k keys, call timing: the rows
 where the host's launch work is most of the time), `mma` (standard rows of 4k forced onto
-the mma.sync kernels), `long` (the three 16k non-causal rows, the ones the power state moves
+the mma.sync kernels), `8k` (the 8k rows of the standard sweep, both causal modes), `long` (the three 16k non-causal rows, the ones the power state moves
 most: run them with an even number of rounds), `backward` (the backward pass, bf16, 2k and 16k
 tokens, both causal modes, head dims 64, 128 and 256; `backward-64`, `backward-128` and
 `backward-256` the rows of one head dim). `--b-args` adds arguments for B only (to compare two
@@ -68,6 +68,7 @@ ROWSETS = {
     "backward-64": lambda: backward((64,)),
     "backward-128": lambda: backward((128,)),
     "backward-256": lambda: backward((256,)),
+    "8k": lambda: [["--head-dim", str(d), "--seqlen", "8192", "--causal", c] for d in (64, 128, 256) for c in ("off", "on")],
     "long": lambda: [["--head-dim", str(d), "--seqlen", "16384", "--causal", "off"] for d in (64, 128, 256)],
 }
 

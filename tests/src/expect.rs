@@ -19,6 +19,8 @@ pub enum Want {
     Shape(&'static str),
     /// `UnsupportedHeadDim` with the head_dim.
     HeadDim(usize),
+    /// `UnsupportedHeadDimV` with the head_dim_v.
+    HeadDimV(usize),
     /// `GqaRatio` with (heads_q, heads_kv).
     Gqa(usize, usize),
     /// `LaunchLimit`.
@@ -38,6 +40,7 @@ pub fn error_matches(e: &Error, want: &Want) -> bool {
         (Error::InvalidBuffer { tensor, .. }, Want::Buffer(t)) => tensor == t,
         (Error::InvalidShape { what, .. }, Want::Shape(w)) => what == w,
         (Error::UnsupportedHeadDim(d), Want::HeadDim(w)) => d == w,
+        (Error::UnsupportedHeadDimV(d), Want::HeadDimV(w)) => d == w,
         (Error::GqaRatio { heads_q, heads_kv }, Want::Gqa(q, kv)) => heads_q == q && heads_kv == kv,
         (Error::LaunchLimit(_), Want::Launch) => true,
         (Error::SharedMemory { needed, available, .. }, Want::SharedMemory(n, a)) => needed == n && available == a,

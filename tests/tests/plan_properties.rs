@@ -64,7 +64,7 @@ use flashrs::{
     Arch, AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, DeviceOffsets, DimOrder, Error, Flavor, FwdParams, Kernel, KernelChoice,
     Kv, LaunchPlan, ModParams, Mods, Offsets, PagedKv, Pages, Rows, Strides, Target, Variant,
 };
-use flashrs_tests::expect;
+use flashrs_tests::expect::{Want, error_matches};
 use flashrs_tests::{case_rng, params, planning_index};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -128,42 +128,6 @@ macro_rules! ensure {
     };
 }
 
-/// The typed error a faulty call must give: [`expect::Want`]'s variants (`Ok` aside), and
-/// `HeadDimV`, which that one lacks.
-#[derive(Clone, Debug, PartialEq)]
-enum Want {
-    TooSmall(&'static str, u64, u64),
-    Misaligned(&'static str),
-    Strides(&'static str),
-    Buffer(&'static str),
-    Shape(&'static str),
-    HeadDim(usize),
-    /// `UnsupportedHeadDimV` with the head_dim_v.
-    HeadDimV(usize),
-    Gqa(usize, usize),
-    Launch,
-    SharedMemory(u64, u64),
-    PathUnavailable(&'static str),
-}
-
-/// True when `e` is the error `want` describes.
-fn error_matches(e: &Error, want: &Want) -> bool {
-    use expect::Want as W;
-    let want = match *want {
-        Want::HeadDimV(d) => return matches!(e, Error::UnsupportedHeadDimV(got) if *got == d),
-        Want::TooSmall(t, n, l) => W::TooSmall(t, n, l),
-        Want::Misaligned(t) => W::Misaligned(t),
-        Want::Strides(t) => W::Strides(t),
-        Want::Buffer(t) => W::Buffer(t),
-        Want::Shape(w) => W::Shape(w),
-        Want::HeadDim(d) => W::HeadDim(d),
-        Want::Gqa(q, kv) => W::Gqa(q, kv),
-        Want::Launch => W::Launch,
-        Want::SharedMemory(n, a) => W::SharedMemory(n, a),
-        Want::PathUnavailable(p) => W::PathUnavailable(p),
-    };
-    expect::error_matches(e, &want)
-}
 
 // ------------------------------------------------------------------------------------------
 // The model's reading of a call: what is valid, the strides, the packed rows.

@@ -43,19 +43,22 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCursor<ROWS, D
         TileCursor { src: base.wrapping_offset(first as isize), rows_left }
     }
 
-    /// [`Self::new`] for K or V, whose head dimensions may differ: chunks below `read_cols`
-    /// (the wider of the two) are copied, each from its column clamped to the tensor's last
+    /// [`Self::new`] for K or V, whose head dimensions (`head_dim`, `head_dim_v`) may differ:
+    /// chunks below either are copied, each from its column clamped to this tensor's last
     /// chunk (`cols`), so that K and V cursors share one row count (one compare per pass for
     /// both, as when the head dimensions are equal) and no copy leaves the tensor. A clamped
     /// chunk lands in columns whose products vanish: V's past `head_dim_v` feed output
     /// columns that are never stored, K's past `head_dim` meet Q's zero-filled columns (so a
     /// non-finite K makes such a score NaN where the row's own columns would give an infinity).
+    /// Written as a select and an `||` (not `min` and `max`): so written, the kernels whose
+    /// head dimensions are equal compile to the same main loop as with [`Self::new`].
     #[inline(always)]
-    pub fn new_within(tid: u32, base: *const u16, row_stride: i64, seqlen: u32, row0: u32, cols: u32, read_cols: u32) -> Self {
+    pub fn new_within(tid: u32, base: *const u16, row_stride: i64, seqlen: u32, row0: u32, [head_dim, head_dim_v]: [u32; 2], cols: u32) -> Self {
         let () = Self::WHOLE_SWIZZLE_GROUPS;
         let (row, chunk) = Self::lane(tid);
-        let first = (row0 + row) as i64 * row_stride + (chunk * 8).min(cols - 8) as i64;
-        let rows_left = if chunk * 8 < read_cols { seqlen as i32 - (row0 + row) as i32 } else { i32::MIN };
+        let col = if chunk * 8 < cols { chunk * 8 } else { cols - 8 };
+        let first = (row0 + row) as i64 * row_stride + col as i64;
+        let rows_left = if chunk * 8 < head_dim || chunk * 8 < head_dim_v { seqlen as i32 - (row0 + row) as i32 } else { i32::MIN };
         TileCursor { src: base.wrapping_offset(first as isize), rows_left }
     }
 

@@ -153,9 +153,9 @@ unsafe fn flash_fwd<
     };
 
     // K and V are read as wide as the wider of them ([`TileCursor::new_within`]).
-    let kv_cols = p.head_dim.max(p.head_dim_v);
-    let mut k_cursor = TileCursor::<BN, D, THREADS>::new_within(tid, k, kr, seqlen_k, t0 * BN as u32, p.head_dim, kv_cols);
-    let mut v_cursor = TileCursor::<BN, D, THREADS>::new_within(tid, v, vr, seqlen_k, t0 * BN as u32, p.head_dim_v, kv_cols);
+    let dims = [p.head_dim, p.head_dim_v];
+    let mut k_cursor = TileCursor::<BN, D, THREADS>::new_within(tid, k, kr, seqlen_k, t0 * BN as u32, dims, p.head_dim);
+    let mut v_cursor = TileCursor::<BN, D, THREADS>::new_within(tid, v, vr, seqlen_k, t0 * BN as u32, dims, p.head_dim_v);
     let mut paged = PagedCursor::<BN, D, THREADS>::new(tid, p, tile.batch, h_kv as u32, seqlen_k, t0 * BN as u32);
     // Tiles are issued in order, each cursor stepping to the next; `t` only picks the stage.
     let mut load_kv = |t: usize| unsafe {
@@ -164,8 +164,8 @@ unsafe fn flash_fwd<
         } else {
             if let Some(b) = blocks {
                 let key0 = b.key0::<BN>(&p.mods.blocks, t as u32);
-                k_cursor = TileCursor::new_within(tid, k, kr, seqlen_k, key0, p.head_dim, kv_cols);
-                v_cursor = TileCursor::new_within(tid, v, vr, seqlen_k, key0, p.head_dim_v, kv_cols);
+                k_cursor = TileCursor::new_within(tid, k, kr, seqlen_k, key0, dims, p.head_dim);
+                v_cursor = TileCursor::new_within(tid, v, vr, seqlen_k, key0, dims, p.head_dim_v);
             }
             k_cursor.issue(k_tile(t % STAGES), tid, p.k_strides[1]);
             v_cursor.issue(v_tile(t % STAGES), tid, p.v_strides[1]);

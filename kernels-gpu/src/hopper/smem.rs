@@ -53,10 +53,12 @@ impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const ST
         self.base + Self::KV + s * Self::K_BYTES
     }
 
-    /// V stage `s`: `DV / 64` slabs of `BN` rows.
+    /// V stage `s`: `DV / 64` slabs of `BN` rows. Written as the stride of a ring of equal K
+    /// and V stages plus a correction, which kernels with `DV == D` fold away: so written,
+    /// they compile to the same code as before V had a head dimension of its own.
     #[inline(always)]
     pub fn v(self, s: u32) -> u32 {
-        self.base + Self::KV + STAGES as u32 * Self::K_BYTES + s * Self::V_BYTES
+        self.base + Self::KV + (STAGES as u32 + s) * Self::V_BYTES + STAGES as u32 * (Self::K_BYTES - Self::V_BYTES)
     }
 
     /// Barrier: Q tile `b` landed (TMA transaction bytes), or the producer found no work tile
