@@ -152,14 +152,7 @@ pub const fn value_dims_config(head_dim: usize, head_dim_v: usize) -> Option<Hop
 
 /// True when `c` is a [`VALUE_DIMS`] configuration.
 pub const fn is_value_dims(c: &HopperConfig) -> bool {
-    let mut i = 0;
-    while i < VALUE_DIMS.len() {
-        if same(&CONFIGS[VALUE_DIMS[i]], c) {
-            return true;
-        }
-        i += 1;
-    }
-    false
+    in_table(&VALUE_DIMS, c)
 }
 
 /// Field-wise equality (`PartialEq` is not const).
@@ -212,7 +205,7 @@ const fn of_head_dim(table: &[usize; 3], head_dim: usize) -> Option<HopperConfig
 }
 
 /// True when `c` is one of `table`'s configurations.
-const fn in_table(table: &[usize; 3], c: &HopperConfig) -> bool {
+const fn in_table(table: &[usize], c: &HopperConfig) -> bool {
     let mut i = 0;
     while i < table.len() {
         if same(&CONFIGS[table[i]], c) {

@@ -28,7 +28,7 @@
 //! gpu.attention_forward(&stream, &params, &q, &k, &v, &mut out, Some(&mut lse))?;
 //! stream.synchronize()?;
 //!
-//! let mut host = vec![f16::ZERO; n_q];
+//! let mut host = vec![f16::ZERO; n.out];
 //! out.copy_to(&mut host[..])?;
 //! // V is the same everywhere, so every output element is that value.
 //! assert!(host.iter().all(|x| (x.to_f32() - 0.75).abs() < 1e-3));

@@ -128,6 +128,29 @@ pub fn probe_module(gpu: &flashrs::Gpu) -> cust::module::Module {
 pub trait CustElement: Element + DeviceCopy {}
 impl<T: Element + DeviceCopy> CustElement for T {}
 
+/// Made-up, well-separated device addresses of a call's tensors, for planning tests (a plan
+/// of them is never launched), and buffers of ample size there.
+pub mod fake {
+    use flashrs::{BufferRef, Buffers, DType};
+
+    /// Q's address.
+    pub const Q: u64 = 1 << 40;
+    /// K's address.
+    pub const K: u64 = 2 << 40;
+    /// V's address.
+    pub const V: u64 = 3 << 40;
+    /// The output's address.
+    pub const O: u64 = 4 << 40;
+    /// The log-sum-exp's address.
+    pub const LSE: u64 = 5 << 40;
+
+    /// bf16 buffers of 2^30 elements at those addresses, with a log-sum-exp.
+    pub fn buffers() -> Buffers {
+        let b = |ptr| BufferRef::new(ptr, 1 << 30);
+        Buffers::new(DType::Bf16, b(Q), b(K), b(V), b(O)).lse(b(LSE))
+    }
+}
+
 /// An index array at a made-up address, for planning tests: planning reads no index array, and
 /// a plan holding one is never launched.
 pub fn planning_index(ptr: u64, len: usize) -> flashrs::DeviceIndex<'static> {

@@ -6,29 +6,19 @@ use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::tiles::MODS_CONFIGS;
 use flashrs::{
-    AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, DeviceArray, Error, Flavor, GradBuffers, Kernel, KernelPath, Mods,
+    AttentionParams, AttentionParamsBuilder, BufferRef, DType, DeviceArray, Error, Flavor, GradBuffers, Kernel, KernelPath, Mods,
     PagedKv, Pages, Target, Variant, Window, sm90,
 };
 use flashrs_tests::attn::check_mods_many;
 use flashrs_tests::mods::{HostMods, random_blocks};
 use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
+use flashrs_tests::fake::{self, LSE, O};
 use flashrs_tests::{H100, case_rng, gpu_or_skip, params, planning_index};
 use rand::Rng;
 
-/// Fake, well-separated addresses for planning (never launched).
-const Q: u64 = 1 << 40;
-const K: u64 = 2 << 40;
-const V: u64 = 3 << 40;
-const O: u64 = 4 << 40;
-const LSE: u64 = 5 << 40;
+/// Made-up addresses of the modifications' arrays, past [`fake`]'s tensors.
 const SLOPES: u64 = 6 << 40;
 const SINKS: u64 = 7 << 40;
-
-/// Buffers of ample size at the fake addresses.
-fn bufs() -> Buffers {
-    let b = |ptr| BufferRef::new(ptr, 1 << 30);
-    Buffers::new(DType::Bf16, b(Q), b(K), b(V), b(O)).lse(b(LSE))
-}
 
 /// An f32 array at a made-up address, for planning.
 fn planning_array(ptr: u64, len: usize) -> DeviceArray<'static, f32> {
@@ -58,52 +48,52 @@ fn modification_calls_plan_their_own_kernels() {
     let win = |p: AttentionParamsBuilder<'static>| p.window(Some(128), Some(0)).build().unwrap();
     for d in [64, 96, 128, 256] {
         let p = win(params(2, 1000, 1000, 8, d));
-        let plan = p.plan(&bufs(), &H100).unwrap();
+        let plan = p.plan(&fake::buffers(), &H100).unwrap();
         let want = sm90::mods_config(d).unwrap();
         assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: want, flavor: Flavor::Mods }, "d{d}");
         assert_eq!(plan.params.mods.window_left, 128);
         for t in [Target::A100, Target::L4] {
-            let plan = p.plan(&bufs(), &t).unwrap();
+            let plan = p.plan(&fake::buffers(), &t).unwrap();
             let Kernel::Mma { variant: Variant::Plain, config, flavor: Flavor::Mods, .. } = plan.kernel else { panic!("d{d} on {t:?}: {:?}", plan.kernel) };
             assert!(MODS_CONFIGS.contains(&config) && config.smem_bytes() <= t.max_smem_per_block as usize);
         }
-        let forced = win(params(2, 1000, 1000, 8, d).path(KernelPath::MmaSync)).plan(&bufs(), &H100).unwrap();
+        let forced = win(params(2, 1000, 1000, 8, d).path(KernelPath::MmaSync)).plan(&fake::buffers(), &H100).unwrap();
         assert!(matches!(forced.kernel, Kernel::Mma { variant: Variant::Plain, flavor: Flavor::Mods, .. }), "{:?}", forced.kernel);
-        let plain = params(2, 1000, 1000, 8, d).build().unwrap().plan(&bufs(), &H100).unwrap();
+        let plain = params(2, 1000, 1000, 8, d).build().unwrap().plan(&fake::buffers(), &H100).unwrap();
         assert!(!plain.kernel.mods() && plain.params.mods == flashrs::ModParams::NONE);
     }
     // Decode-shaped GQA: the plain call packs the group and splits the keys; with sinks, one
     // CTA per query head and no split.
     let decode = params(4, 1, 32768, 32, 128).heads_kv(4);
-    let plain = decode.clone().path(KernelPath::MmaSync).build().unwrap().plan(&bufs(), &H100).unwrap();
+    let plain = decode.clone().path(KernelPath::MmaSync).build().unwrap().plan(&fake::buffers(), &H100).unwrap();
     assert!(plain.packs_gqa && plain.split.is_some());
-    let sinks = decode.path(KernelPath::MmaSync).sinks(planning_array(SINKS, 32)).build().unwrap().plan(&bufs(), &H100).unwrap();
+    let sinks = decode.path(KernelPath::MmaSync).sinks(planning_array(SINKS, 32)).build().unwrap().plan(&fake::buffers(), &H100).unwrap();
     assert!(!sinks.packs_gqa && sinks.split.is_none() && sinks.kernel.mods(), "{sinks:?}");
     assert_eq!(sinks.params.mods.sinks, SINKS);
     // Variable-length: the variable-length modification kernels.
     let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).softcap(30.0).build().unwrap();
-    let plan = v.plan(&bufs(), &H100).unwrap();
+    let plan = v.plan(&fake::buffers(), &H100).unwrap();
     assert!(matches!(plan.kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Mods, .. }), "{:?}", plan.kernel);
-    let plan = v.to_builder().path(KernelPath::MmaSync).build().unwrap().plan(&bufs(), &H100).unwrap();
+    let plan = v.to_builder().path(KernelPath::MmaSync).build().unwrap().plan(&fake::buffers(), &H100).unwrap();
     assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, flavor: Flavor::Mods, .. }), "{:?}", plan.kernel);
     // The softcap's factors and causal masking folded into the window's right side.
     let c = params(1, 64, 64, 2, 64).causal(true).window(Some(8), Some(5)).softcap(4.0).softmax_scale(0.5).build().unwrap();
-    let m = c.plan(&bufs(), &H100).unwrap().params.mods;
+    let m = c.plan(&fake::buffers(), &H100).unwrap().params.mods;
     assert_eq!((m.window_left, m.window_right, m.softcap_post), (8, 0, 8.0));
     assert!((m.softcap_pre - 0.25 * std::f32::consts::LOG2_E).abs() < 1e-7);
     // Block masks: the block-sparse kernels, alone or with other modifications, fixed or
     // variable length, both paths; the mask's arrays and strides in the parameters.
     for d in [64, 128, 256] {
         let sparse = params(2, 1000, 1000, 8, d).block_mask(planning_mask(1, 8, 8, 8)).build().unwrap();
-        let plan = sparse.plan(&bufs(), &H100).unwrap();
+        let plan = sparse.plan(&fake::buffers(), &H100).unwrap();
         assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::mods_config(d).unwrap(), flavor: Flavor::Sparse });
         let b = plan.params.mods.blocks;
         assert_eq!((b.counts, b.full_counts, b.batch_stride, b.head_stride, b.kv_blocks), (MASK, MASK + (2 << 36), 0, 8, 8));
-        let mma = sparse.to_builder().softcap(30.0).path(KernelPath::MmaSync).build().unwrap().plan(&bufs(), &Target::A100).unwrap();
+        let mma = sparse.to_builder().softcap(30.0).path(KernelPath::MmaSync).build().unwrap().plan(&fake::buffers(), &Target::A100).unwrap();
         assert!(matches!(mma.kernel, Kernel::Mma { variant: Variant::Plain, flavor: Flavor::Sparse, .. }), "{:?}", mma.kernel);
     }
     let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).block_mask(planning_mask(2, 1, 2, 2)).build().unwrap();
-    assert!(matches!(v.plan(&bufs(), &H100).unwrap().kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Sparse, .. }));
+    assert!(matches!(v.plan(&fake::buffers(), &H100).unwrap().kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Sparse, .. }));
 }
 
 /// Bad modifications are typed errors naming the problem, planned or launched (with the
@@ -165,7 +155,7 @@ fn bad_modifications_are_typed_errors() {
         ),
     ];
     for (name, p, want) in &cases {
-        match p.plan(&bufs(), &H100) {
+        match p.plan(&fake::buffers(), &H100) {
             Err(e) => assert!(want(&e), "{name}: wrong error {e:?}"),
             Ok(plan) => panic!("{name}: planned {:?}", plan.kernel),
         }
@@ -173,7 +163,7 @@ fn bad_modifications_are_typed_errors() {
     // The backward pass takes no modifications yet.
     let p = base().window(Some(8), None).build().unwrap();
     let grads = GradBuffers::new(BufferRef::new(8 << 40, 1 << 20), BufferRef::new(9 << 40, 1 << 20), BufferRef::new(10 << 40, 1 << 20), BufferRef::new(11 << 40, 1 << 20));
-    assert!(matches!(p.plan_backward(&bufs(), &grads, &H100), Err(Error::InvalidShape { what: "mods", .. })));
+    assert!(matches!(p.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "mods", .. })));
 
     // On a GPU: a launch with a bad modification writes nothing.
     let Some(gpu) = gpu_or_skip("bad_modifications_are_typed_errors (GPU part)") else { return };

@@ -6,20 +6,9 @@ use flashrs::{BufferRef, Buffers, DType, Error, GradBuffers, KernelPath, PagedKv
 use flashrs_tests::attn::check_mods_many;
 use flashrs_tests::mods::{HostMods, random_blocks};
 use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
+use flashrs_tests::fake::{self, K, LSE, O, Q, V};
 use flashrs_tests::{H100, case_rng, gpu_or_skip, params, planning_index};
 
-/// Fake, well-separated addresses for planning (never launched).
-const Q: u64 = 1 << 40;
-const K: u64 = 2 << 40;
-const V: u64 = 3 << 40;
-const O: u64 = 4 << 40;
-const LSE: u64 = 5 << 40;
-
-/// Buffers of ample size at the fake addresses.
-fn bufs() -> Buffers {
-    let b = |ptr| BufferRef::new(ptr, 1 << 30);
-    Buffers::new(DType::Bf16, b(Q), b(K), b(V), b(O)).lse(b(LSE))
-}
 
 /// The planner hands the kernels both head dimensions and a kernel wide enough for the wider,
 /// on every target and path; V and the output are sized (and their default strides laid out)
@@ -51,16 +40,16 @@ fn calls_plan_with_both_head_dims() {
         }
     }
     // On Hopper, 192 / 128 has kernels of its own; other pairs run as wide as the wider.
-    let native = params(2, 1000, 1000, 8, 192).head_dim_v(128).build().unwrap().plan(&bufs(), &H100).unwrap();
+    let native = params(2, 1000, 1000, 8, 192).head_dim_v(128).build().unwrap().plan(&fake::buffers(), &H100).unwrap();
     assert!(matches!(native.kernel, flashrs::Kernel::Sm90 { config, .. } if config == flashrs::sm90::CONFIGS[flashrs::sm90::VALUE_DIMS[0]]), "{:?}", native.kernel);
-    let wide = params(2, 1000, 1000, 8, 128).head_dim_v(64).build().unwrap().plan(&bufs(), &H100).unwrap();
+    let wide = params(2, 1000, 1000, 8, 128).head_dim_v(64).build().unwrap().plan(&fake::buffers(), &H100).unwrap();
     assert!(matches!(wide.kernel, flashrs::Kernel::Sm90 { config, .. } if config == flashrs::sm90::default_config(128).unwrap()), "{:?}", wide.kernel);
     // Split-KV decode and variable-length batches carry it too.
     let decode = params(4, 1, 8192, 16, 192).heads_kv(2).head_dim_v(128).path(KernelPath::MmaSync).num_splits(4).build().unwrap();
-    let plan = decode.plan(&bufs(), &H100).unwrap();
+    let plan = decode.plan(&fake::buffers(), &H100).unwrap();
     assert!(plan.split.is_some() && plan.params.head_dim_v == 128, "{plan:?}");
     let v = flashrs::AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(192).head_dim_v(128).build().unwrap();
-    assert_eq!(v.plan(&bufs(), &H100).unwrap().params.head_dim_v, 128);
+    assert_eq!(v.plan(&fake::buffers(), &H100).unwrap().params.head_dim_v, 128);
 }
 
 /// A head_dim_v the kernels cannot take, and the calls that take none yet (paged caches, the
@@ -68,22 +57,22 @@ fn calls_plan_with_both_head_dims() {
 #[test]
 fn bad_value_head_dims_are_typed_errors() {
         for dv in [0, 12, 264, usize::MAX] {
-        let e = params(2, 64, 64, 4, 64).head_dim_v(dv).build().unwrap().plan(&bufs(), &H100).unwrap_err();
+        let e = params(2, 64, 64, 4, 64).head_dim_v(dv).build().unwrap().plan(&fake::buffers(), &H100).unwrap_err();
         assert!(matches!(e, Error::UnsupportedHeadDimV(x) if x == dv), "{dv}: {e:?}");
     }
     // head_dim is checked first: a bad one is named even with a bad head_dim_v.
-    let e = params(2, 64, 64, 4, 12).head_dim_v(12).build().unwrap().plan(&bufs(), &H100).unwrap_err();
+    let e = params(2, 64, 64, 4, 12).head_dim_v(12).build().unwrap().plan(&fake::buffers(), &H100).unwrap_err();
     assert!(matches!(e, Error::UnsupportedHeadDim(12)), "{e:?}");
     let pages = Pages { page_size: 16, num_pages: 64, pages_per_seq: 4 };
     let paged = params(2, 1, 64, 4, 128).head_dim_v(64).paged(PagedKv::new(pages, planning_index(6 << 40, 8))).build().unwrap();
-    assert!(matches!(paged.plan(&bufs(), &H100), Err(Error::InvalidShape { what: "head_dim_v", .. })));
+    assert!(matches!(paged.plan(&fake::buffers(), &H100), Err(Error::InvalidShape { what: "head_dim_v", .. })));
     let p = params(2, 64, 64, 4, 192).head_dim_v(128).build().unwrap();
     let g = |at: u64| BufferRef::new(at << 40, 1 << 30);
     let grads = GradBuffers::new(g(8), g(9), g(10), g(11));
-    assert!(matches!(p.plan_backward(&bufs(), &grads, &H100), Err(Error::InvalidShape { what: "head_dim_v", .. })));
+    assert!(matches!(p.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "head_dim_v", .. })));
     // The same call with head_dim_v stated equal to head_dim is an ordinary one.
     let same = params(2, 64, 64, 4, 128).head_dim_v(128).build().unwrap();
-    assert!(same.plan_backward(&bufs(), &grads, &H100).is_ok());
+    assert!(same.plan_backward(&fake::buffers(), &grads, &H100).is_ok());
 }
 
 /// The paths a GPU runs: mma.sync everywhere, and the Hopper kernels where there are some.

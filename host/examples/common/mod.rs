@@ -40,7 +40,7 @@ pub fn random_forward<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &Atte
     Ok([q, k, v, out])
 }
 
-/// Checks `out` (contiguous `[batch, seqlen_q, heads_q, head_dim]`) against the f64
+/// Checks `out` (contiguous `[batch, seqlen_q, heads_q, head_dim_v]`) against the f64
 /// reference; exits non-zero on a mismatch.
 #[allow(dead_code)]
 pub fn check_against_reference<T: Element>(p: &AttentionParams, q: &[T], k: &[T], v: &[T], out: &[T], tolerance: f64) {
