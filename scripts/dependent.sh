@@ -36,9 +36,9 @@ make_crate() {  # <name> <flashrs dependency line> <extra dependency lines> <mai
 plan_main='fn main() {
     // Planning needs no GPU: the kernel an H100 would run for a GQA decode call.
     let p = flashrs::AttentionParams::builder().batch(8).seqlen_q(1).seqlen_k(32768).heads_q(32).heads_kv(8).head_dim(128).build().unwrap();
-    let (nq, nk, _) = p.contiguous_lens().unwrap();
+    let n = p.contiguous_lens().unwrap();
     let r = |i: u64, len: usize| flashrs::BufferRef::new(i << 40, len);
-    let bufs = flashrs::Buffers::new(flashrs::DType::Bf16, r(1, nq), r(2, nk), r(3, nk), r(4, nq));
+    let bufs = flashrs::Buffers::new(flashrs::DType::Bf16, r(1, n.q), r(2, n.k), r(3, n.v), r(4, n.out));
     println!("H100 plan: {}", p.plan(&bufs, &flashrs::Target::H100).unwrap().kernel);
     OPEN
 }'
