@@ -49,10 +49,10 @@ pub fn check_against_reference<T: Element>(p: &AttentionParams, q: &[T], k: &[T]
     let (reference, _) = reference_forward(&Problem::from(p), &RefInputs { q: &qf, k: &kf, v: &vf });
     let err = out.iter().zip(&reference).map(|(o, r)| (o.to_f32() as f64 - r).abs()).fold(0.0, |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) });
     if err > tolerance {
-        eprintln!("error: max abs error {err:.3e} against the CPU reference exceeds {tolerance:.0e}");
+        eprintln!("error: max abs error {err:.3e} against the CPU reference exceeds {tolerance:.1e}");
         std::process::exit(1);
     }
-    println!("matches the CPU f64 reference: max abs error {err:.3e} (tolerance {tolerance:.0e})");
+    println!("matches the CPU f64 reference: max abs error {err:.3e} (tolerance {tolerance:.1e})");
 }
 
 /// K and V caches and their block table, as a serving engine keeps them.
