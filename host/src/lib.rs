@@ -67,7 +67,7 @@
 //! * **V's head dimension** ([`AttentionParamsBuilder::head_dim_v`]): V and the output may have
 //!   their own, any multiple of 8 up to 256 (DeepSeek's Q/K 192 with V 128). The Hopper path has
 //!   kernels for Q/K 136-192 with V 72-128; other pairs run on the kernel of the wider of the
-//!   two, zero-padding the narrower. Forward only, and not with paged caches.
+//!   two, zero-padding the narrower. Forward only.
 //! * **Causal masking**, aligned to the bottom-right corner as in FlashAttention 2.1+: query
 //!   row `i` sees keys `j <= i + seqlen_k - seqlen_q`. With `seqlen_q > seqlen_k`, the first
 //!   `seqlen_q - seqlen_k` rows see no key at all (their output is 0, their log-sum-exp `-inf`).

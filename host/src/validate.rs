@@ -362,9 +362,6 @@ fn check_pages(p: &AttentionParams, pg: &Pages) -> Result<Pages> {
     if matches!(p.kernel, KernelChoice::Wgmma { .. }) {
         return Err(shape_err("wgmma path", "paged calls run on the mma.sync path"));
     }
-    if p.head_dim_v() != p.head_dim {
-        return Err(shape_err("head_dim_v", format!("paged calls take V with K's head dimension, not {} with {}", p.head_dim_v(), p.head_dim)));
-    }
     Ok(*pg)
 }
 

@@ -11,8 +11,8 @@
 //!
 //! each in three kinds:
 //! - *valid* calls (plain, padded, head-major and packed-KV layouts; buffers tight or
-//!   generous; V and the output of K's head dimension or, unpaged, of their own (`head_dim_v`,
-//!   narrower or wider); tile configurations, kernel families and split counts forced where
+//!   generous; V and the output of K's head dimension or of their own (`head_dim_v`, narrower
+//!   or wider); tile configurations, kernel families and split counts forced where
 //!   the target has them; a quarter of the fixed-length and variable-length ones with attention
 //!   modifications: a sliding window, a softcap, ALiBi slopes per head or per batch entry,
 //!   sinks): the planner must accept them;
@@ -380,7 +380,6 @@ fn read_call(p: &AttentionParams<'static>) -> Result<Model, String> {
                 g.page_size
             );
             ensure!(!matches!(p.kernel, KernelChoice::Wgmma { .. }), "a paged call accepted on the wgmma path");
-            ensure!(dv == d, "a paged call accepted with head_dim_v {dv} for head_dim {d}");
             Some(pg)
         }
         Kv::Tensors => None,
@@ -2609,8 +2608,8 @@ fn paged_case(rng: &mut StdRng) -> Case {
         params(batch, sq, seqlen_k, hq, d)
     };
     let mut p = call.heads_q(hq).heads_kv(hkv).head_dim(d).causal(rng.random_bool(0.5)).build().unwrap();
-    // Paged calls take V only of K's head dimension.
-    p.head_dim_v = pick(rng, &[None, None, Some(d)]);
+    let other = other_dim_v(rng, d);
+    p.head_dim_v = pick(rng, &[None, None, Some(d), Some(other)]);
     let dv = dim_v(&p);
     let dtype = random_dtype(rng);
     p = scale(rng, p);
@@ -2734,7 +2733,7 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     let kv_need = |i: usize| extent([g.num_pages, g.page_size, c.p.heads_kv, if i == 1 { d } else { dv }], s[i]) as usize;
     let out_bytes = 2 * extent([if varlen { 1 } else { batch }, if varlen { tq } else { c.p.seqlen_q }, c.p.heads_q, dv], s[3]) as u64;
     let set_pages = |c: &mut Case, pages: Pages| paged_kv(&mut c.p).pages = pages;
-    let f = rng.random_range(0..22);
+    let f = rng.random_range(0..21);
     Some(match f {
         0 => {
             set_pages(c, Pages { page_size: pick(rng, &[0, 1, 3, 8, 15, 24, 48, 100, (1 << 20) + 16, 1 << 21, usize::MAX]), ..g });
@@ -2890,11 +2889,6 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
                 _ => edit(&mut c.p, |b| b.alibi(array, false)),
             }
             ("modifications on a paged call", Want::Shape("mods"), Same)
-        }
-        21 => {
-            // Paged kernels read V's pages in K's column chunks.
-            c.p.head_dim_v = Some(other_dim_v(rng, d));
-            ("paged V not of K's head_dim", Want::Shape("head_dim_v"), Same)
         }
         _ => return None,
     })
@@ -3384,7 +3378,7 @@ fn huge_sizes_are_typed_errors() {
 /// family: pairs narrower and wider either way planned (and modelled) with buffers exactly as
 /// large as the model says, one element fewer in V or the output refused; an unsupported
 /// head_dim_v refused, after an unsupported head_dim; a forced configuration that holds
-/// head_dim but not head_dim_v refused; a paged V only of K's head_dim.
+/// head_dim but not head_dim_v refused; paged caches of either.
 #[test]
 fn head_dim_v_at_the_edges() {
     let any = usize::MAX;
@@ -3436,19 +3430,19 @@ fn head_dim_v_at_the_edges() {
                 }
             }
         }
-        // Paged: V of K's head_dim only (given or not).
+        // Paged: V caches of V's own head_dim, one element short refused.
         let pages = Pages { page_size: 16, num_pages: 16, pages_per_seq: 8 };
-        for (dv, ok) in [(None, true), (Some(128), true), (Some(120), false), (Some(136), false), (Some(64), false)] {
+        for dv in [128, 120, 136, 64] {
             let mut p = params(2, 1, 100, 8, 128).heads_kv(2).paged(PagedKv::new(pages, planning_index(6 * REGION, 16))).build().unwrap();
-            p.head_dim_v = dv;
-            let mut b = bufs(2 * 8 * 128, 16 * 16 * 2 * 128, 2 * 8 * 128, Some(16));
-            (b.k.ptr, b.v.ptr) = (1 << 50, 1 << 51);
-            let what = format!("a paged call of head_dim 128 with head_dim_v {dv:?}");
-            if ok {
-                accepted(&what, &case(p, b));
-            } else {
-                refused(&what, &case(p, b), Want::Shape("head_dim_v"));
-            }
+            p.head_dim_v = Some(dv);
+            let v = 16 * 16 * 2 * dv;
+            let mut b = bufs(2 * 8 * 128, 16 * 16 * 2 * 128, 2 * 8 * dv, Some(16));
+            (b.k.ptr, b.v.ptr, b.v.len) = (1 << 50, 1 << 51, v);
+            let what = format!("a paged call of head_dim 128 with head_dim_v {dv}");
+            let plan = accepted(&what, &case(p.clone(), b));
+            assert_eq!(plan.params.head_dim_v, dv as u32, "{what}");
+            b.v.len -= 1;
+            refused(&format!("{what}, V cache one short"), &case(p, b), Want::TooSmall("v", v as u64, v as u64 - 1));
         }
     }
 }

@@ -1,11 +1,12 @@
 //! V (and the output) with a head dimension of their own (`head_dim_v`, DeepSeek's 192 / 128):
 //! the planner's kernel and parameters and its typed errors without a GPU; on a GPU, every
 //! path against the CPU reference: fixed-length and variable-length, causal, GQA, split-KV,
-//! with modifications and block masks, on both kernel families.
+//! paged caches, with modifications and block masks, on both kernel families.
 use flashrs::{BufferRef, Buffers, DType, Error, GradBuffers, KernelPath, PagedKv, Pages, Target};
 use flashrs_tests::attn::check_mods_many;
 use flashrs_tests::mods::{HostMods, random_blocks};
-use flashrs_tests::varlen::{VarlenCase, check_varlen_many};
+use flashrs_tests::paged::{PagedCase, check_paged};
+use flashrs_tests::varlen::{KeyCounts, VarlenCase, VarlenKv, check_varlen_many};
 use flashrs_tests::fake::{self, K, LSE, O, Q, V};
 use flashrs_tests::{H100, case_rng, gpu_or_skip, params, planning_index};
 
@@ -52,8 +53,8 @@ fn calls_plan_with_both_head_dims() {
     assert_eq!(v.plan(&fake::buffers(), &H100).unwrap().params.head_dim_v, 128);
 }
 
-/// A head_dim_v the kernels cannot take, and the calls that take none yet (paged caches, the
-/// backward pass), are typed errors naming it.
+/// A head_dim_v the kernels cannot take, and the backward pass with one, are typed errors
+/// naming it; paged caches take it.
 #[test]
 fn bad_value_head_dims_are_typed_errors() {
         for dv in [0, 12, 264, usize::MAX] {
@@ -65,7 +66,7 @@ fn bad_value_head_dims_are_typed_errors() {
     assert!(matches!(e, Error::UnsupportedHeadDim(12)), "{e:?}");
     let pages = Pages { page_size: 16, num_pages: 64, pages_per_seq: 4 };
     let paged = params(2, 1, 64, 4, 128).head_dim_v(64).paged(PagedKv::new(pages, planning_index(6 << 40, 8))).build().unwrap();
-    assert!(matches!(paged.plan(&fake::buffers(), &H100), Err(Error::InvalidShape { what: "head_dim_v", .. })));
+    assert_eq!(paged.plan(&fake::buffers(), &H100).unwrap().params.head_dim_v, 64);
     let p = params(2, 64, 64, 4, 192).head_dim_v(128).build().unwrap();
     let g = |at: u64| BufferRef::new(at << 40, 1 << 30);
     let grads = GradBuffers::new(g(8), g(9), g(10), g(11));
@@ -126,7 +127,7 @@ fn value_head_dims_match_the_reference() {
     check_mods_many(&gpu, &cases);
 
     let lens = [(300, 300), (0, 5), (1, 900), (517, 200), (64, 0), (1037, 1037)];
-    let mut cases = vec![];
+    let (mut cases, mut cases_paged) = (vec![], vec![]);
     for &path in &paths(&gpu) {
         for (i, (d, dv)) in [(192, 128), (128, 64), (64, 256)].into_iter().enumerate() {
             let mut c = VarlenCase::new(&lens, 4, 2, d, i != 1, if i % 2 == 0 { DType::Bf16 } else { DType::F16 });
@@ -136,5 +137,16 @@ fn value_head_dims_match_the_reference() {
             cases.push(c);
         }
     }
+    // Paged caches (V's pages of its own width), split and not, fixed-length and under
+    // packed queries.
+    for (i, (d, dv)) in [(192, 128), (64, 128)].into_iter().enumerate() {
+        let p = params(3, 1, 1500, 8, d).heads_kv(2).head_dim_v(dv).num_splits(1 + 2 * i).build().unwrap();
+        cases_paged.push(PagedCase::new(p, DType::Bf16, 64, Some(vec![1500, 17, 700]), 1));
+        let mut c = VarlenCase::new(&[(1, 900), (37, 300), (0, 40), (129, 700)], 4, 2, d, true, DType::F16);
+        c.head_dim_v = Some(dv);
+        c.kv = VarlenKv::Paged { page_size: 16, counts: KeyCounts::SequsedK };
+        cases.push(c);
+    }
     check_varlen_many(&gpu, &cases);
+    check_paged(&gpu, &cases_paged);
 }

@@ -109,8 +109,7 @@ pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> 
     /// The sequence row this thread copies first in the next tile.
     row: u32,
     /// Rows at or past this are zero-filled: the sequence's key count, or 0 for a chunk past
-    /// head_dim (V's too: paged calls take V with K's head dimension, so that one limit
-    /// serves both copies).
+    /// both head dimensions.
     limit: u32,
     /// The pages of the next tile's rows, one per copy pass.
     pages: [u32; MAX_PASSES],
@@ -130,13 +129,16 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, 
         let () = TileCursor::<ROWS, D, THREADS>::WHOLE_SWIZZLE_GROUPS;
         const { assert!(ROWS / (THREADS / (D / 8)) <= MAX_PASSES) };
         let (row, chunk) = TileCursor::<ROWS, D, THREADS>::lane(tid);
-        let at = |base: u64, head_stride: i64| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + (chunk * 8) as i64) as isize);
+        // As [`TileCursor::new_within`]: chunks below either head dimension are copied, each
+        // tensor's past its own from its last chunk.
+        let col = |cols: u32| if chunk * 8 < cols { chunk * 8 } else { cols - 8 };
+        let at = |base: u64, head_stride: i64, cols: u32| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + col(cols) as i64) as isize);
         let mut cursor = PagedCursor {
             table: (p.block_table as *const i32).wrapping_add(batch as usize * p.table_stride as usize),
-            k: at(p.k, p.k_strides[2]),
-            v: at(p.v, p.v_strides[2]),
+            k: at(p.k, p.k_strides[2], p.head_dim),
+            v: at(p.v, p.v_strides[2], p.head_dim_v),
             row: row0 + row,
-            limit: if chunk * 8 < p.head_dim { seqlen } else { 0 },
+            limit: if chunk * 8 < p.head_dim || chunk * 8 < p.head_dim_v { seqlen } else { 0 },
             pages: [0; MAX_PASSES],
         };
         cursor.pages = cursor.lookup(p);
