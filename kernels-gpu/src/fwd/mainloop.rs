@@ -50,15 +50,14 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCursor<ROWS, D
     /// chunk lands in columns whose products vanish: V's past `head_dim_v` feed output
     /// columns that are never stored, K's past `head_dim` meet Q's zero-filled columns (so a
     /// non-finite K makes such a score NaN where the row's own columns would give an infinity).
-    /// Written as a select and an `||` (not `min` and `max`): so written, the kernels whose
-    /// head dimensions are equal compile to the same main loop as with [`Self::new`].
+    /// See [`copies_chunk`] and [`clamped_col`].
     #[inline(always)]
-    pub fn new_within(tid: u32, base: *const u16, row_stride: i64, seqlen: u32, row0: u32, [head_dim, head_dim_v]: [u32; 2], cols: u32) -> Self {
+    pub fn new_within(tid: u32, base: *const u16, row_stride: i64, seqlen: u32, row0: u32, dims: [u32; 2], cols: u32) -> Self {
         let () = Self::WHOLE_SWIZZLE_GROUPS;
         let (row, chunk) = Self::lane(tid);
-        let col = if chunk * 8 < cols { chunk * 8 } else { cols - 8 };
+        let col = clamped_col(chunk, cols);
         let first = (row0 + row) as i64 * row_stride + col as i64;
-        let rows_left = if chunk * 8 < head_dim || chunk * 8 < head_dim_v { seqlen as i32 - (row0 + row) as i32 } else { i32::MIN };
+        let rows_left = if copies_chunk(chunk, dims) { seqlen as i32 - (row0 + row) as i32 } else { i32::MIN };
         TileCursor { src: base.wrapping_offset(first as isize), rows_left }
     }
 
@@ -88,6 +87,21 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> TileCursor<ROWS, D
         self.src = self.src.wrapping_offset((ROWS as i64 * row_stride) as isize);
         self.rows_left = self.rows_left.saturating_sub(ROWS as i32);
     }
+}
+
+/// Whether K and V cursors copy 8-column chunk `chunk`: below either head dimension (see
+/// [`TileCursor::new_within`]). An `||`, not a `max`: so written, kernels whose head dimensions
+/// are equal keep the main loops they had before V could differ.
+#[inline(always)]
+fn copies_chunk(chunk: u32, [head_dim, head_dim_v]: [u32; 2]) -> bool {
+    chunk * 8 < head_dim || chunk * 8 < head_dim_v
+}
+
+/// The first column a cursor copies for chunk `chunk` of a tensor of `cols` columns: its own,
+/// or past the tensor's end its last chunk's (a select, not a `min`, for the same reason).
+#[inline(always)]
+fn clamped_col(chunk: u32, cols: u32) -> u32 {
+    if chunk * 8 < cols { chunk * 8 } else { cols - 8 }
 }
 
 /// One thread's cursor for copying consecutive `ROWS x D` K and V tiles of one sequence out of
@@ -131,14 +145,13 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, 
         let (row, chunk) = TileCursor::<ROWS, D, THREADS>::lane(tid);
         // As [`TileCursor::new_within`]: chunks below either head dimension are copied, each
         // tensor's past its own from its last chunk.
-        let col = |cols: u32| if chunk * 8 < cols { chunk * 8 } else { cols - 8 };
-        let at = |base: u64, head_stride: i64, cols: u32| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + col(cols) as i64) as isize);
+        let at = |base: u64, head_stride: i64, cols: u32| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + clamped_col(chunk, cols) as i64) as isize);
         let mut cursor = PagedCursor {
             table: (p.block_table as *const i32).wrapping_add(batch as usize * p.table_stride as usize),
             k: at(p.k, p.k_strides[2], p.head_dim),
             v: at(p.v, p.v_strides[2], p.head_dim_v),
             row: row0 + row,
-            limit: if chunk * 8 < p.head_dim || chunk * 8 < p.head_dim_v { seqlen } else { 0 },
+            limit: if copies_chunk(chunk, [p.head_dim, p.head_dim_v]) { seqlen } else { 0 },
             pages: [0; MAX_PASSES],
         };
         cursor.pages = cursor.lookup(p);
