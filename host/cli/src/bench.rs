@@ -138,11 +138,11 @@ impl BenchBuffers {
     pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, layout: BenchLayout, mods: ModSpec) -> Result<Self> {
         let stream = ctx.default_stream();
         let too_big = || BenchError::TooBig;
-        let lens = buffer_lens(p, layout.page_size)?;
         let pages = match layout.page_size {
             Some(n) => Some(Pages::for_batch(p.batch, p.seqlen_k, n).ok_or_else(too_big)?),
             None => None,
         };
+        let lens = buffer_lens(p, pages)?;
         let table = match pages {
             Some(pg) => {
                 // Every sequence's pages scattered over the cache, as a long-running server's are.
@@ -270,17 +270,17 @@ impl BenchBuffers {
 }
 
 /// Elements of a fixed-length call's buffers as [`BenchBuffers::new`] allocates them, `p`'s
-/// strides followed, K and V as whole caches of pages `page_size` rows long where given: K
-/// (and Q) `head_dim` wide, V (and the output) `head_dim_v` wide. Each holds one element at
-/// least, since a zero-length allocation has no address to plan with.
-pub fn buffer_lens(p: &AttentionParams, page_size: Option<usize>) -> Result<TensorLens> {
+/// strides followed, K and V as whole caches of `pages` where given: K (and Q) `head_dim`
+/// wide, V (and the output) `head_dim_v` wide. Each holds one element at least, since a
+/// zero-length allocation has no address to plan with.
+pub fn buffer_lens(p: &AttentionParams, pages: Option<Pages>) -> Result<TensorLens> {
     let too_big = || BenchError::TooBig;
     let (d, dv) = (p.head_dim, p.head_dim_v());
     let [qs, ks, vs, os] = p.tensor_strides()?;
     let extent = |dims, s: Strides| s.extent(dims).map(|n| n.max(1)).ok_or_else(too_big);
-    let kv = |d: usize, s: Strides| match page_size {
+    let kv = |d: usize, s: Strides| match pages {
         // A paged cache holds whole contiguous pages: `[num_pages, page_size, heads_kv, d]`.
-        Some(n) => Pages::for_batch(p.batch, p.seqlen_k, n).and_then(|pg| pg.cache_len(p.heads_kv, d)).map(|n| n.max(1)).ok_or_else(too_big),
+        Some(pg) => pg.cache_len(p.heads_kv, d).map(|n| n.max(1)).ok_or_else(too_big),
         None => extent([p.batch, p.seqlen_k, p.heads_kv, d], s),
     };
     Ok(TensorLens {
@@ -389,7 +389,7 @@ mod tests {
         assert_eq!(buffer_lens(&bhsd, None).unwrap(), want);
         // Paged: whole caches, each as wide as its tensor.
         let pages = Pages::for_batch(2, 300, 64).unwrap();
-        let paged = buffer_lens(&p, Some(64)).unwrap();
+        let paged = buffer_lens(&p, Some(pages)).unwrap();
         assert_eq!((paged.k, paged.v), (pages.cache_len(2, 192).unwrap(), pages.cache_len(2, 128).unwrap()));
         assert_eq!((paged.q, paged.out), (want.q, want.out));
         // V as wide as K: the sizes the buffers always had.
