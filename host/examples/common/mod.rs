@@ -1,6 +1,6 @@
 //! What every example shares: random inputs, and the comparison with the CPU reference.
 use flashrs::{AttentionParams, Element, Gpu, Pages};
-use flashrs_reference::{Problem, RefInputs, reference_forward};
+use flashrs_reference::{Problem, RefInputs, Variants, reference_forward, reference_forward_with};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
@@ -26,6 +26,12 @@ pub fn random<T: Element>(n: usize) -> Vec<T> {
 // Each example compiles this module on its own; those with other layouts do not call this.
 #[allow(dead_code)]
 pub fn random_forward<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &AttentionParams) -> Result<[Vec<T>; 4], Box<dyn std::error::Error>> {
+    Ok(random_forward_lse(gpu, p)?.0)
+}
+
+/// [`random_forward`], with the log-sum-exp the call writes too.
+#[allow(dead_code)]
+pub fn random_forward_lse<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &AttentionParams) -> Result<([Vec<T>; 4], Vec<f32>), Box<dyn std::error::Error>> {
     use cust::memory::{CopyDestination, DeviceBuffer};
     use cust::stream::{Stream, StreamFlags};
     let n = p.contiguous_lens()?;
@@ -33,11 +39,12 @@ pub fn random_forward<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &Atte
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
     let mut out_d = DeviceBuffer::from_slice(&vec![T::default(); n.out])?;
-    gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut out_d, None)?;
+    let mut lse_d = DeviceBuffer::<f32>::zeroed(n.lse)?;
+    gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))?;
     stream.synchronize()?;
     let mut out = vec![T::default(); n.out];
     out_d.copy_to(&mut out[..])?;
-    Ok([q, k, v, out])
+    Ok(([q, k, v, out], lse_d.as_host_vec()?))
 }
 
 /// Checks `out` (contiguous `[batch, seqlen_q, heads_q, head_dim_v]`) against the f64
@@ -53,6 +60,24 @@ pub fn check_against_reference<T: Element>(p: &AttentionParams, q: &[T], k: &[T]
         std::process::exit(1);
     }
     println!("matches the CPU f64 reference: max abs error {err:.3e} (tolerance {tolerance:.1e})");
+}
+
+/// Checks `out` and `lse` against the f64 reference with `variants` (output within
+/// `tolerance`, log-sum-exp within 1e-3); exits non-zero on a mismatch, else returns the
+/// errors as a line to print.
+#[allow(dead_code)]
+pub fn check_variants_against_reference<T: Element>(p: &AttentionParams, variants: &Variants, [q, k, v]: [&[T]; 3], out: &[T], lse: &[f32], tolerance: f64) -> String {
+    let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+    let (qf, kf, vf) = (f(q), f(k), f(v));
+    let (r_out, r_lse) = reference_forward_with(&Problem::from(p), variants, &RefInputs { q: &qf, k: &kf, v: &vf });
+    let err = out.iter().zip(&r_out).map(|(o, r)| (o.to_f32() as f64 - r).abs()).fold(0.0, f64::max);
+    let lse_err = lse.iter().zip(&r_lse).map(|(&g, &r)| (g as f64 - r).abs()).fold(0.0, f64::max);
+    let errors = format!("max abs error {err:.3e} (output), {lse_err:.3e} (log-sum-exp)");
+    if !(err <= tolerance && lse_err <= 1e-3) {
+        eprintln!("error: {errors} against the CPU reference");
+        std::process::exit(1);
+    }
+    errors
 }
 
 /// K and V caches and their block table, as a serving engine keeps them.
