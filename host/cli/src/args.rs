@@ -52,6 +52,11 @@ the median and the fastest are reported. With `--timing queued` each timed launc
   GB/s   = bytes of Q, K and V read once plus O written once / median time (the least traffic
            any implementation needs)
 
+--compare torch --rounds N alternates: each row runs ours and theirs back to back N times \
+(who goes first alternating), so that both see the same GPU clocks, whose power state moves \
+long rows by up to 10% from minute to minute; the table then gives each row's median per-round \
+ratio and its range, and the geomeans are of those medians.
+
 --head-dim-v N runs every row with V and the output N wide (DeepSeek's 192 / 128, for one): \
 the table shows such rows' head dimensions as `192/128`, and the JSON and CSV records carry \
 `head_dim_v`. A call the library cannot run with such a V (for now backward rows whose V is \
@@ -199,6 +204,12 @@ pub struct BenchmarkArgs {
     /// Also time another implementation on the same shapes.
     #[arg(long, value_enum)]
     pub compare: Option<CompareArg>,
+    /// With --compare: time each row N times, ours and theirs back to back in every round
+    /// (alternating who goes first), and report each row's median per-round ratio and its
+    /// range; times are the median of the rounds' medians. Without it, ours run as a sweep
+    /// and theirs as another, minutes apart, on whatever clocks the GPU then has.
+    #[arg(long, value_name = "N", requires = "compare", value_parser = clap::value_parser!(u32).range(1..=100).map(|n| n as usize))]
+    pub rounds: Option<usize>,
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -387,6 +398,14 @@ mod tests {
         assert!(parse(&format!("--all-configs --config {}", configs::tag(&last))).is_err());
         assert!(parse("--config nope").unwrap_err().to_string().contains(&configs::tag(&CONFIGS[0])));
         assert!(parse("--plot r.pdf").unwrap_err().to_string().contains(".svg or .png"));
+    }
+
+    #[test]
+    fn rounds_need_a_peer_to_alternate_with() {
+        assert_eq!(parse("").unwrap().rounds, None);
+        assert_eq!(parse("--compare torch --rounds 5").unwrap().rounds, Some(5));
+        assert!(parse("--rounds 3").unwrap_err().to_string().contains("--compare"));
+        assert!(parse("--compare torch --rounds 0").is_err() && parse("--compare torch --rounds 101").is_err());
     }
 
     #[test]

@@ -10,13 +10,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::CliError;
 use super::args::{BenchmarkArgs, CompareArg, LayoutArg};
+use super::compare::{self, Interleaved};
 use super::configs::ConfigChoice;
 use super::plot;
 use super::record::Record;
 use super::report::{Report, Startup};
+use super::rounds;
 use super::runner::{self, Options, Row};
 use super::sweep::Shape;
-use super::torch;
+use super::torch::{self, TorchInfo};
 
 /// Runs the benchmark described by `args`.
 pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
@@ -49,29 +51,23 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     let gpu = Gpu::from_cudarc(&ctx)?;
     let startup = Startup { ms: opened.elapsed().as_secs_f64() * 1e3, kernel_image: gpu.image().name.into() };
     let device = format!("{} ({:?})", gpu.name()?, gpu.arch());
-    let mut records = run_ours(&ctx, &gpu, &rows, &opts)?;
-    let mut torch_info = None;
-    let mut torch_unavailable = None;
-    if args.compare == Some(CompareArg::Torch) {
-        match run_torch(&shapes, &opts) {
-            torch::Outcome::Ran { info, records: theirs, problem } => {
-                if let Some(p) = problem {
-                    eprintln!("warning: {p}");
-                }
-                torch_info = Some(info);
-                records.extend(theirs);
-            }
-            torch::Outcome::Unavailable(why) => torch_unavailable = Some(why),
-        }
-    }
+    let ran = run_rows(args, (&ctx, &gpu), (&rows, &shapes), &opts)?;
+    let summary = match &ran.rounds {
+        Some((_, rows)) => compare::summarize_interleaved(&ran.records, rows),
+        None => compare::summarize(&ran.records),
+    };
+    let (rounds, interleaved) = ran.rounds.map_or((None, Vec::new()), |(n, rows)| (Some(n), rows));
     let report = Report {
-        torch: torch_info,
-        torch_unavailable,
+        summary,
+        rounds,
+        interleaved,
+        torch: ran.torch,
+        torch_unavailable: ran.torch_unavailable,
         timing: opts.timing.name().into(),
         startup: Some(startup),
         date: Some(super::report::today()),
         command: Some(std::env::args().skip(1).fold("flashrs".to_string(), |c, a| c + " " + &a)),
-        ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, records)
+        ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, ran.records)
     };
     print!("{}", report.table());
     write_outputs(args, &report)
@@ -99,6 +95,60 @@ pub fn bar(len: usize, what: &str) -> ProgressBar {
         .expect("the template is valid")
         .progress_chars("=> ");
     ProgressBar::new(len as u64).with_style(style).with_prefix(what.to_string())
+}
+
+/// What the rows produced, ours and (with `--compare`) theirs.
+struct Ran {
+    /// Ours first, then theirs.
+    records: Vec<Record>,
+    /// The torch compared with.
+    torch: Option<TorchInfo>,
+    /// Why torch was asked for but not compared.
+    torch_unavailable: Option<String>,
+    /// With `--rounds`: their number and each problem's per-round ratios.
+    rounds: Option<(usize, Vec<Interleaved>)>,
+}
+
+/// Runs our rows and, with `--compare torch`, theirs: in interleaved rounds with `--rounds`
+/// (ours alone, once, when torch cannot start), else as a sweep after ours.
+fn run_rows(args: &BenchmarkArgs, (ctx, gpu): (&Arc<CudaContext>, &Gpu), (rows, shapes): (&[Row], &[Shape]), opts: &Options) -> Result<Ran, CliError> {
+    let mut ran = Ran { records: Vec::new(), torch: None, torch_unavailable: None, rounds: None };
+    if args.compare != Some(CompareArg::Torch) {
+        ran.records = run_ours(ctx, gpu, rows, opts)?;
+        return Ok(ran);
+    }
+    if let Some(rounds) = args.rounds {
+        match torch::Session::start() {
+            Ok(mut session) => {
+                let progress = bar(rows.len() * rounds * 2, "rounds ");
+                let out = rounds::run(ctx, gpu, rows, opts, rounds, &mut session, || progress.inc(1));
+                progress.finish_and_clear();
+                let out = out?;
+                ran.torch = Some(session.info().clone());
+                if let Some(p) = out.problem.or_else(|| session.finish()) {
+                    eprintln!("warning: {p}");
+                }
+                (ran.records, ran.rounds) = (out.records, Some((rounds, out.interleaved)));
+            }
+            Err(why) => {
+                ran.records = run_ours(ctx, gpu, rows, opts)?;
+                ran.torch_unavailable = Some(why);
+            }
+        }
+        return Ok(ran);
+    }
+    ran.records = run_ours(ctx, gpu, rows, opts)?;
+    match run_torch(shapes, opts) {
+        torch::Outcome::Ran { info, records: theirs, problem } => {
+            if let Some(p) = problem {
+                eprintln!("warning: {p}");
+            }
+            ran.torch = Some(info);
+            ran.records.extend(theirs);
+        }
+        torch::Outcome::Unavailable(why) => ran.torch_unavailable = Some(why),
+    }
+    Ok(ran)
 }
 
 /// Runs every row of ours, stopping at the first failure.

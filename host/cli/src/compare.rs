@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::mods::ModSpec;
 use super::record::{Implementation, Record};
+use super::sweep::Shape;
 
 /// Rows with at least this query length form the "long sequences" summary, where launch
 /// overheads no longer dominate.
@@ -64,22 +66,94 @@ pub fn best_ours(records: &[Record]) -> Vec<&Record> {
 /// One comparison per other implementation that has any record.
 pub fn summarize(records: &[Record]) -> Vec<Comparison> {
     let ours = best_ours(records);
-    Implementation::ALL
-        .into_iter()
-        .filter(|&i| i != Implementation::Flashrs && records.iter().any(|r| r.implementation == i))
+    let pairs = others(records).flat_map(|against| {
+        ours.iter().filter_map(move |o| Some((against, o.shape.seqlen_q, speedup(o, find(records, against, o)?)?))).collect::<Vec<_>>()
+    });
+    comparisons(records, pairs)
+}
+
+/// The other implementations with any record, in [`Implementation::ALL`] order.
+fn others(records: &[Record]) -> impl Iterator<Item = Implementation> + '_ {
+    Implementation::ALL.into_iter().filter(|&i| i != Implementation::Flashrs && records.iter().any(|r| r.implementation == i))
+}
+
+/// One comparison per other implementation of `records`, from `(against, seqlen_q, ratio)`
+/// per shape.
+fn comparisons(records: &[Record], pairs: impl IntoIterator<Item = (Implementation, usize, f64)>) -> Vec<Comparison> {
+    let pairs: Vec<(Implementation, usize, f64)> = pairs.into_iter().collect();
+    others(records)
         .map(|against| {
-            let pairs: Vec<(usize, f64)> =
-                ours.iter().filter_map(|o| Some((o.shape.seqlen_q, speedup(o, find(records, against, o)?)?))).collect();
-            let long: Vec<f64> = pairs.iter().filter(|(s, _)| *s >= LONG_SEQLEN).map(|&(_, x)| x).collect();
+            let all: Vec<(usize, f64)> = pairs.iter().filter(|p| p.0 == against).map(|&(_, s, x)| (s, x)).collect();
+            let long: Vec<f64> = all.iter().filter(|(s, _)| *s >= LONG_SEQLEN).map(|&(_, x)| x).collect();
             Comparison {
                 against,
-                rows: pairs.len(),
-                geomean: geomean(pairs.iter().map(|&(_, x)| x)),
+                rows: all.len(),
+                geomean: geomean(all.iter().map(|&(_, x)| x)),
                 rows_seqlen_ge_2048: long.len(),
                 geomean_seqlen_ge_2048: geomean(long),
             }
         })
         .collect()
+}
+
+/// One problem against one other implementation over interleaved rounds (`--rounds`): in
+/// each round both ran the problem back to back, so the GPU's clocks moved little between
+/// the two times, and the median of the per-round ratios is steadier than the ratio of
+/// medians taken minutes apart. Field names are part of the JSON output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Interleaved {
+    /// The other implementation.
+    pub against: Implementation,
+    /// The problem.
+    #[serde(flatten)]
+    pub shape: Shape,
+    /// Its attention modifications.
+    #[serde(default)]
+    pub mods: ModSpec,
+    /// Ours/theirs throughput of each round where both had a time (our fastest
+    /// configuration of the round), in round order.
+    pub ratios: Vec<f64>,
+    /// Their median.
+    pub median: f64,
+    /// The lowest.
+    pub min: f64,
+    /// The highest.
+    pub max: f64,
+}
+
+impl Interleaved {
+    /// The rounds' ratios of `ours` (our records of one problem, by round) against `theirs`
+    /// (one implementation's, by round); `None` when no round has both times.
+    pub fn new(ours: &[Vec<Record>], theirs: &[Record]) -> Option<Interleaved> {
+        let ratios: Vec<f64> = ours.iter().zip(theirs).filter_map(|(o, t)| speedup(best_ours(o).first()?, t)).collect();
+        let median = median(&ratios)?;
+        let first = theirs.first()?;
+        let (min, max) = ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        Some(Interleaved { against: first.implementation, shape: first.shape, mods: first.mods, ratios, median, min, max })
+    }
+
+    /// Whether it compares `ours`'s problem with `against`.
+    pub fn is_of(&self, against: Implementation, ours: &Record) -> bool {
+        self.against == against && self.shape == ours.shape && self.mods == ours.mods
+    }
+}
+
+/// The median (the mean of the middle two for an even count); `None` for no values.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// [`summarize`] over interleaved rounds: the geometric means of each problem's median
+/// per-round ratio, one comparison per other implementation of `records`.
+pub fn summarize_interleaved(records: &[Record], rows: &[Interleaved]) -> Vec<Comparison> {
+    comparisons(records, rows.iter().map(|r| (r.against, r.shape.seqlen_q, r.median)))
 }
 
 #[cfg(test)]

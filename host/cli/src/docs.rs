@@ -93,6 +93,14 @@ fn run_mods(r: &Report) -> String {
     labels.join(" / ")
 }
 
+/// The summary's timing cell: the mode, and the interleaved rounds where there were some.
+fn timing(r: &Report) -> String {
+    match r.rounds {
+        Some(n) => format!("{}, {n} rounds", r.timing),
+        None => r.timing.clone(),
+    }
+}
+
 /// `x` as a ratio, or "n/a".
 fn ratio(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |x| format!("{x:.2}x"))
@@ -118,7 +126,7 @@ fn summary(runs: &[(String, Report)], dir: &str) -> String {
         let sweep = if decode { format!("{mods}decode") } else { format!("{pass}{}{mods}seqlen >= {LONG_SEQLEN}", forced_path(r)) };
         let ours = compare::best_ours(&r.records);
         let rows = ours.iter().filter(|o| decode || o.shape.seqlen_q >= LONG_SEQLEN).count();
-        out += &format!("\n| {} | {} | {} | {sweep} ([{name}]({dir}{name})) | {} | {rows} |", r.date.as_deref().unwrap_or("?"), r.device, r.dtype, r.timing);
+        out += &format!("\n| {} | {} | {} | {sweep} ([{name}]({dir}{name})) | {} | {rows} |", r.date.as_deref().unwrap_or("?"), r.device, r.dtype, timing(r));
         for p in PEERS {
             let c = r.summary.iter().find(|c| c.against == p);
             out += &format!(" {} |", ratio(c.and_then(|c| if decode { c.geomean } else { c.geomean_seqlen_ge_2048 })));
@@ -159,6 +167,9 @@ fn section(name: &str, r: &Report) -> String {
         out += &format!("`{}`: ", without_outputs(c));
     }
     out += &format!("median of {} launches after {} warm-ups, {} timing", r.iters, r.warmup, r.timing);
+    if let Some(n) = r.rounds {
+        out += &format!("; {n} interleaved rounds per row, ours and theirs back to back (times: the median of the rounds' medians; vs: the median of the rounds' ratios, lowest-highest)");
+    }
     if let Some(t) = &r.torch {
         out += &format!("; torch {} (cuDNN {})", t.torch, t.cudnn.map_or("n/a".into(), |v| v.to_string()));
     }
@@ -204,12 +215,13 @@ fn section(name: &str, r: &Report) -> String {
         );
         for &p in &peers {
             let theirs = compare::find(&r.records, p, o);
-            out += &format!(" {} | {} |", num(theirs.and_then(value)), ratio(theirs.and_then(|t| compare::speedup(o, t))));
+            out += &format!(" {} | {} |", num(theirs.and_then(value)), r.ratio_cell(p, o));
         }
     }
     out += "\n\n";
     for c in &r.summary {
-        out += &format!("- Geomean vs {}: {} over {} rows", label(c.against), ratio(c.geomean), c.rows);
+        let of = if r.rounds.is_some() { " (of the rows' median ratios)" } else { "" };
+        out += &format!("- Geomean vs {}{of}: {} over {} rows", label(c.against), ratio(c.geomean), c.rows);
         if c.rows_seqlen_ge_2048 > 0 {
             out += &format!(", {} over the {} rows with seqlen >= {LONG_SEQLEN}", ratio(c.geomean_seqlen_ge_2048), c.rows_seqlen_ge_2048);
         }
@@ -279,6 +291,21 @@ mod tests {
         // The JSON the benchmark writes reads back.
         let back: Report = serde_json::from_str(&runs[0].1.to_json()).unwrap();
         assert_eq!(document(&[("h100-bf16.json".into(), back)]), document(&runs[..1]));
+    }
+
+    #[test]
+    fn interleaved_runs_say_so_and_show_the_rounds_ratios() {
+        let mut r = run(8192, Some(1.1));
+        let ours = r.records[0].clone();
+        let row = |against, ratios: Vec<f64>, median, min, max| compare::Interleaved { against, shape: ours.shape, mods: ours.mods, ratios, median, min, max };
+        r.rounds = Some(3);
+        r.interleaved = vec![row(Implementation::Fa3, vec![1.05, 1.12, 1.08], 1.08, 1.05, 1.12), row(Implementation::TorchCudnn, vec![1.25, 1.21, 1.3], 1.25, 1.21, 1.3)];
+        r.summary = compare::summarize_interleaved(&r.records, &r.interleaved);
+        let doc = document(&[("rounds.json".into(), r)]);
+        assert!(doc.contains("| call, 3 rounds | 1 | 1.08x | 1.25x | n/a |"), "{doc}");
+        assert!(doc.contains("; 3 interleaved rounds per row, ours and theirs back to back"), "{doc}");
+        assert!(doc.contains("| 1.08x (1.05-1.12) |") && doc.contains("| 1.25x (1.21-1.30) |"), "{doc}");
+        assert!(doc.contains("- Geomean vs FA3 (of the rows' median ratios): 1.08x over 1 rows"), "{doc}");
     }
 
     #[test]

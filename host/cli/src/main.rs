@@ -14,6 +14,7 @@ pub mod plot;
 pub mod record;
 pub mod report;
 pub mod ring;
+pub mod rounds;
 pub mod runner;
 pub mod sweep;
 pub mod torch;

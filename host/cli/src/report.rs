@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::compare::{self, Comparison, LONG_SEQLEN};
+use super::compare::{self, Comparison, Interleaved, LONG_SEQLEN};
 use super::record::{Implementation, Record};
 use super::torch::TorchInfo;
 
@@ -71,8 +71,16 @@ pub struct Report {
     pub torch_unavailable: Option<String>,
     /// Every result, ours first in run order, then torch's.
     pub records: Vec<Record>,
-    /// Geometric means of ours/theirs per other implementation.
+    /// Geometric means of ours/theirs per other implementation (with [`Report::rounds`]: of
+    /// each problem's median per-round ratio).
     pub summary: Vec<Comparison>,
+    /// Interleaved rounds per row (`--rounds`), if the run had them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<usize>,
+    /// With [`Report::rounds`]: each problem's per-round ratios against each other
+    /// implementation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interleaved: Vec<Interleaved>,
 }
 
 /// Opening the GPU: driver, primary context and kernels, the start-up a serving process pays.
@@ -88,7 +96,7 @@ impl Report {
     /// Assembles a report; the summary is computed from `records`.
     pub fn new(device: String, dtype: &str, warmup: usize, iters: usize, records: Vec<Record>) -> Self {
         let summary = compare::summarize(&records);
-        Report { schema: SCHEMA, date: None, command: None, device, dtype: dtype.into(), warmup, iters, timing: "call".into(), startup: None, torch: None, torch_unavailable: None, records, summary }
+        Report { schema: SCHEMA, date: None, command: None, device, dtype: dtype.into(), warmup, iters, timing: "call".into(), startup: None, torch: None, torch_unavailable: None, records, summary, rounds: None, interleaved: Vec::new() }
     }
 
     /// The `--json` document.
@@ -159,7 +167,7 @@ impl Report {
                 for &o in &others {
                     let theirs = compare::find(&self.records, o, r);
                     row.push(if decode { num(theirs.and_then(|t| t.kv_gbps), 0) } else { num(theirs.and_then(|t| t.tflops), 1) });
-                    row.push(theirs.and_then(|t| compare::speedup(r, t)).map_or("n/a".into(), |x| format!("{x:.2}x")));
+                    row.push(self.ratio_cell(o, r));
                 }
                 row
             })
@@ -174,12 +182,27 @@ impl Report {
             "flashrs benchmark on {} ({}; {} warm-up + {} timed launches per row, {} timing; TFLOPS = {formula} / median, halved when causal{windowed})\n",
             self.device, self.dtype, self.warmup, self.iters, self.timing
         );
+        if let Some(n) = self.rounds {
+            out += &format!("{n} interleaved rounds per row, ours and theirs back to back: times are the median of the rounds' medians, ours/theirs the median of the rounds' ratios (lowest-highest)\n");
+        }
         if let Some(s) = &self.startup {
             out += &format!("GPU opened in {:.0} ms (driver, context, kernels from {})\n", s.ms, s.kernel_image);
         }
         out += &render(&head, &rows);
         out += &self.footer();
         out
+    }
+
+    /// Ours/theirs on `ours`'s problem against `against`: with rounds, the median of the
+    /// rounds' ratios and their range; else the ratio of the two medians.
+    pub fn ratio_cell(&self, against: Implementation, ours: &Record) -> String {
+        if self.rounds.is_some() {
+            return match self.interleaved.iter().find(|i| i.is_of(against, ours)) {
+                Some(i) => format!("{:.2}x ({:.2}-{:.2})", i.median, i.min, i.max),
+                None => "n/a".into(),
+            };
+        }
+        compare::find(&self.records, against, ours).and_then(|t| compare::speedup(ours, t)).map_or("n/a".into(), |x| format!("{x:.2}x"))
     }
 
     /// Lines under the table: torch version or why it was skipped, geomeans, n/a reasons.
@@ -194,8 +217,9 @@ impl Report {
         for c in &self.summary {
             let g = |x: Option<f64>| x.map_or("n/a".into(), |x| format!("{x:.3}x"));
             out += &format!(
-                "geomean flashrs/{}: {} over {} shapes; {} over {} shapes with seqlen >= {LONG_SEQLEN}\n",
+                "geomean flashrs/{}{}: {} over {} shapes; {} over {} shapes with seqlen >= {LONG_SEQLEN}\n",
                 c.against.name(),
+                if self.rounds.is_some() { " (of the rows' median ratios)" } else { "" },
                 g(c.geomean),
                 c.rows,
                 g(c.geomean_seqlen_ge_2048),
@@ -377,6 +401,26 @@ mod tests {
         assert_eq!(v["records"][2]["median_ms"], Value::Null);
         assert_eq!(v["summary"][0]["against"], "torch-fa2");
         assert_eq!(v["summary"][0]["rows"], 1);
+    }
+
+    #[test]
+    fn rounds_show_median_ratios_with_their_range_and_read_back() {
+        let mut r = sample();
+        let plain_json = r.to_json();
+        let ours = r.records[0].clone();
+        r.rounds = Some(3);
+        r.interleaved = vec![Interleaved { against: Implementation::TorchFa2, shape: ours.shape, mods: ours.mods, ratios: vec![0.8, 0.9, 0.86], median: 0.86, min: 0.8, max: 0.9 }];
+        r.summary = compare::summarize_interleaved(&r.records, &r.interleaved);
+        let t = r.table();
+        assert!(t.contains("3 interleaved rounds per row"), "{t}");
+        // Not the ratio of the medians (0.85x): the rounds' median, and its range.
+        assert!(t.lines().nth(4).unwrap().contains("0.86x (0.80-0.90)"), "{t}");
+        assert!(t.contains("geomean flashrs/torch-fa2 (of the rows' median ratios): 0.860x over 1 shapes"), "{t}");
+        let back: Report = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!((back.rounds, &back.interleaved), (Some(3), &r.interleaved));
+        // Runs without rounds write neither key.
+        assert!(!plain_json.contains("interleaved") && !plain_json.contains("\"rounds\""));
+        assert_eq!(serde_json::from_str::<Report>(&plain_json).unwrap().rounds, None);
     }
 
     #[test]

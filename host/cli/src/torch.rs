@@ -8,9 +8,9 @@
 //! a backend that refuses it (SDPA's flash backend does) as n/a with its error.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Lines, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread::JoinHandle;
 
 use flashrs::DType;
 use crate::bench::TimingMode;
@@ -167,6 +167,8 @@ enum Line {
         /// By script backend name.
         backends: BTreeMap<String, BackendResult>,
     },
+    /// The request has been answered.
+    Done,
 }
 
 /// One backend on one shape: times and how it was called, or why it refused.
@@ -197,6 +199,7 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
         match line {
             Line::Unavailable { reason } => return Outcome::Unavailable(reason),
             Line::Info(i) => info = Some(i),
+            Line::Done => {}
             Line::Result { index, backends } => {
                 if let Some(slot) = results.get_mut(index) {
                     *slot = Some(backends);
@@ -231,55 +234,157 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
 /// Runs the script with `python3` on `shapes` under `mods`; `on_result` is called as each
 /// shape finishes (for a progress bar). Never fails: whatever goes wrong becomes
 /// [`Outcome::Unavailable`] or the `problem` of a partial run.
-pub fn run(shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
-    let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}.py", std::process::id()));
-    let request = Request::new(shapes, dtype, timing, backward, mods, &backends(backward, mods));
-    let outcome = run_script(&script, &request, dtype, mods, &mut on_result);
-    // The temporary script is disposable; failing to delete it changes no result.
-    let _ = std::fs::remove_file(&script);
-    outcome
+pub fn run(shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, on_result: impl FnMut()) -> Outcome {
+    let mut session = match Session::start() {
+        Ok(s) => s,
+        Err(why) => return Outcome::Unavailable(why),
+    };
+    let outcome = session.run(shapes, dtype, timing, backward, mods, on_result);
+    match (outcome, session.finish()) {
+        (Outcome::Ran { info, records, problem: None }, Some(p)) => Outcome::Ran { info, records, problem: Some(p) },
+        (outcome, _) => outcome,
+    }
 }
 
-/// [`run`], with the script at `script`.
-fn run_script(script: &Path, request: &Request, dtype: DType, mods: &ModSpec, on_result: &mut dyn FnMut()) -> Outcome {
-    let shapes = request.shapes;
-    if let Err(e) = std::fs::write(script, SCRIPT) {
-        return Outcome::Unavailable(format!("cannot write {}: {e}", script.display()));
+/// The script running under `python3`, asked one request at a time: interleaved rounds
+/// (`--rounds`) alternate its rows with ours and pay for torch's start-up once.
+pub struct Session {
+    /// The `python3` process.
+    child: Child,
+    /// Its standard input, one request per line; dropped to let it exit.
+    stdin: Option<ChildStdin>,
+    /// Its standard output, one protocol object per line.
+    stdout: Lines<BufReader<ChildStdout>>,
+    /// Collects its standard error on the side, so that a chatty script cannot block on a
+    /// full pipe; joined once it has stopped.
+    stderr: Option<JoinHandle<String>>,
+    /// The torch that runs.
+    info: TorchInfo,
+    /// Whether it has been waited for.
+    exited: bool,
+    /// Why it stopped, if it failed: every later request answers with this.
+    stopped: Option<String>,
+}
+
+impl Session {
+    /// Starts the script and reads its first answer: the torch that runs, or why nothing
+    /// can be timed (no python3, no torch, no GPU, ...).
+    pub fn start() -> Result<Session, String> {
+        Self::start_script(SCRIPT)
     }
-    let request_backward = request.backward;
-    let request = serde_json::to_string(&request).expect("the request is plain data");
-    let child = Command::new("python3").arg(script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => return Outcome::Unavailable(format!("cannot run python3: {e}")),
-    };
-    // A failed write shows up as the script's own error (it reads stdin first).
-    let _ = child.stdin.take().map(|mut stdin| stdin.write_all(request.as_bytes()));
-    // Drain stderr on the side so a chatty script cannot block on a full pipe.
-    let mut stderr = child.stderr.take().expect("stderr is piped");
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let mut lines = Vec::new();
-    for line in BufReader::new(child.stdout.take().expect("stdout is piped")).lines() {
-        let Ok(line) = line else { break };
-        if let Some(parsed) = parse_line(&line) {
-            if matches!(parsed, Line::Result { .. }) {
-                on_result();
+
+    /// [`Session::start`] with the script `text` (tests give a stand-in for torch).
+    fn start_script(text: &str) -> Result<Session, String> {
+        // Unique per session: tests start several at once.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let script = std::env::temp_dir().join(format!("flashrs-torch-sdpa-{}-{n}.py", std::process::id()));
+        std::fs::write(&script, text).map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+        let child = Command::new("python3").arg(&script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+        let mut session = match child {
+            Ok(mut child) => {
+                let mut stderr = child.stderr.take().expect("stderr is piped");
+                Session {
+                    stdin: child.stdin.take(),
+                    stdout: BufReader::new(child.stdout.take().expect("stdout is piped")).lines(),
+                    stderr: Some(std::thread::spawn(move || {
+                        let mut text = String::new();
+                        let _ = stderr.read_to_string(&mut text);
+                        text
+                    })),
+                    child,
+                    info: TorchInfo { torch: String::new(), device: String::new(), cudnn: None },
+                    exited: false,
+                    stopped: None,
+                }
             }
-            lines.push(parsed);
+            Err(e) => {
+                let _ = std::fs::remove_file(&script);
+                return Err(format!("cannot run python3: {e}"));
+            }
+        };
+        let first = session.next_line();
+        // Python has read the script by the time it answers (or has stopped); a leftover
+        // temporary file changes no result.
+        let _ = std::fs::remove_file(&script);
+        match first {
+            Some(Line::Info(info)) => {
+                session.info = info;
+                Ok(session)
+            }
+            Some(Line::Unavailable { reason }) => Err(reason),
+            _ => Err(session.stop(false).unwrap_or_else(|| "the torch script reported nothing".into())),
         }
     }
-    let status = child.wait();
-    let stderr = stderr.join().unwrap_or_default();
-    let problem = match status {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!("the torch script exited with {s}: {}", tail(&stderr, 800))),
-        Err(e) => Some(format!("waiting for python3 failed: {e}")),
-    };
-    collect(lines, shapes, dtype, (request_backward, mods), problem)
+
+    /// The torch that runs.
+    pub fn info(&self) -> &TorchInfo {
+        &self.info
+    }
+
+    /// Times `shapes` under `mods` (one request); `on_result` is called as each shape
+    /// finishes. A script that stops midway leaves the shapes it did not reach n/a and says
+    /// why in the outcome's `problem`, as every later call does.
+    pub fn run(&mut self, shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
+        let request = Request::new(shapes, dtype, timing, backward, mods, &backends(backward, mods));
+        let mut lines = vec![Line::Info(self.info.clone())];
+        if !self.exited {
+            let line = serde_json::to_string(&request).expect("the request is plain data") + "\n";
+            // A failed write shows up as the script having stopped.
+            let _ = self.stdin.as_mut().map(|stdin| stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()));
+            loop {
+                match self.next_line() {
+                    Some(Line::Done) => break,
+                    Some(result @ Line::Result { .. }) => {
+                        on_result();
+                        lines.push(result);
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.stop(false);
+                        break;
+                    }
+                }
+            }
+        }
+        collect(lines, shapes, dtype, (backward, mods), self.stopped.clone())
+    }
+
+    /// Closes the script's input and waits for it: why it failed, if it did.
+    pub fn finish(mut self) -> Option<String> {
+        self.stop(true)
+    }
+
+    /// The next protocol line of the reply (skipping anything else), or `None` once the
+    /// script's output has ended.
+    fn next_line(&mut self) -> Option<Line> {
+        self.stdout.by_ref().map_while(Result::ok).find_map(|line| parse_line(&line))
+    }
+
+    /// Closes the script's input, waits for it to exit and records why it failed, if it
+    /// did: a failed exit status, or any exit before `closing` (in the middle of a request).
+    fn stop(&mut self, closing: bool) -> Option<String> {
+        if self.exited {
+            return self.stopped.clone();
+        }
+        self.exited = true;
+        drop(self.stdin.take());
+        let status = self.child.wait();
+        let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        self.stopped = match status {
+            Ok(s) if s.success() && closing => None,
+            Ok(s) if s.success() => Some(format!("the torch script stopped early: {}", tail(&stderr, 800))),
+            Ok(s) => Some(format!("the torch script exited with {s}: {}", tail(&stderr, 800))),
+            Err(e) => Some(format!("waiting for python3 failed: {e}")),
+        };
+        self.stopped.clone()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop(true);
+    }
 }
 
 /// The last `max` bytes of `text`, at a character boundary.
@@ -453,6 +558,68 @@ mod tests {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
             Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() - 1 && reported == 1),
         }
+    }
+
+    /// A stand-in for the script: the protocol without torch, each shape's time its index
+    /// plus the request's number; a request with 99 warm-ups makes it exit after one shape.
+    const FAKE: &str = r#"
+import json, sys
+print(json.dumps({"kind": "info", "torch": "fake", "device": "none", "cudnn": None}), flush=True)
+n = 0
+for line in sys.stdin:
+    request = json.loads(line)
+    n += 1
+    for i, _ in enumerate(request["shapes"]):
+        if request["warmup"] == 99 and i == 1:
+            sys.exit(0)
+        print("noise", flush=True)
+        t = {"median_ms": float(i + n), "min_ms": float(i + n), "call": "fake"}
+        print(json.dumps({"kind": "result", "index": i, "backends": {b: t for b in request["backends"]}}), flush=True)
+    print(json.dumps({"kind": "done"}), flush=True)
+"#;
+
+    fn python() -> bool {
+        Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
+    }
+
+    #[test]
+    fn a_session_answers_request_after_request_then_exits_cleanly() {
+        if !python() {
+            eprintln!("skipped: no python3");
+            return;
+        }
+        let mut session = Session::start_script(FAKE).unwrap();
+        assert_eq!(session.info().torch, "fake");
+        let timing = (1, 2, TimingMode::Call);
+        let mut reported = 0;
+        for round in 1..=3 {
+            let Outcome::Ran { records, problem, .. } = session.run(&shapes(), DType::F16, timing, false, &ModSpec::default(), || reported += 1) else { panic!() };
+            assert_eq!(problem, None);
+            // Shape i of request n took i + n ms: each request was answered in turn.
+            let fa2: Vec<Option<f64>> = records.iter().filter(|r| r.implementation == Implementation::TorchFa2).map(|r| r.median_ms).collect();
+            assert_eq!(fa2, [Some(round as f64), Some(round as f64 + 1.0)]);
+        }
+        assert_eq!(reported, 6);
+        assert_eq!(session.finish(), None);
+    }
+
+    #[test]
+    fn a_session_whose_script_stops_midway_says_so_every_time_after() {
+        if !python() {
+            eprintln!("skipped: no python3");
+            return;
+        }
+        let mut session = Session::start_script(FAKE).unwrap();
+        let Outcome::Ran { records, problem, .. } = session.run(&shapes(), DType::F16, (99, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
+        assert!(problem.as_deref().unwrap().starts_with("the torch script stopped early"), "{problem:?}");
+        assert_eq!(records[0].median_ms, Some(1.0));
+        assert_eq!((records[3].shape, records[3].median_ms), (shapes()[1], None));
+        let Outcome::Ran { records, problem: again, .. } = session.run(&shapes(), DType::F16, (1, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
+        assert_eq!(again, problem);
+        assert!(records.iter().all(|r| r.median_ms.is_none()));
+        assert_eq!(session.finish(), problem);
+        // A script that says nothing is no session.
+        assert!(Session::start_script("import sys; sys.exit(3)").err().unwrap().contains("exited with"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 """Times PyTorch SDPA backends, FlashAttention-3 and FlexAttention for `flashrs benchmark
 --compare torch`.
 
-Request, one JSON document on stdin:
+Requests on stdin, one JSON document per line (the script answers each in turn, so that a
+caller can keep it running and alternate its rows with its own; it exits at the end of input):
   {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
    "backends": ["flash", "cudnn", "fa3", "flex"], "backward": bool,
    "window": [left, right], "softcap": float, "alibi": bool, "block_sparsity": float,
@@ -19,10 +20,13 @@ when they are set, and any other backend asked answers with an error rather than
 attention. "backends" may be empty (every backend refused the problem): the reply then has only
 the info line and empty results.
 
-Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines):
+Reply on stdout, one JSON object per line, each with a "kind" (the reader ignores other lines),
+first one of
   {"kind": "unavailable", "reason": str}     torch or a CUDA GPU is missing; nothing follows
   {"kind": "info", "torch": str, "device": str, "cudnn": int | null}
+before any request is read, then for each request
   {"kind": "result", "index": int, "backends": {name: {"median_ms", "min_ms", "call"} | {"error": str}}}
+for each of its shapes ("index" into its "shapes"), and {"kind": "done"} after the last.
 Diagnostics go to stderr.
 
 Timing matches flashrs: `warmup` untimed calls, then `iters` calls each between two CUDA
@@ -233,8 +237,7 @@ def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), soft
 
 
 def main():
-    """Reads the request, then answers line by line (see the module docstring)."""
-    request = json.load(sys.stdin)
+    """Says which torch runs, then answers each request on its line (see the module docstring)."""
     try:
         import torch
         from torch.nn.attention import SDPBackend
@@ -246,6 +249,17 @@ def main():
         return
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     emit({"kind": "info", "torch": torch.__version__, "device": torch.cuda.get_device_name(0), "cudnn": cudnn})
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return
+        if line.strip():
+            answer(torch, SDPBackend, json.loads(line))
+            emit({"kind": "done"})
+
+
+def answer(torch, SDPBackend, request):
+    """Times every shape of one request on every backend it asks for."""
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[request["dtype"]]
     warmup, iters = int(request["warmup"]), int(request["iters"])
     queued = request.get("timing", "call") == "queued"
