@@ -93,6 +93,18 @@ fn run_mods(r: &Report) -> String {
     labels.join(" / ")
 }
 
+/// `"D <q/k>/<v>, "` for each pair of head dimensions of a run whose V has its own (as the
+/// tables write them), else "": such a run is not the standard sweep.
+fn head_dims(r: &Report) -> String {
+    let mut dims: Vec<String> = Vec::new();
+    for d in r.records.iter().filter(|x| x.shape.head_dim_v.is_some()).map(|x| x.shape.dims()) {
+        if !dims.contains(&d) {
+            dims.push(d);
+        }
+    }
+    dims.iter().map(|d| format!("D {d}, ")).collect()
+}
+
 /// The summary's timing cell: the mode, and the interleaved rounds where there were some.
 fn timing(r: &Report) -> String {
     match r.rounds {
@@ -123,6 +135,7 @@ fn summary(runs: &[(String, Report)], dir: &str) -> String {
             m if m.is_empty() => m,
             m => format!("{m}, "),
         };
+        let mods = head_dims(r) + &mods;
         let sweep = if decode { format!("{mods}decode") } else { format!("{pass}{}{mods}seqlen >= {LONG_SEQLEN}", forced_path(r)) };
         let ours = compare::best_ours(&r.records);
         let rows = ours.iter().filter(|o| decode || o.shape.seqlen_q >= LONG_SEQLEN).count();
@@ -348,6 +361,7 @@ mod tests {
         let doc = document(&[("dv.json".to_string(), r)]);
         assert!(doc.contains("| 2 | 16 | 16 | 8192 | 8192 | 192/128 | off | `flash_fwd_sm90_bf16_d128_128x128s2` |"), "{doc}");
         assert!(doc.contains("TFLOPS = 2·B·Hq·Sq·Sk·(D+Dv) / median.\n"), "{doc}");
+        assert!(doc.contains("| bf16 | D 192/128, seqlen >= 2048 ([dv.json]"), "{doc}");
         assert!(!document(&[("plain.json".into(), run(8192, None))]).contains("Dv"));
     }
 
