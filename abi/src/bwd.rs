@@ -12,7 +12,8 @@
 //!    accumulator (f32 atomics; in deterministic mode in key-block order, see
 //!    [`BwdParams::dq_semaphore`]) and writes dK and dV at the end: summed over the group
 //!    without copies of K or V, and deterministic by construction.
-//! 3. `flash_bwd_dq_*`: dQ = scale * accumulator, rounded to the element type.
+//! 3. `flash_bwd_dq_*`: dQ = scale * accumulator, rounded to the element type; and, when asked
+//!    for ([`BwdParams::dsinks`]), the gradient of the sink logits.
 //!
 //! On sm_90a the main kernel may be the Hopper one (`flash_bwd_sm90_*`, [`BwdSm90Config`]),
 //! which keeps its dQ accumulator in wgmma fragment order ([`AccumLayout::Fragments`]) and is
@@ -78,6 +79,11 @@ pub struct BwdParams {
     /// launches; with [`AccumLayout::Fragments`] `batch * m_blocks * block_m`, each sequence's
     /// rows padded to the longest's steps.
     pub rows: u32,
+    /// Device address of the f32 gradient of the sink logits (`[heads_q]`, written by the dQ
+    /// kernel: `-sum over the head's rows of exp(sink - lse) * dot(dO, O)`), or 0 when not
+    /// asked for. Needs [`FwdParams::mods`]' sinks. The main kernels need nothing for sinks:
+    /// the log-sum-exp they recompute probabilities with already counts them.
+    pub dsinks: u64,
 }
 
 /// How the f32 dQ accumulator is laid out; the dQ kernel that reads it matches the main kernel

@@ -24,7 +24,7 @@ use crate::select::tma_describable;
 use crate::target::{Arch, Target};
 use crate::tensor_map::TensorMapParam;
 use crate::plan::u32_field;
-use crate::validate::{Call, check_tensor, kernel_strides, no_self_overlap, validate};
+use crate::validate::{Call, check_i32, check_tensor, kernel_strides, no_self_overlap, validate};
 use crate::workspace::WorkspaceAddrs;
 
 /// The gradient-side tensors of a backward call, as device addresses and capacities in
@@ -40,12 +40,23 @@ pub struct GradBuffers {
     pub dk: BufferRef,
     /// dV (laid out like V).
     pub dv: BufferRef,
+    /// The gradient of the call's sink logits (f32, one per query head; capacity in f32
+    /// elements), written when given ([`GradBuffers::dsinks`]).
+    pub dsinks: Option<BufferRef>,
 }
 
 impl GradBuffers {
     /// dO, dQ, dK and dV.
     pub fn new(dout: BufferRef, dq: BufferRef, dk: BufferRef, dv: BufferRef) -> Self {
-        GradBuffers { dout, dq, dk, dv }
+        GradBuffers { dout, dq, dk, dv, dsinks: None }
+    }
+
+    /// Also writes the gradient of the sink logits ([`crate::AttentionParamsBuilder::sinks`]),
+    /// f32 `[heads_q]`, into `dsinks`: `-sum over the head's rows of exp(sink - lse) * dot(dO,
+    /// O)`, the same bits every run.
+    pub fn dsinks(mut self, dsinks: BufferRef) -> Self {
+        self.dsinks = Some(dsinks);
+        self
     }
 }
 
@@ -70,12 +81,15 @@ pub struct BackwardPlan {
     pub deterministic: bool,
     /// Packed variable-length sequences (host or device offsets).
     pub varlen: bool,
+    /// The sink logits' gradient (f32, `len` = the query heads): written by the dQ kernel, or
+    /// zeroed by the launch when the call has no query row (and the dQ kernel no grid).
+    pub dsinks: Option<BufferRef>,
 }
 
 impl BackwardPlan {
-    /// True when there is nothing to compute.
+    /// True when there is nothing to compute or write.
     pub fn is_empty(&self) -> bool {
-        self.grids.iter().all(|&g| g == 0)
+        self.grids.iter().all(|&g| g == 0) && self.dsinks.is_none()
     }
 
     /// Byte offsets in the workspace of the row statistics and of the counters (the
@@ -151,9 +165,17 @@ impl AttentionParams<'_> {
         if matches!(p.layout.kv, Kv::Paged(_)) {
             return Err(Error::InvalidShape { what: "layout", reason: "the backward pass takes K and V tensors, not a paged cache".into() });
         }
-        if !p.mods.is_plain() {
-            let reason = "the backward pass takes no attention modifications (window, softcap, ALiBi, sinks) yet".into();
+        let m = &p.mods;
+        let refused: Vec<&str> = [(m.window.left.is_some() || m.window.right.is_some(), "window"), (m.softcap.is_some(), "softcap"), (m.alibi.is_some(), "ALiBi"), (m.blocks.is_some(), "block masks")]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect();
+        if !refused.is_empty() {
+            let reason = format!("the backward pass takes sinks but no other attention modification yet (this call has {})", refused.join(", "));
             return Err(Error::InvalidShape { what: "mods", reason });
+        }
+        if grads.dsinks.is_some() && m.sinks.is_none() {
+            return Err(Error::InvalidBuffer { tensor: "dsinks", reason: "the call has no sinks to take the gradient of".into() });
         }
         if p.head_dim_v() != p.head_dim {
             let reason = format!("the backward pass takes V with K's head dimension, not {} with {}", p.head_dim_v(), p.head_dim);
@@ -169,7 +191,35 @@ impl AttentionParams<'_> {
             None => (p.seqlen_q, p.seqlen_k),
         };
         let nb = if call.packed.is_some() { 1 } else { p.batch };
-        let mut plan = BackwardPlan { kernels, grids: [0; 3], smem: kernels[1].smem_bytes() as u32, params: BwdParams::default(), upload: None, workspace_bytes: 0, deterministic: p.deterministic, varlen: call.packed.is_some() };
+        let mut plan = BackwardPlan {
+            kernels,
+            grids: [0; 3],
+            smem: kernels[1].smem_bytes() as u32,
+            params: BwdParams::default(),
+            upload: None,
+            workspace_bytes: 0,
+            deterministic: p.deterministic,
+            varlen: call.packed.is_some(),
+            dsinks: None,
+        };
+        // Checked before anything else is: a call with nothing to compute still zeroes it.
+        let dsinks = match grads.dsinks {
+            Some(d) => {
+                let (name, d0, d1) = check_i32("dsinks", d, p.heads_q)?;
+                let inputs = call.index_spans()?.into_iter().chain([("q", bufs.q.ptr, bufs.q.ptr.saturating_add(bufs.q.len as u64 * 2))]);
+                let others = [("dout", grads.dout), ("dq", grads.dq), ("dk", grads.dk), ("dv", grads.dv), ("k", bufs.k), ("v", bufs.v), ("out", bufs.o)]
+                    .map(|(n, b)| (n, b.ptr, b.ptr.saturating_add(b.len as u64 * 2)))
+                    .into_iter()
+                    .chain([("lse", lse.ptr, lse.ptr.saturating_add(lse.len as u64 * 4))])
+                    .chain(inputs);
+                if let Some((other, ..)) = others.into_iter().find(|&(_, s0, s1)| d0 < s1 && s0 < d1) {
+                    return Err(Error::InvalidBuffer { tensor: name, reason: format!("overlaps {other}") });
+                }
+                Some(BufferRef::new(d.ptr, p.heads_q))
+            }
+            None => None,
+        };
+        plan.dsinks = dsinks;
         if p.batch == 0 || p.heads_q == 0 || (rows_q == 0 && rows_k == 0) {
             return Ok(plan);
         }
@@ -240,6 +290,8 @@ impl AttentionParams<'_> {
             num_splits: 1,
             total_q: u32_field("total_q", rows_q)?,
             total_k: u32_field("total_k", rows_k)?,
+            // Sinks (the only modification taken): the dQ kernel reads the logits.
+            mods: call.mods.unwrap_or_default(),
             ..FwdParams::default()
         };
         // Counters: per (batch, head, query block), or one per block of the Fragments layout,
@@ -271,6 +323,7 @@ impl AttentionParams<'_> {
             accum_len: accum_len as u64,
             n_blocks: n_blocks as u32,
             rows: rows as u32,
+            dsinks: dsinks.map_or(0, |d| d.ptr),
             ..BwdParams::default()
         };
         if let Some(v) = &call.packed {
@@ -299,7 +352,9 @@ impl Gpu {
     /// Same call description as the forward (`params`: shapes, GQA, causal, scale, strides,
     /// variable-length offsets; not paged caches), same buffer types. Each gradient has its
     /// tensor's strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V
-    /// head's query heads. Rows that see no key get zero dQ; keys no row sees get zero dK and
+    /// head's query heads. Of the attention modifications it takes sinks
+    /// ([`crate::AttentionParamsBuilder::sinks`]) yet, whose own gradient
+    /// [`Gpu::attention_backward_with_sinks`] also writes. Rows that see no key get zero dQ; keys no row sees get zero dK and
     /// dV. Memory beyond the buffers: a workspace of `(head_dim padded to 64/128/256 + 1)` f32
     /// per (batch, head, query row) (`+ 2` on H100/H200, whose rows round up to 64 per
     /// (sequence, head)). With [`AttentionParams::deterministic`], every gradient is bit-identical
@@ -335,9 +390,72 @@ impl Gpu {
         DK: DeviceWrite<T, S> + ?Sized,
         DV: DeviceWrite<T, S> + ?Sized,
     {
+        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), |grads, _| grads)
+    }
+
+    /// [`Gpu::attention_backward`] of a call with sinks that also writes the sinks' gradient
+    /// into `dsinks` (f32, one per query head): `-sum over the head's rows of exp(sink - lse)
+    /// * dot(dO, O)`, the same bits every run. A call without sinks is an error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward_with_sinks<T, S, Q, K, V, O, L, DO, DQ, DK, DV, DS>(
+        &self,
+        stream: &S,
+        params: &AttentionParams,
+        q: &Q,
+        k: &K,
+        v: &V,
+        out: &O,
+        lse: &L,
+        dout: &DO,
+        dq: &mut DQ,
+        dk: &mut DK,
+        dv: &mut DV,
+        dsinks: &mut DS,
+    ) -> Result<()>
+    where
+        T: Element,
+        S: LaunchStream + ?Sized,
+        Q: DeviceRead<T, S> + ?Sized,
+        K: DeviceRead<T, S> + ?Sized,
+        V: DeviceRead<T, S> + ?Sized,
+        O: DeviceRead<T, S> + ?Sized,
+        L: DeviceRead<f32, S> + ?Sized,
+        DO: DeviceRead<T, S> + ?Sized,
+        DQ: DeviceWrite<T, S> + ?Sized,
+        DK: DeviceWrite<T, S> + ?Sized,
+        DV: DeviceWrite<T, S> + ?Sized,
+        DS: DeviceWrite<f32, S> + ?Sized,
+    {
+        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), |grads, g| grads.dsinks(dsinks.write(stream, g)))
+    }
+
+    /// The typed backward entries: `more` adds optional outputs to the gradients.
+    #[allow(clippy::type_complexity)]
+    fn backward_typed<'a, T, S, Q, K, V, O, L, DO, DQ, DK, DV>(
+        &self,
+        stream: &'a S,
+        params: &AttentionParams<'a>,
+        (q, k, v, out, lse, dout): (&'a Q, &'a K, &'a V, &'a O, &'a L, &'a DO),
+        (dq, dk, dv): (&'a mut DQ, &'a mut DK, &'a mut DV),
+        more: impl FnOnce(GradBuffers, &mut crate::memory::Guards<'a>) -> GradBuffers,
+    ) -> Result<()>
+    where
+        T: Element,
+        S: LaunchStream + ?Sized,
+        Q: DeviceRead<T, S> + ?Sized,
+        K: DeviceRead<T, S> + ?Sized,
+        V: DeviceRead<T, S> + ?Sized,
+        O: DeviceRead<T, S> + ?Sized,
+        L: DeviceRead<f32, S> + ?Sized,
+        DO: DeviceRead<T, S> + ?Sized,
+        DQ: DeviceWrite<T, S> + ?Sized,
+        DK: DeviceWrite<T, S> + ?Sized,
+        DV: DeviceWrite<T, S> + ?Sized,
+    {
         let mut g = self.enter_typed_call(stream, params)?;
         let bufs = Buffers::new(T::DTYPE, q.read(stream, &mut g), k.read(stream, &mut g), v.read(stream, &mut g), out.read(stream, &mut g)).lse(lse.read(stream, &mut g));
         let grads = GradBuffers::new(dout.read(stream, &mut g), dq.write(stream, &mut g), dk.write(stream, &mut g), dv.write(stream, &mut g));
+        let grads = more(grads, &mut g);
         let plan = self.plan_backward(params, &bufs, &grads)?;
         // SAFETY: the plan checked every address against these borrowed buffers and the index
         // arrays `params` borrows; the stream is this context's.
@@ -374,7 +492,13 @@ impl Gpu {
     /// As for [`Gpu::launch`]: the plan unchanged from [`AttentionParams::plan_backward`] with
     /// true capacities of live buffers, a valid stream, this GPU's context current.
     pub unsafe fn launch_backward(&self, stream: *mut c_void, plan: &BackwardPlan) -> Result<()> {
-        if plan.is_empty() {
+        if let (Some(d), 0) = (plan.dsinks, plan.grids[2]) {
+            // No query row, so no dQ kernel to write it: every row's sum is empty.
+            let driver = self.driver;
+            // SAFETY: the plan checked `d` for `len` f32 values; the stream is the caller's.
+            driver.check("cuMemsetD32Async", unsafe { (driver.memset_d32_async)(d.ptr, 0, d.len, stream as _) })?;
+        }
+        if plan.grids.iter().all(|&g| g == 0) {
             return Ok(());
         }
         let available = self.max_shared_memory_per_block();

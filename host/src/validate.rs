@@ -370,7 +370,7 @@ pub(crate) type Span = (&'static str, u64, u64);
 
 /// Checks a buffer of `needed` 4-byte elements (i32 or f32) the kernel reads; returns its byte
 /// span.
-fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<Span> {
+pub(crate) fn check_i32(tensor: &'static str, buf: BufferRef, needed: usize) -> Result<Span> {
     if buf.ptr == 0 {
         return Err(Error::InvalidBuffer { tensor, reason: "null address".into() });
     }

@@ -2,8 +2,8 @@
 //! and comparing dQ, dK and dV with the CPU f64 reference's analytic gradients.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, DimOrder, Gpu, KernelChoice, Strides};
-use flashrs_reference::{Problem, RefInputs, reference_backward};
+use flashrs::{AttentionParams, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, KernelChoice, Strides};
+use flashrs_reference::{Problem, RefInputs, Variants, reference_backward_with};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -56,20 +56,24 @@ pub struct GradCase {
     /// with `c`, each score drops by about `c^2 head_dim` before scaling, so that a row's
     /// log-sum-exp can lie far below zero.
     pub qk_offset: f32,
+    /// Learnable sinks (one standard-normal logit per query head), and their gradient checked
+    /// too.
+    pub sinks: bool,
 }
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0 }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false }
     }
 
     /// One line describing the case.
     pub fn label(&self) -> String {
         let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         let kernel = crate::attn::kernel_label(&self.kernel);
-        format!("{:?} hq{} hkv{} d{} causal={} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
+        let sinks = if self.sinks { " sinks" } else { "" };
+        format!("{:?} hq{} hkv{} d{} causal={}{sinks} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
     }
 
     fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
@@ -80,8 +84,9 @@ impl GradCase {
 /// Max |gpu - ref| of each gradient over the max |ref| of that gradient.
 #[derive(Debug)]
 pub struct GradErrors {
-    /// dQ, dK, dV (NaN if any element is NaN or unwritten).
-    pub rel: [f64; 3],
+    /// dQ, dK, dV and the sinks' gradient (0 without sinks) (NaN if any element is NaN or
+    /// unwritten).
+    pub rel: [f64; 4],
     /// The seed of the inputs.
     pub seed: u64,
 }
@@ -123,7 +128,12 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let (nb, tq, tk) = (c.lens.len(), *cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
     let (max_q, max_k) = (c.lens.iter().map(|l| l.0).max().unwrap_or(0), c.lens.iter().map(|l| l.1).max().unwrap_or(0));
     let (cq_d, ck_d) = (DeviceBuffer::from_slice(&cq).unwrap(), DeviceBuffer::from_slice(&ck).unwrap());
+    // Drawn after the tensors' values below would shift them: a separate generator.
+    let mut sink_rng = StdRng::seed_from_u64(seed ^ 0x5157);
+    let sinks: Vec<f32> = if c.sinks { (0..hq).map(|_| StandardNormal.sample(&mut sink_rng)).collect() } else { vec![] };
+    let sinks_d = DeviceBuffer::from_slice(&if sinks.is_empty() { vec![0.0f32] } else { sinks.clone() }).unwrap();
     let b = AttentionParams::builder().heads_q(hq).heads_kv(hkv).head_dim(d).causal(c.causal).deterministic(c.deterministic);
+    let b = if c.sinks { b.sinks(DeviceArray::new(&sinks_d)) } else { b };
     let p = match c.rows {
         Rows::Batched { bhsd } => b.batch(nb).seqlen_q(max_q).seqlen_k(max_k).dim_order(if bhsd { DimOrder::Bhsd } else { DimOrder::Bshd }),
         Rows::Varlen { device: false } => b.varlen(&cq, &ck).seqlen_k(max_k),
@@ -159,8 +169,15 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("forward launch");
     let mut pb = p.clone();
     pb.kernel = c.kernel;
-    gpu.attention_backward(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d).expect("backward launch");
+    let mut dsinks_d = DeviceBuffer::from_slice(&vec![f32::NAN; hq.max(1)]).unwrap();
+    match c.sinks {
+        true => gpu.attention_backward_with_sinks(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d, &mut dsinks_d),
+        false => gpu.attention_backward(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d),
+    }
+    .expect("backward launch");
     stream.synchronize().expect("kernels failed");
+    let mut dsinks = vec![0.0f32; dsinks_d.len()];
+    dsinks_d.copy_to(&mut dsinks[..]).unwrap();
     let host = |x: &DeviceBuffer<T>| {
         let mut h = vec![T::default(); x.len()];
         x.copy_to(&mut h[..]).unwrap();
@@ -173,19 +190,37 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf, dof) = (f(&q), f(&k), f(&v), f(&dout));
     let mut acc = [(0.0f64, 0.0f64); 3];
+    let sinks64: Vec<f64> = sinks.iter().map(|&x| x as f64).collect();
+    let var = Variants { sinks: c.sinks.then_some(&sinks64[..]), ..Variants::NONE };
+    // The sinks' gradient sums over every sequence.
+    let mut want_dsinks = vec![0.0f64; hq];
     for (i, &(lq, lk)) in c.lens.iter().enumerate().filter(|_| c.check) {
         let (q0, k0) = (cq[i] as usize, ck[i] as usize);
         let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
         let (rq, rk) = (q0 * hq * d..(q0 + lq) * hq * d, k0 * hkv * d..(k0 + lk) * hkv * d);
         let x = RefInputs { q: &qf[rq.clone()], k: &kf[rk.clone()], v: &vf[rk.clone()] };
-        let r = reference_backward(&sp, &x, &dof[rq.clone()]);
+        let r = reference_backward_with(&sp, &var, &x, &dof[rq.clone()]);
         for (a, (got, want)) in acc.iter_mut().zip([(&dq[rq.clone()], &r.dq), (&dk[rk.clone()], &r.dk), (&dv[rk.clone()], &r.dv)]) {
             let (e, m) = rel_err(got, want);
             *a = (if e.is_nan() || a.0.is_nan() { f64::NAN } else { a.0.max(e) }, a.1.max(m));
         }
+        for (w, g) in want_dsinks.iter_mut().zip(&r.dsinks) {
+            *w += g;
+        }
     }
-    let rel = acc.map(|(e, m)| if e.is_nan() { f64::NAN } else if m == 0.0 { e } else { e / m });
-    let bits = [dq, dk, dv].concat().iter().map(|x| x.to_f32().to_bits()).collect();
+    let rel3 = acc.map(|(e, m)| if e.is_nan() { f64::NAN } else if m == 0.0 { e } else { e / m });
+    // Each logit's gradient sums a row's worth of terms per row: relative to the largest.
+    let sinks_rel = match c.sinks && c.check {
+        true => {
+            let max = want_dsinks.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+            let err = dsinks.iter().zip(&want_dsinks).fold(0.0f64, |e, (&g, &w)| if (g as f64 - w).is_nan() || e.is_nan() { f64::NAN } else { e.max((g as f64 - w).abs()) });
+            if max == 0.0 { err } else { err / max }
+        }
+        false => 0.0,
+    };
+    let rel = [rel3[0], rel3[1], rel3[2], sinks_rel];
+    let mut bits: Vec<u32> = [dq, dk, dv].concat().iter().map(|x| x.to_f32().to_bits()).collect();
+    bits.extend(dsinks.iter().take(if c.sinks { hq } else { 0 }).map(|x| x.to_bits()));
     (GradErrors { rel, seed }, bits)
 }
 
@@ -199,7 +234,7 @@ pub fn check_grads(gpu: &Gpu, cases: &[GradCase]) {
             other => panic!("no element type {other:?}"),
         };
         let ok = e.passes(c.dtype);
-        println!("{} {}: dq {:.2e} dk {:.2e} dv {:.2e} (tol {:.1e}, seed {})", if ok { "ok  " } else { "FAIL" }, c.label(), e.rel[0], e.rel[1], e.rel[2], grad_tolerance(c.dtype), e.seed);
+        println!("{} {}: dq {:.2e} dk {:.2e} dv {:.2e} dsinks {:.2e} (tol {:.1e}, seed {})", if ok { "ok  " } else { "FAIL" }, c.label(), e.rel[0], e.rel[1], e.rel[2], e.rel[3], grad_tolerance(c.dtype), e.seed);
         if !ok {
             failures.push(format!("{}: {:?}", c.label(), e));
         }

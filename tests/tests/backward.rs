@@ -100,6 +100,41 @@ fn variable_length_batches() {
     check_grads(&gpu, &cases);
 }
 
+/// Sinks (gpt-oss): the main kernels take them through the forward's log-sum-exp, which counts
+/// them; their own gradient comes from the dQ kernel, summed over every sequence of the call.
+#[test]
+fn sinks_and_their_gradient() {
+    let Some(gpu) = gpu_or_skip("sinks_and_their_gradient") else { return };
+    let mut cases = vec![];
+    for kernel in families(&gpu) {
+        for (d, causal, dtype) in [(64, true, DType::Bf16), (128, false, DType::F16), (128, true, DType::Bf16), (256, true, DType::Bf16), (96, false, DType::Bf16)] {
+            // seqlen_q > seqlen_k under causal masking: rows that see no key but the sink.
+            for (sq, sk, hq, hkv) in [(300, 500, 4, 2), (257, 129, 6, 2), (1, 1037, 2, 2)] {
+                let mut c = GradCase::batched(2, sq, sk, hq, hkv, d, causal, dtype);
+                (c.sinks, c.kernel) = (true, kernel);
+                cases.push(c);
+            }
+            let mut c = GradCase::batched(1, 1, 1, 4, 2, d, causal, dtype);
+            (c.lens, c.rows, c.sinks, c.kernel) = (vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0)], Rows::Varlen { device: d == 128 }, true, kernel);
+            cases.push(c);
+        }
+    }
+    check_grads(&gpu, &cases);
+    // The sinks' gradient is one fixed-order sum: the same bits every run, deterministic mode
+    // or not.
+    for kernel in families(&gpu) {
+        let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, true, DType::Bf16);
+        (c.sinks, c.deterministic, c.kernel) = (true, true, kernel);
+        let (e, first) = run_grad::<half::bf16>(&gpu, &c);
+        assert!(e.passes(c.dtype), "{}: {e:?}", c.label());
+        (c.seed, c.check) = (Some(e.seed), false);
+        for run in 1..20 {
+            assert!(run_grad::<half::bf16>(&gpu, &c).1 == first, "{}: run {run} differs from run 0", c.label());
+        }
+        println!("ok   {}: 20 runs bit-identical", c.label());
+    }
+}
+
 #[test]
 fn deterministic_mode_is_bit_identical() {
     let Some(gpu) = gpu_or_skip("deterministic_mode_is_bit_identical") else { return };

@@ -160,10 +160,43 @@ fn bad_modifications_are_typed_errors() {
             Ok(plan) => panic!("{name}: planned {:?}", plan.kernel),
         }
     }
-    // The backward pass takes no modifications yet.
-    let p = base().window(Some(8), None).build().unwrap();
+    // The backward pass takes sinks, and no other modification yet.
     let grads = GradBuffers::new(BufferRef::new(8 << 40, 1 << 20), BufferRef::new(9 << 40, 1 << 20), BufferRef::new(10 << 40, 1 << 20), BufferRef::new(11 << 40, 1 << 20));
-    assert!(matches!(p.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "mods", .. })));
+    for (p, named) in [
+        (base().window(Some(8), None).build().unwrap(), "window"),
+        (base().softcap(5.0).sinks(planning_array(SINKS, 4)).build().unwrap(), "softcap"),
+        (base().alibi(planning_array(SLOPES, 4), false).build().unwrap(), "ALiBi"),
+    ] {
+        match p.plan_backward(&fake::buffers(), &grads, &H100) {
+            Err(Error::InvalidShape { what: "mods", reason }) => assert!(reason.contains(named) && reason.contains("takes sinks"), "{reason}"),
+            other => panic!("{named}: {other:?}"),
+        }
+    }
+    let with_sinks = base().sinks(planning_array(SINKS, 4)).build().unwrap();
+    let dsinks = BufferRef::new(12 << 40, 4);
+    for target in [&H100, &flashrs::Target::A100] {
+        let plan = with_sinks.plan_backward(&fake::buffers(), &grads.dsinks(dsinks), target).unwrap();
+        // The dQ kernel writes the sinks' gradient and reads the logits; the main kernel is the
+        // plain one (the log-sum-exp already counts the sinks).
+        assert_eq!((plan.params.dsinks, plan.params.fwd.mods.sinks, plan.dsinks), (12 << 40, SINKS, Some(BufferRef::new(12 << 40, 4))));
+        assert!(matches!(plan.kernels[1], Kernel::Bwd { .. }));
+        // Without dsinks: the gradients of Q, K and V alone.
+        assert_eq!(with_sinks.plan_backward(&fake::buffers(), &grads, target).unwrap().params.dsinks, 0);
+    }
+    let refused = |p: &AttentionParams, g: GradBuffers| p.plan_backward(&fake::buffers(), &g, &H100).unwrap_err();
+    assert!(matches!(refused(&base().build().unwrap(), grads.dsinks(dsinks)), Error::InvalidBuffer { tensor: "dsinks", .. }));
+    assert!(matches!(refused(&with_sinks, grads.dsinks(BufferRef::new(12 << 40, 3))), Error::BufferTooSmall { tensor: "dsinks", needed: 4, .. }));
+    assert!(matches!(refused(&with_sinks, grads.dsinks(BufferRef::new((12 << 40) + 2, 4))), Error::Misaligned { tensor: "dsinks", .. }));
+    for (at, other) in [(SINKS, "sinks"), (11 << 40, "dv"), (O, "out"), (LSE, "lse")] {
+        match refused(&with_sinks, grads.dsinks(BufferRef::new(at, 4))) {
+            Error::InvalidBuffer { tensor: "dsinks", reason } => assert!(reason.contains(other), "{other}: {reason}"),
+            e => panic!("{other}: {e:?}"),
+        }
+    }
+    // A call with nothing to compute still zeroes the sinks' gradient.
+    let empty = params(0, 64, 64, 4, 64).sinks(planning_array(SINKS, 4)).build().unwrap();
+    let plan = empty.plan_backward(&fake::buffers(), &grads.dsinks(dsinks), &H100).unwrap();
+    assert!(plan.grids.iter().all(|&g| g == 0) && !plan.is_empty() && plan.dsinks == Some(dsinks));
 
     // On a GPU: a launch with a bad modification writes nothing.
     let Some(gpu) = gpu_or_skip("bad_modifications_are_typed_errors (GPU part)") else { return };

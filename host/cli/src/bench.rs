@@ -99,6 +99,8 @@ pub struct GradBench {
     dq: CudaSlice<u16>,
     dk: CudaSlice<u16>,
     dv: CudaSlice<u16>,
+    /// The sinks' gradient, for a call with sinks.
+    dsinks: Option<CudaSlice<f32>>,
 }
 
 impl GradBench {
@@ -106,7 +108,11 @@ impl GradBench {
     pub fn refs(&self) -> flashrs::GradBuffers {
         let s = &self.stream;
         let r = |b: &CudaSlice<u16>| BufferRef::new(b.device_ptr(s).0, b.len());
-        flashrs::GradBuffers::new(r(&self.dout), r(&self.dq), r(&self.dk), r(&self.dv))
+        let g = flashrs::GradBuffers::new(r(&self.dout), r(&self.dq), r(&self.dk), r(&self.dv));
+        match &self.dsinks {
+            Some(d) => g.dsinks(BufferRef::new(d.device_ptr(s).0, d.len())),
+            None => g,
+        }
     }
 }
 
@@ -235,6 +241,7 @@ impl BenchBuffers {
             dq: stream.alloc_zeros(self.q.len())?,
             dk: stream.alloc_zeros(self.k.len())?,
             dv: stream.alloc_zeros(self.v.len())?,
+            dsinks: self.mod_arrays[1].as_ref().map(|sinks| stream.alloc_zeros(sinks.len())).transpose()?,
             stream: stream.clone(),
         };
         stream.synchronize()?;

@@ -10,6 +10,7 @@
 //! kernel the padding block after the launch's blocks). A row's lane `c` of `n` takes its
 //! 16-byte chunks `c` and `c + n`; a warp holds two rows or more (four at head_dim 64), so that
 //! every lane has bytes in flight.
+use crate::arch::ex2::ex2_approx_f32;
 use crate::arch::shfl::group_sum_f32;
 use crate::arch::smem::st_global_v4;
 use crate::arch::ids::{block_idx_x, thread_idx_x};
@@ -18,6 +19,7 @@ use crate::lse;
 use crate::vector::{Chunk, Pair};
 use flashrs_abi::bwd::{BWD_ROW_THREADS, bwd_row_lanes};
 use flashrs_abi::grid::{Extent, div_rem};
+use core::f32::consts::LOG2_E;
 use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
 
 
@@ -77,15 +79,17 @@ impl Lane {
 /// last, and its lane.
 #[inline(always)]
 fn this_row(p: &BwdParams) -> (Option<Row>, Lane) {
-    let f = &p.fwd;
     let (slot, lane) = this_slot(p);
-    let row = slot.map(|(h, r)| {
-        let varlen = f.cu_seqlens_q != 0;
-        // Variable-length: the packed row is its own index (a sequence starting at row 0).
-        let (b, s) = if varlen { (0, r) } else { div_rem(r, f.seqlen_q) };
-        Row::of(f, &Extent::fixed(f), b, h, s, varlen)
-    });
-    (row, lane)
+    (slot.map(|(h, r)| row_of(&p.fwd, h, r)), lane)
+}
+
+/// Row number `r` of query head `h` in the `Rows` layout's numbering.
+#[inline(always)]
+fn row_of(f: &FwdParams, h: u32, r: u32) -> Row {
+    let varlen = f.cu_seqlens_q != 0;
+    // Variable-length: the packed row is its own index (a sequence starting at row 0).
+    let (b, s) = if varlen { (0, r) } else { div_rem(r, f.seqlen_q) };
+    Row::of(f, &Extent::fixed(f), b, h, s, varlen)
 }
 
 /// A row of the `Fragments` layout's numbering.
@@ -105,27 +109,31 @@ struct FragmentRow {
 /// sequence's last 64-row block.
 #[inline(always)]
 fn this_fragment_row(p: &BwdParams) -> (Option<FragmentRow>, Lane) {
-    let f = &p.fwd;
     let (slot, lane) = this_slot(p);
-    let row = slot.and_then(|(h, r)| {
-        // Each sequence padded to the longest's steps: `rows / batch` rows.
-        let (b, s) = div_rem(r, div_rem(p.rows, f.batch).0);
-        // Rows s and s + 8 of a 16-row group take neighbouring slots: the accumulator keeps
-        // their values in the two halves of each 16-byte word, so the dQ kernel's 8-byte loads
-        // of the two fill whole sectors in one warp.
-        let s = (s & !15) | (s & 1) << 3 | (s >> 1) & 7;
-        let varlen = f.cu_seqlens_q != 0;
-        let (blocks, e) = if varlen {
-            // SAFETY: b < batch, and the launch has batch + 1 offsets.
-            let e = unsafe { Extent::varlen(f, b) };
-            (FragmentBlocks::varlen(f, b, e.q_start), e)
-        } else {
-            (FragmentBlocks::fixed(f, b), Extent::fixed(f))
-        };
-        let row = (s < e.seqlen_q).then(|| Row::of(f, &e, b, h, s, varlen));
-        (s < e.seqlen_q.next_multiple_of(64)).then_some(FragmentRow { row, block: blocks.block(h, s), s })
-    });
-    (row, lane)
+    (slot.and_then(|(h, r)| fragment_row_of(p, h, r)), lane)
+}
+
+/// Row number `r` of query head `h` in the `Fragments` layout's numbering (see
+/// [`this_fragment_row`]).
+#[inline(always)]
+fn fragment_row_of(p: &BwdParams, h: u32, r: u32) -> Option<FragmentRow> {
+    let f = &p.fwd;
+    // Each sequence padded to the longest's steps: `rows / batch` rows.
+    let (b, s) = div_rem(r, div_rem(p.rows, f.batch).0);
+    // Rows s and s + 8 of a 16-row group take neighbouring slots: the accumulator keeps
+    // their values in the two halves of each 16-byte word, so the dQ kernel's 8-byte loads
+    // of the two fill whole sectors in one warp.
+    let s = (s & !15) | (s & 1) << 3 | (s >> 1) & 7;
+    let varlen = f.cu_seqlens_q != 0;
+    let (blocks, e) = if varlen {
+        // SAFETY: b < batch, and the launch has batch + 1 offsets.
+        let e = unsafe { Extent::varlen(f, b) };
+        (FragmentBlocks::varlen(f, b, e.q_start), e)
+    } else {
+        (FragmentBlocks::fixed(f, b), Extent::fixed(f))
+    };
+    let row = (s < e.seqlen_q).then(|| Row::of(f, &e, b, h, s, varlen));
+    (s < e.seqlen_q.next_multiple_of(64)).then_some(FragmentRow { row, block: blocks.block(h, s), s })
 }
 
 /// This lane's part of `dot(dO, O)` of `row`: its chunks'.
@@ -217,12 +225,58 @@ fn grid_stride(count: usize) -> impl Iterator<Item = usize> {
     (block_idx_x() as usize * BWD_ROW_THREADS + thread_idx_x() as usize..count).step_by(threads)
 }
 
-/// dQ = scale * accumulator (laid out as `layout`), rounded to `T`.
+/// dQ = scale * accumulator (laid out as `layout`), rounded to `T`; then, if asked for, the
+/// sink logits' gradient ([`dsinks`]).
 #[inline(always)]
 pub unsafe fn dq<T: Element>(p: &BwdParams, layout: AccumLayout) {
     match layout {
         AccumLayout::Rows => unsafe { dq_rows::<T>(p) },
         AccumLayout::Fragments => unsafe { dq_fragments::<T>(p) },
+    }
+    if p.dsinks != 0 {
+        unsafe { dsinks(p, layout) };
+    }
+}
+
+/// `dsinks[h] = -sum over head h's rows of exp(sink_h - lse) * dsum`: a sink has no value, so
+/// its logit reaches the loss only through each row's normaliser, and `d lse / d sink` is the
+/// sink's probability. One warp per head, its lanes over the head's rows in a fixed order,
+/// then a butterfly sum that leaves every lane the same total, which every lane stores (no
+/// branch on the lane): the same bits every run, without atomics. A row that saw nothing
+/// (dsum 0, `-inf` base) adds nothing.
+#[inline(always)]
+unsafe fn dsinks(p: &BwdParams, layout: AccumLayout) {
+    let f = &p.fwd;
+    let warps = BWD_ROW_THREADS as u32 / 32;
+    let (lane, step) = (thread_idx_x() % 32, crate::arch::ids::grid_dim_x() * warps);
+    let mut h = block_idx_x() * warps + thread_idx_x() / 32;
+    while h < f.heads_q {
+        let sink_log2 = unsafe { *(f.mods.sinks as *const f32).add(h as usize) } * LOG2_E;
+        let mut sum = 0.0f32;
+        let mut r = lane;
+        while r < p.rows {
+            // (log2 of the row's normaliser, dsum).
+            let (neg_lse_log2, dsum) = match layout {
+                AccumLayout::Rows => {
+                    let at = row_of(f, h, r).lse;
+                    unsafe { (-*(f.lse as *const f32).add(at) * LOG2_E, *(p.dsum as *const f32).add(at)) }
+                }
+                AccumLayout::Fragments => match fragment_row_of(p, h, r) {
+                    Some(FragmentRow { block, s, .. }) => {
+                        let at = unsafe { (p.dsum as *const f32).add(AccumLayout::fragment_stats(block, s)) };
+                        unsafe { (*at, *at.add(64)) }
+                    }
+                    None => (0.0, 0.0),
+                },
+            };
+            if dsum != 0.0 {
+                sum += ex2_approx_f32(sink_log2 + neg_lse_log2) * dsum;
+            }
+            r += 32;
+        }
+        let total = group_sum_f32(sum, 32);
+        unsafe { *(p.dsinks as *mut f32).add(h as usize) = -total };
+        h += step;
     }
 }
 
