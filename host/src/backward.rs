@@ -8,7 +8,7 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, DSINKS_SMEM, bwd_row_lanes};
 use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks, FwdParams, Kernel};
 
@@ -529,7 +529,11 @@ impl Gpu {
                 if plan.grids[i] == 0 {
                     continue;
                 }
-                let smem = if i == 1 { plan.smem } else { 0 };
+                let smem = match i {
+                    1 => plan.smem,
+                    2 if p.dsinks != 0 => DSINKS_SMEM as u32,
+                    _ => 0,
+                };
                 let arg = &mut p as *mut BwdParams as *mut c_void;
                 let map = |m: &mut TensorMapParam| m as *mut TensorMapParam as *mut c_void;
                 // The Hopper main kernel takes its four tensor maps first; the driver reads as

@@ -209,12 +209,29 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
         }
     }
     let rel3 = acc.map(|(e, m)| if e.is_nan() { f64::NAN } else if m == 0.0 { e } else { e / m });
-    // Each logit's gradient sums a row's worth of terms per row: relative to the largest.
+    // A sink's gradient sums one term per row, `exp(sink - lse) dot(dO, O)`, of either sign:
+    // its error is measured against the largest sum of the terms' magnitudes (from the GPU's
+    // O and log-sum-exp), as the other gradients' against their largest magnitude.
     let sinks_rel = match c.sinks && c.check {
         true => {
-            let max = want_dsinks.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+            let o = f(&unlay(&host(&o_d), dims_q, os, tq * hq * d));
+            let mut lse = vec![0.0f32; lse_d.len()];
+            lse_d.copy_to(&mut lse[..]).unwrap();
+            let mut magnitude = vec![0.0f64; hq];
+            for (i, &(lq, _)) in c.lens.iter().enumerate() {
+                for (s, h) in (0..lq).flat_map(|s| (0..hq).map(move |h| (s, h))) {
+                    let row = cq[i] as usize + s;
+                    let l = if batched { lse[(i * hq + h) * max_q + s] } else { lse[h * tq + row] };
+                    let at = (row * hq + h) * d;
+                    let dot: f64 = (0..d).map(|x| dof[at + x] as f64 * o[at + x] as f64).sum();
+                    if dot != 0.0 {
+                        magnitude[h] += ((sinks[h] - l) as f64).exp() * dot.abs();
+                    }
+                }
+            }
+            let scale = magnitude.iter().fold(0.0f64, |m, &x| m.max(x));
             let err = dsinks.iter().zip(&want_dsinks).fold(0.0f64, |e, (&g, &w)| if (g as f64 - w).is_nan() || e.is_nan() { f64::NAN } else { e.max((g as f64 - w).abs()) });
-            if max == 0.0 { err } else { err / max }
+            if scale == 0.0 { err } else { err / scale }
         }
         false => 0.0,
     };
