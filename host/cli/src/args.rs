@@ -149,6 +149,19 @@ pub enum CompareArg {
     /// package: bf16 only) where it is installed, through `python3`; on rows with attention
     /// modifications also PyTorch's FlexAttention.
     Torch,
+    /// FlashAttention-3 alone (the `fa3-fwd` package, importable as `fa3_fwd_interface`: bf16,
+    /// forward only), through `python3` and torch.
+    Fa3,
+}
+
+impl CompareArg {
+    /// The script's backends this comparison times.
+    pub fn peers(self) -> crate::torch::Peers {
+        match self {
+            CompareArg::Torch => crate::torch::Peers::All,
+            CompareArg::Fa3 => crate::torch::Peers::Fa3,
+        }
+    }
 }
 
 /// `flashrs benchmark` options.
@@ -398,6 +411,14 @@ mod tests {
         assert!(parse(&format!("--all-configs --config {}", configs::tag(&last))).is_err());
         assert!(parse("--config nope").unwrap_err().to_string().contains(&configs::tag(&CONFIGS[0])));
         assert!(parse("--plot r.pdf").unwrap_err().to_string().contains(".svg or .png"));
+    }
+
+    #[test]
+    fn fa3_alone_is_a_peer() {
+        let a = parse("--compare fa3 --dtype bf16 --rounds 3").unwrap();
+        assert_eq!((a.compare, a.rounds), (Some(CompareArg::Fa3), Some(3)));
+        assert_eq!(a.compare.unwrap().peers(), crate::torch::Peers::Fa3);
+        assert_eq!(CompareArg::Torch.peers(), crate::torch::Peers::All);
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         deterministic: args.deterministic,
         mods: args.mods().map_err(CliError::Usage)?,
     };
+    if args.compare == Some(CompareArg::Fa3) && (args.backward || args.dtype != super::args::DtypeArg::Bf16) {
+        return Err(CliError::Usage("--compare fa3 times FlashAttention-3's fa3-fwd package, which has a bf16 forward only: add --dtype bf16, drop --backward".into()));
+    }
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
     if args.path == flashrs::KernelPath::Wgmma && choice != ConfigChoice::Default {
@@ -113,12 +116,12 @@ struct Ran {
 /// (ours alone, once, when torch cannot start), else as a sweep after ours.
 fn run_rows(args: &BenchmarkArgs, (ctx, gpu): (&Arc<CudaContext>, &Gpu), (rows, shapes): (&[Row], &[Shape]), opts: &Options) -> Result<Ran, CliError> {
     let mut ran = Ran { records: Vec::new(), torch: None, torch_unavailable: None, rounds: None };
-    if args.compare != Some(CompareArg::Torch) {
+    let Some(compare) = args.compare else {
         ran.records = run_ours(ctx, gpu, rows, opts)?;
         return Ok(ran);
-    }
+    };
     if let Some(rounds) = args.rounds {
-        match torch::Session::start() {
+        match torch::Session::start(compare.peers()) {
             Ok(mut session) => {
                 let progress = bar(rows.len() * rounds * 2, "rounds ");
                 let out = rounds::run(ctx, gpu, rows, opts, rounds, &mut session, || progress.inc(1));
@@ -138,7 +141,7 @@ fn run_rows(args: &BenchmarkArgs, (ctx, gpu): (&Arc<CudaContext>, &Gpu), (rows, 
         return Ok(ran);
     }
     ran.records = run_ours(ctx, gpu, rows, opts)?;
-    match run_torch(shapes, opts) {
+    match run_torch(shapes, opts, compare.peers()) {
         torch::Outcome::Ran { info, records: theirs, problem } => {
             if let Some(p) = problem {
                 eprintln!("warning: {p}");
@@ -166,10 +169,13 @@ fn run_ours(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options) -> 
 }
 
 /// Runs the torch script on `shapes`, with a progress bar.
-fn run_torch(shapes: &[Shape], opts: &Options) -> torch::Outcome {
+fn run_torch(shapes: &[Shape], opts: &Options, peers: torch::Peers) -> torch::Outcome {
     let progress = bar(shapes.len(), "torch  ");
-    progress.set_message("SDPA flash + cuDNN backends");
-    let outcome = torch::run(shapes, opts.dtype, (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, || progress.inc(1));
+    progress.set_message(match peers {
+        torch::Peers::All => "SDPA flash + cuDNN backends, FlashAttention-3",
+        torch::Peers::Fa3 => "FlashAttention-3",
+    });
+    let outcome = torch::run(shapes, opts.dtype, (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, peers, || progress.inc(1));
     progress.finish_and_clear();
     outcome
 }
@@ -199,6 +205,21 @@ mod tests {
     use super::*;
     use crate::runner::preflight;
     use flashrs::{DType, KernelPath};
+
+    #[test]
+    fn fa3_alone_needs_bf16_forward_rows_before_the_gpu_opens() {
+        use clap::Parser;
+        let args = |line: &str| match crate::Cli::try_parse_from(["flashrs", "benchmark"].into_iter().chain(line.split_whitespace())).unwrap().command {
+            crate::Command::Benchmark(b) => b,
+            other => panic!("parsed as {other:?}"),
+        };
+        for line in ["--compare fa3", "--compare fa3 --dtype bf16 --backward"] {
+            match run(&args(line)) {
+                Err(CliError::Usage(why)) => assert!(why.contains("--dtype bf16") && why.contains("--backward"), "{line}: {why}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn rows_take_the_configurations_of_the_wider_head_dimension() {

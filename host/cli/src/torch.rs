@@ -1,5 +1,6 @@
 //! `--compare torch`: times PyTorch SDPA's backends and FlashAttention-3 (where its `fa3-fwd`
-//! package is installed) on the same shapes through an embedded Python script
+//! package is installed; `--compare fa3`: it alone, [`Peers`]) on the same shapes through an
+//! embedded Python script
 //! (`torch_sdpa.py`), which answers with one JSON object per line; with attention
 //! modifications also FlexAttention. A backend that cannot take a row's modifications is n/a
 //! ([`refusal`]) rather than timed on another problem: SDPA's backends take none,
@@ -140,13 +141,24 @@ impl<'a> Request<'a> {
 /// The backends a run times: FA3 only forward (its package has no backward); FlexAttention
 /// only forward and on rows with modifications (plain rows have SDPA's and FlashAttention's
 /// own kernels, and each compiled shape costs seconds).
-fn backends(backward: bool, mods: &ModSpec) -> Vec<(&'static str, Implementation)> {
+fn backends(peers: Peers, backward: bool, mods: &ModSpec) -> Vec<(&'static str, Implementation)> {
     let takes = |i: Implementation| match i {
         Implementation::Fa3 => !backward,
+        _ if peers == Peers::Fa3 => false,
         Implementation::TorchFlex => !backward && !mods.is_plain(),
         _ => true,
     };
     BACKENDS.iter().copied().filter(|b| takes(b.1)).collect()
+}
+
+/// Which of the script's backends a run times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peers {
+    /// SDPA's flash and cuDNN backends, FlashAttention-3 and, on modified rows,
+    /// FlexAttention (`--compare torch`).
+    All,
+    /// FlashAttention-3 alone (`--compare fa3`).
+    Fa3,
 }
 
 /// One line of the script's reply.
@@ -192,7 +204,7 @@ fn parse_line(line: &str) -> Option<Line> {
 
 /// Gathers a reply into an outcome: a record per shape and backend, those that cannot run
 /// `mods` n/a with the reason. `problem` describes an early stop of the script, if any.
-fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, (backward, mods): (bool, &ModSpec), problem: Option<String>) -> Outcome {
+fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, (backward, mods, peers): (bool, &ModSpec, Peers), problem: Option<String>) -> Outcome {
     let mut info = None;
     let mut results: Vec<Option<BTreeMap<String, BackendResult>>> = vec![None; shapes.len()];
     for line in lines {
@@ -212,7 +224,7 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
     };
     let mut records = Vec::new();
     for (shape, result) in shapes.iter().zip(&results) {
-        for (key, implementation) in backends(backward, mods) {
+        for (key, implementation) in backends(peers, backward, mods) {
             let r = result.as_ref().and_then(|b| b.get(key));
             let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
             let mut record = Record::new(implementation, *shape, dtype.name(), "torch", kernel).with_mods(*mods);
@@ -234,8 +246,8 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
 /// Runs the script with `python3` on `shapes` under `mods`; `on_result` is called as each
 /// shape finishes (for a progress bar). Never fails: whatever goes wrong becomes
 /// [`Outcome::Unavailable`] or the `problem` of a partial run.
-pub fn run(shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, on_result: impl FnMut()) -> Outcome {
-    let mut session = match Session::start() {
+pub fn run(shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, peers: Peers, on_result: impl FnMut()) -> Outcome {
+    let mut session = match Session::start(peers) {
         Ok(s) => s,
         Err(why) => return Outcome::Unavailable(why),
     };
@@ -260,6 +272,8 @@ pub struct Session {
     stderr: Option<JoinHandle<String>>,
     /// The torch that runs.
     info: TorchInfo,
+    /// The backends each request asks for.
+    peers: Peers,
     /// Whether it has been waited for.
     exited: bool,
     /// Why it stopped, if it failed: every later request answers with this.
@@ -269,12 +283,12 @@ pub struct Session {
 impl Session {
     /// Starts the script and reads its first answer: the torch that runs, or why nothing
     /// can be timed (no python3, no torch, no GPU, ...).
-    pub fn start() -> Result<Session, String> {
-        Self::start_script(SCRIPT)
+    pub fn start(peers: Peers) -> Result<Session, String> {
+        Self::start_script(SCRIPT, peers)
     }
 
     /// [`Session::start`] with the script `text` (tests give a stand-in for torch).
-    fn start_script(text: &str) -> Result<Session, String> {
+    fn start_script(text: &str, peers: Peers) -> Result<Session, String> {
         // Unique per session: tests start several at once.
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -294,6 +308,7 @@ impl Session {
                     })),
                     child,
                     info: TorchInfo { torch: String::new(), device: String::new(), cudnn: None },
+                    peers,
                     exited: false,
                     stopped: None,
                 }
@@ -326,7 +341,7 @@ impl Session {
     /// finishes. A script that stops midway leaves the shapes it did not reach n/a and says
     /// why in the outcome's `problem`, as every later call does.
     pub fn run(&mut self, shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
-        let request = Request::new(shapes, dtype, timing, backward, mods, &backends(backward, mods));
+        let request = Request::new(shapes, dtype, timing, backward, mods, &backends(self.peers, backward, mods));
         let mut lines = vec![Line::Info(self.info.clone())];
         if !self.exited {
             let line = serde_json::to_string(&request).expect("the request is plain data") + "\n";
@@ -347,7 +362,7 @@ impl Session {
                 }
             }
         }
-        collect(lines, shapes, dtype, (backward, mods), self.stopped.clone())
+        collect(lines, shapes, dtype, (backward, mods, self.peers), self.stopped.clone())
     }
 
     /// Closes the script's input and waits for it: why it failed, if it did.
@@ -420,7 +435,7 @@ mod tests {
                \"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa+enable_gqa\"}},\
                \"cudnn\": {{\"error\": \"sdpa+enable_gqa: No available kernel.\"}}}}}}\n"
         );
-        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, (false, &ModSpec::default()), None) else { panic!() };
+        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, (false, &ModSpec::default(), Peers::All), None) else { panic!() };
         assert_eq!(info.cudnn, Some(91900));
         assert_eq!(problem, None);
         // A plain row: every backend but FlexAttention.
@@ -441,11 +456,11 @@ mod tests {
     #[test]
     fn unavailable_and_silent_scripts() {
         let reply = r#"{"kind": "unavailable", "reason": "torch 2.11.0 sees no CUDA GPU"}"#;
-        match collect(lines(reply), &shapes(), DType::F16, (false, &ModSpec::default()), None) {
+        match collect(lines(reply), &shapes(), DType::F16, (false, &ModSpec::default(), Peers::All), None) {
             Outcome::Unavailable(r) => assert_eq!(r, "torch 2.11.0 sees no CUDA GPU"),
             o => panic!("{o:?}"),
         }
-        match collect(lines(""), &shapes(), DType::F16, (false, &ModSpec::default()), Some("exited with 1: Traceback".into())) {
+        match collect(lines(""), &shapes(), DType::F16, (false, &ModSpec::default(), Peers::All), Some("exited with 1: Traceback".into())) {
             Outcome::Unavailable(r) => assert!(r.contains("Traceback")),
             o => panic!("{o:?}"),
         }
@@ -454,7 +469,7 @@ mod tests {
     #[test]
     fn request_uses_the_shape_field_names_the_script_reads() {
         let s = shapes();
-        let req = Request::new(&s, DType::Bf16, (5, 20, TimingMode::Queued), true, &ModSpec::default(), &backends(true, &ModSpec::default()));
+        let req = Request::new(&s, DType::Bf16, (5, 20, TimingMode::Queued), true, &ModSpec::default(), &backends(Peers::All, true, &ModSpec::default()));
         let v = serde_json::to_value(&req).unwrap();
         assert_eq!(v["backends"], serde_json::json!(["flash", "cudnn"]));
         assert_eq!((&v["window"], &v["softcap"]), (&serde_json::json!([-1, -1]), &serde_json::json!(0.0)));
@@ -472,19 +487,19 @@ mod tests {
         assert!(SCRIPT.contains("request.get(\"window\", [-1, -1])") && SCRIPT.contains("request.get(\"softcap\", 0.0)"));
         assert!(SCRIPT.contains("request.get(\"alibi\", False)"));
         // Plain rows and backward rows: no FlexAttention (nor FA3 backward).
-        let forward = |m: &ModSpec| backends(false, m).into_iter().map(|b| b.1).collect::<Vec<_>>();
+        let forward = |m: &ModSpec| backends(Peers::All, false, m).into_iter().map(|b| b.1).collect::<Vec<_>>();
         assert!(!forward(&ModSpec::default()).contains(&Implementation::TorchFlex));
         assert!(forward(&ModSpec { alibi: true, ..ModSpec::default() }).contains(&Implementation::TorchFlex));
-        assert!(backends(true, &ModSpec { alibi: true, ..ModSpec::default() }).iter().all(|b| b.1 != Implementation::TorchFlex && b.1 != Implementation::Fa3));
+        assert!(backends(Peers::All, true, &ModSpec { alibi: true, ..ModSpec::default() }).iter().all(|b| b.1 != Implementation::TorchFlex && b.1 != Implementation::Fa3));
     }
 
     #[test]
     fn the_request_gives_the_script_v_of_its_own_width_and_the_reply_counts_it() {
         let plain = shapes();
-        let v = serde_json::to_value(Request::new(&plain, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(false, &ModSpec::default()))).unwrap();
+        let v = serde_json::to_value(Request::new(&plain, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(Peers::All, false, &ModSpec::default()))).unwrap();
         assert!(v["shapes"][0].get("head_dim_v").is_none(), "plain requests are as they were");
         let dv: Vec<Shape> = plain.iter().map(|s| Shape { head_dim: 192, head_dim_v: Some(128), ..*s }).collect();
-        let v = serde_json::to_value(Request::new(&dv, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(false, &ModSpec::default()))).unwrap();
+        let v = serde_json::to_value(Request::new(&dv, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(Peers::All, false, &ModSpec::default()))).unwrap();
         assert_eq!((&v["shapes"][0]["head_dim"], &v["shapes"][0]["head_dim_v"]), (&serde_json::json!(192), &serde_json::json!(128)));
         assert!(SCRIPT.contains("shape.get(\"head_dim_v\") or d"));
         // A backend that refuses the width is n/a with its reason; one that runs counts the
@@ -494,7 +509,7 @@ mod tests {
                \"flash\": {{\"error\": \"sdpa: RuntimeError: No available kernel.\"}},\
                \"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func\"}}}}}}\n"
         );
-        let Outcome::Ran { records, .. } = collect(lines(&reply), &dv, DType::Bf16, (false, &ModSpec::default()), None) else { panic!() };
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &dv, DType::Bf16, (false, &ModSpec::default(), Peers::All), None) else { panic!() };
         let (fa2, fa3) = (&records[0], &records[2]);
         assert_eq!((fa2.median_ms, fa2.note.as_deref()), (None, Some("sdpa: RuntimeError: No available kernel.")));
         assert_eq!(fa3.shape, dv[0]);
@@ -506,17 +521,17 @@ mod tests {
     fn the_request_carries_the_modifications_to_the_backends_that_take_them() {
         let s = shapes();
         let local = ModSpec { window: (Some(4096), None), softcap: Some(30.0), ..ModSpec::default() };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &local, &backends(false, &local))).unwrap();
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &local, &backends(Peers::All, false, &local))).unwrap();
         assert_eq!(v["backends"], serde_json::json!(["fa3", "flex"]));
         assert_eq!((&v["window"], &v["softcap"], &v["alibi"]), (&serde_json::json!([4096, -1]), &serde_json::json!(30.0), &serde_json::json!(false)));
         // The script's documented protocol names the fields.
         assert!(SCRIPT.contains("\"window\": [left, right]") && SCRIPT.contains("\"softcap\": float") && SCRIPT.contains("\"alibi\": bool"));
         // ALiBi: FlexAttention alone; sinks: nothing can run them.
         let alibi = ModSpec { alibi: true, ..local };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &alibi, &backends(false, &alibi))).unwrap();
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &alibi, &backends(Peers::All, false, &alibi))).unwrap();
         assert_eq!((&v["backends"], &v["alibi"]), (&serde_json::json!(["flex"]), &serde_json::json!(true)));
         let sinks = ModSpec { sinks: true, ..alibi };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &sinks, &backends(false, &sinks))).unwrap();
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &sinks, &backends(Peers::All, false, &sinks))).unwrap();
         assert_eq!(v["backends"], serde_json::json!([]));
     }
 
@@ -525,7 +540,7 @@ mod tests {
         let local = ModSpec { window: (Some(128), Some(0)), ..ModSpec::default() };
         // The script timed FA3 (the only backend asked for) on the windowed problem.
         let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func+window_size\"}}}}}}\n");
-        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local), None) else { panic!() };
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local, Peers::All), None) else { panic!() };
         assert!(records.iter().all(|r| r.mods == local));
         let (fa2, cudnn, fa3, flex) = (&records[0], &records[1], &records[2], &records[3]);
         // Asked for but not reported: n/a, not a time.
@@ -545,7 +560,7 @@ mod tests {
         assert!(BACKENDS.iter().all(|b| refusal(b.1, &ModSpec::default()).is_none()));
         // Even a script that reports a time for a refused backend does not make it count.
         let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa\"}}}}}}\n");
-        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local), None) else { panic!() };
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local, Peers::All), None) else { panic!() };
         assert_eq!(records[0].median_ms, None);
     }
 
@@ -554,7 +569,7 @@ mod tests {
         // Here: no torch (or no python3, or no GPU) gives a reason; with torch and a GPU, times.
         let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, head_dim_v: None, causal: true }];
         let mut reported = 0;
-        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, &ModSpec::default(), || reported += 1) {
+        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, &ModSpec::default(), Peers::All, || reported += 1) {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
             Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() - 1 && reported == 1),
         }
@@ -588,7 +603,7 @@ for line in sys.stdin:
             eprintln!("skipped: no python3");
             return;
         }
-        let mut session = Session::start_script(FAKE).unwrap();
+        let mut session = Session::start_script(FAKE, Peers::All).unwrap();
         assert_eq!(session.info().torch, "fake");
         let timing = (1, 2, TimingMode::Call);
         let mut reported = 0;
@@ -609,7 +624,7 @@ for line in sys.stdin:
             eprintln!("skipped: no python3");
             return;
         }
-        let mut session = Session::start_script(FAKE).unwrap();
+        let mut session = Session::start_script(FAKE, Peers::All).unwrap();
         let Outcome::Ran { records, problem, .. } = session.run(&shapes(), DType::F16, (99, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
         assert!(problem.as_deref().unwrap().starts_with("the torch script stopped early"), "{problem:?}");
         assert_eq!(records[0].median_ms, Some(1.0));
@@ -619,7 +634,22 @@ for line in sys.stdin:
         assert!(records.iter().all(|r| r.median_ms.is_none()));
         assert_eq!(session.finish(), problem);
         // A script that says nothing is no session.
-        assert!(Session::start_script("import sys; sys.exit(3)").err().unwrap().contains("exited with"));
+        assert!(Session::start_script("import sys; sys.exit(3)", Peers::All).err().unwrap().contains("exited with"));
+    }
+
+    #[test]
+    fn fa3_alone_asks_for_fa3_and_reports_nothing_else() {
+        let plain = ModSpec::default();
+        assert_eq!(backends(Peers::Fa3, false, &plain), [("fa3", Implementation::Fa3)]);
+        let window = ModSpec { window: (Some(64), Some(0)), ..plain };
+        assert_eq!(backends(Peers::Fa3, false, &window), [("fa3", Implementation::Fa3)]);
+        assert!(backends(Peers::Fa3, true, &plain).is_empty());
+        let v = serde_json::to_value(Request::new(&shapes(), DType::Bf16, (5, 20, TimingMode::Call), false, &plain, &backends(Peers::Fa3, false, &plain))).unwrap();
+        assert_eq!(v["backends"], serde_json::json!(["fa3"]));
+        let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3\"}}}}}}\n");
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &plain, Peers::Fa3), None) else { panic!() };
+        assert!(records.iter().all(|r| r.implementation == Implementation::Fa3));
+        assert_eq!(records.iter().map(|r| r.median_ms).collect::<Vec<_>>(), [Some(0.5), None]);
     }
 
     #[test]
