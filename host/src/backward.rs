@@ -355,8 +355,8 @@ impl Gpu {
     /// head's query heads. Of the attention modifications it takes sinks
     /// ([`crate::AttentionParamsBuilder::sinks`]) yet, whose own gradient
     /// [`Gpu::attention_backward_with_sinks`] also writes. Rows that see no key get zero dQ;
-    /// keys no row sees get zero dK and dV. Memory beyond the buffers: a workspace of `(head_dim padded to 64/128/256 + 1)` f32
-    /// per (batch, head, query row) (`+ 2` on H100/H200, whose rows round up to 64 per
+    /// keys no row sees get zero dK and dV. Memory beyond the buffers: a workspace of
+    /// `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on H100/H200, whose rows round up to 64 per
     /// (sequence, head)). With [`AttentionParams::deterministic`], every gradient is bit-identical
     /// from run to run.
     ///
