@@ -350,15 +350,14 @@ impl Gpu {
     /// the output, writes `dq`, `dk` and `dv`.
     ///
     /// Same call description as the forward (`params`: shapes, GQA, causal, scale, strides,
-    /// variable-length offsets; not paged caches), same buffer types. Each gradient has its
-    /// tensor's strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V
-    /// head's query heads. Of the attention modifications it takes sinks
-    /// ([`crate::AttentionParamsBuilder::sinks`]) yet, whose own gradient
-    /// [`Gpu::attention_backward_with_sinks`] also writes. Rows that see no key get zero dQ;
-    /// keys no row sees get zero dK and dV. Memory beyond the buffers: a workspace of
-    /// `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on H100/H200, whose rows round up to 64 per
-    /// (sequence, head)). With [`AttentionParams::deterministic`], every gradient is bit-identical
-    /// from run to run.
+    /// variable-length offsets; not paged caches), same buffer types. Each gradient has its tensor's
+    /// strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V head's query heads.
+    /// Of the attention modifications it takes sinks ([`crate::AttentionParamsBuilder::sinks`]) yet,
+    /// whose own gradient [`Gpu::attention_backward_with_sinks`] also writes. Rows that see no key get
+    /// zero dQ; keys no row sees get zero dK and dV. Memory beyond the buffers: a workspace of
+    /// `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on H100/H200,
+    /// whose rows round up to 64 per (sequence, head)). With [`AttentionParams::deterministic`], every
+    /// gradient is bit-identical from run to run.
     ///
     /// Returns the first validation error without launching anything (every buffer is
     /// untouched); `Ok` means the kernels were queued.
