@@ -206,12 +206,13 @@ impl AttentionParams<'_> {
         let dsinks = match grads.dsinks {
             Some(d) => {
                 let (name, d0, d1) = check_i32("dsinks", d, p.heads_q)?;
-                let inputs = call.index_spans()?.into_iter().chain([("q", bufs.q.ptr, bufs.q.ptr.saturating_add(bufs.q.len as u64 * 2))]);
-                let others = [("dout", grads.dout), ("dq", grads.dq), ("dk", grads.dk), ("dv", grads.dv), ("k", bufs.k), ("v", bufs.v), ("out", bufs.o)]
+                // Checked here on the buffers' whole capacities, not the spans the kernels use:
+                // a call with nothing to compute never derives those, and still writes dsinks.
+                let others = [("q", bufs.q), ("k", bufs.k), ("v", bufs.v), ("out", bufs.o), ("dout", grads.dout), ("dq", grads.dq), ("dk", grads.dk), ("dv", grads.dv)]
                     .map(|(n, b)| (n, b.ptr, b.ptr.saturating_add(b.len as u64 * 2)))
                     .into_iter()
                     .chain([("lse", lse.ptr, lse.ptr.saturating_add(lse.len as u64 * 4))])
-                    .chain(inputs);
+                    .chain(call.index_spans()?);
                 if let Some((other, ..)) = others.into_iter().find(|&(_, s0, s1)| d0 < s1 && s0 < d1) {
                     return Err(Error::InvalidBuffer { tensor: name, reason: format!("overlaps {other}") });
                 }
@@ -389,14 +390,14 @@ impl Gpu {
         DK: DeviceWrite<T, S> + ?Sized,
         DV: DeviceWrite<T, S> + ?Sized,
     {
-        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), |grads, _| grads)
+        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), None)
     }
 
     /// [`Gpu::attention_backward`] of a call with sinks that also writes the sinks' gradient
     /// into `dsinks` (f32, one per query head): `-sum over the head's rows of exp(sink - lse)
     /// * dot(dO, O)`, the same bits every run. A call without sinks is an error.
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_backward_with_sinks<T, S, Q, K, V, O, L, DO, DQ, DK, DV, DS>(
+    pub fn attention_backward_with_sinks<T, S, Q, K, V, O, L, DO, DQ, DK, DV>(
         &self,
         stream: &S,
         params: &AttentionParams,
@@ -409,7 +410,7 @@ impl Gpu {
         dq: &mut DQ,
         dk: &mut DK,
         dv: &mut DV,
-        dsinks: &mut DS,
+        dsinks: &mut dyn DeviceWrite<f32, S>,
     ) -> Result<()>
     where
         T: Element,
@@ -423,20 +424,19 @@ impl Gpu {
         DQ: DeviceWrite<T, S> + ?Sized,
         DK: DeviceWrite<T, S> + ?Sized,
         DV: DeviceWrite<T, S> + ?Sized,
-        DS: DeviceWrite<f32, S> + ?Sized,
     {
-        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), |grads, g| grads.dsinks(dsinks.write(stream, g)))
+        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), Some(dsinks))
     }
 
-    /// The typed backward entries: `more` adds optional outputs to the gradients.
-    #[allow(clippy::type_complexity)]
-    fn backward_typed<'a, T, S, Q, K, V, O, L, DO, DQ, DK, DV>(
+    /// The typed backward entries, with the sinks' gradient written where `dsinks` is given (as
+    /// the forward's optional log-sum-exp).
+    fn backward_typed<T, S, Q, K, V, O, L, DO, DQ, DK, DV>(
         &self,
-        stream: &'a S,
-        params: &AttentionParams<'a>,
-        (q, k, v, out, lse, dout): (&'a Q, &'a K, &'a V, &'a O, &'a L, &'a DO),
-        (dq, dk, dv): (&'a mut DQ, &'a mut DK, &'a mut DV),
-        more: impl FnOnce(GradBuffers, &mut crate::memory::Guards<'a>) -> GradBuffers,
+        stream: &S,
+        params: &AttentionParams,
+        (q, k, v, out, lse, dout): (&Q, &K, &V, &O, &L, &DO),
+        (dq, dk, dv): (&mut DQ, &mut DK, &mut DV),
+        dsinks: Option<&mut dyn DeviceWrite<f32, S>>,
     ) -> Result<()>
     where
         T: Element,
@@ -454,7 +454,10 @@ impl Gpu {
         let mut g = self.enter_typed_call(stream, params)?;
         let bufs = Buffers::new(T::DTYPE, q.read(stream, &mut g), k.read(stream, &mut g), v.read(stream, &mut g), out.read(stream, &mut g)).lse(lse.read(stream, &mut g));
         let grads = GradBuffers::new(dout.read(stream, &mut g), dq.write(stream, &mut g), dk.write(stream, &mut g), dv.write(stream, &mut g));
-        let grads = more(grads, &mut g);
+        let grads = match dsinks {
+            Some(d) => grads.dsinks(d.write(stream, &mut g)),
+            None => grads,
+        };
         let plan = self.plan_backward(params, &bufs, &grads)?;
         // SAFETY: the plan checked every address against these borrowed buffers and the index
         // arrays `params` borrows; the stream is this context's.
