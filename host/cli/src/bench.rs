@@ -27,6 +27,18 @@ pub enum BenchError {
 /// Shorthand for this module's results.
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
+/// The median (the mean of the middle two for an even count); `None` for no values.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// Timings of one shape, in milliseconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timing {
@@ -41,16 +53,9 @@ pub struct Timing {
 impl Timing {
     /// From per-iteration samples.
     pub fn from_samples(samples_ms: Vec<f64>) -> Self {
-        let mut sorted = samples_ms.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median_ms = if sorted.is_empty() {
-            f64::NAN
-        } else if sorted.len() % 2 == 1 {
-            sorted[sorted.len() / 2]
-        } else {
-            (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-        };
-        Timing { median_ms, min_ms: sorted.first().copied().unwrap_or(f64::NAN), samples_ms }
+        let median_ms = median(&samples_ms).unwrap_or(f64::NAN);
+        let min_ms = samples_ms.iter().copied().reduce(f64::min).unwrap_or(f64::NAN);
+        Timing { median_ms, min_ms, samples_ms }
     }
 
     /// TFLOPS at the median time for `flops` operations.

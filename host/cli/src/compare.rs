@@ -126,7 +126,7 @@ impl Interleaved {
     /// (one implementation's, by round); `None` when no round has both times.
     pub fn new(ours: &[Vec<Record>], theirs: &[Record]) -> Option<Interleaved> {
         let ratios: Vec<f64> = ours.iter().zip(theirs).filter_map(|(o, t)| speedup(best_ours(o).first()?, t)).collect();
-        let median = median(&ratios)?;
+        let median = super::bench::median(&ratios)?;
         let first = theirs.first()?;
         let (min, max) = ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
         Some(Interleaved { against: first.implementation, shape: first.shape, mods: first.mods, ratios, median, min, max })
@@ -135,18 +135,6 @@ impl Interleaved {
     /// Whether it compares `ours`'s problem with `against`.
     pub fn is_of(&self, against: Implementation, ours: &Record) -> bool {
         self.against == against && self.shape == ours.shape && self.mods == ours.mods
-    }
-}
-
-/// The median (the mean of the middle two for an even count); `None` for no values.
-pub fn median(xs: &[f64]) -> Option<f64> {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
     }
 }
 

@@ -13,7 +13,7 @@ use cudarc::driver::CudaContext;
 use flashrs::Gpu;
 
 use super::CliError;
-use super::compare::{self, Interleaved};
+use super::compare::Interleaved;
 use super::record::Record;
 use super::runner::{self, Options, Row};
 use super::torch::{self, Session};
@@ -87,7 +87,7 @@ pub fn merge(rounds: &[Vec<Record>]) -> Vec<Record> {
             }
             let medians: Vec<f64> = all.iter().filter_map(|r| r.median_ms).collect();
             let fastest = all.iter().filter_map(|r| r.min_ms).fold(f64::INFINITY, f64::min);
-            let median = compare::median(&medians).expect("every round has a time");
+            let median = super::bench::median(&medians).expect("every round has a time");
             all[0].clone().timed(median, fastest)
         })
         .collect()
@@ -160,7 +160,7 @@ mod tests {
         let records = vec![rec(Flashrs, 512, Some((1.0, 1.0))), rec(Flashrs, 4096, Some((1.0, 1.0))), rec(TorchCudnn, 512, Some((1.0, 1.0))), rec(Fa3, 4096, None)];
         let row = |against, seqlen, median| Interleaved { against, shape: shape(seqlen), mods: ModSpec::default(), ratios: vec![median], median, min: median, max: median };
         let rows = vec![row(TorchCudnn, 512, 4.0), row(TorchCudnn, 4096, 1.0), row(Fa3, 4096, 1.5)];
-        let s = compare::summarize_interleaved(&records, &rows);
+        let s = crate::compare::summarize_interleaved(&records, &rows);
         assert_eq!(s.iter().map(|c| c.against).collect::<Vec<_>>(), [TorchCudnn, Fa3]);
         assert_eq!((s[0].rows, s[0].rows_seqlen_ge_2048), (2, 1));
         assert!((s[0].geomean.unwrap() - 2.0).abs() < 1e-12 && (s[0].geomean_seqlen_ge_2048.unwrap() - 1.0).abs() < 1e-12);
