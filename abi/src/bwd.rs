@@ -415,6 +415,14 @@ pub const BWD_CONFIGS: [BwdConfig; 8] = [
     BwdConfig { head_dim: 128, block_m: 64, block_n: 64, stages: 1 },
 ];
 
+/// The configurations (indices into [`BWD_CONFIGS`]) with a modification twin
+/// (`flash_bwd_mods_*`: sliding window and ALiBi, dQ in rows): the sm_86/sm_89 shapes (head_dim
+/// 64 with 64 x 128 tiles, 128 with 64 x 64 and one stage) and head_dim 256 with one stage;
+/// every GPU's planner finds one of them for each head dimension it has plain kernels for.
+/// The larger tiles spilled with the modifications compiled in (head_dim 128's 64 x 128
+/// two-stage twin 24 bytes on sm_80, head_dim 64's 128 x 128 one 4 bytes on sm_86).
+pub const BWD_MODS: [usize; 3] = [6, 7, 3];
+
 const _: () = {
     let mut i = 0;
     while i < BWD_CONFIGS.len() {

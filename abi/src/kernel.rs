@@ -21,7 +21,7 @@
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
 
-use crate::bwd::{AccumLayout, BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, BwdSm90Config};
+use crate::bwd::{AccumLayout, BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, BwdSm90Config};
 use crate::dtype::DType;
 use crate::merge::MERGE_THREADS;
 use crate::sm90::{self, HopperConfig};
@@ -208,6 +208,9 @@ pub enum BwdStep {
         config: BwdConfig,
         /// The accumulator layout it adds dQ in.
         accum: AccumLayout,
+        /// [`Flavor::Mods`]: the attention modifications compiled in (sliding window, ALiBi;
+        /// configurations of [`BWD_MODS`], in rows), else [`Flavor::Plain`].
+        flavor: Flavor,
     },
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
     /// [`BWD_SM90_CONFIGS`]; each has a variable-length twin.
@@ -226,7 +229,8 @@ impl BwdStep {
     pub const fn code(self) -> u32 {
         match self {
             BwdStep::Prep(AccumLayout::Rows) => 0,
-            BwdStep::Main { .. } => 1,
+            BwdStep::Main { flavor: Flavor::Plain, .. } => 1,
+            BwdStep::Main { .. } => 6,
             BwdStep::Dq(AccumLayout::Rows) => 2,
             BwdStep::MainSm90 { .. } => 3,
             BwdStep::Dq(AccumLayout::Fragments) => 4,
@@ -249,8 +253,9 @@ impl BwdStep {
         [AccumLayout::Rows, AccumLayout::Fragments]
             .into_iter()
             .flat_map(|l| [BwdStep::Prep(l), BwdStep::Dq(l)])
-            .chain(BWD_CONFIGS.into_iter().map(|config| BwdStep::Main { config, accum: AccumLayout::Rows }))
-            .chain(BWD_CONFIGS.into_iter().filter(|c| c.fragments()).map(|config| BwdStep::Main { config, accum: AccumLayout::Fragments }))
+            .chain(BWD_CONFIGS.into_iter().map(|config| BwdStep::Main { config, accum: AccumLayout::Rows, flavor: Flavor::Plain }))
+            .chain(BWD_CONFIGS.into_iter().filter(|c| c.fragments()).map(|config| BwdStep::Main { config, accum: AccumLayout::Fragments, flavor: Flavor::Plain }))
+            .chain(BWD_MODS.into_iter().map(|i| BwdStep::Main { config: BWD_CONFIGS[i], accum: AccumLayout::Rows, flavor: Flavor::Mods }))
             .chain(BWD_SM90_CONFIGS.into_iter().flat_map(|config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen })))
     }
 }
@@ -283,7 +288,10 @@ impl Kernel {
         match *self {
             Kernel::Mma { variant, config, flavor, .. } => variant.configs_of(flavor.mods()).contains(&config),
             Kernel::Sm90 { varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
-            Kernel::Bwd { step: BwdStep::Main { config, accum }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
+            Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Plain }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
+            Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
+                flavor == Flavor::Mods && accum == AccumLayout::Rows && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
+            }
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
         }
@@ -294,6 +302,7 @@ impl Kernel {
     pub const fn flavor(&self) -> Flavor {
         match *self {
             Kernel::Mma { flavor, .. } | Kernel::Sm90 { flavor, .. } => flavor,
+            Kernel::Bwd { step: BwdStep::Main { flavor, .. }, .. } => flavor,
             Kernel::Bwd { .. } | Kernel::Merge { .. } => Flavor::Plain,
         }
     }
@@ -420,7 +429,8 @@ impl Kernel {
                 let sm90 = BwdSm90Config { head_dim: n[2], block_m: n[3], stages: n[5] };
                 let step = match (n[0], n[6]) {
                     (0, 0) if config == none => BwdStep::Prep(AccumLayout::Rows),
-                    (1, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows } },
+                    (1, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows }, flavor: Flavor::Plain },
+                    (6, 0) => BwdStep::Main { config, accum: AccumLayout::Rows, flavor: Flavor::Mods },
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
                     (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)? },
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
@@ -436,7 +446,7 @@ impl Kernel {
 
 /// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
 /// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
-/// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_<dtype>_d<D>_<BM>x<BN>s<stages>`,
+/// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[frag_|mods_]<dtype>_d<D>_<BM>x<BN>s<stages>`,
 /// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
 impl fmt::Display for Kernel {
@@ -458,9 +468,9 @@ impl fmt::Display for Kernel {
             Kernel::Bwd { dtype, step } => match step {
                 BwdStep::Prep(AccumLayout::Rows) => write!(f, "flash_bwd_prep_{}", dtype.name()),
                 BwdStep::Prep(AccumLayout::Fragments) => write!(f, "flash_bwd_prep_frag_{}", dtype.name()),
-                BwdStep::Main { config: c, accum } => {
+                BwdStep::Main { config: c, accum, flavor } => {
                     let a = if *accum == AccumLayout::Fragments { "frag_" } else { "" };
-                    write!(f, "flash_bwd_{a}{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages)
+                    write!(f, "flash_bwd_{a}{}{}_d{}_{}x{}s{}", flavor.infix(), dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages)
                 }
                 BwdStep::MainSm90 { config: c, varlen } => {
                     let v = if *varlen { "varlen_" } else { "" };
@@ -511,13 +521,13 @@ mod tests {
         assert!(hm64.is_instantiated() && !Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
         let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], flavor: Flavor::Plain };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
-        let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[1], accum: AccumLayout::Rows } };
+        let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[1], accum: AccumLayout::Rows, flavor: Flavor::Plain } };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s3");
         assert!(!bwd.needs_sm90a());
-        let frag = Kernel::Bwd { dtype: DType::F16, step: BwdStep::Main { config: BWD_CONFIGS[0], accum: AccumLayout::Fragments } };
+        let frag = Kernel::Bwd { dtype: DType::F16, step: BwdStep::Main { config: BWD_CONFIGS[0], accum: AccumLayout::Fragments, flavor: Flavor::Plain } };
         assert_eq!(frag.to_string(), "flash_bwd_frag_f16_d64_128x128s3");
         assert!(frag.needs_sm90a() && frag.is_instantiated());
-        let wide = Kernel::Bwd { dtype: DType::F16, step: BwdStep::Main { config: BWD_CONFIGS[2], accum: AccumLayout::Fragments } };
+        let wide = Kernel::Bwd { dtype: DType::F16, step: BwdStep::Main { config: BWD_CONFIGS[2], accum: AccumLayout::Fragments, flavor: Flavor::Plain } };
         assert!(BWD_CONFIGS[2].head_dim == 256 && !wide.is_instantiated());
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep(AccumLayout::Rows) }.to_string(), "flash_bwd_prep_f16");
         let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: false } };
@@ -541,7 +551,7 @@ mod tests {
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len();
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * BWD_SM90_CONFIGS.len() + 1));
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + BWD_MODS.len() + 2 * BWD_SM90_CONFIGS.len() + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -555,7 +565,7 @@ mod tests {
                 ),
                 Kernel::Bwd { dtype, step } => {
                     let (c, flag) = match step {
-                        BwdStep::Main { config: c, accum } => (c, accum == AccumLayout::Fragments),
+                        BwdStep::Main { config: c, accum, .. } => (c, accum == AccumLayout::Fragments),
                         BwdStep::MainSm90 { config: c, varlen } => (BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: c.block_n(), stages: c.stages }, varlen),
                         _ => (BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }, false),
                     };
@@ -574,6 +584,13 @@ mod tests {
         let split = tiles::SPLIT_CONFIGS[0];
         assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: split, flavor: Flavor::Mods }.is_instantiated());
         assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: tiles::CONFIGS[6], flavor: Flavor::Mods }.is_instantiated());
+        // The backward's modification twins: in rows, of their table's configurations only.
+        let bwd = |config: BwdConfig, accum, flavor| Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config, accum, flavor } };
+        let twin = bwd(BWD_CONFIGS[7], AccumLayout::Rows, Flavor::Mods);
+        assert!(twin.is_instantiated() && twin.mods() && twin.to_string() == "flash_bwd_mods_bf16_d128_64x64s1");
+        assert!(!bwd(BWD_CONFIGS[1], AccumLayout::Rows, Flavor::Mods).is_instantiated() && !BWD_MODS.contains(&1));
+        assert!(!bwd(BWD_CONFIGS[7], AccumLayout::Fragments, Flavor::Mods).is_instantiated());
+        assert!(!bwd(BWD_CONFIGS[7], AccumLayout::Rows, Flavor::Sparse).is_instantiated());
     }
 
     #[test]
@@ -585,6 +602,7 @@ mod tests {
             "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 0 0",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 2",
             "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2",
+            "flashrs-kernel: bwd 6 0 128 64 128 2 1", "flashrs-kernel: bwd 7 0 128 64 128 2 0",
             "flashrs-kernel: merge", "flashrs-kernel: merge 7", "flashrs-kernel: merge 0 0"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");
         }

@@ -8,9 +8,9 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, bwd_row_lanes};
 use flashrs_abi::tiles::padded_head_dim;
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks, FwdParams, Kernel};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks, FwdParams, Kernel};
 
 use crate::buffers::{BufferRef, Buffers};
 use crate::device::Gpu;
@@ -115,18 +115,23 @@ impl BackwardPlan {
 fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     let p = call.p;
     let padded = padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+    // A window or ALiBi takes the modification twins (dQ in rows); sinks alone need none (the
+    // log-sum-exp counts them).
+    let m = &p.mods;
+    let flavor = if m.window.left.is_some() || m.window.right.is_some() || m.alibi.is_some() { Flavor::Mods } else { Flavor::Plain };
     let mma = || {
-        let ours = || BWD_CONFIGS.iter().filter(move |c| c.head_dim == padded);
+        let ours = || BWD_CONFIGS.iter().enumerate().filter(move |&(i, c)| c.head_dim == padded && (flavor == Flavor::Plain || BWD_MODS.contains(&i))).map(|(_, c)| c);
         // sm_90a adds dQ in fragment order (16-byte vector reductions) where the configuration
-        // takes it, older GPUs in rows.
-        let accum = |c: &BwdConfig| if target.arch == Arch::Sm90a && c.fragments() { AccumLayout::Fragments } else { AccumLayout::Rows };
-        ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).map(|&config| BwdStep::Main { config, accum: accum(&config) }).ok_or_else(|| Error::SharedMemory {
+        // takes it, older GPUs in rows; the modification twins add in rows.
+        let accum = |c: &BwdConfig| if target.arch == Arch::Sm90a && c.fragments() && flavor == Flavor::Plain { AccumLayout::Fragments } else { AccumLayout::Rows };
+        ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).map(|&config| BwdStep::Main { config, accum: accum(&config), flavor }).ok_or_else(|| Error::SharedMemory {
             kernel: "the backward pass".into(),
             needed: ours().map(|c| c.smem_bytes()).min().unwrap_or(0) as u64,
             available: target.max_smem_per_block as u64,
         })
     };
     let hopper = || match BWD_SM90_CONFIGS.iter().find(|c| c.head_dim == padded) {
+        Some(_) if flavor.mods() => Err("the Hopper backward kernels take no window or ALiBi yet".to_string()),
         Some(&config) => tma_describable(call).map(|()| BwdStep::MainSm90 { config, varlen: call.packed.is_some() }),
         None => Err(format!("no Hopper backward kernel for head_dim {}", p.head_dim)),
     };
@@ -166,12 +171,9 @@ impl AttentionParams<'_> {
             return Err(Error::InvalidShape { what: "layout", reason: "the backward pass takes K and V tensors, not a paged cache".into() });
         }
         let m = &p.mods;
-        let refused: Vec<&str> = [(m.window.left.is_some() || m.window.right.is_some(), "window"), (m.softcap.is_some(), "softcap"), (m.alibi.is_some(), "ALiBi"), (m.blocks.is_some(), "block masks")]
-            .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
-            .collect();
+        let refused: Vec<&str> = [(m.softcap.is_some(), "softcap"), (m.blocks.is_some(), "block masks")].into_iter().filter_map(|(on, name)| on.then_some(name)).collect();
         if !refused.is_empty() {
-            let reason = format!("the backward pass takes sinks but no other attention modification yet (this call has {})", refused.join(", "));
+            let reason = format!("the backward pass takes sliding windows, ALiBi and sinks but no other attention modification yet (this call has {})", refused.join(", "));
             return Err(Error::InvalidShape { what: "mods", reason });
         }
         if grads.dsinks.is_some() && m.sinks.is_none() {
@@ -353,12 +355,13 @@ impl Gpu {
     /// Same call description as the forward (`params`: shapes, GQA, causal, scale, strides,
     /// variable-length offsets; not paged caches), same buffer types. Each gradient has its tensor's
     /// strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V head's query heads.
-    /// Of the attention modifications it takes sinks ([`crate::AttentionParamsBuilder::sinks`]) yet,
-    /// whose own gradient [`Gpu::attention_backward_with_sinks`] also writes. Rows that see no key get
-    /// zero dQ; keys no row sees get zero dK and dV. Memory beyond the buffers: a workspace of
-    /// `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on H100/H200,
-    /// whose rows round up to 64 per (sequence, head)). With [`AttentionParams::deterministic`], every
-    /// gradient is bit-identical from run to run.
+    /// Of the attention modifications it takes sliding windows and ALiBi (on `mma.sync` kernels of
+    /// their own) and sinks ([`crate::AttentionParamsBuilder::sinks`]), whose own gradient
+    /// [`Gpu::attention_backward_with_sinks`] also writes; not softcap or block masks yet. Rows that
+    /// see no key get zero dQ; keys no row sees get zero dK and dV. Memory beyond the buffers: a
+    /// workspace of `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on
+    /// H100/H200, whose rows round up to 64 per (sequence, head)). With
+    /// [`AttentionParams::deterministic`], every gradient is bit-identical from run to run.
     ///
     /// Returns the first validation error without launching anything (every buffer is
     /// untouched); `Ok` means the kernels were queued.

@@ -62,6 +62,11 @@ pub trait MaskMod: Copy {
         col0 < self.bounds(row_end - 1).0 || col0 + cols > self.bounds(row0).1
     }
 
+    /// The query blocks of `BM` rows (`first..end`, within `seqlen_q.div_ceil(BM)`) with a row
+    /// that sees some key of `key0..key_end`: the backward's walk for a key block. The dual of
+    /// [`MaskMod::span`]; by the rows' monotone bounds these blocks are contiguous.
+    fn query_blocks<const BM: usize>(&self, key0: i32, key_end: i32, seqlen_q: u32) -> (u32, u32);
+
     /// True when the kernels walk the launch's block mask ([`flashrs_abi::BlockSparse`], see
     /// [`crate::sparse`]) rather than every key tile of [`MaskMod::span`]: [`Sparse`]. Needs
     /// query tiles of [`flashrs_abi::params::SPARSE_BLOCK`] rows.
@@ -165,6 +170,18 @@ impl MaskMod for Mask {
     fn touches(&self, row0: i32, _: i32, col0: i32, cols: i32) -> bool {
         Mask::touches(self, row0, col0, cols)
     }
+
+    /// Under causal masking from the first block with a row on or past `key0`'s diagonal, to
+    /// the last block; without, every block.
+    #[inline(always)]
+    fn query_blocks<const BM: usize>(&self, key0: i32, _: i32, seqlen_q: u32) -> (u32, u32) {
+        let blocks = seqlen_q.div_ceil(BM as u32);
+        let first = match self.causal_offset {
+            Some(off) => ((key0 - off).max(0) as u32 / BM as u32).min(blocks),
+            None => 0,
+        };
+        (first, blocks)
+    }
 }
 
 /// A sliding window (FlashAttention's `window_size`) with causal masking folded into its right
@@ -191,6 +208,18 @@ impl MaskMod for Window {
     fn bounds(&self, row: i32) -> (i32, i32) {
         let diag = row + self.offset;
         (diag - self.left, (diag + self.right + 1).min(self.seqlen_k))
+    }
+
+    /// Row `r` sees key `k` when `k - right <= r + offset <= k + left`: the rows from `key0 -
+    /// right - offset` to `key_end - 1 + left - offset` (within 32 bits: each side is at most
+    /// [`flashrs_abi::params::WINDOW_UNBOUNDED`]).
+    #[inline(always)]
+    fn query_blocks<const BM: usize>(&self, key0: i32, key_end: i32, seqlen_q: u32) -> (u32, u32) {
+        let blocks = seqlen_q.div_ceil(BM as u32);
+        let first_row = (key0 - self.right - self.offset).max(0) as u32;
+        let end_row = (key_end + self.left - self.offset).max(0).min(seqlen_q as i32) as u32;
+        let first = (first_row / BM as u32).min(blocks);
+        (first, end_row.div_ceil(BM as u32).max(first))
     }
 }
 
@@ -220,6 +249,11 @@ impl<M: MaskMod> MaskMod for Sparse<M> {
     #[inline(always)]
     fn touches(&self, row0: i32, row_end: i32, col0: i32, cols: i32) -> bool {
         self.0.touches(row0, row_end, col0, cols)
+    }
+
+    #[inline(always)]
+    fn query_blocks<const BM: usize>(&self, key0: i32, key_end: i32, seqlen_q: u32) -> (u32, u32) {
+        self.0.query_blocks::<BM>(key0, key_end, seqlen_q)
     }
 }
 
@@ -290,3 +324,36 @@ impl ScoreMod for Builtin {
         self.sink_log2
     }
 }
+
+/// [`Builtin`]'s ALiBi part alone: the backward pass's score modification. Its softcap has no
+/// gradient there yet, and a sink joins only the log-sum-exp, which the forward wrote; compiled
+/// without them, the backward's modification kernels keep the registers the softcap pass
+/// would take (head_dim 256's spilled 8 bytes on sm_90a with it).
+#[derive(Clone, Copy)]
+pub struct Alibi(Builtin);
+
+impl ScoreMod for Alibi {
+    const ACTIVE: bool = true;
+    const SINK: bool = false;
+
+    #[inline(always)]
+    fn new(p: &FwdParams, batch: u32, head: u32, e: &Extent) -> Self {
+        Alibi(Builtin::new(p, batch, head, e))
+    }
+
+    #[inline(always)]
+    fn score(&self, s: f32, at: At) -> f32 {
+        if self.0.alibi { self.0.score_part(1, s, at) } else { s }
+    }
+
+    #[inline(always)]
+    fn part_on(&self, _: usize) -> bool {
+        self.0.alibi
+    }
+
+    #[inline(always)]
+    fn score_part(&self, _: usize, s: f32, at: At) -> f32 {
+        self.0.score_part(1, s, at)
+    }
+}
+

@@ -59,20 +59,30 @@ pub struct GradCase {
     /// Learnable sinks (one standard-normal logit per query head), and their gradient checked
     /// too.
     pub sinks: bool,
+    /// Sliding window `(left, right)` (FlashAttention's `window_size`; `None`: unbounded).
+    pub window: (Option<usize>, Option<usize>),
+    /// ALiBi with BLOOM's per-head slopes, `2^(-8 (h + 1) / heads_q)`.
+    pub alibi: bool,
 }
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false }
     }
 
     /// One line describing the case.
     pub fn label(&self) -> String {
         let lens: Vec<String> = self.lens.iter().map(|(q, k)| format!("{q}/{k}")).collect();
         let kernel = crate::attn::kernel_label(&self.kernel);
-        let sinks = if self.sinks { " sinks" } else { "" };
+        let mut sinks = String::from(if self.sinks { " sinks" } else { "" });
+        if self.window != (None, None) {
+            sinks += &format!(" window={:?}", self.window);
+        }
+        if self.alibi {
+            sinks += " alibi";
+        }
         format!("{:?} hq{} hkv{} d{} causal={}{sinks} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
     }
 
@@ -134,6 +144,10 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let sinks_d = DeviceBuffer::from_slice(&if sinks.is_empty() { vec![0.0f32] } else { sinks.clone() }).unwrap();
     let b = AttentionParams::builder().heads_q(hq).heads_kv(hkv).head_dim(d).causal(c.causal).deterministic(c.deterministic);
     let b = if c.sinks { b.sinks(DeviceArray::new(&sinks_d)) } else { b };
+    let slopes: Vec<f32> = (0..hq).map(|h| (-8.0 * (h + 1) as f32 / hq as f32).exp2()).collect();
+    let slopes_d = DeviceBuffer::from_slice(&slopes).unwrap();
+    let b = if c.alibi { b.alibi(DeviceArray::new(&slopes_d), false) } else { b };
+    let b = if c.window != (None, None) { b.window(c.window.0, c.window.1) } else { b };
     let p = match c.rows {
         Rows::Batched { bhsd } => b.batch(nb).seqlen_q(max_q).seqlen_k(max_k).dim_order(if bhsd { DimOrder::Bhsd } else { DimOrder::Bshd }),
         Rows::Varlen { device: false } => b.varlen(&cq, &ck).seqlen_k(max_k),
@@ -191,7 +205,8 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let (qf, kf, vf, dof) = (f(&q), f(&k), f(&v), f(&dout));
     let mut acc = [(0.0f64, 0.0f64); 3];
     let sinks64: Vec<f64> = sinks.iter().map(|&x| x as f64).collect();
-    let var = Variants { sinks: c.sinks.then_some(&sinks64[..]), ..Variants::NONE };
+    let slopes64: Vec<f64> = slopes.iter().map(|&x| x as f64).collect();
+    let var = Variants { sinks: c.sinks.then_some(&sinks64[..]), alibi: c.alibi.then_some(&slopes64[..]), window: c.window, ..Variants::NONE };
     // The sinks' gradient sums over every sequence.
     let mut want_dsinks = vec![0.0f64; hq];
     for (i, &(lq, lk)) in c.lens.iter().enumerate().filter(|_| c.check) {

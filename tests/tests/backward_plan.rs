@@ -128,7 +128,7 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
             }
             (bm, bn, AccumLayout::Fragments)
         }
-        Kernel::Bwd { step: BwdStep::Main { config: c, accum }, .. } if !hopper => {
+        Kernel::Bwd { step: BwdStep::Main { config: c, accum, .. }, .. } if !hopper => {
             if c.head_dim != pd || c.smem_bytes() > t.max_smem_per_block as usize {
                 return Err(format!("mma.sync tile {c:?} for head_dim {pd} and {} bytes of shared memory", t.max_smem_per_block));
             }
@@ -293,7 +293,7 @@ fn variable_length_backward_plans_match_the_model() {
                     let blocks = heads_q * (total_q / 64 + lens.len());
                     (bn, (blocks + 1) * 64 * pd, (blocks + 1) * 128, blocks, lens.len() * max_q.div_ceil(bm) * bm)
                 }
-                Kernel::Bwd { step: BwdStep::Main { config: c, accum }, .. } if !on_hopper => {
+                Kernel::Bwd { step: BwdStep::Main { config: c, accum, .. }, .. } if !on_hopper => {
                     if t.arch == Arch::Sm90a && pd <= 128 {
                         // Fragment order, as the Hopper kernel's.
                         assert_eq!(accum, AccumLayout::Fragments, "{}", why("mma.sync accumulator".into()));

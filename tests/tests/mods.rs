@@ -4,9 +4,10 @@
 //! variable-length.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
+use flashrs::abi::bwd::{BWD_CONFIGS, BWD_MODS};
 use flashrs::tiles::MODS_CONFIGS;
 use flashrs::{
-    AttentionParams, AttentionParamsBuilder, BufferRef, DType, DeviceArray, Error, Flavor, GradBuffers, Kernel, KernelPath, Mods,
+    AccumLayout, AttentionParams, AttentionParamsBuilder, BufferRef, BwdStep, DType, DeviceArray, Error, Flavor, GradBuffers, Kernel, KernelPath, Mods,
     PagedKv, Pages, Target, Variant, Window, sm90,
 };
 use flashrs_tests::attn::check_mods_many;
@@ -160,17 +161,31 @@ fn bad_modifications_are_typed_errors() {
             Ok(plan) => panic!("{name}: planned {:?}", plan.kernel),
         }
     }
-    // The backward pass takes sinks, and no other modification yet.
+    // The backward pass takes windows, ALiBi and sinks, not softcap or block masks yet.
     let grads = GradBuffers::new(BufferRef::new(8 << 40, 1 << 20), BufferRef::new(9 << 40, 1 << 20), BufferRef::new(10 << 40, 1 << 20), BufferRef::new(11 << 40, 1 << 20));
-    for (p, named) in [
-        (base().window(Some(8), None).build().unwrap(), "window"),
-        (base().softcap(5.0).sinks(planning_array(SINKS, 4)).build().unwrap(), "softcap"),
-        (base().alibi(planning_array(SLOPES, 4), false).build().unwrap(), "ALiBi"),
-    ] {
+    for (p, named) in [(base().softcap(5.0).sinks(planning_array(SINKS, 4)).build().unwrap(), "softcap"), (base().window(Some(8), None).block_mask(planning_mask(2, 4, 1, 1)).build().unwrap(), "block masks")] {
         match p.plan_backward(&fake::buffers(), &grads, &H100) {
-            Err(Error::InvalidShape { what: "mods", reason }) => assert!(reason.contains(named) && reason.contains("takes sinks"), "{reason}"),
+            Err(Error::InvalidShape { what: "mods", reason }) => assert!(reason.contains(named) && reason.contains("takes sliding windows"), "{reason}"),
             other => panic!("{named}: {other:?}"),
         }
+    }
+    // Windows and ALiBi take the modification twins of `mma.sync` (dQ in rows), on every GPU,
+    // with the window and the slopes in the parameters; sinks alone keep the plain kernels.
+    for p in [base().window(Some(8), None).build().unwrap(), base().alibi(planning_array(SLOPES, 4), false).causal(true).build().unwrap()] {
+        for target in [&H100, &Target::A100, &Target::L4] {
+            let plan = p.plan_backward(&fake::buffers(), &grads, target).unwrap();
+            match plan.kernels[1] {
+                Kernel::Bwd { step: BwdStep::Main { config, accum: AccumLayout::Rows, flavor: Flavor::Mods }, .. } => {
+                    assert!(BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config) && config.head_dim == 64)
+                }
+                k => panic!("{k:?}"),
+            }
+            assert!(plan.kernels[1].is_instantiated() && plan.kernels[1].to_string().starts_with("flash_bwd_mods_"));
+        }
+        assert_eq!(p.plan_backward(&fake::buffers(), &grads, &H100).unwrap().params.fwd.mods, p.plan(&fake::buffers(), &H100).unwrap().params.mods);
+        let mut hopper = p.clone();
+        hopper.kernel = flashrs::KernelChoice::Wgmma { config: None, persistent: None };
+        assert!(matches!(hopper.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "kernel", .. })));
     }
     let with_sinks = base().sinks(planning_array(SINKS, 4)).build().unwrap();
     let dsinks = BufferRef::new(12 << 40, 4);

@@ -49,10 +49,11 @@ use crate::fwd::mainloop::TileCursor;
 use crate::layout::SmemTile;
 use crate::lse;
 use crate::mask::Mask;
+use crate::mods::{Alibi, MaskMod, Plain, ScoreMod, Window};
 use epilogue::{add_dq, end_turn, store_rows, wait_turn};
-use flashrs_abi::bwd::{BWD_CONFIGS, BwdConfig};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BwdConfig};
 use flashrs_abi::grid::{Extent, div_rem};
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks};
 use gemm::{Operand, load_packed, mma_tiles, pack_tile, store_packed, store_tile};
 
 /// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
@@ -62,6 +63,8 @@ use gemm::{Operand, load_packed, mma_tiles, pack_tile, store_packed, store_tile}
 #[inline(always)]
 unsafe fn flash_bwd<
     T: Element,
+    S: ScoreMod,
+    M: MaskMod,
     const D: usize,
     const BM: usize,
     const BN: usize,
@@ -96,13 +99,11 @@ unsafe fn flash_bwd<
     if n0 >= seqlen_k {
         return;
     }
-    let mask = Mask { seqlen_k: seqlen_k as i32, causal_offset: (f.causal != 0).then_some(seqlen_k as i32 - seqlen_q as i32) };
-    // The first query block with a row that sees key n0.
-    let m_first = match mask.causal_offset {
-        Some(off) => ((n0 as i32 - off).max(0) as u32 / BM as u32).min(seqlen_q.div_ceil(BM as u32)),
-        None => 0,
-    };
-    let m_count = seqlen_q.div_ceil(BM as u32) - m_first;
+    // The mask takes no head (a window is every head's); the scores' modification does.
+    let mask = M::new(f, batch, h_kv * f.group, &extent);
+    // The query blocks with a row that sees a key of this block.
+    let (m_first, m_end) = mask.query_blocks::<BM>(n0 as i32, (n0 + BN as u32).min(seqlen_k) as i32, seqlen_q);
+    let m_count = m_end - m_first;
     let steps = m_count * f.group;
 
     let (k, v) = (block.kv_at(f.k, f.k_strides), block.kv_at(f.v, f.v_strides));
@@ -216,8 +217,21 @@ unsafe fn flash_bwd<
         let mut sp = [[[0.0f32; 4]; N1]; 2];
         unsafe { mma_tiles::<T, 2, N1, D, false, D, false>(&mut sp, Operand::a(q_tile(s), r1, 0, lane).opaque(), Operand::b(k_tile, c1, 0, lane).opaque(), D / 16) };
         let (row, col) = ((m0 as usize + r1 + lane / 4) as i32, (n0 as usize + c1) as i32);
-        if mask.touches(m0 as i32 + r1 as i32, col, (N1 * 8) as i32) {
-            crate::mask::apply(&mut sp, &mask, row, col + 2 * (lane % 4) as i32);
+        // The modification kernels build their mask and scores' modification afresh each step,
+        // from the block located again (hidden, as at the end): held across the walk, they
+        // would take registers the dK and dV accumulators need (sm_90a spilled). The score's
+        // head (ALiBi's slope) is the step's.
+        let relocated = || unsafe { Block::of(p, crate::layout::opaque_i64(block_idx_x() as i64) as u32) };
+        let step_mask = if S::ACTIVE {
+            let b = relocated();
+            let score = S::new(f, b.batch, h, &b.extent);
+            crate::mask::modify(&mut sp, &score, row, col + 2 * (lane % 4) as i32);
+            M::new(f, b.batch, h, &b.extent)
+        } else {
+            mask
+        };
+        if step_mask.touches(m0 as i32 + r1 as i32, (m0 as usize + r1 + 32) as i32, col, (N1 * 8) as i32) {
+            crate::mask::apply(&mut sp, &step_mask, row, col + 2 * (lane % 4) as i32);
         }
         let row_in = |mt: usize, h: usize| (r1 + mt * 16 + lane / 4 + 8 * h) as u32 * 4;
         for mt in 0..2 {
@@ -278,7 +292,11 @@ unsafe fn flash_bwd<
             (p.dq_semaphore as *mut u32).wrapping_add(((w.batch * f.heads_q + h) * f.m_blocks + m) as usize)
         };
         if p.dq_semaphore != 0 {
-            unsafe { wait_turn(sem, nb, tid) };
+            // Key blocks add to a query block in order from the first its rows see (0 but under
+            // a window's left side); the mask built again, as above.
+            let step_mask = if S::ACTIVE { M::new(f, w.batch, h, &relocated().extent) } else { mask };
+            let first_block = step_mask.span(m0 as i32, (m0 + BM as u32).min(w.seqlen_q) as i32).0 as u32 / BN as u32;
+            unsafe { wait_turn(sem, nb - first_block, tid) };
         }
         // Fragment order: this thread's first slot in the chunks of the 64-row block of the
         // warp's 32 rows; past the sequence (the second half of a 128-row step), whose block is
@@ -388,10 +406,10 @@ macro_rules! bwd_kernels {
         pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
             const C: BwdConfig = BWD_CONFIGS[$idx];
             unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}", s = const BwdStep::Main { config: C, accum: AccumLayout::Rows }.code(),
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}", s = const BwdStep::Main { config: C, accum: AccumLayout::Rows, flavor: Flavor::Plain }.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
                     bn = const C.block_n, st = const C.stages, a = const $frag as u32, options(nomem, nostack, preserves_flags));
-                flash_bwd::<$t, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
+                flash_bwd::<$t, Plain, Mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
                     { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
                     { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, $frag>(&p)
             }
@@ -408,6 +426,51 @@ bwd_kernels! {
     5 => flash_bwd_f16_d128_64x128s2, flash_bwd_bf16_d128_64x128s2, flash_bwd_frag_f16_d128_64x128s2, flash_bwd_frag_bf16_d128_64x128s2;
     6 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2, flash_bwd_frag_f16_d64_64x128s2, flash_bwd_frag_bf16_d64_64x128s2;
     7 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1, flash_bwd_frag_f16_d128_64x64s1, flash_bwd_frag_bf16_d128_64x64s1;
+}
+
+/// Declares the modification twins (`flash_bwd_mods_*`: [`Alibi`] scores, [`Window`] masks,
+/// dQ in rows) of the configurations of [`BWD_MODS`].
+macro_rules! bwd_mods_kernels {
+    ($($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
+        const _: () = assert!(bwd_mods_has($idx));
+        bwd_mods_kernels!(@one $f16, F16, $idx);
+        bwd_mods_kernels!(@one $bf16, Bf16, $idx);
+    )*};
+    (@one $name:ident, $t:ty, $idx:literal) => {
+        /// Backward attention's main entry point with the attention modifications (see the
+        /// module docs and [`BwdParams`]).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
+            const C: BwdConfig = BWD_CONFIGS[$idx];
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} 0",
+                    s = const BwdStep::Main { config: C, accum: AccumLayout::Rows, flavor: Flavor::Mods }.code(),
+                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
+                    bn = const C.block_n, st = const C.stages, options(nomem, nostack, preserves_flags));
+                flash_bwd::<$t, Alibi, Window, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
+                    { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
+                    { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, false>(&p)
+            }
+        }
+    };
+}
+
+/// True when configuration `idx` is one of [`BWD_MODS`].
+const fn bwd_mods_has(idx: usize) -> bool {
+    let mut i = 0;
+    while i < BWD_MODS.len() {
+        if BWD_MODS[i] == idx {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+bwd_mods_kernels! {
+    6 => flash_bwd_mods_f16_d64_64x128s2, flash_bwd_mods_bf16_d64_64x128s2;
+    7 => flash_bwd_mods_f16_d128_64x64s1, flash_bwd_mods_bf16_d128_64x64s1;
+    3 => flash_bwd_mods_f16_d256_64x64s1, flash_bwd_mods_bf16_d256_64x64s1;
 }
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.
