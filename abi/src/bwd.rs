@@ -86,6 +86,10 @@ pub struct BwdParams {
     pub dsinks: u64,
 }
 
+/// Dynamic shared memory of the dQ kernel when it writes [`BwdParams::dsinks`]: a slot per
+/// warp of its CTA for the warps' partial sums.
+pub const DSINKS_SMEM: usize = 4 * BWD_ROW_THREADS / 32;
+
 /// How the f32 dQ accumulator is laid out; the dQ kernel that reads it matches the main kernel
 /// that fills it.
 ///

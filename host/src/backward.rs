@@ -8,7 +8,7 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, DSINKS_SMEM, bwd_row_lanes};
 use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks, FwdParams, Kernel};
 
@@ -516,7 +516,9 @@ impl Gpu {
             let path = if hopper { "wgmma" } else { "mma-sync" };
             return Err(Error::PathUnavailable { path, needs: "an sm_90a GPU (H100/H200)", major, minor });
         }
-        let funcs = [self.kernel_function(plan.kernels[0], 0)?, self.kernel_function(plan.kernels[1], plan.smem)?, self.kernel_function(plan.kernels[2], 0)?];
+        // The dQ kernel's shared memory holds the sinks' gradient's partial sums, when asked.
+        let smems = [0, plan.smem, if plan.params.dsinks != 0 { DSINKS_SMEM as u32 } else { 0 }];
+        let funcs = [self.kernel_function(plan.kernels[0], smems[0])?, self.kernel_function(plan.kernels[1], smems[1])?, self.kernel_function(plan.kernels[2], smems[2])?];
         let maps = if hopper { Some(encode_bwd_maps(plan)?) } else { None };
         let [dsum, sems] = plan.workspace_layout();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);
@@ -534,7 +536,7 @@ impl Gpu {
                 if plan.grids[i] == 0 {
                     continue;
                 }
-                let smem = if i == 1 { plan.smem } else { 0 };
+                let smem = smems[i];
                 let arg = &mut p as *mut BwdParams as *mut c_void;
                 let map = |m: &mut TensorMapParam| m as *mut TensorMapParam as *mut c_void;
                 // The Hopper main kernel takes its four tensor maps first; the driver reads as

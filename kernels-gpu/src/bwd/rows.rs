@@ -12,12 +12,13 @@
 //! every lane has bytes in flight.
 use crate::arch::ex2::ex2_approx_f32;
 use crate::arch::shfl::group_sum_f32;
-use crate::arch::smem::st_global_v4;
-use crate::arch::ids::{block_idx_x, thread_idx_x};
+use crate::arch::barrier::bar_sync_divergent;
+use crate::arch::smem::{dsmem_base, ld_shared_b32, st_global_v4, st_shared_b32};
+use crate::arch::ids::{block_idx_x, grid_dim_x, thread_idx_x};
 use crate::dtype::Element;
 use crate::lse;
 use crate::vector::{Chunk, Pair};
-use flashrs_abi::bwd::{BWD_ROW_THREADS, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_ROW_THREADS, DSINKS_SMEM, bwd_row_lanes};
 use flashrs_abi::grid::{Extent, div_rem};
 use core::f32::consts::LOG2_E;
 use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
@@ -221,7 +222,7 @@ pub unsafe fn prep<T: Element>(p: &BwdParams, layout: AccumLayout) {
 /// counters, and the accumulator in 16-byte chunks whatever its layout).
 #[inline(always)]
 fn grid_stride(count: usize) -> impl Iterator<Item = usize> {
-    let threads = crate::arch::ids::grid_dim_x() as usize * BWD_ROW_THREADS;
+    let threads = grid_dim_x() as usize * BWD_ROW_THREADS;
     (block_idx_x() as usize * BWD_ROW_THREADS + thread_idx_x() as usize..count).step_by(threads)
 }
 
@@ -240,21 +241,22 @@ pub unsafe fn dq<T: Element>(p: &BwdParams, layout: AccumLayout) {
 
 /// `dsinks[h] = -sum over head h's rows of exp(sink_h - lse) * dsum`: a sink has no value, so
 /// its logit reaches the loss only through each row's normaliser, and `d lse / d sink` is the
-/// sink's probability. One warp per head, its lanes over the head's rows in a fixed order,
-/// then a butterfly sum that leaves every lane the same total, which every lane stores (no
-/// branch on the lane): the same bits every run, without atomics. A row that saw nothing
-/// (dsum 0, `-inf` base) adds nothing.
+/// sink's probability. One CTA per head: each thread sums rows `t, t + 256, ...` into four
+/// accumulators (four loads in flight), the warps sum butterfly-wise, and warp 0 sums the
+/// eight warps' totals from shared memory ([`DSINKS_SMEM`] bytes) in a fixed order: the same
+/// bits every run, without atomics. A row that saw nothing (dsum 0, `-inf` base) adds nothing.
+/// The barriers are the non-aligned form: the dQ work before them branches per thread.
 #[inline(always)]
 unsafe fn dsinks(p: &BwdParams, layout: AccumLayout) {
     let f = &p.fwd;
-    let warps = BWD_ROW_THREADS as u32 / 32;
-    let (lane, step) = (thread_idx_x() % 32, crate::arch::ids::grid_dim_x() * warps);
-    let mut h = block_idx_x() * warps + thread_idx_x() / 32;
+    let (t, base) = (thread_idx_x(), dsmem_base());
+    let mut h = block_idx_x();
     while h < f.heads_q {
         let sink_log2 = unsafe { *(f.mods.sinks as *const f32).add(h as usize) } * LOG2_E;
-        let mut sum = 0.0f32;
-        let mut r = lane;
-        while r < p.rows {
+        let term = |r: u32| {
+            if r >= p.rows {
+                return 0.0;
+            }
             // (log2 of the row's normaliser, dsum).
             let (neg_lse_log2, dsum) = match layout {
                 AccumLayout::Rows => {
@@ -269,14 +271,31 @@ unsafe fn dsinks(p: &BwdParams, layout: AccumLayout) {
                     None => (0.0, 0.0),
                 },
             };
-            if dsum != 0.0 {
-                sum += ex2_approx_f32(sink_log2 + neg_lse_log2) * dsum;
-            }
-            r += 32;
+            if dsum != 0.0 { ex2_approx_f32(sink_log2 + neg_lse_log2) * dsum } else { 0.0 }
+        };
+        let n = BWD_ROW_THREADS as u32;
+        let (mut a, mut b, mut c, mut d) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+        let mut r = t;
+        while r < p.rows {
+            a += term(r);
+            b += term(r + n);
+            c += term(r + 2 * n);
+            d += term(r + 3 * n);
+            r += 4 * n;
         }
-        let total = group_sum_f32(sum, 32);
-        unsafe { *(p.dsinks as *mut f32).add(h as usize) = -total };
-        h += step;
+        let warp = group_sum_f32((a + b) + (c + d), 32);
+        if t % 32 == 0 {
+            unsafe { st_shared_b32(base + 4 * (t / 32), warp.to_bits()) };
+        }
+        bar_sync_divergent();
+        let x = if t < n / 32 { f32::from_bits(unsafe { ld_shared_b32(base + 4 * t) }) } else { 0.0 };
+        let total = group_sum_f32(x, 32);
+        if t < 32 {
+            unsafe { *(p.dsinks as *mut f32).add(h as usize) = -total };
+        }
+        // The next head's partial sums reuse the slots.
+        bar_sync_divergent();
+        h += grid_dim_x();
     }
 }
 
