@@ -118,7 +118,7 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     // A window or ALiBi takes the modification twins (dQ in rows); sinks alone need none (the
     // log-sum-exp counts them).
     let m = &p.mods;
-    let flavor = if m.window.left.is_some() || m.window.right.is_some() || m.alibi.is_some() { Flavor::Mods } else { Flavor::Plain };
+    let flavor = if m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() { Flavor::Mods } else { Flavor::Plain };
     let mma = || {
         let ours = || BWD_CONFIGS.iter().enumerate().filter(move |&(i, c)| c.head_dim == padded && (flavor == Flavor::Plain || BWD_MODS.contains(&i))).map(|(_, c)| c);
         // sm_90a adds dQ in fragment order (16-byte vector reductions) where the configuration
@@ -131,7 +131,7 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
         })
     };
     let hopper = || match BWD_SM90_CONFIGS.iter().find(|c| c.head_dim == padded) {
-        Some(_) if flavor.mods() => Err("the Hopper backward kernels take no window or ALiBi yet".to_string()),
+        Some(_) if flavor.mods() => Err("the Hopper backward kernels take no window, softcap or ALiBi yet".to_string()),
         Some(&config) => tma_describable(call).map(|()| BwdStep::MainSm90 { config, varlen: call.packed.is_some() }),
         None => Err(format!("no Hopper backward kernel for head_dim {}", p.head_dim)),
     };
@@ -171,9 +171,8 @@ impl AttentionParams<'_> {
             return Err(Error::InvalidShape { what: "layout", reason: "the backward pass takes K and V tensors, not a paged cache".into() });
         }
         let m = &p.mods;
-        let refused: Vec<&str> = [(m.softcap.is_some(), "softcap"), (m.blocks.is_some(), "block masks")].into_iter().filter_map(|(on, name)| on.then_some(name)).collect();
-        if !refused.is_empty() {
-            let reason = format!("the backward pass takes sliding windows, ALiBi and sinks but no other attention modification yet (this call has {})", refused.join(", "));
+        if m.blocks.is_some() {
+            let reason = "the backward pass takes sliding windows, softcap, ALiBi and sinks but no block mask yet".to_string();
             return Err(Error::InvalidShape { what: "mods", reason });
         }
         if grads.dsinks.is_some() && m.sinks.is_none() {
@@ -355,9 +354,9 @@ impl Gpu {
     /// Same call description as the forward (`params`: shapes, GQA, causal, scale, strides,
     /// variable-length offsets; not paged caches), same buffer types. Each gradient has its tensor's
     /// strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V head's query heads.
-    /// Of the attention modifications it takes sliding windows and ALiBi (on `mma.sync` kernels of
-    /// their own) and sinks ([`crate::AttentionParamsBuilder::sinks`]), whose own gradient
-    /// [`Gpu::attention_backward_with_sinks`] also writes; not softcap or block masks yet. Rows that
+    /// Of the attention modifications it takes sliding windows, softcap and ALiBi (on `mma.sync`
+    /// kernels of their own) and sinks ([`crate::AttentionParamsBuilder::sinks`]), whose own
+    /// gradient [`Gpu::attention_backward_with_sinks`] also writes; not block masks yet. Rows that
     /// see no key get zero dQ; keys no row sees get zero dK and dV. Memory beyond the buffers: a
     /// workspace of `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on
     /// H100/H200, whose rows round up to 64 per (sequence, head)). With

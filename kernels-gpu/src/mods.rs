@@ -123,6 +123,27 @@ pub trait ScoreMod: Copy {
     fn sink_log2(&self) -> f32 {
         f32::NEG_INFINITY
     }
+
+    /// False when [`ScoreMod::grad`] is 1 everywhere: the backward pass then compiles out the
+    /// per-score pass that scales each score's gradient by it.
+    const GRAD: bool = false;
+
+    /// True when this tile's scores have a derivative other than 1 (a warp-uniform test, as
+    /// [`ScoreMod::part_on`]).
+    #[inline(always)]
+    fn grad_on(&self) -> bool {
+        Self::GRAD
+    }
+
+    /// The derivative of [`ScoreMod::score`] with respect to the raw score, at the score whose
+    /// modified value (raw units) is `modified`. The backward pass recovers that value from the
+    /// probability it recomputes (`P = exp(scale * modified - lse)`), so that it holds neither
+    /// the raw nor the modified scores across its dP GEMM; it asks only where `P > 0`.
+    #[inline(always)]
+    fn grad(&self, modified: f32, at: At) -> f32 {
+        let _ = (modified, at);
+        1.0
+    }
 }
 
 /// Plain attention's scores: unchanged, no sink.
@@ -323,37 +344,21 @@ impl ScoreMod for Builtin {
     fn sink_log2(&self) -> f32 {
         self.sink_log2
     }
-}
 
-/// [`Builtin`]'s ALiBi part alone: the backward pass's score modification. Its softcap has no
-/// gradient there yet, and a sink joins only the log-sum-exp, which the forward wrote; compiled
-/// without them, the backward's modification kernels keep the registers the softcap pass
-/// would take (head_dim 256's spilled 8 bytes on sm_90a with it).
-#[derive(Clone, Copy)]
-pub struct Alibi(Builtin);
-
-impl ScoreMod for Alibi {
-    const ACTIVE: bool = true;
-    const SINK: bool = false;
+    /// ALiBi's part has derivative 1; the softcap's is `1 - tanh^2`, where `post * tanh` is the
+    /// modified score before ALiBi's term.
+    const GRAD: bool = true;
 
     #[inline(always)]
-    fn new(p: &FwdParams, batch: u32, head: u32, e: &Extent) -> Self {
-        Alibi(Builtin::new(p, batch, head, e))
+    fn grad_on(&self) -> bool {
+        self.softcap_pre != 0.0
     }
 
     #[inline(always)]
-    fn score(&self, s: f32, at: At) -> f32 {
-        if self.0.alibi { self.0.score_part(1, s, at) } else { s }
-    }
-
-    #[inline(always)]
-    fn part_on(&self, _: usize) -> bool {
-        self.0.alibi
-    }
-
-    #[inline(always)]
-    fn score_part(&self, _: usize, s: f32, at: At) -> f32 {
-        self.0.score_part(1, s, at)
+    fn grad(&self, modified: f32, at: At) -> f32 {
+        // Without ALiBi the slope is 0; `softcap_pre / (2 log2 e)` is `1 / post`.
+        let capped = fma_rn_f32(self.slope, (at.rowf + self.offset - at.keyf).abs(), modified);
+        let tanh = capped * (self.softcap_pre * (0.5 / LOG2_E));
+        fma_rn_f32(-tanh, tanh, 1.0)
     }
 }
-

@@ -63,13 +63,15 @@ pub struct GradCase {
     pub window: (Option<usize>, Option<usize>),
     /// ALiBi with BLOOM's per-head slopes, `2^(-8 (h + 1) / heads_q)`.
     pub alibi: bool,
+    /// Softcap `cap` on the scaled scores.
+    pub softcap: Option<f32>,
 }
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false, softcap: None }
     }
 
     /// One line describing the case.
@@ -82,6 +84,9 @@ impl GradCase {
         }
         if self.alibi {
             sinks += " alibi";
+        }
+        if let Some(cap) = self.softcap {
+            sinks += &format!(" softcap={cap}");
         }
         format!("{:?} hq{} hkv{} d{} causal={}{sinks} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
     }
@@ -148,6 +153,7 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let slopes_d = DeviceBuffer::from_slice(&slopes).unwrap();
     let b = if c.alibi { b.alibi(DeviceArray::new(&slopes_d), false) } else { b };
     let b = if c.window != (None, None) { b.window(c.window.0, c.window.1) } else { b };
+    let b = if let Some(cap) = c.softcap { b.softcap(cap) } else { b };
     let p = match c.rows {
         Rows::Batched { bhsd } => b.batch(nb).seqlen_q(max_q).seqlen_k(max_k).dim_order(if bhsd { DimOrder::Bhsd } else { DimOrder::Bshd }),
         Rows::Varlen { device: false } => b.varlen(&cq, &ck).seqlen_k(max_k),
@@ -206,7 +212,7 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let mut acc = [(0.0f64, 0.0f64); 3];
     let sinks64: Vec<f64> = sinks.iter().map(|&x| x as f64).collect();
     let slopes64: Vec<f64> = slopes.iter().map(|&x| x as f64).collect();
-    let var = Variants { sinks: c.sinks.then_some(&sinks64[..]), alibi: c.alibi.then_some(&slopes64[..]), window: c.window, ..Variants::NONE };
+    let var = Variants { sinks: c.sinks.then_some(&sinks64[..]), alibi: c.alibi.then_some(&slopes64[..]), window: c.window, softcap: c.softcap.map(f64::from), ..Variants::NONE };
     // The sinks' gradient sums over every sequence.
     let mut want_dsinks = vec![0.0f64; hq];
     for (i, &(lq, lk)) in c.lens.iter().enumerate().filter(|_| c.check) {

@@ -146,30 +146,38 @@ fn sinks_and_their_gradient() {
 /// Sliding windows and ALiBi (the `flash_bwd_mods_*` kernels, `mma.sync`): key blocks walk only
 /// the query blocks whose rows see them; with sinks too.
 #[test]
-fn windows_and_alibi() {
-    let Some(gpu) = gpu_or_skip("windows_and_alibi") else { return };
+fn windows_softcap_and_alibi() {
+    let Some(gpu) = gpu_or_skip("windows_softcap_and_alibi") else { return };
     let mut cases = vec![];
     let windows = [(Some(4), Some(0)), (Some(64), Some(16)), (Some(0), Some(0)), (None, Some(0)), (Some(200), None), (None, None)];
     for (i, (d, dtype)) in [(64, DType::Bf16), (128, DType::F16), (256, DType::Bf16), (96, DType::Bf16)].into_iter().enumerate() {
         for (j, &window) in windows.iter().enumerate() {
             let causal = (i + j) % 2 == 0;
-            // ALiBi on the unwindowed case, and on every other windowed one.
+            // ALiBi on the unwindowed case, and on every other windowed one; softcaps of 2
+            // (most scores bent, derivatives far from 1) and 30 (Gemma 2's scale) on the others.
             let alibi = window == (None, None) || j % 2 == 1;
+            let softcap = [None, Some(2.0), Some(30.0)][(i + j) % 3];
             for (sq, sk, hq, hkv) in [(300, 500, 4, 2), (257, 129, 6, 2), (1, 1037, 2, 2)] {
                 let mut c = GradCase::batched(2, sq, sk, hq, hkv, d, causal, dtype);
-                (c.window, c.alibi, c.sinks) = (window, alibi, j == 1);
+                (c.window, c.alibi, c.sinks, c.softcap) = (window, alibi, j == 1, softcap);
                 cases.push(c);
             }
             let mut c = GradCase::batched(1, 1, 1, 4, 2, d, causal, dtype);
-            (c.lens, c.rows, c.window, c.alibi) = (vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0)], Rows::Varlen { device: j % 2 == 0 }, window, alibi);
+            (c.lens, c.rows, c.window, c.alibi, c.softcap) = (vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0)], Rows::Varlen { device: j % 2 == 0 }, window, alibi, softcap);
             cases.push(c);
         }
     }
+    // Softcap alone, with sinks, and on both element types.
+    for (d, dtype, causal) in [(64, DType::F16, true), (128, DType::Bf16, false), (256, DType::F16, false), (40, DType::Bf16, true)] {
+        let mut c = GradCase::batched(2, 333, 333, 4, 1, d, causal, dtype);
+        (c.softcap, c.sinks) = (Some(if causal { 1.0 } else { 10.0 }), d == 128);
+        cases.push(c);
+    }
     check_grads(&gpu, &cases);
     // Deterministic mode: a left window starts each query block's turns at its first key block.
-    for window in [(Some(100), Some(0)), (Some(300), Some(50))] {
+    for (window, softcap) in [((Some(100), Some(0)), None), ((Some(300), Some(50)), Some(5.0))] {
         let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, false, DType::Bf16);
-        (c.window, c.alibi, c.deterministic) = (window, true, true);
+        (c.window, c.alibi, c.deterministic, c.softcap) = (window, true, true, softcap);
         let (e, first) = run_grad::<half::bf16>(&gpu, &c);
         assert!(e.passes(c.dtype), "{}: {e:?}", c.label());
         (c.seed, c.check) = (Some(e.seed), false);

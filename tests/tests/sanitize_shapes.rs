@@ -7,7 +7,7 @@
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! The backward pass on ragged, causal, GQA, variable-length and deterministic shapes
-//! (`sanitize_backward`, with windows, ALiBi and sinks), and the attention modifications' kernels (`sanitize_mods`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
+//! (`sanitize_backward`, with windows, softcap, ALiBi and sinks), and the attention modifications' kernels (`sanitize_mods`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
 //! without a GPU.
 use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
@@ -205,12 +205,12 @@ fn sanitize_backward() {
         c.kernel = flashrs::KernelChoice::MmaSync { config: None };
         cases.push(c);
     }
-    // Windows and ALiBi (the modification kernels: key blocks walking only the query blocks
+    // Windows, softcap and ALiBi (the modification kernels: key blocks walking only the query blocks
     // that see them, deterministic turns from each block's first key block), and sinks (the
     // dQ kernel's shared-memory reduction of their gradient), on every head dim's kernel.
     for (i, d) in [64, 128, 256].into_iter().enumerate() {
         let mut c = GradCase::batched(2, 130, 200, 4, 2, d, i != 1, DType::Bf16);
-        (c.window, c.alibi, c.deterministic) = ((Some(40), Some(8)), i != 0, i == 2);
+        (c.window, c.alibi, c.deterministic, c.softcap) = ((Some(40), Some(8)), i != 0, i == 2, (i != 1).then_some(5.0));
         cases.push(c);
         let mut c = GradCase::batched(1, 1, 1, 4, 2, d, i == 1, DType::F16);
         (c.lens, c.rows, c.window, c.alibi) = (vec![(70, 150), (0, 9), (129, 64)], Rows::Varlen { device: true }, (None, Some(0)), true);

@@ -177,14 +177,15 @@ def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softc
     return {"median_ms": median, "min_ms": fastest, "call": label}
 
 
-def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0, alibi=False, sparsity=0.0):
+def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0, alibi=False, sparsity=0.0, backward=False):
     """Times FlexAttention (`torch.nn.attention.flex_attention`, compiled for the shape) on the
     same problem: the window, with causal masking folded into its right side, as a block mask
     on flashrs's bottom-right diagonal (so that blocks outside it are skipped), softcap and
     ALiBi as a score modification of the scaled scores, as flashrs applies them. Block sparsity:
     each 128-row query block visits as many random 128-key blocks as flashrs's
     (`round((1 - sparsity) * key blocks)`, at least 1), partial ones under the window's mask
-    where there is one, else full ones."""
+    where there is one, else full ones. With `backward`, the autograd backward of one call (its
+    compiled backward kernel), as `run_backend` times SDPA's."""
     from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
     sq, sk, heads = shape["seqlen_q"], shape["seqlen_k"], shape["heads_q"]
@@ -229,7 +230,11 @@ def run_flex(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), soft
     flex = torch.compile(flex_attention, dynamic=False)
     gqa = shape["heads_q"] != shape["heads_kv"]
     call = lambda: flex(q, k, v, score_mod=modify, block_mask=block_mask, enable_gqa=gqa)
-    call()
+    out = call()
+    if backward:
+        grad = torch.randn_like(out)
+        call = lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+        call()
     torch.cuda.synchronize()
     median, fastest = time_call(torch, call, warmup, iters, queued)
     label = "flex_attention" + ("+block_mask" if block_mask is not None else "") + ("+score_mod" if modify else "")
@@ -298,7 +303,7 @@ def answer(torch, SDPBackend, request):
                     continue
                 if name == "flex":
                     try:
-                        results[name] = run_flex(torch, shape, q, k, v, warmup, iters, queued, window, softcap, alibi, sparsity)
+                        results[name] = run_flex(torch, shape, q, k, v, warmup, iters, queued, window, softcap, alibi, sparsity, backward)
                     except Exception as e:  # noqa: BLE001 - a compile failure or out of memory
                         results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
                     continue

@@ -14,6 +14,10 @@
 //! dV += P^T dO            dK += dS^T Q                dQ += dS K   (dK, dQ times scale at the end)
 //! ```
 //!
+//! The modification kernels (`flash_bwd_mods_*`) take a [`ScoreMod`] and a [`MaskMod`]: S is
+//! modified and masked as in the forward, and dS scaled by the modification's derivative
+//! ([`ScoreMod::grad`], a softcap's `1 - tanh^2`), at the modified score that P gives back.
+//!
 //! P and dS round to the element type into shared memory between the GEMMs: each is the A
 //! operand of the next GEMMs in another warp layout (transposed, for `P^T dO` and `dS^T Q`), as
 //! in FlashAttention-2. The eight warps take 32 x (BN / (8 / (BM/32))) tiles of S and dP, 32-key
@@ -49,7 +53,8 @@ use crate::fwd::mainloop::TileCursor;
 use crate::layout::SmemTile;
 use crate::lse;
 use crate::mask::Mask;
-use crate::mods::{Alibi, MaskMod, Plain, ScoreMod, Window};
+use crate::arch::ex2::lg2_approx_f32;
+use crate::mods::{At, Builtin, MaskMod, Plain, ScoreMod, Window};
 use epilogue::{add_dq, end_turn, store_rows, wait_turn};
 use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BwdConfig};
 use flashrs_abi::grid::{Extent, div_rem};
@@ -264,6 +269,34 @@ unsafe fn flash_bwd<
                 }
             }
         }
+        // The score modification's own derivative (a softcap's `1 - tanh^2`) at each score's
+        // modified value, which P gives back (`scale_log2 * s' = log2 P - base`; P rounded to
+        // T moves it by a unit of T's rounding over the cap, far below dS's own rounding).
+        if S::GRAD {
+            let b = relocated();
+            let score = S::new(f, b.batch, h, &b.extent);
+            if score.grad_on() {
+                let inv_scale_log2 = 1.0 / f.scale_log2;
+                for mt in 0..2 {
+                    for hh in 0..2 {
+                        let stored = f32::from_bits(unsafe { ld_shared_b32(lse_row(s) + row_in(mt, hh)) });
+                        let base = if FRAG { stored } else { lse::neg_lse_base(stored) };
+                        let r = row + (mt * 16 + 8 * hh) as i32;
+                        for nt in 0..N1 {
+                            for e in 0..2 {
+                                let x = 2 * hh + e;
+                                let prob = T::unpack2(packed[mt][nt][hh])[e];
+                                let key = col + (2 * (lane % 4) + nt * 8 + e) as i32;
+                                let at = At { row: r, key, rowf: r as f32, keyf: key as f32 };
+                                let g = score.grad((lg2_approx_f32(prob) - base) * inv_scale_log2, at);
+                                // P = 0 (masked, or a row that saw nothing): dS is 0, the log NaN.
+                                ds[mt][nt][x] = if prob > 0.0 { ds[mt][nt][x] * g } else { 0.0 };
+                            }
+                        }
+                    }
+                }
+            }
+        }
         unsafe { store_tile::<T, N1, BM, BN>(&ds, ds_tile, r1, c1, lane) };
         bar_sync();
         if STAGES > 1 {
@@ -428,7 +461,7 @@ bwd_kernels! {
     7 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1, flash_bwd_frag_f16_d128_64x64s1, flash_bwd_frag_bf16_d128_64x64s1;
 }
 
-/// Declares the modification twins (`flash_bwd_mods_*`: [`Alibi`] scores, [`Window`] masks,
+/// Declares the modification twins (`flash_bwd_mods_*`: [`Builtin`] scores, [`Window`] masks,
 /// dQ in rows) of the configurations of [`BWD_MODS`].
 macro_rules! bwd_mods_kernels {
     ($($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
@@ -447,7 +480,7 @@ macro_rules! bwd_mods_kernels {
                     s = const BwdStep::Main { config: C, accum: AccumLayout::Rows, flavor: Flavor::Mods }.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
                     bn = const C.block_n, st = const C.stages, options(nomem, nostack, preserves_flags));
-                flash_bwd::<$t, Alibi, Window, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
+                flash_bwd::<$t, Builtin, Window, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
                     { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
                     { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, false>(&p)
             }
