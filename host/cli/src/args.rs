@@ -70,7 +70,8 @@ modifications (on the library's kernels for them); with --window, TFLOPS count o
 Records name a row's modifications (`mods`). With --compare torch, SDPA's backends are n/a \
 for such rows (they take none of them), FlashAttention-3 runs the same window and softcap \
 (not ALiBi, sinks or block masks), and FlexAttention (compiled per shape) the same window, \
-softcap, ALiBi and block sparsity (its own random blocks, as many per query block; not sinks).";
+softcap, ALiBi and block sparsity (its own random blocks, as many per query block; not sinks), \
+forward and, with --backward, its compiled backward.";
 
 /// Element type on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

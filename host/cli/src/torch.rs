@@ -25,8 +25,8 @@ use super::sweep::Shape;
 const SCRIPT: &str = include_str!("torch_sdpa.py");
 
 /// The backends timed: the script's name for each, and the implementation it reports as (FA3
-/// only forward: its package has no backward; FlexAttention only on modified rows, see
-/// [`backends`]).
+/// only forward: its package has no backward; FlexAttention only on modified rows, forward and
+/// backward, see [`backends`]).
 /// Adding a backend takes a line here, one in the script and an [`Implementation`].
 const BACKENDS: &[(&str, Implementation)] =
     &[("flash", Implementation::TorchFa2), ("cudnn", Implementation::TorchCudnn), ("fa3", Implementation::Fa3), ("flex", Implementation::TorchFlex)];
@@ -139,13 +139,13 @@ impl<'a> Request<'a> {
 }
 
 /// The backends a run times: FA3 only forward (its package has no backward); FlexAttention
-/// only forward and on rows with modifications (plain rows have SDPA's and FlashAttention's
-/// own kernels, and each compiled shape costs seconds).
+/// only on rows with modifications (plain rows have SDPA's and FlashAttention's own kernels,
+/// and each compiled shape costs seconds), backward rows through its compiled backward.
 fn backends(peers: Peers, backward: bool, mods: &ModSpec) -> Vec<(&'static str, Implementation)> {
     let takes = |i: Implementation| match i {
         Implementation::Fa3 => !backward,
         _ if peers == Peers::Fa3 => false,
-        Implementation::TorchFlex => !backward && !mods.is_plain(),
+        Implementation::TorchFlex => !mods.is_plain(),
         _ => true,
     };
     BACKENDS.iter().copied().filter(|b| takes(b.1)).collect()
@@ -486,11 +486,13 @@ mod tests {
         }
         assert!(SCRIPT.contains("request.get(\"window\", [-1, -1])") && SCRIPT.contains("request.get(\"softcap\", 0.0)"));
         assert!(SCRIPT.contains("request.get(\"alibi\", False)"));
-        // Plain rows and backward rows: no FlexAttention (nor FA3 backward).
+        // Plain rows: no FlexAttention; backward rows: no FA3.
         let forward = |m: &ModSpec| backends(Peers::All, false, m).into_iter().map(|b| b.1).collect::<Vec<_>>();
         assert!(!forward(&ModSpec::default()).contains(&Implementation::TorchFlex));
         assert!(forward(&ModSpec { alibi: true, ..ModSpec::default() }).contains(&Implementation::TorchFlex));
-        assert!(backends(Peers::All, true, &ModSpec { alibi: true, ..ModSpec::default() }).iter().all(|b| b.1 != Implementation::TorchFlex && b.1 != Implementation::Fa3));
+        let backward = backends(Peers::All, true, &ModSpec { alibi: true, ..ModSpec::default() });
+        assert!(backward.iter().any(|b| b.1 == Implementation::TorchFlex) && backward.iter().all(|b| b.1 != Implementation::Fa3));
+        assert!(backends(Peers::All, true, &ModSpec::default()).iter().all(|b| b.1 != Implementation::TorchFlex));
     }
 
     #[test]
