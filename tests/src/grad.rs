@@ -262,6 +262,18 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     (GradErrors { rel, seed }, bits)
 }
 
+/// Runs bf16 case `c` once against the reference, then `runs - 1` more times on the same
+/// inputs, and panics unless every gradient's bits (dsinks' too) are the same each time.
+pub fn assert_bit_identical(gpu: &Gpu, c: &GradCase, runs: usize) {
+    let (e, first) = run_grad::<half::bf16>(gpu, c);
+    assert!(e.passes(c.dtype), "{}: {e:?}", c.label());
+    let again = GradCase { seed: Some(e.seed), check: false, ..c.clone() };
+    for run in 1..runs {
+        assert!(run_grad::<half::bf16>(gpu, &again).1 == first, "{}: run {run} differs from run 0", c.label());
+    }
+    println!("ok   {}: {runs} runs bit-identical", c.label());
+}
+
 /// Runs every case on its element type, printing a line each, and panics listing failures.
 pub fn check_grads(gpu: &Gpu, cases: &[GradCase]) {
     let mut failures = Vec::new();

@@ -4,7 +4,7 @@
 use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{Arch, AttentionParams, BufferRef, Buffers, DType, Error, Gpu, GradBuffers, KernelChoice};
-use flashrs_tests::grad::{GradCase, Rows, check_grads, grad_tolerance, run_grad};
+use flashrs_tests::grad::{GradCase, Rows, assert_bit_identical, check_grads, grad_tolerance, run_grad};
 use flashrs_tests::{buffer_of, gpu_or_skip};
 
 #[test]
@@ -133,18 +133,12 @@ fn sinks_and_their_gradient() {
     for kernel in families(&gpu) {
         let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, true, DType::Bf16);
         (c.sinks, c.deterministic, c.kernel) = (true, true, kernel);
-        let (e, first) = run_grad::<half::bf16>(&gpu, &c);
-        assert!(e.passes(c.dtype), "{}: {e:?}", c.label());
-        (c.seed, c.check) = (Some(e.seed), false);
-        for run in 1..20 {
-            assert!(run_grad::<half::bf16>(&gpu, &c).1 == first, "{}: run {run} differs from run 0", c.label());
-        }
-        println!("ok   {}: 20 runs bit-identical", c.label());
+        assert_bit_identical(&gpu, &c, 20);
     }
 }
 
-/// Sliding windows and ALiBi (the `flash_bwd_mods_*` kernels, `mma.sync`): key blocks walk only
-/// the query blocks whose rows see them; with sinks too.
+/// Sliding windows, softcap and ALiBi (the `flash_bwd_mods_*` kernels, `mma.sync`): key blocks
+/// walk only the query blocks whose rows see them; with sinks too.
 #[test]
 fn windows_softcap_and_alibi() {
     let Some(gpu) = gpu_or_skip("windows_softcap_and_alibi") else { return };
@@ -178,13 +172,7 @@ fn windows_softcap_and_alibi() {
     for (window, softcap) in [((Some(100), Some(0)), None), ((Some(300), Some(50)), Some(5.0))] {
         let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, false, DType::Bf16);
         (c.window, c.alibi, c.deterministic, c.softcap) = (window, true, true, softcap);
-        let (e, first) = run_grad::<half::bf16>(&gpu, &c);
-        assert!(e.passes(c.dtype), "{}: {e:?}", c.label());
-        (c.seed, c.check) = (Some(e.seed), false);
-        for run in 1..20 {
-            assert!(run_grad::<half::bf16>(&gpu, &c).1 == first, "{}: run {run} differs from run 0", c.label());
-        }
-        println!("ok   {}: 20 runs bit-identical", c.label());
+        assert_bit_identical(&gpu, &c, 20);
     }
 }
 
@@ -204,15 +192,7 @@ fn deterministic_mode_is_bit_identical() {
         }
         c.deterministic = true;
         c.kernel = kernel;
-        let (e, first) = run_grad::<half::bf16>(&gpu, &c);
-        assert!(e.passes(c.dtype), "{}: {e:?}", c.label());
-        c.seed = Some(e.seed);
-        c.check = false;
-        for run in 1..100 {
-            let (_, again) = run_grad::<half::bf16>(&gpu, &c);
-            assert!(again == first, "{}: run {run} differs from run 0", c.label());
-        }
-        println!("ok   {}: 100 runs bit-identical", c.label());
+        assert_bit_identical(&gpu, &c, 100);
     }
 }
 
