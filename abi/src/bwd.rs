@@ -420,7 +420,8 @@ pub const BWD_CONFIGS: [BwdConfig; 8] = [
 ];
 
 /// The configurations (indices into [`BWD_CONFIGS`]) with a modification twin
-/// (`flash_bwd_mods_*`: sliding window and ALiBi, dQ in rows): the sm_86/sm_89 shapes (head_dim
+/// (`flash_bwd_mods_*`: sliding window, softcap and ALiBi, dQ in rows, and on sm_90a in fragment
+/// order where the configuration takes it): the sm_86/sm_89 shapes (head_dim
 /// 64 with 64 x 128 tiles, 128 with 64 x 64 and one stage) and head_dim 256 with one stage;
 /// every GPU's planner finds one of them for each head dimension it has plain kernels for.
 /// The larger tiles spilled with the modifications compiled in (head_dim 128's 64 x 128

@@ -208,8 +208,8 @@ pub enum BwdStep {
         config: BwdConfig,
         /// The accumulator layout it adds dQ in.
         accum: AccumLayout,
-        /// [`Flavor::Mods`]: the attention modifications compiled in (sliding window, ALiBi;
-        /// configurations of [`BWD_MODS`], in rows), else [`Flavor::Plain`].
+        /// [`Flavor::Mods`]: the attention modifications compiled in (sliding window, softcap,
+        /// ALiBi; configurations of [`BWD_MODS`]), else [`Flavor::Plain`].
         flavor: Flavor,
     },
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
@@ -256,6 +256,7 @@ impl BwdStep {
             .chain(BWD_CONFIGS.into_iter().map(|config| BwdStep::Main { config, accum: AccumLayout::Rows, flavor: Flavor::Plain }))
             .chain(BWD_CONFIGS.into_iter().filter(|c| c.fragments()).map(|config| BwdStep::Main { config, accum: AccumLayout::Fragments, flavor: Flavor::Plain }))
             .chain(BWD_MODS.into_iter().map(|i| BwdStep::Main { config: BWD_CONFIGS[i], accum: AccumLayout::Rows, flavor: Flavor::Mods }))
+            .chain(BWD_MODS.into_iter().filter(|&i| BWD_CONFIGS[i].fragments()).map(|i| BwdStep::Main { config: BWD_CONFIGS[i], accum: AccumLayout::Fragments, flavor: Flavor::Mods }))
             .chain(BWD_SM90_CONFIGS.into_iter().flat_map(|config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen })))
     }
 }
@@ -290,7 +291,7 @@ impl Kernel {
             Kernel::Sm90 { varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Plain }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
-                flavor == Flavor::Mods && accum == AccumLayout::Rows && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
+                flavor == Flavor::Mods && (accum == AccumLayout::Rows || config.fragments()) && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
             }
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
@@ -430,7 +431,7 @@ impl Kernel {
                 let step = match (n[0], n[6]) {
                     (0, 0) if config == none => BwdStep::Prep(AccumLayout::Rows),
                     (1, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows }, flavor: Flavor::Plain },
-                    (6, 0) => BwdStep::Main { config, accum: AccumLayout::Rows, flavor: Flavor::Mods },
+                    (6, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows }, flavor: Flavor::Mods },
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
                     (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)? },
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
@@ -551,7 +552,8 @@ mod tests {
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len();
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + BWD_MODS.len() + 2 * BWD_SM90_CONFIGS.len() + 1));
+        let mods_frag = BWD_MODS.iter().filter(|&&i| BWD_CONFIGS[i].fragments()).count();
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + BWD_MODS.len() + mods_frag + 2 * BWD_SM90_CONFIGS.len() + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -584,12 +586,15 @@ mod tests {
         let split = tiles::SPLIT_CONFIGS[0];
         assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: split, flavor: Flavor::Mods }.is_instantiated());
         assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: tiles::CONFIGS[6], flavor: Flavor::Mods }.is_instantiated());
-        // The backward's modification twins: in rows, of their table's configurations only.
+        // The backward's modification twins: of their table's configurations only, in rows, and
+        // in fragment order where the configuration takes it.
         let bwd = |config: BwdConfig, accum, flavor| Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config, accum, flavor } };
         let twin = bwd(BWD_CONFIGS[7], AccumLayout::Rows, Flavor::Mods);
         assert!(twin.is_instantiated() && twin.mods() && twin.to_string() == "flash_bwd_mods_bf16_d128_64x64s1");
         assert!(!bwd(BWD_CONFIGS[1], AccumLayout::Rows, Flavor::Mods).is_instantiated() && !BWD_MODS.contains(&1));
-        assert!(!bwd(BWD_CONFIGS[7], AccumLayout::Fragments, Flavor::Mods).is_instantiated());
+        let frag = bwd(BWD_CONFIGS[7], AccumLayout::Fragments, Flavor::Mods);
+        assert!(frag.is_instantiated() && frag.needs_sm90a() && frag.to_string() == "flash_bwd_frag_mods_bf16_d128_64x64s1");
+        assert!(!bwd(BWD_CONFIGS[3], AccumLayout::Fragments, Flavor::Mods).is_instantiated() && !BWD_CONFIGS[3].fragments());
         assert!(!bwd(BWD_CONFIGS[7], AccumLayout::Rows, Flavor::Sparse).is_instantiated());
     }
 
@@ -602,7 +607,7 @@ mod tests {
             "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 0 0",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 2",
             "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2",
-            "flashrs-kernel: bwd 6 0 128 64 128 2 1", "flashrs-kernel: bwd 7 0 128 64 128 2 0",
+            "flashrs-kernel: bwd 6 0 128 64 128 2 2", "flashrs-kernel: bwd 7 0 128 64 128 2 0",
             "flashrs-kernel: merge", "flashrs-kernel: merge 7", "flashrs-kernel: merge 0 0"] {
             assert_eq!(Kernel::from_marker(bad), None, "{bad:?}");
         }

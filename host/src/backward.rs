@@ -122,8 +122,8 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     let mma = || {
         let ours = || BWD_CONFIGS.iter().enumerate().filter(move |&(i, c)| c.head_dim == padded && (flavor == Flavor::Plain || BWD_MODS.contains(&i))).map(|(_, c)| c);
         // sm_90a adds dQ in fragment order (16-byte vector reductions) where the configuration
-        // takes it, older GPUs in rows; the modification twins add in rows.
-        let accum = |c: &BwdConfig| if target.arch == Arch::Sm90a && c.fragments() && flavor == Flavor::Plain { AccumLayout::Fragments } else { AccumLayout::Rows };
+        // takes it, older GPUs in rows.
+        let accum = |c: &BwdConfig| if target.arch == Arch::Sm90a && c.fragments() { AccumLayout::Fragments } else { AccumLayout::Rows };
         ours().find(|c| c.smem_bytes() <= target.max_smem_per_block as usize).map(|&config| BwdStep::Main { config, accum: accum(&config), flavor }).ok_or_else(|| Error::SharedMemory {
             kernel: "the backward pass".into(),
             needed: ours().map(|c| c.smem_bytes()).min().unwrap_or(0) as u64,

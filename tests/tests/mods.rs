@@ -169,20 +169,22 @@ fn bad_modifications_are_typed_errors() {
             other => panic!("{other:?}"),
         }
     }
-    // Windows, softcap and ALiBi take the modification twins of `mma.sync` (dQ in rows), on
-    // every GPU, with the window, the cap and the slopes in the parameters; sinks alone keep
-    // the plain kernels.
+    // Windows, softcap and ALiBi take the modification twins of `mma.sync` (dQ in fragment
+    // order on sm_90a, in rows elsewhere), on every GPU, with the window, the cap and the slopes
+    // in the parameters; sinks alone keep the plain kernels.
     let softcap = base().softcap(5.0).sinks(planning_array(SINKS, 4)).causal(true).build().unwrap();
     for p in [base().window(Some(8), None).build().unwrap(), base().alibi(planning_array(SLOPES, 4), false).causal(true).build().unwrap(), softcap] {
         for target in [&H100, &Target::A100, &Target::L4] {
             let plan = p.plan_backward(&fake::buffers(), &grads, target).unwrap();
+            let frag = if target.arch == flashrs::Arch::Sm90a { AccumLayout::Fragments } else { AccumLayout::Rows };
             match plan.kernels[1] {
-                Kernel::Bwd { step: BwdStep::Main { config, accum: AccumLayout::Rows, flavor: Flavor::Mods }, .. } => {
-                    assert!(BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config) && config.head_dim == 64)
+                Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Mods }, .. } => {
+                    assert!(BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config) && config.head_dim == 64 && accum == frag)
                 }
                 k => panic!("{k:?}"),
             }
-            assert!(plan.kernels[1].is_instantiated() && plan.kernels[1].to_string().starts_with("flash_bwd_mods_"));
+            assert!(matches!(plan.kernels[0], Kernel::Bwd { step: BwdStep::Prep(a), .. } if a == frag));
+            assert!(plan.kernels[1].is_instantiated() && plan.kernels[1].mods());
         }
         assert_eq!(p.plan_backward(&fake::buffers(), &grads, &H100).unwrap().params.fwd.mods, p.plan(&fake::buffers(), &H100).unwrap().params.mods);
         let mut hopper = p.clone();
