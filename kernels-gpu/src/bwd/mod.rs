@@ -418,31 +418,35 @@ impl Walk {
     }
 }
 
-/// Declares the main entry points, one per (configuration of [`BWD_CONFIGS`], element type),
-/// and on sm_90a a twin in fragment order for the configurations that take it
-/// ([`BwdConfig::fragments`]), each with its [`flashrs_abi::kernel`] marker.
+/// Declares the main entry points of a flavor, one per (configuration, element type), and on
+/// sm_90a a twin in fragment order for the configurations that take it
+/// ([`BwdConfig::fragments`]), each with its [`flashrs_abi::kernel`] marker: `Plain` ([`Plain`]
+/// scores, [`Mask`]) over [`BWD_CONFIGS`], and `Mods` (`flash_bwd_[frag_]mods_*`: [`Builtin`]
+/// scores, [`Window`] masks) over the configurations of [`BWD_MODS`].
 macro_rules! bwd_kernels {
-    ($($idx:literal => $f16:ident, $bf16:ident $(, $frag_f16:ident, $frag_bf16:ident)?;)*) => {$(
-        bwd_kernels!(@one $f16, F16, $idx, false);
-        bwd_kernels!(@one $bf16, Bf16, $idx, false);
+    ($flavor:ident, $score:ty, $mask:ty: $($idx:literal => $f16:ident, $bf16:ident $(, $frag_f16:ident, $frag_bf16:ident)?;)*) => {$(
+        const _: () = assert!(matches!(Flavor::$flavor, Flavor::Plain) || bwd_mods_has($idx));
+        bwd_kernels!(@one $flavor, $score, $mask, $f16, F16, $idx, false);
+        bwd_kernels!(@one $flavor, $score, $mask, $bf16, Bf16, $idx, false);
         $(
             const _: () = assert!(BWD_CONFIGS[$idx].fragments());
             #[cfg(target_feature = "sm_90a")]
-            bwd_kernels!(@one $frag_f16, F16, $idx, true);
+            bwd_kernels!(@one $flavor, $score, $mask, $frag_f16, F16, $idx, true);
             #[cfg(target_feature = "sm_90a")]
-            bwd_kernels!(@one $frag_bf16, Bf16, $idx, true);
+            bwd_kernels!(@one $flavor, $score, $mask, $frag_bf16, Bf16, $idx, true);
         )?
     )*};
-    (@one $name:ident, $t:ty, $idx:literal, $frag:literal) => {
+    (@one $flavor:ident, $score:ty, $mask:ty, $name:ident, $t:ty, $idx:literal, $frag:literal) => {
         /// Backward attention's main entry point (see the module docs and [`BwdParams`]).
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
             const C: BwdConfig = BWD_CONFIGS[$idx];
             unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}", s = const BwdStep::Main { config: C, accum: AccumLayout::Rows, flavor: Flavor::Plain }.code(),
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}",
+                    s = const BwdStep::Main { config: C, accum: AccumLayout::Rows, flavor: Flavor::$flavor }.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
                     bn = const C.block_n, st = const C.stages, a = const $frag as u32, options(nomem, nostack, preserves_flags));
-                flash_bwd::<$t, Plain, Mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
+                flash_bwd::<$t, $score, $mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
                     { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
                     { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, $frag>(&p)
             }
@@ -450,7 +454,7 @@ macro_rules! bwd_kernels {
     };
 }
 
-bwd_kernels! {
+bwd_kernels! { Plain, Plain, Mask:
     0 => flash_bwd_f16_d64_128x128s3, flash_bwd_bf16_d64_128x128s3, flash_bwd_frag_f16_d64_128x128s3, flash_bwd_frag_bf16_d64_128x128s3;
     1 => flash_bwd_f16_d128_64x128s3, flash_bwd_bf16_d128_64x128s3, flash_bwd_frag_f16_d128_64x128s3, flash_bwd_frag_bf16_d128_64x128s3;
     2 => flash_bwd_f16_d256_64x64s2, flash_bwd_bf16_d256_64x64s2;
@@ -461,39 +465,10 @@ bwd_kernels! {
     7 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1, flash_bwd_frag_f16_d128_64x64s1, flash_bwd_frag_bf16_d128_64x64s1;
 }
 
-/// Declares the modification twins (`flash_bwd_mods_*`: [`Builtin`] scores, [`Window`] masks,
-/// dQ in rows) of the configurations of [`BWD_MODS`], and on sm_90a their twins in fragment
-/// order (`flash_bwd_frag_mods_*`) for the configurations that take it.
-macro_rules! bwd_mods_kernels {
-    ($($idx:literal => $f16:ident, $bf16:ident $(, $frag_f16:ident, $frag_bf16:ident)?;)*) => {$(
-        const _: () = assert!(bwd_mods_has($idx));
-        bwd_mods_kernels!(@one $f16, F16, $idx, false);
-        bwd_mods_kernels!(@one $bf16, Bf16, $idx, false);
-        $(
-            const _: () = assert!(BWD_CONFIGS[$idx].fragments());
-            #[cfg(target_feature = "sm_90a")]
-            bwd_mods_kernels!(@one $frag_f16, F16, $idx, true);
-            #[cfg(target_feature = "sm_90a")]
-            bwd_mods_kernels!(@one $frag_bf16, Bf16, $idx, true);
-        )?
-    )*};
-    (@one $name:ident, $t:ty, $idx:literal, $frag:literal) => {
-        /// Backward attention's main entry point with the attention modifications (see the
-        /// module docs and [`BwdParams`]).
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
-            const C: BwdConfig = BWD_CONFIGS[$idx];
-            unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}",
-                    s = const BwdStep::Main { config: C, accum: AccumLayout::Rows, flavor: Flavor::Mods }.code(),
-                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const C.block_n, st = const C.stages, a = const $frag as u32, options(nomem, nostack, preserves_flags));
-                flash_bwd::<$t, Builtin, Window, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
-                    { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
-                    { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, $frag>(&p)
-            }
-        }
-    };
+bwd_kernels! { Mods, Builtin, Window:
+    6 => flash_bwd_mods_f16_d64_64x128s2, flash_bwd_mods_bf16_d64_64x128s2, flash_bwd_frag_mods_f16_d64_64x128s2, flash_bwd_frag_mods_bf16_d64_64x128s2;
+    7 => flash_bwd_mods_f16_d128_64x64s1, flash_bwd_mods_bf16_d128_64x64s1, flash_bwd_frag_mods_f16_d128_64x64s1, flash_bwd_frag_mods_bf16_d128_64x64s1;
+    3 => flash_bwd_mods_f16_d256_64x64s1, flash_bwd_mods_bf16_d256_64x64s1;
 }
 
 /// True when configuration `idx` is one of [`BWD_MODS`].
@@ -508,11 +483,6 @@ const fn bwd_mods_has(idx: usize) -> bool {
     false
 }
 
-bwd_mods_kernels! {
-    6 => flash_bwd_mods_f16_d64_64x128s2, flash_bwd_mods_bf16_d64_64x128s2, flash_bwd_frag_mods_f16_d64_64x128s2, flash_bwd_frag_mods_bf16_d64_64x128s2;
-    7 => flash_bwd_mods_f16_d128_64x64s1, flash_bwd_mods_bf16_d128_64x64s1, flash_bwd_frag_mods_f16_d128_64x64s1, flash_bwd_frag_mods_bf16_d128_64x64s1;
-    3 => flash_bwd_mods_f16_d256_64x64s1, flash_bwd_mods_bf16_d256_64x64s1;
-}
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.
 macro_rules! row_kernels {
