@@ -201,6 +201,39 @@ impl BlockSparse {
         BlockSparse { counts: 0, indices: 0, full_counts: 0, full_indices: 0, batch_stride: 0, head_stride: 0, kv_blocks: 0, _pad: 0 };
 }
 
+/// Threads of the device crate's `block_mask_from_dense` CTA.
+pub const DENSE_BLOCK_MASK_THREADS: u32 = 256;
+
+/// The parameters of the device crate's `block_mask_from_dense` kernel, which builds a block
+/// mask ([`BlockSparse`]'s lists, both of them) from a dense boolean mask on the GPU: one CTA
+/// of [`DENSE_BLOCK_MASK_THREADS`] per (batch entry, head, query block), `rows` of them in all.
+/// A block of [`SPARSE_BLOCK`] rows and keys with no set byte is skipped, one with every byte
+/// set (of the rows and keys that exist) is full, others partial; each list ascends, its
+/// unused entries 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DenseBlockMask {
+    /// Device address of the dense mask, `[rows / q_blocks, seqlen_q, seqlen_k]` bytes
+    /// (batch entries and heads flattened; nonzero: the row sees the key).
+    pub dense: u64,
+    /// Device address of the partial blocks' counts, `[rows]` i32.
+    pub counts: u64,
+    /// Device address of the partial blocks' indices, `[rows, kv_blocks]` i32.
+    pub indices: u64,
+    /// Device address of the full blocks' counts.
+    pub full_counts: u64,
+    /// Device address of the full blocks' indices.
+    pub full_indices: u64,
+    /// Query rows per (batch entry, head).
+    pub seqlen_q: u32,
+    /// Keys per (batch entry, head).
+    pub seqlen_k: u32,
+    /// Query blocks per (batch entry, head): `max(1, ceil(seqlen_q / SPARSE_BLOCK))`.
+    pub q_blocks: u32,
+    /// Key blocks, and index entries per query block: `max(1, ceil(seqlen_k / SPARSE_BLOCK))`.
+    pub kv_blocks: u32,
+}
+
 /// A window side that bounds nothing: no row reaches this far (sequences are at most
 /// `i32::MAX / 2` rows), and `row + seqlen_k + WINDOW_UNBOUNDED` stays within 32 bits.
 pub const WINDOW_UNBOUNDED: i32 = i32::MAX / 2;

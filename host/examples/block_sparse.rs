@@ -1,11 +1,14 @@
 //! Block-sparse attention: a long-context layer whose queries attend a causal band of recent
 //! blocks plus the first block (attention sinks in the StreamingLLM sense), built on the host
 //! as a FlexAttention-style block mask, run on the GPU and checked against the CPU reference
-//! with the same blocks: `cargo run --release --example block_sparse`.
+//! with the same blocks; then the same mask built on the GPU from the dense boolean mask it
+//! stands for: `cargo run --release --example block_sparse`.
 mod common;
 
 use cust::memory::DeviceBuffer;
-use flashrs::{AttentionParams, Block, DeviceArray, HostBlockMask};
+use cust::memory::CopyDestination;
+use cust::stream::{Stream, StreamFlags};
+use flashrs::{AttentionParams, Block, DenseMaskShape, DeviceArray, HostBlockMask};
 use flashrs_reference::{Blocks, Variants};
 use half::f16;
 
@@ -31,5 +34,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let variants = Variants { blocks: Some(blocks), ..Variants::NONE };
     let errors = common::check_variants_against_reference(&params, &variants, [&q, &k, &v], &out, &lse, 2e-3);
     println!("{:.0}% of the key blocks visited; matches the CPU f64 reference: {errors}", 100.0 * mask.density());
+
+    // The same lists from the dense mask (one byte per query row and key) on the GPU: what a
+    // model that computes its mask on the GPU would do.
+    let sees = |r: usize, k: usize| {
+        let (qb, kb) = (r / 128, k / 128);
+        (kb == qb && k <= r) || kb == 0 && qb > 0 || (kb < qb && kb + band >= qb)
+    };
+    let dense: Vec<u8> = (0..s * s).map(|i| sees(i / s, i % s) as u8).collect();
+    let shape = DenseMaskShape::new(1, 1, s, s)?;
+    let list = |n: usize| DeviceBuffer::from_slice(&vec![0i32; n]);
+    let (mut c, mut i, mut fc, mut fi) = (list(shape.counts_len())?, list(shape.indices_len())?, list(shape.counts_len())?, list(shape.indices_len())?);
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    gpu.block_mask_from_dense(&stream, &DeviceBuffer::from_slice(&dense)?, shape, &mut c, &mut i, &mut fc, &mut fi)?;
+    stream.synchronize()?;
+    let host = |d: &DeviceBuffer<i32>| -> Result<Vec<i32>, cust::error::CudaError> {
+        let mut v = vec![0; d.len()];
+        d.copy_to(&mut v[..])?;
+        Ok(v)
+    };
+    let built = [host(&c)?, host(&i)?, host(&fc)?, host(&fi)?];
+    assert_eq!(built, [mask.counts.clone(), mask.indices.clone(), mask.full_counts.clone(), mask.full_indices.clone()], "the GPU-built lists differ");
+    println!("built on the GPU from the {} MB dense mask: the same lists", dense.len() >> 20);
     Ok(())
 }

@@ -104,7 +104,8 @@
 //!   variable-length, on both kernel families, not with paged caches or split-KV.
 //! * **Block sparsity** ([`sparse`]): block masks in FlexAttention's form (per batch entry,
 //!   head and query block, the key blocks to compute), built on the host from a dense mask or
-//!   a pattern, or by the caller on the GPU; combinable with the modifications above.
+//!   a pattern, on the GPU from a dense mask ([`dense_mask`], [`Gpu::block_mask_from_dense`]),
+//!   or by the caller's own kernel; combinable with the modifications above.
 //! * **Ring attention** (feature `nccl`; module `ring`): one attention call over a sequence
 //!   sharded across the GPUs of a host (context parallelism), K/V shards passed around a ring
 //!   with NCCL while each GPU attends the shard in hand, partial results merged by their
@@ -164,6 +165,7 @@ pub use flashrs_abi as abi;
 mod backend;
 pub mod backward;
 pub mod buffers;
+pub mod dense_mask;
 pub mod device;
 mod driver;
 pub mod element;
@@ -187,6 +189,7 @@ pub mod workspace;
 
 pub use backward::{BackwardPlan, GradBuffers};
 pub use buffers::{BufferRef, Buffers};
+pub use dense_mask::DenseMaskShape;
 pub use device::Gpu;
 pub use element::{DType, Element};
 pub use error::{Error, Result};

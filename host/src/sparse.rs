@@ -12,7 +12,8 @@
 //! FlexAttention pass as they are.
 //!
 //! [`BlockMask`] borrows the four arrays on the GPU, however they were built (on the host with
-//! [`HostBlockMask`]'s helpers, or by the caller's own kernel); a call takes it through
+//! [`HostBlockMask`]'s helpers, on the GPU from a dense mask with
+//! [`crate::Gpu::block_mask_from_dense`], or by the caller's own kernel); a call takes it through
 //! [`crate::AttentionParamsBuilder::block_mask`]. The kernels clamp every count and index they
 //! read (see [`flashrs_abi::BlockSparse`]; `kv_blocks` must cover the longest sequence's key
 //! blocks), so no array content sends an access out of bounds; [`HostBlockMask::check`] names
@@ -109,7 +110,7 @@ impl<'a> BlockMask<'a> {
 
 /// The count arrays' entries (`batch x heads x q_blocks`) and the index arrays'
 /// (`x kv_blocks`) of a mask of these dimensions, unless the products overflow.
-fn list_sizes(batch: usize, heads: usize, q_blocks: usize, kv_blocks: usize) -> Option<(usize, usize)> {
+pub(crate) fn list_sizes(batch: usize, heads: usize, q_blocks: usize, kv_blocks: usize) -> Option<(usize, usize)> {
     let rows = batch.checked_mul(heads)?.checked_mul(q_blocks)?;
     Some((rows, rows.checked_mul(kv_blocks)?))
 }

@@ -12,7 +12,8 @@
 //! * [`mods`]: attention modifications as trait parameters of the forward kernels (which keys a
 //!   row sees, what its scores become, sinks): plain attention, and the built-in sliding
 //!   window, softcap, ALiBi and sinks.
-//! * [`sparse`]: block sparsity, the key blocks a query block visits from a block mask.
+//! * [`sparse`]: block sparsity, the key blocks a query block visits from a block mask;
+//!   [`block_mask`]: block masks built from a dense boolean mask on the GPU.
 //! * [`merge`]: folds partial attention results (over parts of the keys) into one, for ring
 //!   attention across GPUs.
 //! * [`probes`]: minimal kernels that prove each instruction family against a CPU check.
@@ -25,6 +26,7 @@
 
 pub mod arch;
 pub mod bench;
+pub mod block_mask;
 pub mod bwd;
 pub mod dtype;
 pub mod fwd;

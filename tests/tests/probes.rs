@@ -325,6 +325,33 @@ fn probe_backward_atoms() {
 }
 
 #[test]
+fn probe_barrier_red() {
+    let Some(gpu) = gpu_or_skip("probe_barrier_red") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    // (votes, or, and): none, one (in the last warp), all, all but one (in the first warp).
+    let patterns: [(Vec<u32>, u32, u32); 4] = [
+        (vec![0; 256], 0, 0),
+        ((0..256).map(|t| (t == 200) as u32).collect(), 1, 0),
+        (vec![3; 256], 1, 1),
+        ((0..256).map(|t| (t != 7) as u32).collect(), 1, 0),
+    ];
+    for (votes, or, and) in patterns {
+        let flags_d = DeviceBuffer::from_slice(&votes).unwrap();
+        let out_d = DeviceBuffer::from_slice(&[7u32; 512]).unwrap();
+        unsafe {
+            launch!(module.probe_barrier_red<<<1, 256, 0, stream>>>(flags_d.as_device_ptr(), out_d.as_device_ptr())).unwrap();
+        }
+        stream.synchronize().unwrap();
+        let mut out = [0u32; 512];
+        out_d.copy_to(&mut out[..]).unwrap();
+        for t in 0..256 {
+            assert_eq!((out[2 * t], out[2 * t + 1]), (or, and), "thread {t} of votes {or}/{and}");
+        }
+    }
+}
+
+#[test]
 fn probe_red_vector() {
     let Some(gpu) = hopper_or_skip("probe_red_vector") else { return };
     let module = probe_module(&gpu);

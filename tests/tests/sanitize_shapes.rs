@@ -7,7 +7,7 @@
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! The backward pass on ragged, causal, GQA, variable-length and deterministic shapes
-//! (`sanitize_backward`, with windows, softcap, ALiBi and sinks), and the attention modifications' kernels (`sanitize_mods`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
+//! (`sanitize_backward`, with windows, softcap, ALiBi and sinks), the attention modifications' kernels (`sanitize_mods`), and the block-mask builder (`sanitize_dense_mask`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
 //! without a GPU.
 use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
@@ -137,6 +137,31 @@ fn sanitize_small_gpu_fallback() {
     );
     let call = |sq, splits| with_splits(params(3, sq, 300, 8, 256).heads_kv(2).causal(sq > 1).config(SMALL_D256), splits);
     check_paged(&gpu, &[PagedCase::new(call(1, None), DType::F16, 16, Some(vec![300, 0, 17]), 1), PagedCase::new(call(5, Some(3)), DType::F16, 64, Some(vec![1, 299, 64]), 0)]);
+}
+
+/// The block-mask builder on ragged shapes, every buffer exactly as long as the build needs
+/// (the dense mask's last byte is the last one read), checked against the host's builder.
+#[test]
+fn sanitize_dense_mask() {
+    use cust::memory::{CopyDestination, DeviceBuffer};
+    let Some(gpu) = gpu_or_skip("sanitize_dense_mask") else { return };
+    let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
+    for (b, h, sq, sk) in [(1, 2, 130, 259), (2, 1, 1, 1), (1, 1, 300, 7)] {
+        let dense: Vec<u8> = (0..b * h * sq * sk).map(|i| ((i * 2654435761) >> 7 & 3 != 0) as u8).collect();
+        let shape = flashrs::DenseMaskShape::new(b, h, sq, sk).unwrap();
+        let dense_d = DeviceBuffer::from_slice(&dense).unwrap();
+        let list = |n: usize| DeviceBuffer::from_slice(&vec![-1i32; n]).unwrap();
+        let (mut c, mut i, mut fc, mut fi) = (list(shape.counts_len()), list(shape.indices_len()), list(shape.counts_len()), list(shape.indices_len()));
+        gpu.block_mask_from_dense(&stream, &dense_d, shape, &mut c, &mut i, &mut fc, &mut fi).unwrap();
+        stream.synchronize().unwrap();
+        let want = flashrs::HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, h, sq, sk).unwrap();
+        let host = |d: &DeviceBuffer<i32>| {
+            let mut v = vec![0i32; d.len()];
+            d.copy_to(&mut v[..]).unwrap();
+            v
+        };
+        assert_eq!([host(&c), host(&i), host(&fc), host(&fi)], [want.counts, want.indices, want.full_counts, want.full_indices], "{b} x {h} x {sq} x {sk}");
+    }
 }
 
 #[test]

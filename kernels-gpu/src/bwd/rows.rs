@@ -18,7 +18,7 @@ use crate::arch::ids::{block_idx_x, grid_dim_x, thread_idx_x};
 use crate::dtype::Element;
 use crate::lse;
 use crate::vector::{Chunk, Pair};
-use flashrs_abi::bwd::{BWD_ROW_THREADS, DSINKS_SMEM, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_ROW_THREADS, bwd_row_lanes};
 use flashrs_abi::grid::{Extent, div_rem};
 use core::f32::consts::LOG2_E;
 use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
@@ -243,8 +243,9 @@ pub unsafe fn dq<T: Element>(p: &BwdParams, layout: AccumLayout) {
 /// its logit reaches the loss only through each row's normaliser, and `d lse / d sink` is the
 /// sink's probability. One CTA per head: each thread sums rows `t, t + 256, ...` into four
 /// accumulators (four loads in flight), the warps sum butterfly-wise, and warp 0 sums the
-/// eight warps' totals from shared memory ([`DSINKS_SMEM`] bytes) in a fixed order: the same
-/// bits every run, without atomics. A row that saw nothing (dsum 0, `-inf` base) adds nothing.
+/// eight warps' totals from shared memory ([`flashrs_abi::bwd::DSINKS_SMEM`] bytes) in a fixed
+/// order: the same bits every run, without atomics. A row that saw nothing (dsum 0, `-inf`
+/// base) adds nothing.
 /// The barriers are the non-aligned form: the dQ work before them branches per thread.
 #[inline(always)]
 unsafe fn dsinks(p: &BwdParams, layout: AccumLayout) {
