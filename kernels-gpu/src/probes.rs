@@ -9,7 +9,7 @@
 //! * [`tma`]: a `cp.async.bulk.tensor.2d` tile load completing on an mbarrier (sm_90a).
 //! * [`reduce`]: the backward pass's warp sum, f16 widening, 4-byte `cp.async`, `red.add.f32`
 //!   and `ld.acquire` (both modules), its 8- and 16-byte vector reductions and a bulk copy into
-//!   shared memory (sm_90a); the CTA votes of `barrier.red` (both modules).
+//!   shared memory (sm_90a); the CTA-wide count of `barrier.red.popc` (both modules).
 //! * [`wgmma_tb`]: `wgmma` with A from registers and an N-major (transposed) B, as the Hopper
 //!   kernel's `P V` (sm_90a; checked by `tests/tests/forward_wgmma.rs`), and with both A and
 //!   B MN-major, as the Hopper backward's `dQ = dS K` (checked by `tests/tests/backward.rs`).

@@ -2,7 +2,7 @@
 //! against the host's `HostBlockMask::from_dense` on the same bytes, list for list and entry
 //! for entry (every entry written: the arrays start poisoned); an attention call over the
 //! GPU-built mask against the same call over the host-built one, bit for bit; typed errors
-//! with the arrays untouched. Without a GPU, the shapes and plans are checked in the library's
+//! with the arrays untouched; a 256 MB mask's build time. Without a GPU, the shapes and plans are checked in the library's
 //! unit tests and these skip.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
@@ -83,6 +83,42 @@ fn gpu_lists_match_the_host_builder() {
         let (partial, full) = (want.counts.iter().sum::<i32>(), want.full_counts.iter().sum::<i32>());
         println!("ok   {label}: {partial} partial and {full} full blocks of {}", want.indices.len());
     }
+}
+
+/// A long-context mask, 4 heads of 8192 x 8192 (256 MB): the lists as the host builds them,
+/// and the build's time (median of 5 launches after one, timed by the host around a
+/// synchronised stream), printed with the bytes it reads per second.
+#[test]
+fn a_large_mask_and_its_time() {
+    let Some(gpu) = gpu_or_skip("a_large_mask_and_its_time") else { return };
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    let (b, h, sq, sk) = (1, 4, 8192, 8192);
+    // Per head a different band of 1024 keys before the diagonal, causal: blocks full, partial
+    // (the band's edges and the diagonal) and skipped.
+    let dense: Vec<u8> = (0..b * h * sq * sk)
+        .map(|i| {
+            let (head, r, k) = (i / (sq * sk), i / sk % sq, i % sk);
+            (k <= r && r - k < 1024 + 300 * head) as u8
+        })
+        .collect();
+    let want = HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, h, sq, sk).unwrap();
+    let shape = DenseMaskShape::new(b, h, sq, sk).unwrap();
+    let dense_d = DeviceBuffer::from_slice(&dense).unwrap();
+    let mut l = Lists::poisoned(&shape);
+    let mut times = vec![];
+    for _ in 0..6 {
+        stream.synchronize().unwrap();
+        let start = std::time::Instant::now();
+        gpu.block_mask_from_dense(&stream, &dense_d, shape, &mut l.counts, &mut l.indices, &mut l.full_counts, &mut l.full_indices).unwrap();
+        stream.synchronize().unwrap();
+        times.push(start.elapsed().as_secs_f64());
+    }
+    let got = l.host();
+    assert!(got == [want.counts.clone(), want.indices.clone(), want.full_counts.clone(), want.full_indices.clone()], "the lists differ from the host's");
+    let mut t = times[1..].to_vec();
+    t.sort_by(f64::total_cmp);
+    let median = t[t.len() / 2];
+    println!("ok   {b} x {h} x {sq} x {sk}: {:.1}% of blocks visited; built in {:.3} ms ({:.0} GB/s of mask)", 100.0 * want.density(), median * 1e3, dense.len() as f64 / median / 1e9);
 }
 
 #[test]

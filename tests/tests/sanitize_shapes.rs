@@ -140,13 +140,14 @@ fn sanitize_small_gpu_fallback() {
 }
 
 /// The block-mask builder on ragged shapes, every buffer exactly as long as the build needs
-/// (the dense mask's last byte is the last one read), checked against the host's builder.
+/// (the dense mask's last byte is the last one read), word and byte loads, checked against
+/// the host's builder.
 #[test]
 fn sanitize_dense_mask() {
     use cust::memory::{CopyDestination, DeviceBuffer};
     let Some(gpu) = gpu_or_skip("sanitize_dense_mask") else { return };
     let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None).unwrap();
-    for (b, h, sq, sk) in [(1, 2, 130, 259), (2, 1, 1, 1), (1, 1, 300, 7)] {
+    for (b, h, sq, sk) in [(1, 2, 130, 260), (1, 1, 129, 259), (2, 1, 1, 1), (1, 1, 300, 7)] {
         let dense: Vec<u8> = (0..b * h * sq * sk).map(|i| ((i * 2654435761) >> 7 & 3 != 0) as u8).collect();
         let shape = flashrs::DenseMaskShape::new(b, h, sq, sk).unwrap();
         let dense_d = DeviceBuffer::from_slice(&dense).unwrap();

@@ -24,31 +24,19 @@ pub fn bar_sync_divergent() {
     unsafe { core::arch::asm!("barrier.sync 0;", options(nostack)) }
 }
 
-/// `barrier.red.or.pred 0`: every thread of the CTA, wherever each arrives (the non-aligned
-/// form, as [`bar_sync_divergent`]); returns to each whether any thread's `p` is true.
+/// `barrier.red.popc.u32 0`: every thread of the CTA, wherever each arrives (the non-aligned
+/// form, as [`bar_sync_divergent`]); returns to each how many threads' `p` are true (a CTA-wide
+/// "any" is `> 0`, "all" is the thread count).
 #[inline(always)]
-pub fn bar_red_or(p: bool) -> bool {
-    let r: u32;
+pub fn bar_red_popc(p: bool) -> u32 {
+    let n: u32;
     unsafe {
         core::arch::asm!(
-            "{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; barrier.red.or.pred q, 0, p; selp.u32 {r}, 1, 0, q; }}",
-            x = in(reg32) p as u32, r = out(reg32) r, options(nostack)
+            "{{ .reg .pred p; setp.ne.u32 p, {x}, 0; barrier.red.popc.u32 {n}, 0, p; }}",
+            x = in(reg32) p as u32, n = out(reg32) n, options(nostack)
         )
     }
-    r != 0
-}
-
-/// `barrier.red.and.pred 0`: as [`bar_red_or`], whether every thread's `p` is true.
-#[inline(always)]
-pub fn bar_red_and(p: bool) -> bool {
-    let r: u32;
-    unsafe {
-        core::arch::asm!(
-            "{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; barrier.red.and.pred q, 0, p; selp.u32 {r}, 1, 0, q; }}",
-            x = in(reg32) p as u32, r = out(reg32) r, options(nostack)
-        )
-    }
-    r != 0
+    n
 }
 
 /// `barrier.sync id, count`: named barrier `id` (1..16) over `count` threads (a multiple of

@@ -10,14 +10,14 @@
 //! * `red.add.f32`: every thread adds `vals[t]` to `accum[t % 4]`.
 //! * `ld.acquire`: `out[130]` = the bits of `*counter`.
 //!
-//! [`probe_barrier_red`]: the CTA-wide vote of `barrier.red.or` and `barrier.red.and` (the
-//! block-mask builder's).
+//! [`probe_barrier_red`]: the CTA-wide count of `barrier.red.popc` (the block-mask builder's
+//! vote).
 //!
 //! sm_90a: [`probe_red_vector`], reductions of f32 into global memory from registers 8 or 16
 //! bytes at a time, and [`probe_bulk_copy`], a bulk copy into shared memory completing on an
 //! mbarrier.
 use crate::arch::atom::{ld_acquire_gpu_u32, red_relaxed_gpu_add_f32};
-use crate::arch::barrier::{bar_red_and, bar_red_or, bar_sync};
+use crate::arch::barrier::{bar_red_popc, bar_sync};
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::cvt::cvt_f32x2_f16x2;
 use crate::arch::ids::thread_idx_x;
@@ -55,17 +55,17 @@ pub unsafe extern "ptx-kernel" fn probe_backward_atoms(vals: *const f32, halves:
     }
 }
 
-/// One CTA of 256 threads: thread `t` votes `flags[t] != 0`, then writes the CTA's `or` and
-/// `and` as it received them to `out[2t]` and `out[2t + 1]` (1 or 0).
+/// One CTA of 256 threads: thread `t` votes `flags[t] != 0`, then writes the count of true
+/// votes as it received it to `out[t]`; threads `t % 3 == 0` vote after a detour of their own
+/// (the non-aligned barrier counts them wherever they arrive).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_barrier_red(flags: *const u32, out: *mut u32) {
     let t = thread_idx_x() as usize;
-    let vote = unsafe { *flags.add(t) } != 0;
-    let (or, and) = (bar_red_or(vote), bar_red_and(vote));
-    unsafe {
-        *out.add(2 * t) = or as u32;
-        *out.add(2 * t + 1) = and as u32;
+    let mut vote = unsafe { *flags.add(t) } != 0;
+    if t % 3 == 0 {
+        vote = unsafe { core::ptr::read_volatile(flags.add(t)) } != 0;
     }
+    unsafe { *out.add(t) = bar_red_popc(vote) };
 }
 
 /// sm_90a: adds `src[0..n]` (n a multiple of 4, at most 1024) to `dst[0..n]` with one vector
