@@ -3,7 +3,7 @@
 //! cust's. On the cudarc side the inputs and index arrays are written on another stream than
 //! the call's, so the launch must wait for them through cudarc's event tracking, which the
 //! typed entry point feeds. The backward pass likewise: the same gradients through both
-//! backends.
+//! backends; and block masks built on the GPU from a dense mask.
 use cudarc::driver::{CudaContext, DeviceRepr, ValidAsZeroBits};
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
 use cust::stream::{Stream, StreamFlags};
@@ -207,4 +207,53 @@ fn cudarc_backward_matches_cust() {
         }
         println!("backward deterministic={deterministic}: dk, dv bit-identical, dq {} (f16)", if deterministic { "bit-identical" } else { "within rounding" });
     }
+}
+
+/// The block-mask builder through cudarc: the dense mask written on one stream, the lists built
+/// on another (the build waits for the mask through cudarc's events), then an attention call
+/// over the returned mask on a third; the lists are the host builder's and the output the cust
+/// call's over the host-built mask, bit for bit.
+#[test]
+fn cudarc_builds_block_masks() {
+    let Some(gpu) = gpu_or_skip("cudarc_builds_block_masks") else { return };
+    let ctx = CudaContext::new(0).unwrap();
+    let gpu_c = Gpu::from_cudarc(&ctx).unwrap();
+    let (b, h, s, d) = (1, 2, 600, 64);
+    let (mut rng, seed) = case_rng();
+    // A band of 200 keys before the diagonal, per head a different offset of its start.
+    let dense: Vec<u8> = (0..b * h * s * s).map(|i| {
+        let (head, r, k) = (i / (s * s), i / s % s, i % s);
+        (k <= r && r - k < 200 + 90 * head) as u8
+    }).collect();
+    let host = flashrs::HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, h, s, s).unwrap();
+    let shape = flashrs::DenseMaskShape::new(b, h, s, s).unwrap();
+    let (writer, builder, compute) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+    let dense_c = writer.clone_htod(&dense).unwrap();
+    let list = |n: usize| writer.clone_htod(&vec![-7i32; n]).unwrap();
+    let (mut c, mut i, mut fc, mut fi) = (list(shape.counts_len()), list(shape.indices_len()), list(shape.counts_len()), list(shape.indices_len()));
+    let mask = gpu_c.block_mask_from_dense(&builder, &dense_c, shape, &mut c, &mut i, &mut fc, &mut fi).unwrap();
+    let p = params(b, s, s, h, d).causal(true).block_mask(mask).build().unwrap();
+    let xf: Vec<f32> = (0..b * s * h * d).map(|_| rng.random_range(-2.0f32..2.0)).collect();
+    let x2: Vec<half2::f16> = xf.iter().map(|&f| half2::f16::from_f32(f)).collect();
+    let (q, k, v) = (writer.clone_htod(&x2).unwrap(), writer.clone_htod(&x2).unwrap(), writer.clone_htod(&x2).unwrap());
+    let mut out = writer.clone_htod(&vec![half2::f16::from_f32(f32::NAN); x2.len()]).unwrap();
+    gpu_c.attention_forward(&compute, &p, &q, &k, &v, &mut out, None).unwrap();
+    let got_out: Vec<u16> = compute.clone_dtoh(&out).unwrap().iter().map(|v| v.to_bits()).collect();
+    let lists = [&c, &i, &fc, &fi].map(|l| compute.clone_dtoh(l).unwrap());
+    assert!(lists == [host.counts.clone(), host.indices.clone(), host.full_counts.clone(), host.full_indices.clone()], "seed {seed}: the lists differ from the host builder's");
+    // The cust call over the host-built mask.
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    let up = |v: &[i32]| DeviceBuffer::from_slice(v).unwrap();
+    let (hc, hi, hfc, hfi) = (up(&host.counts), up(&host.indices), up(&host.full_counts), up(&host.full_indices));
+    let hm = host.on_device(DeviceIndex::new(&hc), DeviceIndex::new(&hi), DeviceIndex::new(&hfc), DeviceIndex::new(&hfi)).unwrap();
+    let p = params(b, s, s, h, d).causal(true).block_mask(hm).build().unwrap();
+    let x: Vec<half::f16> = xf.iter().map(|&f| half::f16::from_f32(f)).collect();
+    let xd = DeviceBuffer::from_slice(&x).unwrap();
+    let mut o = DeviceBuffer::from_slice(&vec![half::f16::from_f32(f32::NAN); x.len()]).unwrap();
+    gpu.attention_forward(&stream, &p, &xd, &xd, &xd, &mut o, None).unwrap();
+    stream.synchronize().unwrap();
+    let mut want = vec![half::f16::ZERO; x.len()];
+    o.copy_to(&mut want[..]).unwrap();
+    assert!(got_out == want.iter().map(|v| v.to_bits()).collect::<Vec<u16>>(), "seed {seed}: the outputs differ");
+    println!("ok   cudarc: {} blocks visited of {}, lists and output as cust's over the host-built mask", host.counts.iter().chain(&host.full_counts).sum::<i32>(), host.indices.len());
 }
