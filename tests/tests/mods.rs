@@ -92,6 +92,13 @@ fn modification_calls_plan_their_own_kernels() {
         assert_eq!((b.counts, b.full_counts, b.batch_stride, b.head_stride, b.kv_blocks), (MASK, MASK + (2 << 36), 0, 8, 8));
         let mma = sparse.to_builder().softcap(30.0).path(KernelPath::MmaSync).build().unwrap().plan(&fake::buffers(), &Target::A100).unwrap();
         assert!(matches!(mma.kernel, Kernel::Mma { variant: Variant::Plain, flavor: Flavor::Sparse, .. }), "{:?}", mma.kernel);
+        // Long non-causal keys: a block-sparse call's work tiles are its visited blocks, so it
+        // runs persistent where the Hopper configuration keeps two Q tiles (not head_dim 256),
+        // unlike the same call without the mask.
+        let long = params(1, 8192, 8192, 8, d).block_mask(planning_mask(1, 8, 64, 64)).build().unwrap();
+        let dense = params(1, 8192, 8192, 8, d).window(Some(100), None).build().unwrap();
+        let persistent = |p: &AttentionParams| p.plan(&fake::buffers(), &H100).unwrap().persistent;
+        assert_eq!((persistent(&long), persistent(&dense)), (d != 256, false), "head_dim {d}");
     }
     let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).block_mask(planning_mask(2, 1, 2, 2)).build().unwrap();
     assert!(matches!(v.plan(&fake::buffers(), &H100).unwrap().kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Sparse, .. }));

@@ -759,8 +759,10 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
                 ensure!(want == Some(config), "Hopper config {config:?} for head_dim {} and head_dim_v {} under Auto (want {want:?})", m.d, m.dv);
             }
             if !m.empty && !matches!(p.kernel, KernelChoice::Wgmma { persistent: Some(_), .. }) {
-                let pays = sm90_q_tiles(&config) == 2 && (p.causal || p.seqlen_k <= PERSISTENT_MAX_KEYS);
-                ensure!(plan.persistent == pays, "persistent {} for {k} (causal {}, {} keys)", plan.persistent, p.causal, p.seqlen_k);
+                // Causal and block-sparse calls visit a part of the keys: short work tiles.
+                let sparse = p.mods.blocks.is_some();
+                let pays = sm90_q_tiles(&config) == 2 && (p.causal || sparse || p.seqlen_k <= PERSISTENT_MAX_KEYS);
+                ensure!(plan.persistent == pays, "persistent {} for {k} (causal {}, block mask {sparse}, {} keys)", plan.persistent, p.causal, p.seqlen_k);
             }
             let rows = m.packed.map(|(tq, tk)| [tq, tk]);
             ensure!(m.empty || plan.packed_rows == rows, "Hopper packed rows {:?}, want {rows:?}", plan.packed_rows);
