@@ -132,8 +132,11 @@ impl Gpu {
     /// exist) full, others partial, as [`crate::HostBlockMask::from_dense`] decides. The lists
     /// land in `counts` and `full_counts` ([`DenseMaskShape::counts_len`] entries each) and
     /// `indices` and `full_indices` ([`DenseMaskShape::indices_len`]); the returned
-    /// [`BlockMask`] borrows them for calls queued after this one
-    /// ([`crate::AttentionParamsBuilder::block_mask`]).
+    /// [`BlockMask`] borrows them for calls that use it
+    /// ([`crate::AttentionParamsBuilder::block_mask`]). The lists are written on `stream`: a
+    /// call queued there after this one reads them complete; one on another stream must wait
+    /// for this one (with cudarc's slices the typed entry points order it through their
+    /// events).
     ///
     /// Returns a typed error without launching anything (every buffer untouched) for arrays
     /// too short or misaligned, a null or short `dense`, or arrays that overlap each other or
