@@ -408,7 +408,7 @@ const fn even_tiles(cols: usize, warps: usize) -> bool {
 /// thread). The defaults keep three steps of query-side tiles in flight (about 195 KB, an H100's);
 /// their two-stage twins fit the 163 KB of an A100's CTA, and the last two the 99 KB of sm_86
 /// and sm_89. Head_dim 256 takes two stages where they fit (209 KB), one on an A100.
-pub const BWD_CONFIGS: [BwdConfig; 8] = [
+pub const BWD_CONFIGS: [BwdConfig; 9] = [
     BwdConfig { head_dim: 64, block_m: 128, block_n: 128, stages: 3 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 3 },
     BwdConfig { head_dim: 256, block_m: 64, block_n: 64, stages: 2 },
@@ -417,16 +417,19 @@ pub const BWD_CONFIGS: [BwdConfig; 8] = [
     BwdConfig { head_dim: 128, block_m: 64, block_n: 128, stages: 2 },
     BwdConfig { head_dim: 64, block_m: 64, block_n: 128, stages: 2 },
     BwdConfig { head_dim: 128, block_m: 64, block_n: 64, stages: 1 },
+    BwdConfig { head_dim: 128, block_m: 64, block_n: 64, stages: 2 },
 ];
 
 /// The configurations (indices into [`BWD_CONFIGS`]) with a modification twin
 /// (`flash_bwd_mods_*`: sliding window, softcap and ALiBi, dQ in rows, and on sm_90a in fragment
 /// order where the configuration takes it): the sm_86/sm_89 shapes (head_dim
-/// 64 with 64 x 128 tiles, 128 with 64 x 64 and one stage) and head_dim 256 with one stage;
-/// every GPU's planner finds one of them for each head dimension it has plain kernels for.
-/// The larger tiles spilled with the modifications compiled in (head_dim 128's 64 x 128
+/// 64 with 64 x 128 tiles, 128 with 64 x 64 and one stage), head_dim 128's 64 x 64 with two
+/// stages, and head_dim 256 with one stage;
+/// every GPU's planner finds one of them for each head dimension it has plain kernels for; in
+/// this order of preference, so head_dim 128 takes 64 x 64 with two stages where it fits (not
+/// on sm_86/sm_89's 99 KB). The larger tiles spilled with the modifications compiled in (head_dim 128's 64 x 128
 /// two-stage twin 24 bytes on sm_80, head_dim 64's 128 x 128 one 4 bytes on sm_86).
-pub const BWD_MODS: [usize; 3] = [6, 7, 3];
+pub const BWD_MODS: [usize; 4] = [6, 8, 7, 3];
 
 const _: () = {
     let mut i = 0;

@@ -120,7 +120,12 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     let m = &p.mods;
     let flavor = if m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() { Flavor::Mods } else { Flavor::Plain };
     let mma = || {
-        let ours = || BWD_CONFIGS.iter().enumerate().filter(move |&(i, c)| c.head_dim == padded && (flavor == Flavor::Plain || BWD_MODS.contains(&i))).map(|(_, c)| c);
+        // Plain calls try the table in order, modification calls BWD_MODS's order (preferred
+        // first).
+        let rank = |i: usize| if flavor == Flavor::Plain { Some(i) } else { BWD_MODS.iter().position(|&m| m == i) };
+        let mut ranked: Vec<(usize, BwdConfig)> = BWD_CONFIGS.iter().enumerate().filter(|(_, c)| c.head_dim == padded).filter_map(|(i, &c)| rank(i).map(|r| (r, c))).collect();
+        ranked.sort_by_key(|&(r, _)| r);
+        let ours = || ranked.iter().map(|(_, c)| c);
         // sm_90a adds dQ in fragment order (16-byte vector reductions) where the configuration
         // takes it, older GPUs in rows.
         let accum = |c: &BwdConfig| if target.arch == Arch::Sm90a && c.fragments() { AccumLayout::Fragments } else { AccumLayout::Rows };

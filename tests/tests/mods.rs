@@ -198,6 +198,14 @@ fn bad_modifications_are_typed_errors() {
         hopper.kernel = flashrs::KernelChoice::Wgmma { config: None, persistent: None };
         assert!(matches!(hopper.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "kernel", .. })));
     }
+    // Head dim 128 takes the two-stage 64 x 64 twin where it fits, the one-stage one on 99 KB.
+    let d128 = params(2, 64, 64, 4, 128).window(Some(8), None).build().unwrap();
+    for (target, stages) in [(&H100, 2), (&Target::A100, 2), (&Target::L4, 1)] {
+        match d128.plan_backward(&fake::buffers(), &grads, target).unwrap().kernels[1] {
+            Kernel::Bwd { step: BwdStep::Main { config, flavor: Flavor::Mods, .. }, .. } => assert_eq!((config.block_m, config.block_n, config.stages), (64, 64, stages)),
+            k => panic!("{k:?}"),
+        }
+    }
     let with_sinks = base().sinks(planning_array(SINKS, 4)).build().unwrap();
     let dsinks = BufferRef::new(12 << 40, 4);
     for target in [&H100, &flashrs::Target::A100] {

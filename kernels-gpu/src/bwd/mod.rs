@@ -463,10 +463,12 @@ bwd_kernels! { Plain, Plain, Mask:
     5 => flash_bwd_f16_d128_64x128s2, flash_bwd_bf16_d128_64x128s2, flash_bwd_frag_f16_d128_64x128s2, flash_bwd_frag_bf16_d128_64x128s2;
     6 => flash_bwd_f16_d64_64x128s2, flash_bwd_bf16_d64_64x128s2, flash_bwd_frag_f16_d64_64x128s2, flash_bwd_frag_bf16_d64_64x128s2;
     7 => flash_bwd_f16_d128_64x64s1, flash_bwd_bf16_d128_64x64s1, flash_bwd_frag_f16_d128_64x64s1, flash_bwd_frag_bf16_d128_64x64s1;
+    8 => flash_bwd_f16_d128_64x64s2, flash_bwd_bf16_d128_64x64s2, flash_bwd_frag_f16_d128_64x64s2, flash_bwd_frag_bf16_d128_64x64s2;
 }
 
 bwd_kernels! { Mods, Builtin, Window:
     6 => flash_bwd_mods_f16_d64_64x128s2, flash_bwd_mods_bf16_d64_64x128s2, flash_bwd_frag_mods_f16_d64_64x128s2, flash_bwd_frag_mods_bf16_d64_64x128s2;
+    8 => flash_bwd_mods_f16_d128_64x64s2, flash_bwd_mods_bf16_d128_64x64s2, flash_bwd_frag_mods_f16_d128_64x64s2, flash_bwd_frag_mods_bf16_d128_64x64s2;
     7 => flash_bwd_mods_f16_d128_64x64s1, flash_bwd_mods_bf16_d128_64x64s1, flash_bwd_frag_mods_f16_d128_64x64s1, flash_bwd_frag_mods_bf16_d128_64x64s1;
     3 => flash_bwd_mods_f16_d256_64x64s1, flash_bwd_mods_bf16_d256_64x64s1;
 }
