@@ -21,14 +21,14 @@ use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::layout::{ArraySource, DeviceArray};
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
-use crate::sparse::{BLOCK, BlockMask, list_sizes};
+use crate::sparse::{BlockMask, blocks, list_sizes};
 use crate::validate::{check_i32, shape_err};
 
 /// The entry point of the device crate that builds the lists.
 const KERNEL: &str = "block_mask_from_dense";
 
 /// The dimensions of a dense boolean mask `[batch, heads, seqlen_q, seqlen_k]` and of the block
-/// mask built from it: `q_blocks` and `kv_blocks` of [`BLOCK`] rows and keys (at least 1 each),
+/// mask built from it: `q_blocks` and `kv_blocks` of [`BLOCK`](crate::sparse::BLOCK) rows and keys (at least 1 each),
 /// as [`crate::HostBlockMask::from_dense`] has them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DenseMaskShape {
@@ -58,12 +58,12 @@ impl DenseMaskShape {
 
     /// Query blocks per (batch entry, head).
     pub fn q_blocks(&self) -> usize {
-        self.seqlen_q.div_ceil(BLOCK).max(1)
+        blocks(self.seqlen_q)
     }
 
     /// Key blocks, and index entries per query block.
     pub fn kv_blocks(&self) -> usize {
-        self.seqlen_k.div_ceil(BLOCK).max(1)
+        blocks(self.seqlen_k)
     }
 
     /// Entries of each count array, `batch x heads x q_blocks`.
@@ -127,7 +127,7 @@ impl DenseMaskShape {
 
 impl Gpu {
     /// Builds on the GPU, queued on `stream`, the block mask of the dense boolean mask `dense`
-    /// (`shape`'s bytes, nonzero where the query row sees the key): a block of [`BLOCK`] rows and
+    /// (`shape`'s bytes, nonzero where the query row sees the key): a block of [`BLOCK`](crate::sparse::BLOCK) rows and
     /// keys with no set byte is skipped, one with every byte set (of the rows and keys that
     /// exist) full, others partial, as [`crate::HostBlockMask::from_dense`] decides. The lists
     /// land in `counts` and `full_counts` ([`DenseMaskShape::counts_len`] entries each) and

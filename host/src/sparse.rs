@@ -81,7 +81,7 @@ impl<'a> BlockMask<'a> {
         }
         // The kernels clamp indices to `kv_blocks`: past every key only if no sequence has more
         // blocks; and key positions (`kv_blocks * BLOCK`) stay within i32.
-        let needed = seqlen_k.div_ceil(BLOCK).max(1);
+        let needed = blocks(seqlen_k);
         if self.kv_blocks < needed || self.kv_blocks > i32::MAX as usize / BLOCK {
             return Err(shape_err("block_mask", format!("kv_blocks {} must be from {needed} (the key blocks of {seqlen_k} keys) to {}", self.kv_blocks, i32::MAX as usize / BLOCK)));
         }
@@ -106,6 +106,12 @@ impl<'a> BlockMask<'a> {
             _pad: 0,
         }
     }
+}
+
+/// Blocks of [`BLOCK`] covering `len` rows or keys: at least one, so that an empty sequence
+/// still has its (empty) list.
+pub(crate) fn blocks(len: usize) -> usize {
+    len.div_ceil(BLOCK).max(1)
 }
 
 /// The count arrays' entries (`batch x heads x q_blocks`) and the index arrays'
@@ -156,7 +162,7 @@ impl HostBlockMask {
     /// entries and `heads` heads (1 for a mask shared by all) of `seqlen_q` queries and
     /// `seqlen_k` keys.
     pub fn from_fn(batch: usize, heads: usize, seqlen_q: usize, seqlen_k: usize, mut f: impl FnMut(usize, usize, usize, usize) -> Block) -> Result<Self> {
-        let (q_blocks, kv_blocks) = (seqlen_q.div_ceil(BLOCK).max(1), seqlen_k.div_ceil(BLOCK).max(1));
+        let (q_blocks, kv_blocks) = (blocks(seqlen_q), blocks(seqlen_k));
         let Some((rows, entries)) = list_sizes(batch, heads, q_blocks, kv_blocks).filter(|&(_, e)| e <= i32::MAX as usize) else {
             return Err(shape_err("block_mask", format!("{batch} x {heads} x {q_blocks} x {kv_blocks} entries exceed {}", i32::MAX)));
         };
