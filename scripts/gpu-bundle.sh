@@ -2,7 +2,8 @@
 # Packs everything that runs on a GPU into one archive, for a GPU host without Rust:
 #   bash scripts/gpu-bundle.sh [ARCHIVE]      (default target/gpu-bundle.tar.xz)
 # The archive holds the release test binaries (bin/tests/<name>), the examples
-# (bin/examples/<name>), the command line (bin/flashrs), all stripped, and run.sh. On the GPU
+# (bin/examples/<name>), the command line (bin/flashrs), all stripped, the relative_bias
+# example's own kernels (ptx/relative_bias_kernels/), and run.sh. On the GPU
 # host, unpack it and run
 #   bash run.sh [LOG]    every GPU test suite with FLASHRS_REQUIRE_GPU=1 (a skip fails), then
 #                        every example; a summary line per suite, the full output in LOG.
@@ -13,7 +14,9 @@ archive=$(realpath -m "${1:-$root/target/gpu-bundle.tar.xz}")
 cd "$root"
 source scripts/setup.sh >/dev/null
 stage=$root/target/gpu-bundle
-rm -rf "$stage" && mkdir -p "$stage/bin/tests" "$stage/bin/examples"
+rm -rf "$stage" && mkdir -p "$stage/bin/tests" "$stage/bin/examples" "$stage/ptx"
+cargo xtask build-ptx --crate host/examples/relative_bias_kernels >/dev/null
+cp -r target/ptx/relative_bias_kernels "$stage/ptx/"
 json=$(mktemp)
 trap 'rm -f "$json"' EXIT
 cargo test --workspace --release --no-run --message-format=json >"$json"
@@ -46,7 +49,7 @@ cat >"$stage/run.sh" <<'RUN'
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log=${1:-$here/run.log}; : >"$log"
-export FLASHRS_REQUIRE_GPU=1
+export FLASHRS_REQUIRE_GPU=1 FLASHRS_CUSTOM_PTX_DIR=$here/ptx/relative_bias_kernels
 failed=0
 for t in "$here"/bin/tests/*; do
   start=$(date +%s)
@@ -62,5 +65,5 @@ done
 echo "== skipped: $(grep -a -c '^SKIPPED' "$log"), failed: $failed"
 exit "$failed"
 RUN
-tar -C "$stage" -cJf "$archive" bin run.sh
+tar -C "$stage" -cJf "$archive" bin ptx run.sh
 echo "gpu-bundle.sh: $archive ($(du -h "$archive" | cut -f1)): $(ls "$stage/bin/tests" | wc -l) test binaries, $(ls "$stage/bin/examples" | wc -l) examples, bin/flashrs"

@@ -445,6 +445,27 @@ impl Kernel {
     }
 }
 
+/// Each `.entry` of a PTX module with the kernel marker its body holds: `None` for a body with
+/// none, or with two (two entries inlined into one). The build checks its modules with it, and
+/// the host maps the entries of a caller's own module to the kernels they stand in for.
+pub fn marked_entries(ptx: &str) -> impl Iterator<Item = (&str, Option<Kernel>)> {
+    fn entry_name(line: &str) -> Option<&str> {
+        let rest = line.split(".entry ").nth(1).filter(|_| line.trim_start().starts_with(".entry") || line.contains(" .entry "))?;
+        Some(rest.split('(').next().unwrap_or(rest).trim())
+    }
+    let mut lines = ptx.lines().peekable();
+    core::iter::from_fn(move || {
+        let name = lines.by_ref().find_map(entry_name)?;
+        let mut marker: Option<Option<Kernel>> = None;
+        while let Some(line) = lines.next_if(|l| entry_name(l).is_none()) {
+            if let Some(k) = Kernel::from_marker(line) {
+                marker = Some(if marker.is_some() { None } else { Some(k) });
+            }
+        }
+        Some((name, marker.flatten()))
+    })
+}
+
 /// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
 /// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
 /// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[frag_|mods_]<dtype>_d<D>_<BM>x<BN>s<stages>`,

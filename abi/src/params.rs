@@ -153,6 +153,10 @@ pub struct ModParams {
     /// Block sparsity: the key blocks each query block visits ([`BlockSparse::NONE`]: all
     /// those the window lets through).
     pub blocks: BlockSparse,
+    /// Device address of the data a caller's own modification reads (a kernel built on the
+    /// device crate's bodies with its own `ScoreMod` or `MaskMod`), or 0. The shipped kernels
+    /// never read it.
+    pub user: u64,
 }
 
 /// Rows and keys of one block of a block mask: a query block is the modification kernels'
@@ -256,5 +260,6 @@ impl ModParams {
         alibi_scale: 0.0,
         alibi_batch_stride: 0,
         blocks: BlockSparse::NONE,
+        user: 0,
     };
 }

@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The reference, with the same window, cap and sinks; bf16 outputs: the stored rounding
     // alone is up to 2^-9 of each value.
     let sinks64: Vec<f64> = sinks.iter().map(|&x| x as f64).collect();
-    let variants = Variants { window: (Some(window), None), softcap: Some(cap as f64), alibi: None, sinks: Some(&sinks64), blocks: None };
+    let variants = Variants { window: (Some(window), None), softcap: Some(cap as f64), alibi: None, sinks: Some(&sinks64), blocks: None, bias: None };
     let errors = common::check_variants_against_reference(&params, &variants, [&q, &k, &v], &out, &lse, 1.5e-2);
     println!("matches the CPU f64 reference: {errors}");
     Ok(())

@@ -180,6 +180,10 @@ impl AttentionParams<'_> {
             let reason = "the backward pass takes sliding windows, softcap, ALiBi and sinks but no block mask yet".to_string();
             return Err(Error::InvalidShape { what: "mods", reason });
         }
+        if m.user.is_some() {
+            let reason = "the backward pass runs the shipped kernels only, which take no user data".to_string();
+            return Err(Error::InvalidShape { what: "user_data", reason });
+        }
         if grads.dsinks.is_some() && m.sinks.is_none() {
             return Err(Error::InvalidBuffer { tensor: "dsinks", reason: "the call has no sinks to take the gradient of".into() });
         }

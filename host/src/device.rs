@@ -35,9 +35,8 @@ pub struct Gpu {
     startup: Duration,
     /// CTAs per SM of kernels asked about so far ([`Gpu::resident_ctas`]).
     occupancy: Mutex<HashMap<Kernel, u32>>,
-    /// Kernels looked up so far ([`Gpu::kernel_function`]): the handle (as an address, which
-    /// keeps `Gpu` `Send` and `Sync`) and the dynamic shared memory it has been opted in to.
-    functions: Mutex<HashMap<Kernel, (usize, u32)>>,
+    /// Kernels looked up so far ([`Gpu::kernel_function`]).
+    functions: Functions,
     // Drop order: the workspaces' pool and the module go before the context.
     /// Launch workspaces: the kept per-stream ones and the pool of per-launch ones.
     pub(crate) workspaces: Workspaces,
@@ -88,7 +87,7 @@ impl Gpu {
                 image,
                 startup: start.elapsed(),
                 occupancy: Mutex::new(HashMap::new()),
-                functions: Mutex::new(HashMap::new()),
+                functions: Functions::default(),
                 workspaces,
                 module,
                 context,
@@ -193,19 +192,7 @@ impl Gpu {
     /// memory. Cached: a decode call is a few microseconds of GPU time, and looking the kernel
     /// up by name and setting its attribute on every launch cost a noticeable part of that.
     pub(crate) fn kernel_function(&self, kernel: Kernel, smem: u32) -> Result<Handle> {
-        let poisoned = |_| Error::LaunchLimit("kernel cache poisoned".into());
-        let mut cache = self.functions.lock().map_err(poisoned)?;
-        let (func, opted) = match cache.get(&kernel) {
-            Some(&(f, opted)) if smem <= opted => return Ok(f as Handle),
-            Some(&(f, opted)) => (f as Handle, opted),
-            None => (self.raw_function(&kernel.to_string())?, 0),
-        };
-        let d = self.driver;
-        let attr = consts::FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        // SAFETY: `func` is a function of this GPU's loaded module.
-        d.check("cuFuncSetAttribute", unsafe { (d.func_set_attribute)(func, attr, smem as i32) })?;
-        cache.insert(kernel, (func as usize, smem.max(opted)));
-        Ok(func)
+        self.functions.get(self.driver, kernel, smem, || self.raw_function(&kernel.to_string()))
     }
 
     /// Checks that `stream` (null: the legacy default stream) belongs to this GPU's context.
@@ -278,7 +265,7 @@ impl Drop for PrimaryContext {
 }
 
 /// A loaded module, unloaded on drop (with its context current).
-struct LoadedModule {
+pub(crate) struct LoadedModule {
     driver: &'static Driver,
     handle: usize,
 }
@@ -289,18 +276,24 @@ impl LoadedModule {
     fn load_for(d: &'static Driver, cc: (u32, u32)) -> Result<(LoadedModule, &'static Image)> {
         let mut refused = Vec::new();
         for image in Image::for_gpu(cc) {
-            let bytes = image.bytes()?;
-            let mut module: Handle = std::ptr::null_mut();
-            // SAFETY: a complete cubin or NUL-terminated PTX image, a valid out-pointer.
-            match d.check("cuModuleLoadData", unsafe { (d.module_load_data)(&mut module, bytes.as_ptr() as *const c_void) }) {
-                Ok(()) => return Ok((LoadedModule { driver: d, handle: module as usize }, image)),
+            match LoadedModule::load(d, &image.bytes()?) {
+                Ok(module) => return Ok((module, image)),
                 Err(e) => refused.push(format!("{}: {e}", image.name)),
             }
         }
         Err(Error::Kernels(format!("no shipped image loads on compute capability {}.{}: {}", cc.0, cc.1, refused.join("; "))))
     }
 
-    fn function(&self, name: &CStr) -> Result<Handle> {
+    /// Loads an image: a complete cubin, or PTX text ending in a NUL.
+    pub(crate) fn load(d: &'static Driver, image: &[u8]) -> Result<LoadedModule> {
+        let mut module: Handle = std::ptr::null_mut();
+        // SAFETY: a complete cubin or NUL-terminated PTX image (the driver reads to its own
+        // end), a valid out-pointer.
+        d.check("cuModuleLoadData", unsafe { (d.module_load_data)(&mut module, image.as_ptr() as *const c_void) })?;
+        Ok(LoadedModule { driver: d, handle: module as usize })
+    }
+
+    pub(crate) fn function(&self, name: &CStr) -> Result<Handle> {
         let mut f: Handle = std::ptr::null_mut();
         let d = self.driver;
         // SAFETY: a loaded module, a NUL-terminated name, a valid out-pointer.
@@ -313,5 +306,29 @@ impl Drop for LoadedModule {
     fn drop(&mut self) {
         // SAFETY: loaded in `load_for`, unloaded once; `Gpu`'s drop made its context current.
         unsafe { (self.driver.module_unload)(self.handle as Handle) };
+    }
+}
+
+/// Kernel functions looked up so far, by kernel: the handle (as an address, which keeps its
+/// owner `Send` and `Sync`) and the dynamic shared memory it has been opted in to.
+#[derive(Default)]
+pub(crate) struct Functions(Mutex<HashMap<Kernel, (usize, u32)>>);
+
+impl Functions {
+    /// `kernel`'s function, looked up with `find` the first time, opted in to at least `smem`
+    /// bytes of dynamic shared memory.
+    pub(crate) fn get(&self, d: &Driver, kernel: Kernel, smem: u32, find: impl FnOnce() -> Result<Handle>) -> Result<Handle> {
+        let poisoned = |_| Error::LaunchLimit("kernel cache poisoned".into());
+        let mut cache = self.0.lock().map_err(poisoned)?;
+        let (func, opted) = match cache.get(&kernel) {
+            Some(&(f, opted)) if smem <= opted => return Ok(f as Handle),
+            Some(&(f, opted)) => (f as Handle, opted),
+            None => (find()?, 0),
+        };
+        let attr = consts::FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: `func` is a function of a loaded module.
+        d.check("cuFuncSetAttribute", unsafe { (d.func_set_attribute)(func, attr, smem as i32) })?;
+        cache.insert(kernel, (func as usize, smem.max(opted)));
+        Ok(func)
     }
 }

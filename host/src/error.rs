@@ -41,6 +41,10 @@ pub enum Error {
     /// says, or the driver loads none of the images for this GPU.
     #[error("kernels: {0}")]
     Kernels(String),
+    /// The caller's own kernels ([`crate::custom`]) cannot serve a call: their module holds no
+    /// forward entry, or not the kernel the call was planned for.
+    #[error("custom kernels: {0}")]
+    CustomKernels(String),
     /// A stream or context that is not this GPU's primary context.
     #[error("wrong CUDA context: {0}")]
     WrongContext(String),

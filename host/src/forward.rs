@@ -5,11 +5,12 @@ use std::ffi::c_void;
 use flashrs_abi::Kernel;
 
 use crate::buffers::Buffers;
+use crate::custom::CustomKernels;
 use crate::device::Gpu;
 use crate::element::Element;
 use crate::error::Result;
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
-use crate::params::AttentionParams;
+use crate::params::{AttentionParams, KernelChoice, KernelPath};
 use crate::plan::{LaunchPlan, plan};
 
 impl Gpu {
@@ -85,13 +86,80 @@ impl Gpu {
         V: DeviceRead<T, S> + ?Sized,
         O: DeviceWrite<T, S> + ?Sized,
     {
+        // SAFETY: the shipped kernels.
+        unsafe { self.forward_typed(None, stream, params, q, k, v, out, lse) }
+    }
+
+    /// [`Gpu::attention_forward`] on the caller's own kernels ([`crate::custom`]), for a call
+    /// whose modification reads the data of [`crate::AttentionParamsBuilder::user_data`].
+    /// Validated and planned as any call with modifications; a call that does not force a
+    /// kernel path runs on `mma.sync` where `kernels` has no Hopper entry.
+    ///
+    /// Errors: those of [`Gpu::attention_forward`]; [`crate::Error::CustomKernels`] where `kernels`
+    /// has no entry for the planned kernel (naming it).
+    ///
+    /// # Safety
+    /// `kernels` were built from the device crate's entry macros, and their modifications
+    /// read nothing past the user data's capacity: this library cannot check what the
+    /// caller's device code reads.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn attention_forward_custom<T, S, Q, K, V, O>(
+        &self,
+        kernels: &CustomKernels,
+        stream: &S,
+        params: &AttentionParams,
+        q: &Q,
+        k: &K,
+        v: &V,
+        out: &mut O,
+        lse: Option<&mut dyn DeviceWrite<f32, S>>,
+    ) -> Result<()>
+    where
+        T: Element,
+        S: LaunchStream + ?Sized,
+        Q: DeviceRead<T, S> + ?Sized,
+        K: DeviceRead<T, S> + ?Sized,
+        V: DeviceRead<T, S> + ?Sized,
+        O: DeviceWrite<T, S> + ?Sized,
+    {
+        let mma = (!kernels.has_hopper() && params.kernel == KernelChoice::Auto).then(|| params.to_builder().path(KernelPath::MmaSync).build()).transpose()?;
+        // SAFETY: per this function's contract.
+        unsafe { self.forward_typed(Some(kernels), stream, mma.as_ref().unwrap_or(params), q, k, v, out, lse) }
+    }
+
+    /// The typed entry points' body: borrow the buffers for `stream`, plan, launch on the
+    /// shipped kernels or on `custom`.
+    ///
+    /// # Safety
+    /// As for [`Gpu::attention_forward_custom`] where `custom` is given.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn forward_typed<T, S, Q, K, V, O>(
+        &self,
+        custom: Option<&CustomKernels>,
+        stream: &S,
+        params: &AttentionParams,
+        q: &Q,
+        k: &K,
+        v: &V,
+        out: &mut O,
+        lse: Option<&mut dyn DeviceWrite<f32, S>>,
+    ) -> Result<()>
+    where
+        T: Element,
+        S: LaunchStream + ?Sized,
+        Q: DeviceRead<T, S> + ?Sized,
+        K: DeviceRead<T, S> + ?Sized,
+        V: DeviceRead<T, S> + ?Sized,
+        O: DeviceWrite<T, S> + ?Sized,
+    {
         let mut guards = self.enter_typed_call(stream, params)?;
         let mut bufs = Buffers::new(T::DTYPE, q.read(stream, &mut guards), k.read(stream, &mut guards), v.read(stream, &mut guards), out.write(stream, &mut guards));
         bufs.lse = lse.map(|l| l.write(stream, &mut guards));
         let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked every address the kernel forms against these borrowed
-        // buffers and the index arrays `params` borrows; the stream is this context's.
-        let launched = unsafe { self.launch(stream.raw(), &plan) };
+        // buffers and the index arrays `params` borrows; the stream is this context's; the
+        // caller vouches for custom kernels.
+        let launched = unsafe { self.launch_on(stream.raw(), &plan, custom) };
         drop(guards);
         launched
     }

@@ -15,6 +15,7 @@ use std::ffi::c_void;
 use flashrs_abi::merge::MERGE_THREADS;
 use flashrs_abi::{DType, FwdParams, Kernel, MergeParams};
 
+use crate::custom::CustomKernels;
 use crate::device::Gpu;
 use crate::driver::{Driver, Handle};
 use crate::error::{Error, Result};
@@ -42,9 +43,25 @@ impl Gpu {
     /// [`AttentionParams::plan`](crate::AttentionParams::plan) or [`Gpu::plan_forward`] with
     /// true capacities (its fields are public, and a plan edited by hand is not checked
     /// again), and this GPU's context must be current on the calling thread.
+    ///
+    /// A plan with user data ([`crate::AttentionParamsBuilder::user_data`]) is refused: only
+    /// the caller's own kernels read it ([`Gpu::launch_custom`]).
     pub unsafe fn launch(&self, stream: *mut c_void, plan: &LaunchPlan) -> Result<()> {
+        // SAFETY: per this function's contract.
+        unsafe { self.launch_on(stream, plan, None) }
+    }
+
+    /// [`Gpu::launch`] on the shipped kernels, or on the caller's own (`custom`).
+    ///
+    /// # Safety
+    /// As for [`Gpu::launch`] and [`Gpu::launch_custom`].
+    pub(crate) unsafe fn launch_on(&self, stream: *mut c_void, plan: &LaunchPlan, custom: Option<&CustomKernels>) -> Result<()> {
         if plan.is_empty() {
             return Ok(());
+        }
+        if custom.is_none() && plan.params.mods.user != 0 {
+            let reason = "only the caller's own kernels read user data: launch through Gpu::attention_forward_custom or Gpu::launch_custom".into();
+            return Err(Error::InvalidShape { what: "user_data", reason });
         }
         if plan.kernel.needs_sm90a() && self.arch() != Arch::Sm90a {
             let (major, minor) = self.compute_capability();
@@ -54,7 +71,10 @@ impl Gpu {
         if plan.smem > available {
             return Err(Error::SharedMemory { kernel: plan.kernel.to_string(), needed: plan.smem as u64, available: available as u64 });
         }
-        let func = self.kernel_function(plan.kernel, plan.smem)?;
+        let func = match custom {
+            Some(kernels) => kernels.function(self, plan.kernel, plan.smem)?,
+            None => self.kernel_function(plan.kernel, plan.smem)?,
+        };
         let maps = match plan.kernel {
             Kernel::Sm90 { dtype, .. } => Some(encode_maps(dtype, plan)?),
             Kernel::Mma { .. } | Kernel::Bwd { .. } | Kernel::Merge { .. } => None,

@@ -106,6 +106,11 @@
 //!   head and query block, the key blocks to compute), built on the host from a dense mask or
 //!   a pattern, on the GPU from a dense mask ([`dense_mask`], [`Gpu::block_mask_from_dense`]),
 //!   or by the caller's own kernel; combinable with the modifications above.
+//! * **Modifications of your own** ([`custom`]): forward kernels built by the caller's crate
+//!   from `kernels-gpu`'s bodies with its own `ScoreMod` or `MaskMod`, loaded with
+//!   [`Gpu::load_custom_kernels`] and launched by this planner
+//!   ([`Gpu::attention_forward_custom`]) with the caller's data
+//!   ([`AttentionParamsBuilder::user_data`]).
 //! * **Ring attention** (feature `nccl`; module `ring`): one attention call over a sequence
 //!   sharded across the GPUs of a host (context parallelism), K/V shards passed around a ring
 //!   with NCCL while each GPU attends the shard in hand, partial results merged by their
@@ -152,7 +157,8 @@
 //! * [`validate`](mod@validate), [`select`](mod@select), [`plan`](mod@plan), [`launch`]: the
 //!   pipeline from a call to a launch; [`target`]: the GPU a plan is made for.
 //! * [`workspace`]: the workspaces split-KV, persistent and variable-length launches use.
-//! * [`device`]: [`Gpu`]; [`kernels`]: the shipped kernel images and the kernel ABI.
+//! * [`device`]: [`Gpu`]; [`kernels`]: the shipped kernel images and the kernel ABI;
+//!   [`custom`]: the caller's own kernels.
 //! * `ring` (feature `nccl`): ring attention across GPUs.
 //! * [`error`]: [`Error`]; [`element`]: [`Element`] and [`DType`].
 //! * [`tensor_map`]: Hopper TMA descriptors (`cuTensorMapEncodeTiled`).
@@ -165,6 +171,7 @@ pub use flashrs_abi as abi;
 mod backend;
 pub mod backward;
 pub mod buffers;
+pub mod custom;
 pub mod dense_mask;
 pub mod device;
 mod driver;
@@ -189,6 +196,7 @@ pub mod workspace;
 
 pub use backward::{BackwardPlan, GradBuffers};
 pub use buffers::{BufferRef, Buffers};
+pub use custom::CustomKernels;
 pub use dense_mask::DenseMaskShape;
 pub use device::Gpu;
 pub use element::{DType, Element};

@@ -18,6 +18,9 @@
 //! * **block sparsity** ([`crate::sparse`]): a block mask in FlexAttention's form chooses the
 //!   key blocks of 128 keys each query block of 128 rows computes; the masks above still
 //!   apply inside them.
+//! * **user data** ([`crate::custom`]): f32 data on the GPU that the caller's own modification
+//!   kernels read (a learned bias table, per-head parameters), through
+//!   [`crate::Gpu::attention_forward_custom`].
 //!
 //! Calls with modifications run on their own kernels (the plain ones compile none of this in):
 //! on sm_90a the Hopper kernels, elsewhere `mma.sync`; fixed-length or variable-length, K and V
@@ -66,6 +69,9 @@ pub struct Mods<'a> {
     pub sinks: Option<DeviceArray<'a, f32>>,
     /// Block sparsity: the key blocks each query block computes (see [`crate::sparse`]).
     pub blocks: Option<BlockMask<'a>>,
+    /// Data the caller's own modification kernels read ([`crate::custom`]): a call with it
+    /// launches only on them. The shipped kernels have no use for it.
+    pub user: Option<DeviceArray<'a, f32>>,
 }
 
 impl<'a> Mods<'a> {
@@ -74,9 +80,9 @@ impl<'a> Mods<'a> {
         *self == Mods::default()
     }
 
-    /// The f32 arrays a launch reads: ALiBi slopes, sinks.
+    /// The f32 arrays a launch reads: ALiBi slopes, sinks, the user data.
     pub fn device_arrays(&self) -> impl Iterator<Item = DeviceArray<'a, f32>> {
-        [self.alibi.map(|a| a.slopes), self.sinks].into_iter().flatten()
+        [self.alibi.map(|a| a.slopes), self.sinks, self.user].into_iter().flatten()
     }
 
     /// The i32 arrays a launch reads: a block mask's.
@@ -100,6 +106,7 @@ impl<'a> Mods<'a> {
             alibi_scale: 1.0 / scale,
             alibi_batch_stride: if self.alibi.is_some_and(|a| a.per_batch) { heads_q as u32 } else { 0 },
             blocks: self.blocks.map_or(flashrs_abi::BlockSparse::NONE, |b| b.params()),
+            user: self.user.map_or(0, |u| u.buffer().ptr),
         }
     }
 }
@@ -112,7 +119,7 @@ mod tests {
     fn plain_is_the_default_and_params_fold_the_scale_and_causal() {
         assert!(Mods::default().is_plain());
         let slopes = unsafe { DeviceArray::<f32>::from_raw(0x1000, 8) };
-        let m = Mods { window: Window { left: Some(3), right: None }, softcap: Some(2.0), alibi: Some(Alibi { slopes, per_batch: true }), sinks: None, blocks: None };
+        let m = Mods { window: Window { left: Some(3), right: None }, softcap: Some(2.0), alibi: Some(Alibi { slopes, per_batch: true }), sinks: None, blocks: None, user: None };
         assert!(!m.is_plain());
         let p = m.params(false, 0.5, 8);
         assert_eq!((p.window_left, p.window_right, p.alibi, p.sinks, p.alibi_batch_stride), (3, WINDOW_UNBOUNDED, 0x1000, 0, 8));

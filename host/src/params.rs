@@ -559,6 +559,13 @@ impl<'a> AttentionParamsBuilder<'a> {
         self.params.mods.blocks = Some(mask);
         self
     }
+    /// Data the caller's own modification kernels read, laid out as they define it (see
+    /// [`crate::custom`]). Such a call launches through [`crate::Gpu::attention_forward_custom`]
+    /// or [`crate::Gpu::launch_custom`]; the shipped kernels refuse it.
+    pub fn user_data(mut self, data: DeviceArray<'a, f32>) -> Self {
+        self.params.mods.user = Some(data);
+        self
+    }
     /// How the rows are stored.
     pub fn rows(mut self, rows: Rows<'a>) -> Self {
         self.params.layout.rows = rows;

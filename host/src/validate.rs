@@ -236,6 +236,10 @@ impl Call<'_> {
         if let Some(sinks) = p.mods.sinks {
             spans.push(check_i32("sinks", sinks.buffer(), p.heads_q)?);
         }
+        if let Some(user) = p.mods.user {
+            // The caller's kernels may read any of it: no output may overlap the whole array.
+            spans.push(check_i32("user_data", user.buffer(), user.buffer().len.max(1))?);
+        }
         if let Some(mask) = p.mods.blocks {
             for (name, array, n) in mask.arrays()? {
                 spans.push(check_i32(name, array.buffer(), n)?);

@@ -18,6 +18,7 @@ use flashrs_abi::params::{DENSE_BLOCK_MASK_THREADS, SPARSE_BLOCK};
 
 /// Builds the lists of one query block (see the module docs); a grid of one CTA of
 /// [`DENSE_BLOCK_MASK_THREADS`] threads per (batch entry, head, query block).
+#[cfg(feature = "entries")]
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn block_mask_from_dense(p: DenseBlockMask) {
     const WARPS: u32 = DENSE_BLOCK_MASK_THREADS / 32;

@@ -11,7 +11,10 @@
 //! * [`lse`] and [`mask`]: the softmax, log-sum-exp and masking arithmetic both share.
 //! * [`mods`]: attention modifications as trait parameters of the forward kernels (which keys a
 //!   row sees, what its scores become, sinks): plain attention, and the built-in sliding
-//!   window, softcap, ALiBi and sinks.
+//!   window, softcap, ALiBi and sinks. Another crate instantiates the forward bodies with its
+//!   own through [`mma_forward_kernel`] and `sm90_forward_kernel` (and
+//!   [`dynamic_shared_memory`]), depending on this one without the default feature `entries`,
+//!   which holds every shipped entry point.
 //! * [`sparse`]: block sparsity, the key blocks a query block visits from a block mask;
 //!   [`block_mask`]: block masks built from a dense boolean mask on the GPU.
 //! * [`merge`]: folds partial attention results (over parts of the keys) into one, for ring
@@ -23,6 +26,12 @@
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, stmt_expr_attributes)]
 #![allow(clippy::missing_safety_doc)]
+// Without the shipped entry points, what only they use is left unused.
+#![cfg_attr(not(feature = "entries"), allow(unused))]
+
+/// The ABI crate, for entry points declared with [`mma_forward_kernel`] or
+/// `sm90_forward_kernel` outside this crate.
+pub use flashrs_abi as abi;
 
 pub mod arch;
 pub mod bench;
@@ -37,6 +46,7 @@ pub mod lse;
 pub mod mask;
 pub mod merge;
 pub mod mods;
+#[cfg(feature = "entries")]
 pub mod probes;
 pub mod sparse;
 pub mod upload;

@@ -90,6 +90,7 @@ macro_rules! merge_kernels {
     ($($name:ident, $t:ty;)*) => {$(
         /// The merge kernel (see the module docs and [`MergeParams`]); `MERGE_THREADS` threads
         /// per CTA, `MergeParams::grid` CTAs.
+        #[cfg(feature = "entries")]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: MergeParams) {
             unsafe {

@@ -15,6 +15,11 @@
 //! [`Window`] are the modifications of [`ModParams`] (softcap, ALiBi, sinks; sliding window
 //! with causal masking folded in), each off at its neutral value, so that one kernel serves
 //! every combination.
+//!
+//! A crate of the caller's own implements these traits and instantiates the bodies with
+//! [`crate::mma_forward_kernel`] and [`crate::sm90_forward_kernel`] (the host's `custom`
+//! module says how its kernels are built, loaded and launched); its modification reads its own
+//! data from [`ModParams::user`], and may wrap [`Builtin`] to keep the built-in ones.
 use crate::arch::ex2::{ex2_approx_f32, rcp_approx_f32};
 use crate::arch::fma::fma_rn_f32;
 use core::f32::consts::LOG2_E;

@@ -28,6 +28,7 @@ fn ld_param_b32(byte: u64) -> i32 {
 
 /// Stores `p.vals[..p.len]` at `p.dst`, the block's threads striding over them.
 #[cfg(target_arch = "nvptx64")]
+#[cfg(feature = "entries")]
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn upload_i32(p: UploadI32) {
     use crate::arch::ids::{block_dim_x, thread_idx_x};

@@ -3,7 +3,7 @@ use std::error::Error;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, Buffers, DType, Element, Gpu, KernelChoice, Strides};
+use flashrs::{AttentionParams, Buffers, CustomKernels, DType, Element, Gpu, KernelChoice, Strides};
 use flashrs_reference::{Problem, RefInputs, reference_forward_with};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -109,7 +109,8 @@ pub fn gather<T: Copy>(src: &[T], dims: [usize; 4], strides: Strides) -> Vec<T> 
     out
 }
 
-fn random_tensor<T: Element>(rng: &mut StdRng, n: usize) -> Vec<T> {
+/// `n` standard-normal values rounded to `T`.
+pub fn random_tensor<T: Element>(rng: &mut StdRng, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32(StandardNormal.sample(rng))).collect()
 }
 
@@ -128,12 +129,12 @@ pub fn run_case<T: CustElement>(gpu: &Gpu, p: &AttentionParams, input_scale: f32
 
 /// [`run_case`], launching through `launch` when given.
 pub fn run_case_with<T: CustElement>(gpu: &Gpu, p: &AttentionParams, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
-    run_case_mods::<T>(gpu, p, &HostMods::default(), input_scale, launch)
+    run_case_mods::<T>(gpu, p, &HostMods::default(), input_scale, launch, None)
 }
 
 /// [`run_case_with`] for `p` with the modifications `mods` (`p` has none: they are added here,
 /// their arrays uploaded), against the reference with the same ones.
-pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &HostMods, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
+pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &HostMods, input_scale: f32, launch: Option<Launcher>, custom: Option<&CustomKernels>) -> CaseErrors {
     let mod_bufs = mods.upload();
     let with_mods = mods.apply(p.to_builder(), &mod_bufs).build().unwrap();
     let p = &with_mods;
@@ -159,7 +160,11 @@ pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &Host
 
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     match launch {
-        None => gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed"),
+        // SAFETY: the tests' custom kernels read their user data within its length.
+        None => match custom {
+            Some(kernels) => unsafe { gpu.attention_forward_custom(kernels, &stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)) }.expect("launch failed"),
+            None => gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed"),
+        },
         Some(launch) => {
             let bufs = Buffers::new(T::DTYPE, buffer_of(&q_d), buffer_of(&k_d), buffer_of(&v_d), buffer_of(&o_d)).lse(buffer_of(&lse_d));
             launch(&stream, &bufs).expect("launch failed")
@@ -174,7 +179,7 @@ pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &Host
 
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));
-    let ref_mods = mods.reference(p.heads_q, None);
+    let ref_mods = mods.reference(p.heads_q, None, p.seqlen_k as i64 - p.seqlen_q as i64);
     let (r_out, r_lse) = reference_forward_with(&Problem::from(p), &ref_mods.variants(), &RefInputs { q: &qf, k: &kf, v: &vf });
     let mut e = CaseErrors::new(seed);
     for (g, &r) in out.iter().zip(&r_out) {
@@ -193,14 +198,14 @@ pub fn run_dyn(gpu: &Gpu, p: &AttentionParams, dtype: DType, input_scale: f32) -
 
 /// [`run_dyn`], launching through `launch` when given.
 fn run_dyn_with(gpu: &Gpu, p: &AttentionParams, dtype: DType, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
-    run_dyn_mods(gpu, p, &HostMods::default(), dtype, input_scale, launch)
+    run_dyn_mods(gpu, p, &HostMods::default(), dtype, input_scale, launch, None)
 }
 
 /// [`run_case_mods`] on buffers of `dtype`.
-fn run_dyn_mods(gpu: &Gpu, p: &AttentionParams, mods: &HostMods, dtype: DType, input_scale: f32, launch: Option<Launcher>) -> CaseErrors {
+fn run_dyn_mods(gpu: &Gpu, p: &AttentionParams, mods: &HostMods, dtype: DType, input_scale: f32, launch: Option<Launcher>, custom: Option<&CustomKernels>) -> CaseErrors {
     match dtype {
-        DType::F16 => run_case_mods::<half::f16>(gpu, p, mods, input_scale, launch),
-        DType::Bf16 => run_case_mods::<half::bf16>(gpu, p, mods, input_scale, launch),
+        DType::F16 => run_case_mods::<half::f16>(gpu, p, mods, input_scale, launch, custom),
+        DType::Bf16 => run_case_mods::<half::bf16>(gpu, p, mods, input_scale, launch, custom),
         _ => unreachable!("no kernels for {dtype:?}"),
     }
 }
@@ -243,9 +248,14 @@ pub fn check_many_with(gpu: &Gpu, cases: &[(AttentionParams, DType)], launch: Op
 /// [`check_many`] for cases with attention modifications (each case's call has none: they are
 /// added from its [`HostMods`]).
 pub fn check_mods_many(gpu: &Gpu, cases: &[(AttentionParams, DType, HostMods)]) {
+    check_mods_many_on(gpu, None, cases)
+}
+
+/// [`check_mods_many`] on the caller's own kernels (`custom`, [`flashrs::custom`]) when given.
+pub fn check_mods_many_on(gpu: &Gpu, custom: Option<&CustomKernels>, cases: &[(AttentionParams, DType, HostMods)]) {
     let mut failures = Vec::new();
     for (p, dtype, mods) in cases {
-        let e = run_dyn_mods(gpu, p, mods, *dtype, 1.0, None);
+        let e = run_dyn_mods(gpu, p, mods, *dtype, 1.0, None, custom);
         report_case(&mut failures, p, *dtype, &format!(" [{}]", mods.label()), &e);
     }
     assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));

@@ -2,7 +2,7 @@
 //! GPU, the call's builder with them, and the reference's [`Variants`] of the same values.
 use cust::memory::DeviceBuffer;
 use flashrs::{AttentionParamsBuilder, Block, DeviceArray, HostBlockMask};
-use flashrs_reference::{Blocks, Variants};
+use flashrs_reference::{Bias, Blocks, Variants};
 
 /// A case's modifications, on the host (see [`flashrs::mods`]).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -17,6 +17,55 @@ pub struct HostMods {
     pub sinks: Option<Vec<f32>>,
     /// Block mask.
     pub blocks: Option<HostBlockMask>,
+    /// A learned relative-position bias, for custom kernels that read it as user data.
+    pub bias: Option<RelativeBias>,
+}
+
+/// A learned relative-position bias as the `relative_bias` example's kernels read it (see its
+/// device crate): per query head, one value per relative position `key - diag` in `-max..=max`,
+/// farther positions clamped; on the GPU spread over every position within `radius`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelativeBias {
+    /// Positions with their own values.
+    pub max: usize,
+    /// The spread table's reach: at least the longest sequence plus 256.
+    pub radius: usize,
+    /// `[heads_q, 2 max + 1]`, in units of the scaled scores.
+    pub learned: Vec<f32>,
+}
+
+/// The `relative_bias` example's kernels for this GPU, from `target/ptx/relative_bias_kernels`
+/// or the folder `FLASHRS_CUSTOM_PTX_DIR` names; a failure saying how to build them where they
+/// are missing (a GPU run of the tests must cover them).
+pub fn relative_bias_kernels(gpu: &flashrs::Gpu) -> flashrs::CustomKernels {
+    let module = if gpu.arch() == flashrs::Arch::Sm90a { "sm_90a" } else { "sm_80" };
+    let dir = std::env::var("FLASHRS_CUSTOM_PTX_DIR").unwrap_or_else(|_| format!("{}/../target/ptx/relative_bias_kernels", env!("CARGO_MANIFEST_DIR")));
+    let path = format!("{dir}/{module}.ptx");
+    let ptx = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}: run `cargo xtask build-ptx --crate host/examples/relative_bias_kernels`"));
+    gpu.load_custom_kernels(&ptx).unwrap()
+}
+
+/// A random learned bias of `heads` heads reaching `max` positions, spread for sequences of up
+/// to `longest` rows.
+pub fn random_bias(heads: usize, max: usize, longest: usize, rng: &mut impl rand::Rng) -> RelativeBias {
+    let learned = (0..heads * (2 * max + 1)).map(|_| rng.random_range(-2.0f32..2.0)).collect();
+    RelativeBias { max, radius: longest + 256, learned }
+}
+
+impl RelativeBias {
+    /// The bias of query head `head` at a relative position.
+    pub fn at(&self, head: usize, relative: i64) -> f32 {
+        let m = self.max as i64;
+        self.learned[head * (2 * self.max + 1) + (relative.clamp(-m, m) + m) as usize]
+    }
+
+    /// The user data: `radius`, then each head's bias at `-radius..=radius`.
+    pub fn data(&self) -> Vec<f32> {
+        let heads = self.learned.len() / (2 * self.max + 1);
+        let r = self.radius as i64;
+        let spread = (0..heads).flat_map(|h| (-r..=r).map(move |rel| self.at(h, rel)));
+        std::iter::once(self.radius as f32).chain(spread).collect()
+    }
 }
 
 /// A case's modification arrays on the GPU.
@@ -25,6 +74,8 @@ pub struct ModBuffers {
     sinks: Option<DeviceBuffer<f32>>,
     /// The block mask's counts, indices, full counts and full indices.
     blocks: Option<[DeviceBuffer<i32>; 4]>,
+    /// The relative bias's user data.
+    user: Option<DeviceBuffer<f32>>,
 }
 
 /// The reference's copies (f64) of a case's arrays, which its [`Variants`] borrow.
@@ -35,6 +86,9 @@ pub struct RefMods {
     sinks: Option<Vec<f64>>,
     /// The block mask's pairs, `[batch, heads, q_blocks, kv_blocks]`, and those dimensions.
     blocks: Option<(Vec<bool>, [usize; 4])>,
+    /// The relative bias, as a function of (batch entry, head, row, key) within sequences of
+    /// `seqlen_k - seqlen_q` as the diagonal's offset.
+    bias: Option<Box<dyn Fn(usize, usize, usize, usize) -> f64 + Sync>>,
 }
 
 impl RefMods {
@@ -47,7 +101,8 @@ impl RefMods {
             q_blocks: *q_blocks,
             kv_blocks: *kv_blocks,
         });
-        Variants { window: self.window, softcap: self.softcap, alibi: self.alibi.as_deref(), sinks: self.sinks.as_deref(), blocks }
+        let bias = self.bias.as_deref().map(Bias);
+        Variants { window: self.window, softcap: self.softcap, alibi: self.alibi.as_deref(), sinks: self.sinks.as_deref(), blocks, bias }
     }
 }
 
@@ -73,7 +128,8 @@ impl HostMods {
         let up = |v: &[f32]| DeviceBuffer::from_slice(v).unwrap();
         let up_i32 = |v: &[i32]| DeviceBuffer::from_slice(if v.is_empty() { &[0][..] } else { v }).unwrap();
         let blocks = self.blocks.as_ref().map(|m| [up_i32(&m.counts), up_i32(&m.indices), up_i32(&m.full_counts), up_i32(&m.full_indices)]);
-        ModBuffers { alibi: self.alibi.as_ref().map(|(s, _)| up(s)), sinks: self.sinks.as_deref().map(up), blocks }
+        let user = self.bias.as_ref().map(|b| up(&b.data()));
+        ModBuffers { alibi: self.alibi.as_ref().map(|(s, _)| up(s)), sinks: self.sinks.as_deref().map(up), blocks, user }
     }
 
     /// `b` with these modifications, reading the arrays from `bufs` (this case's upload).
@@ -100,6 +156,10 @@ impl HostMods {
             }),
             _ => b,
         };
+        let b = match &bufs.user {
+            Some(d) => b.user_data(DeviceArray::new(d)),
+            None => b,
+        };
         match &bufs.sinks {
             Some(d) => b.sinks(DeviceArray::new(d)),
             None => b,
@@ -108,7 +168,8 @@ impl HostMods {
 
     /// The reference's copies for a whole call (`batch: None`), or for batch entry `b` of it run
     /// alone as a batch of one (its own slopes where they are per batch entry).
-    pub fn reference(&self, heads_q: usize, batch: Option<usize>) -> RefMods {
+    /// `offset` is the call's `seqlen_k - seqlen_q` (the relative bias's diagonal).
+    pub fn reference(&self, heads_q: usize, batch: Option<usize>, offset: i64) -> RefMods {
         let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
         let alibi = self.alibi.as_ref().map(|(s, per_batch)| match (batch, per_batch) {
             (Some(b), true) => f64s(&s[b * heads_q..(b + 1) * heads_q]),
@@ -123,7 +184,10 @@ impl HostMods {
                 _ => (all, [m.batch, m.heads, m.q_blocks, m.kv_blocks]),
             }
         });
-        RefMods { window: self.window, softcap: self.softcap.map(|c| c as f64), alibi, sinks: self.sinks.as_deref().map(f64s), blocks }
+        let bias = self.bias.clone().map(|b| {
+            Box::new(move |_: usize, head: usize, row: usize, key: usize| b.at(head, key as i64 - row as i64 - offset) as f64) as Box<dyn Fn(usize, usize, usize, usize) -> f64 + Sync>
+        });
+        RefMods { window: self.window, softcap: self.softcap.map(|c| c as f64), alibi, sinks: self.sinks.as_deref().map(f64s), blocks, bias }
     }
 
     /// A short description for case lines.
@@ -143,6 +207,9 @@ impl HostMods {
         }
         if let Some(m) = &self.blocks {
             parts.push(format!("blocks {:.0}% ({}x{})", 100.0 * m.density(), m.batch, m.heads));
+        }
+        if let Some(b) = &self.bias {
+            parts.push(format!("relative bias ±{}", b.max));
         }
         if parts.is_empty() { "plain".into() } else { parts.join(", ") }
     }

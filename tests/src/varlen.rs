@@ -226,7 +226,7 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
         let (q0, k0, lk) = (cq[bi] as usize, key0(bi), c.keys(bi));
         let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
         let x = RefInputs { q: &qf[q0 * row_q..(q0 + lq) * row_q], k: &kf[k0 * row_kv..(k0 + lk) * row_kv], v: &vf[k0 * row_v..(k0 + lk) * row_v] };
-        let ref_mods = c.mods.reference(hq, Some(bi));
+        let ref_mods = c.mods.reference(hq, Some(bi), lk as i64 - lq as i64);
         let (r_out, r_lse) = reference_forward_with(&sp, &ref_mods.variants(), &x);
         for (g, &r) in o_h[q0 * row_o..(q0 + lq) * row_o].iter().zip(&r_out) {
             e.add_out(T::DTYPE, g.to_f32() as f64, r);

@@ -268,7 +268,7 @@ fn mod_sets(heads_q: usize, batch: usize, rng: &mut impl Rng) -> Vec<(HostMods, 
         (HostMods { alibi: Some((per_batch.clone(), true)), ..HostMods::default() }, true),
         (HostMods { sinks: Some(sinks.clone()), ..HostMods::default() }, true),
         (HostMods { sinks: Some(sinks.clone()), ..HostMods::default() }, false),
-        (HostMods { window: (Some(200), Some(0)), softcap: Some(30.0), alibi: Some((bloom_slopes(heads_q), false)), sinks: Some(sinks), blocks: None }, false),
+        (HostMods { window: (Some(200), Some(0)), softcap: Some(30.0), alibi: Some((bloom_slopes(heads_q), false)), sinks: Some(sinks), blocks: None, bias: None }, false),
     ]
 }
 
@@ -344,6 +344,7 @@ fn block_sparse_calls_match_the_reference() {
                     alibi: Some((bloom_slopes(hq), false)),
                     sinks: Some(sinks),
                     blocks: Some(random_blocks(b, 1, sq, sk, 0.4, &mut rng)),
+                    bias: None,
                 },
                 false,
             ),

@@ -406,7 +406,7 @@ fn call_scale(p: &AttentionParams) -> f32 {
 
 /// True for plain attention: no window side, softcap, ALiBi or sinks.
 fn plain_mods(m: &Mods) -> bool {
-    m.window.left.is_none() && m.window.right.is_none() && m.softcap.is_none() && m.alibi.is_none() && m.sinks.is_none() && m.blocks.is_none()
+    m.window.left.is_none() && m.window.right.is_none() && m.softcap.is_none() && m.alibi.is_none() && m.sinks.is_none() && m.blocks.is_none() && m.user.is_none()
 }
 
 /// The softcap's factors as the kernels take them, `(2 log2(e) scale / cap, cap / scale)`, in
@@ -466,6 +466,7 @@ fn read_mods(p: &AttentionParams, paged: bool) -> Result<Option<ModParams>, Stri
             kv_blocks: m.kv_blocks as u32,
             _pad: 0,
         }),
+        user: mods.user.map_or(0, |u| u.buffer().ptr),
     }))
 }
 

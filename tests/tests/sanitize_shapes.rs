@@ -11,8 +11,8 @@
 //! without a GPU.
 use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
-use flashrs_tests::attn::{check_many, check_mods_many};
-use flashrs_tests::mods::{HostMods, random_blocks};
+use flashrs_tests::attn::{check_many, check_mods_many, check_mods_many_on};
+use flashrs_tests::mods::{HostMods, random_bias, random_blocks, relative_bias_kernels};
 use rand::SeedableRng;
 use flashrs_tests::{gpu_or_skip, params, with_splits};
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
@@ -38,7 +38,7 @@ fn sanitize_mods() {
     let Some(gpu) = gpu_or_skip("sanitize_mods") else { return };
     // Windows that skip key tiles on both sides, rows that see no key (with a sink), ALiBi per
     // batch entry, a softcap; ragged, GQA, padded head_dim; both paths; every head dimension.
-    let all = HostMods { window: (Some(70), Some(20)), softcap: Some(4.0), alibi: Some((vec![0.1, 0.2, 0.3, 0.4, 0.5, 0.6], true)), sinks: Some(vec![1.0, -1.0, 0.0]), blocks: None };
+    let all = HostMods { window: (Some(70), Some(20)), softcap: Some(4.0), alibi: Some((vec![0.1, 0.2, 0.3, 0.4, 0.5, 0.6], true)), sinks: Some(vec![1.0, -1.0, 0.0]), blocks: None, bias: None };
     let sinks = HostMods { sinks: Some(vec![0.5, 1.5]), ..HostMods::default() };
     // Block masks: per head with partial and full lists, and one whose indices point before
     // and past the keys (the kernels clamp them to a block of no key).
@@ -58,6 +58,25 @@ fn sanitize_mods() {
         }
     }
     check_mods_many(&gpu, &cases);
+}
+
+#[test]
+fn sanitize_custom_kernels() {
+    let Some(gpu) = gpu_or_skip("sanitize_custom_kernels") else { return };
+    // The relative_bias example's kernels: the bias alone and over every built-in
+    // modification, ragged and GQA, on the Hopper entries (where the GPU has them) and mma.sync.
+    let kernels = relative_bias_kernels(&gpu);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut cases = vec![];
+    for path in [KernelPath::Auto, KernelPath::MmaSync] {
+        for (d, dtype) in [(64, DType::Bf16), (128, DType::F16)] {
+            let bias = random_bias(3, 20, 517, &mut rng);
+            let all = HostMods { window: (Some(70), Some(20)), softcap: Some(4.0), alibi: Some((vec![0.1, 0.2, 0.3], false)), sinks: Some(vec![1.0, -1.0, 0.0]), blocks: None, bias: Some(bias.clone()) };
+            cases.push((params(2, 333, 517, 3, d).heads_kv(1).path(path).build().unwrap(), dtype, all));
+            cases.push((params(1, 300, 40, 3, d).causal(true).path(path).build().unwrap(), dtype, HostMods { bias: Some(bias), ..HostMods::default() }));
+        }
+    }
+    check_mods_many_on(&gpu, Some(&kernels), &cases);
 }
 
 #[test]

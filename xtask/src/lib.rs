@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use flashrs_abi::Kernel;
+use flashrs_abi::kernel::marked_entries;
 
 pub mod divergence;
 pub mod ship;
@@ -105,11 +106,47 @@ impl KernelReport {
     }
 }
 
+/// A device crate to compile: `kernels-gpu` itself (the modules the library ships), or a crate
+/// built on it that declares its own forward entry points (`mma_forward_kernel!`,
+/// `sm90_forward_kernel!`) with its own modifications, for `Gpu::load_custom_kernels`.
+#[derive(Clone, Debug)]
+pub struct DeviceCrate {
+    /// The crate's folder (holds its `Cargo.toml`).
+    pub dir: PathBuf,
+    /// Its library's name (the package name with `_` for `-`): the compiled PTX is
+    /// `<lib>-<hash>.s`.
+    pub lib: String,
+    /// True for `kernels-gpu`: its entries must be exactly [`Kernel::all`] ([`check_kernels`]).
+    /// Else every marked entry must stand for a forward kernel of the ABI's tables
+    /// ([`check_custom_kernels`]).
+    pub shipped: bool,
+}
+
+impl DeviceCrate {
+    /// The crate in folder `dir`, named by its `Cargo.toml`'s `[package] name`.
+    pub fn at(dir: &Path) -> Result<DeviceCrate, PtxError> {
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).map_err(|e| io_err("reading the crate's Cargo.toml", e))?;
+        let name = package_name(&manifest).ok_or_else(|| PtxError::Tool {
+            what: "reading the crate's Cargo.toml".into(),
+            detail: format!("no `name = \"...\"` under [package] in {}", dir.join("Cargo.toml").display()),
+        })?;
+        Ok(DeviceCrate { dir: dir.to_path_buf(), lib: name.replace('-', "_"), shipped: name == "kernels-gpu" })
+    }
+}
+
+/// The `name` of a manifest's `[package]` table.
+fn package_name(manifest: &str) -> Option<&str> {
+    let package = manifest.split("\n[").find_map(|t| t.trim_start_matches('[').strip_prefix("package]"))?;
+    let line = package.lines().find(|l| l.trim_start().starts_with("name") && l.contains('='))?;
+    Some(line.split_once('=')?.1.trim().trim_matches('"'))
+}
+
 /// Where the built modules go.
 pub struct Build {
     /// Workspace root (holds `kernels-gpu/`).
     pub root: PathBuf,
-    /// Folder the PTX modules are written to (`<arch>.ptx`).
+    /// Folder the PTX modules are written to (`<arch>.ptx`; a custom crate's under
+    /// `<lib>/`).
     pub out_dir: PathBuf,
 }
 
@@ -127,34 +164,45 @@ impl Build {
         Ok(run(&mut cmd, "rustc -V")?.trim().to_string())
     }
 
-    /// Path of the module for `arch`.
-    pub fn ptx_path(&self, arch: Arch) -> PathBuf {
-        self.out_dir.join(format!("{}.ptx", arch.name))
+    /// `kernels-gpu`, the crate whose modules the library ships.
+    pub fn shipped(&self) -> DeviceCrate {
+        DeviceCrate { dir: self.root.join("kernels-gpu"), lib: "kernels_gpu".into(), shipped: true }
     }
 
-    /// Compiles kernels-gpu for `arch`, writes `<out_dir>/<arch>.ptx`, rejects unresolved calls.
-    pub fn build(&self, arch: Arch) -> Result<PathBuf, PtxError> {
-        let crate_dir = self.root.join("kernels-gpu");
-        let target_dir = self.root.join("target/ptx-build").join(arch.name);
+    /// Path of `krate`'s module for `arch`.
+    pub fn ptx_path(&self, krate: &DeviceCrate, arch: Arch) -> PathBuf {
+        let dir = if krate.shipped { self.out_dir.clone() } else { self.out_dir.join(&krate.lib) };
+        dir.join(format!("{}.ptx", arch.name))
+    }
+
+    /// Compiles `krate` for `arch`, writes [`Build::ptx_path`], rejects unresolved calls,
+    /// divergent shuffles and entries that do not match their markers.
+    pub fn build(&self, krate: &DeviceCrate, arch: Arch) -> Result<PathBuf, PtxError> {
+        let target_dir = self.root.join("target/ptx-build").join(if krate.shipped { arch.name.to_string() } else { format!("{}/{}", krate.lib, arch.name) });
+        // The target CPU and features go to every crate of the build (RUSTFLAGS), not only the
+        // last: a crate built on kernels-gpu instantiates its Hopper bodies, which exist only
+        // where kernels-gpu itself is compiled for sm_90a.
+        let mut flags = format!("-C target-cpu={}", arch.name);
+        if !arch.features.is_empty() {
+            flags += &format!(" -C target-feature={}", arch.features);
+        }
         let mut cmd = pinned(Command::new("cargo"));
-        cmd.current_dir(&crate_dir)
+        cmd.current_dir(&krate.dir)
+            .env("RUSTFLAGS", flags)
             .args(["rustc", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
             .arg("--target-dir")
             .arg(&target_dir)
-            .args(["--", "-C", &format!("target-cpu={}", arch.name), "--emit=asm"])
+            .args(["--", "--emit=asm"])
             // Register tiles are arrays indexed by loop counters: they stay in registers only if
             // every such loop is fully unrolled, which LLVM's default threshold refuses for
             // bodies of hundreds of MMAs. Rust has no `#pragma unroll`, so raise the threshold.
             .args(["-C", "llvm-args=-unroll-threshold=100000"]);
-        if !arch.features.is_empty() {
-            cmd.args(["-C", &format!("target-feature={}", arch.features)]);
-        }
-        run(&mut cmd, &format!("cargo rustc (kernels-gpu, {})", arch.name))?;
+        run(&mut cmd, &format!("cargo rustc ({}, {})", krate.lib, arch.name))?;
 
         let deps = target_dir.join("nvptx64-nvidia-cuda/release/deps");
-        let asm = newest_with(&deps, "kernels_gpu-", ".s").ok_or_else(|| PtxError::Tool {
+        let asm = newest_with(&deps, &format!("{}-", krate.lib), ".s").ok_or_else(|| PtxError::Tool {
             what: "locating the PTX".into(),
-            detail: format!("no kernels_gpu-*.s in {}", deps.display()),
+            detail: format!("no {}-*.s in {}", krate.lib, deps.display()),
         })?;
         let ptx = std::fs::read_to_string(&asm).map_err(|e| io_err("reading PTX", e))?;
         let ptx = inject_entry_directives(&ptx).map_err(|detail| PtxError::Tool { what: "adding entry directives".into(), detail })?;
@@ -162,13 +210,13 @@ impl Build {
         if !symbols.is_empty() {
             return Err(PtxError::UnresolvedCall { arch: arch.name, symbols });
         }
-        check_kernels(arch, &ptx)?;
+        if krate.shipped { check_kernels(arch, &ptx)? } else { check_custom_kernels(arch, &ptx)? }
         let sites = divergence::divergent_shuffles(&ptx);
         if !sites.is_empty() {
             return Err(PtxError::DivergentShuffle { arch: arch.name, sites });
         }
-        std::fs::create_dir_all(&self.out_dir).map_err(|e| io_err("creating PTX folder", e))?;
-        let out = self.ptx_path(arch);
+        let out = self.ptx_path(krate, arch);
+        std::fs::create_dir_all(out.parent().unwrap_or(&self.out_dir)).map_err(|e| io_err("creating PTX folder", e))?;
         // Rewrite only on change so that the host's build script does not rerun needlessly.
         if std::fs::read_to_string(&out).ok().as_deref() != Some(ptx.as_str()) {
             std::fs::write(&out, &ptx).map_err(|e| io_err("writing PTX", e))?;
@@ -279,21 +327,6 @@ pub fn inject_entry_directives(ptx: &str) -> Result<String, String> {
     Ok(text)
 }
 
-/// Each `.entry` of a PTX module with the kernel marker its body holds, if any
-/// ([`flashrs_abi::kernel`]).
-pub fn marked_entries(ptx: &str) -> Vec<(&str, Option<Kernel>)> {
-    let mut out: Vec<(&str, Option<Kernel>)> = Vec::new();
-    for line in ptx.lines() {
-        if let Some(rest) = line.split(".entry ").nth(1).filter(|_| line.trim_start().starts_with(".entry") || line.contains(" .entry ")) {
-            out.push((rest.split('(').next().unwrap_or(rest).trim(), None));
-        } else if let (Some((_, marker)), Some(k)) = (out.last_mut(), Kernel::from_marker(line)) {
-            // A second marker in one body (two entries inlined into one) is a mismatch too.
-            *marker = if marker.is_some() { None } else { Some(k) };
-        }
-    }
-    out
-}
-
 /// Ties every kernel entry (`flash_*`) of the module built for `arch` to the configuration it
 /// instantiates: its marker must name an instantiated [`Kernel`] whose derived name is the
 /// entry's, and the module must hold every kernel of [`Kernel::all`] it should (the Hopper ones
@@ -321,6 +354,26 @@ pub fn check_kernels(arch: Arch, ptx: &str) -> Result<(), PtxError> {
         }
     }
     problems.extend(found.iter().map(|k| format!("{k}: in the module, not for this architecture")));
+    if problems.is_empty() { Ok(()) } else { Err(PtxError::KernelIdentity { arch: arch.name, problems }) }
+}
+
+/// Ties every marked entry of a custom crate's module built for `arch` to a forward kernel of
+/// the ABI's tables ([`Kernel::is_instantiated`]), whose launch geometry and parameters the
+/// host plans; the Hopper ones in the sm_90a module only. Names are the crate's own; entries
+/// without a single marker are not kernels the host launches (it skips them too), and pass.
+pub fn check_custom_kernels(arch: Arch, ptx: &str) -> Result<(), PtxError> {
+    let mut problems = Vec::new();
+    let mut marked = 0;
+    for (name, kernel) in marked_entries(ptx) {
+        match kernel {
+            Some(k @ (Kernel::Mma { .. } | Kernel::Sm90 { .. })) if k.is_instantiated() && (arch.name == "sm_90a" || !k.needs_sm90a()) => marked += 1,
+            Some(k) => problems.push(format!("{name}: {k:?} is not a forward kernel of the ABI's tables for {}", arch.name)),
+            None => {}
+        }
+    }
+    if marked == 0 {
+        problems.push("no entry declared with mma_forward_kernel! or sm90_forward_kernel!".into());
+    }
     if problems.is_empty() { Ok(()) } else { Err(PtxError::KernelIdentity { arch: arch.name, problems }) }
 }
 
@@ -440,13 +493,14 @@ fn number_before(line: &str, label: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Fails when a hot kernel spills, keeps a stack or calls a function on `gpu`.
-pub fn check_spills(gpu: &'static str, reports: &[KernelReport]) -> Result<(), PtxError> {
+/// Fails when a hot kernel (with `every`, any kernel) spills, keeps a stack or calls a
+/// function on `gpu`.
+pub fn check_spills(gpu: &'static str, reports: &[KernelReport], every: bool) -> Result<(), PtxError> {
     let kernels: Vec<String> = reports
         .iter()
         // A stack frame in a hot kernel is a register array that went to local memory: as
         // slow as a spill even when ptxas does not call it one.
-        .filter(|r| r.is_hot() && (r.spill_stores > 0 || r.spill_loads > 0 || r.stack_frame > 0 || !r.callees.is_empty()))
+        .filter(|r| (every || r.is_hot()) && (r.spill_stores > 0 || r.spill_loads > 0 || r.stack_frame > 0 || !r.callees.is_empty()))
         .map(|r| {
             let calls = if r.callees.is_empty() { String::new() } else { format!(", calls {}", r.callees.join(", ")) };
             format!("{} ({} B spill stores, {} B spill loads, {} B stack{calls})", r.name, r.spill_stores, r.spill_loads, r.stack_frame)
@@ -485,6 +539,33 @@ mod tests {
     }
 
     /// A module whose entries carry the markers of `kernels`, named `names`.
+    #[test]
+    fn custom_crates_need_forward_kernels_of_the_tables_under_any_name() {
+        let sm80 = ARCHES[0];
+        let sm90 = ARCHES[1];
+        let mut all = Kernel::all();
+        let mma = all.find(|k| matches!(k, Kernel::Mma { .. } if k.mods())).unwrap();
+        let hopper = Kernel::all().find(|k| matches!(k, Kernel::Sm90 { .. })).unwrap();
+        let merge = Kernel::all().find(|k| matches!(k, Kernel::Merge { .. })).unwrap();
+        let ok = module(&[("my_bias".into(), Some(mma)), ("helper".into(), None)]);
+        assert!(check_custom_kernels(sm80, &ok).is_ok());
+        let with_hopper = module(&[("my_bias".into(), Some(mma)), ("my_bias_h".into(), Some(hopper))]);
+        assert!(check_custom_kernels(sm90, &with_hopper).is_ok());
+        assert!(matches!(check_custom_kernels(sm80, &with_hopper), Err(PtxError::KernelIdentity { .. })), "Hopper entries in the sm_80 module");
+        assert!(matches!(check_custom_kernels(sm80, &module(&[("m".into(), Some(merge))])), Err(PtxError::KernelIdentity { .. })));
+        assert!(matches!(check_custom_kernels(sm80, &module(&[("helper".into(), None)])), Err(PtxError::KernelIdentity { .. })));
+        let Kernel::Mma { dtype, variant, config, flavor } = mma else { unreachable!() };
+        let untabled = Kernel::Mma { dtype, variant, config: flashrs_abi::TileConfig { block_n: 48, ..config }, flavor };
+        assert!(matches!(check_custom_kernels(sm80, &module(&[("odd".into(), Some(untabled))])), Err(PtxError::KernelIdentity { .. })));
+    }
+
+    #[test]
+    fn reads_the_package_name() {
+        let manifest = "[workspace]\n\n[package]\nversion = \"0.1.0\"\nname = \"relative-bias-kernels\"\n\n[dependencies]\nname = \"no\"\n";
+        assert_eq!(package_name(manifest), Some("relative-bias-kernels"));
+        assert_eq!(package_name("[dependencies]\nname = \"x\"\n"), None);
+    }
+
     fn module(entries: &[(String, Option<Kernel>)]) -> String {
         let mut ptx = String::from(".version 8.0\n");
         for (name, k) in entries {
@@ -570,8 +651,8 @@ mod tests {
             }
         );
         assert_eq!((r[1].registers, r[1].spill_stores, r[1].smem), (40, 0, 0));
-        assert!(matches!(check_spills("sm_90a", &r), Err(PtxError::Spills { .. })));
-        assert!(check_spills("sm_90a", &r[1..]).is_ok());
+        assert!(matches!(check_spills("sm_90a", &r, false), Err(PtxError::Spills { .. })));
+        assert!(check_spills("sm_90a", &r[1..], false).is_ok());
     }
 
     #[test]
@@ -587,6 +668,6 @@ mod tests {
         assert_eq!((r[0].stack_frame, r[0].callees.clone()), (488, vec!["_RNCNvflash_bwd0B7_".to_string()]));
         let mut called = r[0].clone();
         called.stack_frame = 0;
-        assert!(matches!(check_spills("sm_90a", &[called]), Err(PtxError::Spills { .. })));
+        assert!(matches!(check_spills("sm_90a", &[called], false), Err(PtxError::Spills { .. })));
     }
 }

@@ -4,30 +4,34 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use xtask::ship::{self, Manifest};
-use xtask::{ARCHES, Build, KernelReport, assemble, check_spills, find_ptxas, ptxas_version};
+use xtask::{ARCHES, Build, DeviceCrate, KernelReport, assemble, check_spills, find_ptxas, ptxas_version};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let check = match args.as_slice() {
-        ["build-ptx"] => false,
-        ["build-ptx", "--check"] => true,
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let done = match args.as_slice() {
+        ["build-ptx"] => build_ptx(&root, false),
+        ["build-ptx", "--check"] => build_ptx(&root, true),
+        ["build-ptx", "--crate", dir] => build_custom(&root, Path::new(dir)),
         _ => {
             eprintln!(
-                "usage: cargo xtask build-ptx [--check]\n  compiles kernels-gpu to target/ptx/<arch>.ptx for {} with the pinned toolchain, \
+                "usage: cargo xtask build-ptx [--check | --crate DIR]\n  compiles kernels-gpu to target/ptx/<arch>.ptx for {} with the pinned toolchain, \
                  rejects unresolved calls, checks that every kernel entry is named for the configuration it \
                  instantiates, assembles each module with ptxas ($PTXAS, .deps/bin/ptxas or PATH) for every GPU it \
                  serves (skipped when the PTX is unchanged), fails if a hot kernel (flash_*) spills, counts the \
                  tensor-core instructions in the SASS with nvdisasm, and writes the compressed PTX and cubins the \
                  library ships with their manifest to {}/.\n  --check: writes nothing, fails unless what it builds \
-                 is exactly what is shipped (CI)",
+                 is exactly what is shipped (CI)\n  --crate DIR: builds a device crate built on kernels-gpu (its own \
+                 mma_forward_kernel!/sm90_forward_kernel! entries) with the same checks, every entry held to no \
+                 spills, into target/ptx/<lib>/<arch>.ptx, for flashrs's Gpu::load_custom_kernels",
                 ARCHES.map(|a| a.name).join(", "),
                 ship::SHIP_DIR
             );
             return ExitCode::FAILURE;
         }
     };
-    match build_ptx(check) {
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -36,15 +40,40 @@ fn main() -> ExitCode {
     }
 }
 
-fn build_ptx(check: bool) -> Result<(), Box<dyn std::error::Error>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+/// Builds, assembles and checks a custom device crate's modules (see [`DeviceCrate`]).
+fn build_custom(root: &Path, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let build = Build::new(root);
+    let krate = DeviceCrate::at(&std::env::current_dir()?.join(dir))?;
+    let ptxas = find_ptxas(root).ok_or("ptxas not found: run scripts/setup.sh, or set PTXAS")?;
+    let ptxas_version = ptxas_version(&ptxas)?;
+    let mut written = Vec::new();
+    for arch in ARCHES {
+        let ptx = build.build(&krate, arch)?;
+        for &gpu in arch.assembled_for {
+            let done = assemble(&ptxas, &ptxas_version, &ptx, gpu)?;
+            if done.ran {
+                println!("{gpu} (from {}):", ptx.display());
+                let sass = find_nvdisasm(root).map(|d| sass_counts(&d, &done.cubin));
+                print_table(&done.reports, sass.as_ref());
+            }
+            check_spills(gpu, &done.reports, true)?;
+        }
+        written.push(ptx.display().to_string());
+    }
+    println!("build-ptx --crate: {}; no spills; wrote {}", krate.lib, written.join(", "));
+    Ok(())
+}
+
+fn build_ptx(root: &Path, check: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let root = root.to_path_buf();
     let build = Build::new(&root);
+    let device_crate = build.shipped();
     let ptxas = find_ptxas(&root).ok_or("ptxas not found: run scripts/setup.sh, or set PTXAS (the library ships cubins it assembles)")?;
     let ptxas_version = ptxas_version(&ptxas)?;
     let mut shipped: Vec<(String, Vec<u8>)> = Vec::new();
     let (mut kernels, mut most, mut skipped) = (Vec::new(), (0, String::new()), 0);
     for arch in ARCHES {
-        let ptx = build.build(arch)?;
+        let ptx = build.build(&device_crate, arch)?;
         shipped.push((format!("{}.ptx", arch.name), std::fs::read(&ptx)?));
         for &gpu in arch.assembled_for {
             let done = assemble(&ptxas, &ptxas_version, &ptx, gpu)?;
@@ -55,7 +84,7 @@ fn build_ptx(check: bool) -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 skipped += 1;
             }
-            check_spills(gpu, &done.reports)?;
+            check_spills(gpu, &done.reports, false)?;
             let hot: Vec<&KernelReport> = done.reports.iter().filter(|r| r.is_hot()).collect();
             kernels.push(format!("{gpu} {}", hot.len()));
             if let Some(r) = hot.iter().max_by_key(|r| r.registers).filter(|r| r.registers > most.0) {

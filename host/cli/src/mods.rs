@@ -257,7 +257,7 @@ impl RowMods {
             (Some(m), Some(visits)) => Some(Blocks { visits, batch: 1, heads: 1, q_blocks: m.q_blocks, kv_blocks: m.kv_blocks }),
             _ => None,
         };
-        Variants { window: self.spec.window, softcap: self.spec.softcap.map(f64::from), alibi: self.wide[0].as_deref(), sinks: self.wide[1].as_deref(), blocks }
+        Variants { window: self.spec.window, softcap: self.spec.softcap.map(f64::from), alibi: self.wide[0].as_deref(), sinks: self.wide[1].as_deref(), blocks, bias: None }
     }
 }
 

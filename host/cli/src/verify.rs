@@ -223,7 +223,7 @@ mod tests {
         let [q, k, v] = inputs(&p);
         let x = RefInputs { q: &q, k: &k, v: &v };
         let (slopes, sinks) = ([0.5, 0.25], [1.0, -1.5]);
-        let var = Variants { window: (Some(4), Some(0)), softcap: Some(0.5), alibi: Some(&slopes), sinks: Some(&sinks), blocks: None };
+        let var = Variants { window: (Some(4), Some(0)), softcap: Some(0.5), alibi: Some(&slopes), sinks: Some(&sinks), blocks: None, bias: None };
         let tol = Tolerance::for_dtype(DType::F16);
         let modified: Vec<f32> = reference_forward_with(&p, &var, &x).0.iter().map(|&v| v as f32).collect();
         assert!(check(&p, &var, &x, &modified, tol).mismatch.is_none());

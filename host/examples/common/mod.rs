@@ -32,6 +32,16 @@ pub fn random_forward<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &Atte
 /// [`random_forward`], with the log-sum-exp the call writes too.
 #[allow(dead_code)]
 pub fn random_forward_lse<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &AttentionParams) -> Result<([Vec<T>; 4], Vec<f32>), Box<dyn std::error::Error>> {
+    random_forward_on(gpu, None, p)
+}
+
+/// [`random_forward_lse`] on the shipped kernels, or on the caller's own (`custom`).
+#[allow(dead_code)]
+pub fn random_forward_on<T: Element + cust::memory::DeviceCopy>(
+    gpu: &Gpu,
+    custom: Option<&flashrs::CustomKernels>,
+    p: &AttentionParams,
+) -> Result<([Vec<T>; 4], Vec<f32>), Box<dyn std::error::Error>> {
     use cust::memory::{CopyDestination, DeviceBuffer};
     use cust::stream::{Stream, StreamFlags};
     let n = p.contiguous_lens()?;
@@ -40,7 +50,11 @@ pub fn random_forward_lse<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &
     let (q_d, k_d, v_d) = (DeviceBuffer::from_slice(&q)?, DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?);
     let mut out_d = DeviceBuffer::from_slice(&vec![T::default(); n.out])?;
     let mut lse_d = DeviceBuffer::<f32>::zeroed(n.lse)?;
-    gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))?;
+    match custom {
+        // SAFETY: the examples' own kernels read the user data within its length.
+        Some(kernels) => unsafe { gpu.attention_forward_custom(kernels, &stream, p, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))? },
+        None => gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut out_d, Some(&mut lse_d))?,
+    }
     stream.synchronize()?;
     let mut out = vec![T::default(); n.out];
     out_d.copy_to(&mut out[..])?;

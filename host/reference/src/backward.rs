@@ -165,7 +165,7 @@ mod tests {
             (true, Variants { alibi: Some(&slopes), ..Variants::NONE }),
             (false, Variants { alibi: Some(&per_batch), ..Variants::NONE }),
             (true, Variants { sinks: Some(&sinks), ..Variants::NONE }),
-            (false, Variants { window: (Some(1), Some(2)), softcap: Some(1.5), alibi: Some(&slopes), sinks: Some(&sinks), blocks: None }),
+            (false, Variants { window: (Some(1), Some(2)), softcap: Some(1.5), alibi: Some(&slopes), sinks: Some(&sinks), blocks: None, bias: None }),
         ];
         for (causal, var) in cases {
             // More queries than keys: under causal masking and narrow windows some rows see none.

@@ -11,7 +11,7 @@ mod variants;
 
 pub use backward::{RefGrads, reference_backward, reference_backward_with};
 pub use forward::{RefRow, reference_forward, reference_forward_with, reference_row, reference_row_with};
-pub use variants::{BLOCK, Blocks, Variants};
+pub use variants::{BLOCK, Bias, Blocks, Variants};
 
 /// The attention problem: contiguous `[batch, seqlen, heads, head_dim]` tensors.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -11,7 +11,9 @@
 //!   probabilities of the row's keys sum to less than 1 and its log-sum-exp includes the sink;
 //!   a row that sees no key has output 0 and log-sum-exp the sink's logit;
 //! * block sparsity: key `j` counts for query row `i` only when the block of `j` (`j / 128`) is
-//!   one the row's block (`i / 128`) visits, on top of the masks above.
+//!   one the row's block (`i / 128`) visits, on top of the masks above;
+//! * a bias: any function of (batch entry, query head, row, key) added last, in units of the
+//!   scaled scores (a learned relative-position bias, as a caller's own kernels compute it).
 use crate::Problem;
 use core::ops::Range;
 
@@ -28,6 +30,25 @@ pub struct Variants<'a> {
     pub sinks: Option<&'a [f64]>,
     /// Block sparsity: which key blocks each query block visits.
     pub blocks: Option<Blocks<'a>>,
+    /// A bias added to every score after the modifications above.
+    pub bias: Option<Bias<'a>>,
+}
+
+/// A bias on the scores: `f(batch, head, row, key)` in units of the scaled scores, where `row`
+/// and `key` are positions within the sequence. Equal when it is the same function.
+#[derive(Clone, Copy)]
+pub struct Bias<'a>(pub &'a (dyn Fn(usize, usize, usize, usize) -> f64 + Sync));
+
+impl core::fmt::Debug for Bias<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Bias(..)")
+    }
+}
+
+impl PartialEq for Bias<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        core::ptr::addr_eq(self.0, other.0)
+    }
 }
 
 /// Which (query block, key block) pairs of 128 x 128 a block-sparse call computes, per batch
@@ -60,7 +81,7 @@ impl Blocks<'_> {
 
 impl Variants<'_> {
     /// Plain attention.
-    pub const NONE: Variants<'static> = Variants { window: (None, None), softcap: None, alibi: None, sinks: None, blocks: None };
+    pub const NONE: Variants<'static> = Variants { window: (None, None), softcap: None, alibi: None, sinks: None, blocks: None, bias: None };
 
     /// The keys query row `row` sees: a range, possibly empty.
     pub fn visible(&self, p: &Problem, row: usize) -> Range<usize> {
@@ -83,6 +104,9 @@ impl Variants<'_> {
             let slope = if slopes.len() == p.heads_q { slopes[head] } else { slopes[batch * p.heads_q + head] };
             let diag = row as i64 + p.seqlen_k as i64 - p.seqlen_q as i64;
             x -= slope * (diag - key as i64).abs() as f64;
+        }
+        if let Some(Bias(f)) = self.bias {
+            x += f(batch, head, row, key);
         }
         (x, ds)
     }

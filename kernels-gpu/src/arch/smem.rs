@@ -1,7 +1,18 @@
 //! Dynamic shared memory, and 16-byte shared- and global-memory accesses.
 
-// One extern array for the whole CTA; kernels carve it up by byte offsets.
-core::arch::global_asm!(".extern .shared .align 1024 .b8 dsmem[];");
+/// Declares `dsmem`, the one extern array of dynamic shared memory that kernels carve up by
+/// byte offsets ([`dsmem_base`]). Every PTX module with kernels declares it once: this crate
+/// does here, and a crate that declares its own entry points with [`crate::mma_forward_kernel`]
+/// or [`crate::sm90_forward_kernel`] invokes this at its root (its module holds only its own
+/// code).
+#[macro_export]
+macro_rules! dynamic_shared_memory {
+    () => {
+        core::arch::global_asm!(".extern .shared .align 1024 .b8 dsmem[];");
+    };
+}
+
+crate::dynamic_shared_memory!();
 
 /// 32-bit shared-state-space address of the start of dynamic shared memory.
 #[inline(always)]

@@ -438,6 +438,7 @@ macro_rules! bwd_kernels {
     )*};
     (@one $flavor:ident, $score:ty, $mask:ty, $name:ident, $t:ty, $idx:literal, $frag:literal) => {
         /// Backward attention's main entry point (see the module docs and [`BwdParams`]).
+        #[cfg(feature = "entries")]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
             const C: BwdConfig = BWD_CONFIGS[$idx];
@@ -495,6 +496,7 @@ macro_rules! row_kernels {
     (@one $step:expr, $body:ident, $name:ident, $t:ty) => {
         /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA,
         /// `bwd_row_lanes(head_dim)` per (row, head).
+        #[cfg(feature = "entries")]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
             unsafe {

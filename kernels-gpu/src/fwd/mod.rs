@@ -25,7 +25,7 @@ use crate::dtype::{Bf16, Element, F16};
 use crate::layout::SmemTile;
 use epilogue::{store_lse, store_o};
 use flashrs_abi::grid::{Extent, div_rem, tile_for_block};
-use flashrs_abi::{Flavor, FwdParams, TileConfig, Variant};
+use flashrs_abi::FwdParams;
 use mainloop::{PagedCursor, TileCursor, WarpOperands, gemm_pv, gemm_qk, pack_p};
 use crate::mask::Mask;
 use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
@@ -51,9 +51,10 @@ fn wait_for_stage<const STAGES: usize>() {
 /// the last split's merge (taken when `num_splits > 1`), and `PAGED` the block-table K/V addressing with per-sequence key
 /// counts. With all off every addition they make folds away: the plain kernels assemble to the
 /// same registers as a body without them. `S` and `M` are the score modification and the mask
-/// ([`crate::mods`]): [`Plain`] and [`Mask`] for plain attention.
+/// ([`crate::mods`]): [`Plain`] and [`Mask`] for plain attention. Entry points instantiate it
+/// through [`crate::mma_forward_kernel`].
 #[inline(always)]
-unsafe fn flash_fwd<
+pub unsafe fn flash_fwd<
     T: Element,
     S: ScoreMod,
     M: MaskMod,
@@ -259,15 +260,47 @@ unsafe fn flash_fwd<
     }
 }
 
-/// Declares the entry points of one [`Variant`], one per (configuration of its table, element
-/// type): the kernel body with the per-CTA sequence lookup, the key-range split and the
-/// block-table addressing compiled in as the variant needs (the plain entries compile all out;
-/// split-capable ones write O and the log-sum-exp directly when a launch has one split), and,
-/// after `mods`, the attention modifications of [`flashrs_abi::ModParams`] ([`Builtin`] scores,
-/// [`Window`] mask; the table is then [`Variant::mods_configs`]), after `sparse`, those over a
-/// block mask ([`Sparse`]). Each entry carries its
-/// [`flashrs_abi::kernel`] marker, from which the build checks that its name is the one
-/// [`flashrs_abi::Kernel`] derives from the same configuration.
+/// Declares one `mma.sync` forward entry point, `$name`: the kernel body [`flash_fwd`] for
+/// element type `$t` ([`crate::dtype`]), configuration `$idx` of the [`flashrs_abi::Variant`]
+/// `$variant`'s table for the [`flashrs_abi::Flavor`] `$flavor`
+/// ([`flashrs_abi::Variant::configs_of`]), the score modification `$score` and the mask `$mask`
+/// ([`crate::mods`]), with the per-CTA sequence lookup, the key-range split and the block-table
+/// addressing compiled in as the variant needs.
+///
+/// The entry carries the marker of the [`flashrs_abi::Kernel`] it instantiates
+/// ([`flashrs_abi::kernel`]): this crate's build checks its own entries' names against it, and
+/// the host reads it from a caller's module to launch that caller's entry wherever it would
+/// launch the shipped kernel of the same identity. A crate with its own [`crate::mods::ScoreMod`]
+/// or [`crate::mods::MaskMod`] declares its kernels with this macro (it needs the features
+/// `abi_ptx` and `asm_experimental_arch`, `kernels-gpu` without its default `entries`, and
+/// [`crate::dynamic_shared_memory`] once).
+#[macro_export]
+macro_rules! mma_forward_kernel {
+    ($name:ident, $t:ty, $variant:ident, $flavor:ident, $idx:expr, $score:ty, $mask:ty) => {
+        /// Forward attention entry point (see the device crate's `fwd` module and
+        /// `FwdParams`); launch with the geometry of its tile configuration.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: $crate::abi::FwdParams) {
+            const V: $crate::abi::Variant = $crate::abi::Variant::$variant;
+            const F: $crate::abi::Flavor = $crate::abi::Flavor::$flavor;
+            const C: $crate::abi::TileConfig = V.configs_of(F.mods())[$idx];
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: mma {v} {t} {d} {bm} {bn} {w} {s} {m}", v = const V.code(),
+                    t = const <$t as $crate::dtype::Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
+                    bn = const C.block_n, w = const C.warps, s = const C.stages, m = const F.code(),
+                    options(nomem, nostack, preserves_flags));
+                $crate::fwd::flash_fwd::<$t, $score, $mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
+                    { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
+                    { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, { V.varlen() }, { V.split() }, { V.paged() }>(&p)
+            }
+        }
+    };
+}
+
+/// The shipped entry points of one [`flashrs_abi::Variant`] ([`crate::mma_forward_kernel`]), one per
+/// (configuration of its table, element type): plain, or after `mods` with the attention
+/// modifications of [`flashrs_abi::ModParams`] ([`Builtin`] scores, [`Window`] mask; the table
+/// is then [`flashrs_abi::Variant::mods_configs`]), or after `sparse` those over a block mask ([`Sparse`]).
 macro_rules! mma_kernels {
     ($variant:ident: $($idx:literal => $f16:ident, $bf16:ident;)*) => {$(
         mma_kernels!(@one $variant, Plain, Plain, Mask, $f16, F16, $idx);
@@ -282,23 +315,8 @@ macro_rules! mma_kernels {
         mma_kernels!(@one $variant, Sparse, Builtin, Sparse<Window>, $bf16, Bf16, $idx);
     )*};
     (@one $variant:ident, $flavor:ident, $score:ty, $mask:ty, $name:ident, $t:ty, $idx:literal) => {
-        /// Forward attention entry point (see the module docs and [`FwdParams`]); launch with
-        /// the geometry of its [`TileConfig`].
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: FwdParams) {
-            const V: Variant = Variant::$variant;
-            const F: Flavor = Flavor::$flavor;
-            const C: TileConfig = V.configs_of(F.mods())[$idx];
-            unsafe {
-                core::arch::asm!("// flashrs-kernel: mma {v} {t} {d} {bm} {bn} {w} {s} {m}", v = const V.code(),
-                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const C.block_n, w = const C.warps, s = const C.stages, m = const F.code(),
-                    options(nomem, nostack, preserves_flags));
-                flash_fwd::<$t, $score, $mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.threads() },
-                    { C.m_tiles() }, { C.stages }, { C.warps_n() }, { C.block_n / C.warps_n() / 8 },
-                    { C.block_n / C.warps_n() / 16 }, { C.head_dim / 8 }, { V.varlen() }, { V.split() }, { V.paged() }>(&p)
-            }
-        }
+        #[cfg(feature = "entries")]
+        crate::mma_forward_kernel!($name, $t, $variant, $flavor, $idx, $score, $mask);
     };
 }
 

@@ -36,12 +36,11 @@ pub mod softmax;
 use crate::arch::ids::{thread_idx_x, warp_id};
 use crate::arch::mbarrier::mbarrier_init;
 use crate::arch::setmaxnreg::{setmaxnreg_dec, setmaxnreg_inc};
-use crate::arch::tma::{TensorMapParam, tensor_map_aligned};
-use crate::dtype::{Bf16, Element, F16};
+use crate::arch::tma::tensor_map_aligned;
+use crate::dtype::{Bf16, F16};
 use crate::mask::Mask;
 use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
-use flashrs_abi::{Flavor, FwdParams};
-use flashrs_abi::sm90::{CONFIGS, HopperConfig};
+use flashrs_abi::FwdParams;
 use gemm::WgElement;
 use pipeline::{empty_arrivals, init_barriers};
 use producer::Maps;
@@ -52,7 +51,7 @@ use smem::{Smem, dsmem_base_1024};
 /// (65536 / THREADS per thread) that `setmaxnreg` then redistributes. rustc has no way to emit
 /// these directives itself.
 #[inline(always)]
-pub(crate) fn entry_directives<const THREADS: usize>() {
+pub fn entry_directives<const THREADS: usize>() {
     unsafe {
         core::arch::asm!("// flashrs-entry-directives: .maxntid {n}, 1, 1 .minnctapersm 1", n = const THREADS,
             options(nomem, nostack, preserves_flags))
@@ -67,9 +66,9 @@ pub(crate) fn entry_directives<const THREADS: usize>() {
 /// `VARLEN`: packed variable-length batches (per-sequence extents from the offsets arrays; a
 /// twin of the fixed-length kernel, which thus keeps its lengths in parameters). `S` and `M`
 /// are the score modification and the mask ([`crate::mods`]): [`Plain`] and [`Mask`] for
-/// plain attention.
+/// plain attention. Entry points instantiate it through [`crate::sm90_forward_kernel`].
 #[inline(always)]
-unsafe fn flash_fwd_sm90<
+pub unsafe fn flash_fwd_sm90<
     T: WgElement,
     S: ScoreMod,
     M: MaskMod,
@@ -130,11 +129,48 @@ unsafe fn flash_fwd_sm90<
     }
 }
 
-/// Declares one kernel entry per (element type, configuration, fixed or variable length,
-/// [`Flavor`]: plain, with the attention modifications of [`flashrs_abi::ModParams`]
-/// ([`Builtin`] scores, the [`Window`] mask), or those over a block mask ([`Sparse`])), each
-/// with its [`flashrs_abi::kernel`] marker (the build checks the name
-/// against it). A launch runs it one CTA per work tile or persistent; the entry is the same.
+/// Declares one Hopper forward entry point, `$name`: the kernel body [`flash_fwd_sm90`] for
+/// element type `$t`, configuration `$cfg` of [`flashrs_abi::sm90::CONFIGS`], fixed (`$varlen` false) or variable
+/// length, of the [`flashrs_abi::Flavor`] `$flavor`, with the score modification `$score` and the mask
+/// `$mask`. Its arguments are the Q, K and V tensor maps (4-D `[head_dim, seqlen, heads,
+/// batch]`, 64-column boxes, 128-byte swizzle), then the parameters; a launch runs it one CTA
+/// per work tile or persistent. Like [`crate::mma_forward_kernel`], whose documentation says
+/// how a caller's crate uses it, it carries the marker of its [`flashrs_abi::Kernel`]; a
+/// module holding it must go through the build's entry directives (see [`entry_directives`]).
+#[macro_export]
+macro_rules! sm90_forward_kernel {
+    ($name:ident, $t:ty, $cfg:expr, $varlen:literal, $flavor:ident, $score:ty, $mask:ty) => {
+        /// Hopper forward attention entry point (see the device crate's `hopper` module).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(_q: $crate::arch::tma::TensorMapParam, _k: $crate::arch::tma::TensorMapParam,
+            _v: $crate::arch::tma::TensorMapParam, p: $crate::abi::FwdParams) {
+            const C: $crate::abi::HopperConfig = $crate::abi::sm90::CONFIGS[$cfg];
+            const F: $crate::abi::Flavor = $crate::abi::Flavor::$flavor;
+            $crate::hopper::entry_directives::<{ C.threads() }>();
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {dv} {bn} {s} {c} {pipe} {m}", v = const $varlen as u32,
+                    t = const <$t as $crate::dtype::Element>::DTYPE.code(), d = const C.head_dim, dv = const C.head_dim_v,
+                    bn = const C.block_n, s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32,
+                    m = const F.code(), options(nomem, nostack, preserves_flags));
+            }
+            let maps = $crate::hopper::producer::Maps {
+                q: $crate::param_tensor_map!($name, 0),
+                k: $crate::param_tensor_map!($name, 1),
+                v: $crate::param_tensor_map!($name, 2),
+            };
+            unsafe {
+                $crate::hopper::flash_fwd_sm90::<$t, $score, $mask, { C.head_dim }, { C.head_dim_v }, { C.block_m() }, { C.block_n },
+                    { C.stages }, { C.block_n / 2 }, { C.head_dim_v / 2 }, { C.block_n / 16 }, { C.producer_regs(F) },
+                    { C.consumer_regs(F) }, { C.pipelined }, $varlen>(maps, &p)
+            }
+        }
+    };
+}
+
+/// The shipped Hopper entry points ([`crate::sm90_forward_kernel`]), one per (element type,
+/// configuration, fixed or variable length, [`flashrs_abi::Flavor`]: plain, with the attention modifications
+/// of [`flashrs_abi::ModParams`] ([`Builtin`] scores, the [`Window`] mask), or those over a
+/// block mask ([`Sparse`])). The build checks each name against its marker.
 macro_rules! sm90_kernels {
     ($($cfg:literal, $varlen:literal, $mods:ident => $f16:ident, $bf16:ident;)*) => {$(
         sm90_kernels!(@one $f16, F16, $cfg, $varlen, $mods);
@@ -150,30 +186,8 @@ macro_rules! sm90_kernels {
         sm90_kernels!(@entry $name, $t, $cfg, $varlen, Sparse, Builtin, Sparse<Window>);
     };
     (@entry $name:ident, $t:ty, $cfg:literal, $varlen:literal, $flavor:ident, $score:ty, $mask:ty) => {
-        /// Hopper forward attention entry point (see the module docs): Q, K and V tensor maps
-        /// (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes, 128-byte swizzle), then
-        /// the parameters. Launch with the geometry of its [`HopperConfig`].
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, p: FwdParams) {
-            const C: HopperConfig = CONFIGS[$cfg];
-            const F: Flavor = Flavor::$flavor;
-            entry_directives::<{ C.threads() }>();
-            unsafe {
-                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {dv} {bn} {s} {c} {pipe} {m}", v = const $varlen as u32,
-                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, dv = const C.head_dim_v, bn = const C.block_n,
-                    s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32, m = const F.code(),
-                    options(nomem, nostack, preserves_flags));
-            }
-            let maps = Maps {
-                q: crate::param_tensor_map!($name, 0),
-                k: crate::param_tensor_map!($name, 1),
-                v: crate::param_tensor_map!($name, 2),
-            };
-            unsafe {
-                flash_fwd_sm90::<$t, $score, $mask, { C.head_dim }, { C.head_dim_v }, { C.block_m() }, { C.block_n }, { C.stages }, { C.block_n / 2 },
-                    { C.head_dim_v / 2 }, { C.block_n / 16 }, { C.producer_regs(F) }, { C.consumer_regs(F) }, { C.pipelined }, $varlen>(maps, &p)
-            }
-        }
+        #[cfg(feature = "entries")]
+        crate::sm90_forward_kernel!($name, $t, $cfg, $varlen, $flavor, $score, $mask);
     };
 }
 

@@ -5,7 +5,7 @@
 //! `out[(block * rounds + r) * 32 + l] = inp[(block * rounds + r) * 32 + (7 * l) % 32]`.
 //! Any number of CTAs of 64 threads; 256 bytes of dynamic shared memory.
 use super::ld_shared_b32;
-use crate::arch::barrier::{bar_sync, bar_sync_divergent};
+use crate::arch::barrier::bar_sync_divergent;
 use crate::arch::ids::{block_idx_x, lane_id, thread_idx_x, warp_id};
 use crate::arch::mbarrier::{mbarrier_arrive, mbarrier_init, mbarrier_wait_parity};
 use crate::arch::smem::{dsmem_base, st_shared_b32};

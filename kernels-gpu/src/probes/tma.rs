@@ -6,7 +6,7 @@
 //! `1 + (address % 64)` when the map parameter is not 64-byte aligned (then nothing is copied).
 //! One CTA of 128 threads; dynamic shared memory 1024 (alignment slack) + 8192 + 64 bytes.
 use super::{dsmem_base_1024, sw128_offset};
-use crate::arch::barrier::{bar_sync, bar_sync_divergent};
+use crate::arch::barrier::bar_sync_divergent;
 use crate::arch::fence::{fence_mbarrier_init_release_cluster, fence_proxy_async_shared_cta};
 use crate::arch::ids::thread_idx_x;
 use crate::arch::mbarrier::{mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait_parity};

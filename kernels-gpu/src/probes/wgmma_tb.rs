@@ -18,7 +18,6 @@ use crate::arch::fence::fence_proxy_async_shared_cta;
 use crate::arch::ids::thread_idx_x;
 use crate::arch::smem::st_shared_v4;
 use crate::arch::wgmma::*;
-use crate::arch::wgmma_mn::*;
 
 /// K of the probe (4 k-steps of 16).
 const K: u32 = 64;

@@ -264,6 +264,7 @@ macro_rules! bwd_sm90_kernels {
         /// tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes of `block_m`
         /// rows for Q and dO and `block_n` for K and V, 128-byte swizzle; a variable-length
         /// launch's maps see the packed rows as one sequence of batch 1), then the parameters.
+        #[cfg(feature = "entries")]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(_q: TensorMapParam, _k: TensorMapParam, _v: TensorMapParam, _dout: TensorMapParam, p: BwdParams) {
             const C: BwdSm90Config = BWD_SM90_CONFIGS[$idx];
