@@ -431,6 +431,19 @@ pub const BWD_CONFIGS: [BwdConfig; 9] = [
 /// two-stage twin 24 bytes on sm_80, head_dim 64's 128 x 128 one 4 bytes on sm_86).
 pub const BWD_MODS: [usize; 4] = [6, 8, 7, 3];
 
+/// True when configuration `idx` of [`BWD_CONFIGS`] is one of [`BWD_MODS`] (a const test the
+/// device crate's entries assert).
+pub const fn bwd_mods_has(idx: usize) -> bool {
+    let mut i = 0;
+    while i < BWD_MODS.len() {
+        if BWD_MODS[i] == idx {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
 const _: () = {
     let mut i = 0;
     while i < BWD_CONFIGS.len() {

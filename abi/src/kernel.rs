@@ -313,6 +313,13 @@ impl Kernel {
         self.flavor().mods()
     }
 
+    /// True for the kernels a caller's own module may stand in for (see the host's `custom`
+    /// module): the forward kernels and the backward's `mma.sync` main kernels, the ones
+    /// instantiated with a score modification and a mask.
+    pub const fn replaceable(&self) -> bool {
+        matches!(self, Kernel::Mma { .. } | Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. })
+    }
+
     /// True for kernels only the sm_90a module holds.
     pub const fn needs_sm90a(&self) -> bool {
         matches!(self, Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::MainSm90 { .. } | BwdStep::Main { accum: AccumLayout::Fragments, .. }, .. })

@@ -1,8 +1,9 @@
 //! Attention with a learned relative-position bias (T5, Swin) that flashrs does not ship: the
 //! device crate `relative_bias_kernels` (next to this file) implements it as a `ScoreMod` of
-//! its own and instantiates kernels-gpu's forward bodies with it; this program loads that PTX
-//! and launches it through flashrs's planner, checked against the CPU reference given the same
-//! bias. Build the kernels, then run:
+//! its own and instantiates kernels-gpu's forward bodies (and the backward's main body, which
+//! `Gpu::attention_backward_custom` launches) with it; this program loads that PTX and runs the
+//! forward through flashrs's planner, checked against the CPU reference given the same bias.
+//! Build the kernels, then run:
 //!
 //! ```text
 //! cargo xtask build-ptx --crate host/examples/relative_bias_kernels

@@ -13,6 +13,7 @@ use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks, FwdParams, Kernel};
 
 use crate::buffers::{BufferRef, Buffers};
+use crate::custom::CustomKernels;
 use crate::device::Gpu;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -118,7 +119,8 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     // A window or ALiBi takes the modification twins (dQ in rows); sinks alone need none (the
     // log-sum-exp counts them).
     let m = &p.mods;
-    let flavor = if m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() { Flavor::Mods } else { Flavor::Plain };
+    // User data is read by the caller's own main kernel, which stands in for a modification one.
+    let flavor = if m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() || m.user.is_some() { Flavor::Mods } else { Flavor::Plain };
     let mma = || {
         // Plain calls try the table in order, modification calls BWD_MODS's order (preferred
         // first).
@@ -179,10 +181,6 @@ impl AttentionParams<'_> {
         if m.blocks.is_some() {
             let reason = "the backward pass takes sliding windows, softcap, ALiBi and sinks but no block mask yet".to_string();
             return Err(Error::InvalidShape { what: "mods", reason });
-        }
-        if m.user.is_some() {
-            let reason = "the backward pass runs the shipped kernels only, which take no user data".to_string();
-            return Err(Error::InvalidShape { what: "user_data", reason });
         }
         if grads.dsinks.is_some() && m.sinks.is_none() {
             return Err(Error::InvalidBuffer { tensor: "dsinks", reason: "the call has no sinks to take the gradient of".into() });
@@ -401,7 +399,53 @@ impl Gpu {
         DK: DeviceWrite<T, S> + ?Sized,
         DV: DeviceWrite<T, S> + ?Sized,
     {
-        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), None)
+        // SAFETY: the shipped kernels.
+        unsafe { self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), None, None) }
+    }
+
+    /// [`Gpu::attention_backward`] with the main kernel from the caller's own module
+    /// ([`crate::custom`]), for a call whose modification reads the data of
+    /// [`crate::AttentionParamsBuilder::user_data`]; the prep and dQ kernels are the shipped
+    /// ones. Planned as any call with modifications (`mma.sync` main kernels of the modification
+    /// table). The sinks' gradient goes through [`AttentionParams::plan_backward`] and
+    /// [`Gpu::launch_backward_custom`].
+    ///
+    /// Errors: those of [`Gpu::attention_backward`]; [`Error::CustomKernels`] where `kernels`
+    /// has no entry for the planned main kernel (naming it).
+    ///
+    /// # Safety
+    /// As for [`Gpu::attention_forward_custom`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn attention_backward_custom<T, S, Q, K, V, O, L, DO, DQ, DK, DV>(
+        &self,
+        kernels: &CustomKernels,
+        stream: &S,
+        params: &AttentionParams,
+        q: &Q,
+        k: &K,
+        v: &V,
+        out: &O,
+        lse: &L,
+        dout: &DO,
+        dq: &mut DQ,
+        dk: &mut DK,
+        dv: &mut DV,
+    ) -> Result<()>
+    where
+        T: Element,
+        S: LaunchStream + ?Sized,
+        Q: DeviceRead<T, S> + ?Sized,
+        K: DeviceRead<T, S> + ?Sized,
+        V: DeviceRead<T, S> + ?Sized,
+        O: DeviceRead<T, S> + ?Sized,
+        L: DeviceRead<f32, S> + ?Sized,
+        DO: DeviceRead<T, S> + ?Sized,
+        DQ: DeviceWrite<T, S> + ?Sized,
+        DK: DeviceWrite<T, S> + ?Sized,
+        DV: DeviceWrite<T, S> + ?Sized,
+    {
+        // SAFETY: per this function's contract.
+        unsafe { self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), None, Some(kernels)) }
     }
 
     /// [`Gpu::attention_backward`] of a call with sinks that also writes the sinks' gradient
@@ -436,18 +480,23 @@ impl Gpu {
         DK: DeviceWrite<T, S> + ?Sized,
         DV: DeviceWrite<T, S> + ?Sized,
     {
-        self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), Some(dsinks))
+        // SAFETY: the shipped kernels.
+        unsafe { self.backward_typed(stream, params, (q, k, v, out, lse, dout), (dq, dk, dv), Some(dsinks), None) }
     }
 
     /// The typed backward entries, with the sinks' gradient written where `dsinks` is given (as
-    /// the forward's optional log-sum-exp).
-    fn backward_typed<T, S, Q, K, V, O, L, DO, DQ, DK, DV>(
+    /// the forward's optional log-sum-exp), the main kernel from `custom` where given.
+    ///
+    /// # Safety
+    /// As for [`Gpu::attention_backward_custom`] where `custom` is given.
+    unsafe fn backward_typed<T, S, Q, K, V, O, L, DO, DQ, DK, DV>(
         &self,
         stream: &S,
         params: &AttentionParams,
         (q, k, v, out, lse, dout): (&Q, &K, &V, &O, &L, &DO),
         (dq, dk, dv): (&mut DQ, &mut DK, &mut DV),
         dsinks: Option<&mut dyn DeviceWrite<f32, S>>,
+        custom: Option<&CustomKernels>,
     ) -> Result<()>
     where
         T: Element,
@@ -471,8 +520,9 @@ impl Gpu {
         };
         let plan = self.plan_backward(params, &bufs, &grads)?;
         // SAFETY: the plan checked every address against these borrowed buffers and the index
-        // arrays `params` borrows; the stream is this context's.
-        let launched = unsafe { self.launch_backward(stream.raw(), &plan) };
+        // arrays `params` borrows; the stream is this context's; the caller vouches for custom
+        // kernels.
+        let launched = unsafe { self.launch_backward_on(stream.raw(), &plan, custom) };
         drop(g);
         launched
     }
@@ -504,7 +554,23 @@ impl Gpu {
     /// # Safety
     /// As for [`Gpu::launch`]: the plan unchanged from [`AttentionParams::plan_backward`] with
     /// true capacities of live buffers, a valid stream, this GPU's context current.
+    ///
+    /// A plan with user data ([`crate::AttentionParamsBuilder::user_data`]) is refused: only
+    /// the caller's own main kernel reads it ([`Gpu::launch_backward_custom`]).
     pub unsafe fn launch_backward(&self, stream: *mut c_void, plan: &BackwardPlan) -> Result<()> {
+        // SAFETY: per this function's contract.
+        unsafe { self.launch_backward_on(stream, plan, None) }
+    }
+
+    /// [`Gpu::launch_backward`] with the main kernel from the caller's own module (`custom`).
+    ///
+    /// # Safety
+    /// As for [`Gpu::launch_backward`] and [`Gpu::launch_backward_custom`].
+    pub(crate) unsafe fn launch_backward_on(&self, stream: *mut c_void, plan: &BackwardPlan, custom: Option<&CustomKernels>) -> Result<()> {
+        if custom.is_none() && plan.params.fwd.mods.user != 0 {
+            let reason = "only the caller's own kernels read user data: launch through Gpu::attention_backward_custom or Gpu::launch_backward_custom".into();
+            return Err(Error::InvalidShape { what: "user_data", reason });
+        }
         if let (Some(d), 0) = (plan.dsinks, plan.grids[2]) {
             // No query row, so no dQ kernel to write it: every row's sum is empty.
             let driver = self.driver;
@@ -526,7 +592,11 @@ impl Gpu {
         }
         // The dQ kernel's shared memory holds the sinks' gradient's partial sums, when asked.
         let smems = [0, plan.smem, if plan.params.dsinks != 0 { DSINKS_SMEM as u32 } else { 0 }];
-        let funcs = [self.kernel_function(plan.kernels[0], smems[0])?, self.kernel_function(plan.kernels[1], smems[1])?, self.kernel_function(plan.kernels[2], smems[2])?];
+        let main = match custom {
+            Some(kernels) => kernels.function(self, plan.kernels[1], smems[1])?,
+            None => self.kernel_function(plan.kernels[1], smems[1])?,
+        };
+        let funcs = [self.kernel_function(plan.kernels[0], smems[0])?, main, self.kernel_function(plan.kernels[2], smems[2])?];
         let maps = if hopper { Some(encode_bwd_maps(plan)?) } else { None };
         let [dsum, sems] = plan.workspace_layout();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);

@@ -1,7 +1,7 @@
-//! Kernels of the caller's own device crate: the forward kernel bodies of `kernels-gpu`
-//! instantiated with the caller's own score modification or mask (a learned relative-position
-//! bias, a document mask read from memory), launched by this library's planner in place of the
-//! shipped kernels of the same identity.
+//! Kernels of the caller's own device crate: the forward kernel bodies and the backward's main
+//! kernel body of `kernels-gpu` instantiated with the caller's own score modification or mask
+//! (a learned relative-position bias, a document mask read from memory), launched by this
+//! library's planner in place of the shipped kernels of the same identity.
 //!
 //! # From a trait implementation to a launch
 //!
@@ -9,10 +9,12 @@
 //!    false` (so that it compiles none of the shipped entry points), implements
 //!    `kernels_gpu::mods::ScoreMod` (what each score becomes, and its derivative) or
 //!    `MaskMod` (which keys a row sees), and declares its entry points with
-//!    `kernels_gpu::mma_forward_kernel!` (every GPU) or `sm90_forward_kernel!` (sm_90a). Each
-//!    names a configuration of the ABI's tables ([`flashrs_abi::Variant::configs_of`],
-//!    [`flashrs_abi::sm90::CONFIGS`]) and carries the marker of the [`Kernel`] it stands for
-//!    ([`flashrs_abi::kernel`]). Its modification reads its data from
+//!    `kernels_gpu::mma_forward_kernel!` (every GPU), `sm90_forward_kernel!` (sm_90a) and, for
+//!    training, `mma_backward_kernel!` (the backward's main kernel, dQ in rows or, on sm_90a,
+//!    in fragment order). Each names a configuration of the ABI's tables
+//!    ([`flashrs_abi::Variant::configs_of`], [`flashrs_abi::sm90::CONFIGS`],
+//!    [`flashrs_abi::bwd::BWD_MODS`]) and carries the marker of the [`Kernel`] it stands for
+//!    ([`flashrs_abi::kernel`], [`Kernel::replaceable`]). Its modification reads its data from
 //!    [`flashrs_abi::ModParams::user`].
 //! 2. **Build.** `cargo xtask build-ptx --crate DIR` compiles it with the pinned nightly for
 //!    sm_80 and sm_90a, with the checks the shipped kernels pass (no unresolved calls, no
@@ -21,7 +23,9 @@
 //!    marker: entries are found by what they instantiate, not by their names.
 //! 4. **Call.** A call passes the data with [`crate::AttentionParamsBuilder::user_data`] and goes
 //!    through [`Gpu::attention_forward_custom`] (typed buffers) or [`Gpu::plan_forward`] and
-//!    [`Gpu::launch_custom`] (the raw ABI). It is validated and planned as any call with
+//!    [`Gpu::launch_custom`] (the raw ABI); the backward through
+//!    [`Gpu::attention_backward_custom`] or [`crate::AttentionParams::plan_backward`] and
+//!    [`Gpu::launch_backward_custom`]. It is validated and planned as any call with
 //!    modifications, so its window, softcap, ALiBi and sinks reach the caller's kernels too
 //!    (which apply them if their modification composes `Builtin`); the launch takes the
 //!    caller's entry for the planned [`Kernel`], and fails with [`Error::CustomKernels`] naming
@@ -29,8 +33,9 @@
 //!    `mma.sync` unless the call forces a path.
 //!
 //! The shipped kernels never read the user data: a call with it that reaches them
-//! ([`Gpu::launch`], [`Gpu::attention_forward`]) is refused. The backward pass takes no custom
-//! kernels.
+//! ([`Gpu::launch`], [`Gpu::attention_forward`], [`Gpu::launch_backward`]) is refused. The
+//! backward's prep and dQ kernels are always the shipped ones (they apply no modification),
+//! and its main kernel is an `mma.sync` one: the Hopper backward takes no modifications yet.
 //!
 //! `host/examples/relative_bias.rs` and its device crate `host/examples/relative_bias_kernels`
 //! go through the four steps.
@@ -44,8 +49,8 @@ use crate::device::{Functions, Gpu, LoadedModule};
 use crate::driver::Handle;
 use crate::error::{Error, Result};
 
-/// A module of the caller's own forward kernels, loaded in a [`Gpu`]'s context (see the module
-/// docs). Unloaded on drop.
+/// A module of the caller's own kernels, loaded in a [`Gpu`]'s context (see the module docs).
+/// Unloaded on drop.
 pub struct CustomKernels {
     /// The entry name of each kernel the module stands in for.
     entries: HashMap<Kernel, CString>,
@@ -91,16 +96,16 @@ impl CustomKernels {
     }
 }
 
-/// The forward kernels a module's entries stand in for (see [`CustomKernels`]), by their
-/// markers: entries without one are skipped; one naming a kernel outside the ABI's tables, a
-/// non-forward kernel or a kernel twice is an error.
+/// The kernels a module's entries stand in for (see [`CustomKernels`]), by their markers:
+/// entries without one are skipped; one naming a kernel outside the ABI's tables, one no module
+/// may stand in for ([`Kernel::replaceable`]) or a kernel twice is an error.
 pub(crate) fn entries(ptx: &str) -> Result<HashMap<Kernel, CString>> {
     let mut entries = HashMap::new();
     for (name, kernel) in marked_entries(ptx) {
         let Some(kernel) = kernel else { continue };
         let bad = |why: &str| Error::CustomKernels(format!("entry {name} ({kernel:?}) {why}"));
-        if !matches!(kernel, Kernel::Mma { .. } | Kernel::Sm90 { .. }) || !kernel.is_instantiated() {
-            return Err(bad("is not a forward kernel of the ABI's tables"));
+        if !kernel.replaceable() || !kernel.is_instantiated() {
+            return Err(bad("is not a forward or backward main kernel of the ABI's tables"));
         }
         let name = CString::new(name).map_err(|_| bad("has a NUL in its name"))?;
         if entries.insert(kernel, name).is_some() {
@@ -108,19 +113,19 @@ pub(crate) fn entries(ptx: &str) -> Result<HashMap<Kernel, CString>> {
         }
     }
     if entries.is_empty() {
-        return Err(Error::CustomKernels("the module has no entry declared with mma_forward_kernel! or sm90_forward_kernel!".into()));
+        return Err(Error::CustomKernels("the module has no entry declared with mma_forward_kernel!, sm90_forward_kernel! or mma_backward_kernel!".into()));
     }
     Ok(entries)
 }
 
 impl Gpu {
-    /// Loads a module of the caller's own forward kernels ([`crate::custom`]): PTX text as
+    /// Loads a module of the caller's own kernels ([`crate::custom`]): PTX text as
     /// `cargo xtask build-ptx --crate` writes it, for this GPU's architecture (`sm_90a.ptx` on
     /// H100/H200, else `sm_80.ptx`). The driver compiles it for the GPU (seconds for a few
     /// kernels).
     ///
-    /// Errors: [`Error::CustomKernels`] for a module whose entries stand for no forward kernel
-    /// of the ABI's tables (or for one twice); the driver's error where it does not load
+    /// Errors: [`Error::CustomKernels`] for a module whose entries stand for no kernel of the
+    /// ABI's tables it may replace (or for one twice); the driver's error where it does not load
     /// (PTX for a newer architecture than the GPU's, say).
     pub fn load_custom_kernels(&self, ptx: &str) -> Result<CustomKernels> {
         let entries = entries(ptx)?;
@@ -143,6 +148,21 @@ impl Gpu {
     pub unsafe fn launch_custom(&self, stream: *mut c_void, plan: &crate::LaunchPlan, kernels: &CustomKernels) -> Result<()> {
         // SAFETY: per this function's contract.
         unsafe { self.launch_on(stream, plan, Some(kernels)) }
+    }
+
+    /// [`Gpu::launch_backward`] with the main kernel from the caller's own module: the entry of
+    /// `kernels` that stands for the plan's main kernel (the prep and dQ kernels are the
+    /// shipped ones).
+    ///
+    /// Errors: those of [`Gpu::launch_backward`]; [`Error::CustomKernels`] where `kernels` has
+    /// no entry for the plan's main kernel; [`Error::WrongContext`] for kernels loaded on
+    /// another GPU.
+    ///
+    /// # Safety
+    /// As for [`Gpu::launch_backward`] and [`Gpu::launch_custom`].
+    pub unsafe fn launch_backward_custom(&self, stream: *mut c_void, plan: &crate::BackwardPlan, kernels: &CustomKernels) -> Result<()> {
+        // SAFETY: per this function's contract.
+        unsafe { self.launch_backward_on(stream, plan, Some(kernels)) }
     }
 }
 
@@ -174,10 +194,10 @@ mod tests {
         let twice = [entry("a", &marker), entry("b", &marker)].concat();
         assert!(matches!(entries(&twice), Err(Error::CustomKernels(m)) if m.contains("same kernel")));
         let bwd = entry("grad", "flashrs-kernel: merge 0");
-        assert!(matches!(entries(&bwd), Err(Error::CustomKernels(m)) if m.contains("not a forward kernel")));
+        assert!(matches!(entries(&bwd), Err(Error::CustomKernels(m)) if m.contains("not a forward or backward main kernel")));
         // A configuration outside the tables: 96 columns are no configuration's.
         let odd = entry("odd", &format!("flashrs-kernel: mma 0 1 96 {} {} {} {} 1", c.block_m, c.block_n, c.warps, c.stages));
-        assert!(matches!(entries(&odd), Err(Error::CustomKernels(m)) if m.contains("not a forward kernel")));
+        assert!(matches!(entries(&odd), Err(Error::CustomKernels(m)) if m.contains("not a forward or backward main kernel")));
         assert!(matches!(entries(&entry("helper", "x")), Err(Error::CustomKernels(m)) if m.contains("no entry")));
     }
 }

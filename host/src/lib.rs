@@ -106,11 +106,11 @@
 //!   head and query block, the key blocks to compute), built on the host from a dense mask or
 //!   a pattern, on the GPU from a dense mask ([`dense_mask`], [`Gpu::block_mask_from_dense`]),
 //!   or by the caller's own kernel; combinable with the modifications above.
-//! * **Modifications of your own** ([`custom`]): forward kernels built by the caller's crate
-//!   from `kernels-gpu`'s bodies with its own `ScoreMod` or `MaskMod`, loaded with
-//!   [`Gpu::load_custom_kernels`] and launched by this planner
-//!   ([`Gpu::attention_forward_custom`]) with the caller's data
-//!   ([`AttentionParamsBuilder::user_data`]).
+//! * **Modifications of your own** ([`custom`]): forward and backward main kernels built by
+//!   the caller's crate from `kernels-gpu`'s bodies with its own `ScoreMod` or `MaskMod`,
+//!   loaded with [`Gpu::load_custom_kernels`] and launched by this planner
+//!   ([`Gpu::attention_forward_custom`], [`Gpu::attention_backward_custom`]) with the caller's
+//!   data ([`AttentionParamsBuilder::user_data`]).
 //! * **Ring attention** (feature `nccl`; module `ring`): one attention call over a sequence
 //!   sharded across the GPUs of a host (context parallelism), K/V shards passed around a ring
 //!   with NCCL while each GPU attends the shard in hand, partial results merged by their

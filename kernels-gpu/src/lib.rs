@@ -12,7 +12,7 @@
 //! * [`mods`]: attention modifications as trait parameters of the forward kernels (which keys a
 //!   row sees, what its scores become, sinks): plain attention, and the built-in sliding
 //!   window, softcap, ALiBi and sinks. Another crate instantiates the forward bodies with its
-//!   own through [`mma_forward_kernel`] and `sm90_forward_kernel` (and
+//!   own through [`mma_forward_kernel`], `sm90_forward_kernel` and [`mma_backward_kernel`] (and
 //!   [`dynamic_shared_memory`]), depending on this one without the default feature `entries`,
 //!   which holds every shipped entry point.
 //! * [`sparse`]: block sparsity, the key blocks a query block visits from a block mask;
@@ -29,7 +29,8 @@
 // Without the shipped entry points, what only they use is left unused.
 #![cfg_attr(not(feature = "entries"), allow(unused))]
 
-/// The ABI crate, for entry points declared with [`mma_forward_kernel`] or
+/// The ABI crate, for entry points declared with [`mma_forward_kernel`],
+/// [`mma_backward_kernel`] or
 /// `sm90_forward_kernel` outside this crate.
 pub use flashrs_abi as abi;
 

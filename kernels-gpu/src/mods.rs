@@ -17,7 +17,8 @@
 //! every combination.
 //!
 //! A crate of the caller's own implements these traits and instantiates the bodies with
-//! [`crate::mma_forward_kernel`] and [`crate::sm90_forward_kernel`] (the host's `custom`
+//! [`crate::mma_forward_kernel`], [`crate::sm90_forward_kernel`] and
+//! [`crate::mma_backward_kernel`] (the host's `custom`
 //! module says how its kernels are built, loaded and launched); its modification reads its own
 //! data from [`ModParams::user`], and may wrap [`Builtin`] to keep the built-in ones.
 use crate::arch::ex2::{ex2_approx_f32, rcp_approx_f32};

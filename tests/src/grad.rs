@@ -2,14 +2,15 @@
 //! and comparing dQ, dK and dV with the CPU f64 reference's analytic gradients.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, KernelChoice, Strides};
-use flashrs_reference::{Problem, RefInputs, Variants, reference_backward_with};
+use flashrs::{AttentionParams, CustomKernels, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, KernelChoice, Strides};
+use flashrs_reference::{Bias, Problem, RefInputs, Variants, reference_backward_with};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::CustElement;
 use crate::attn::{gather, out_tolerance, scatter};
+use crate::mods::RelativeBias;
 
 /// How a case's rows are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,13 +66,16 @@ pub struct GradCase {
     pub alibi: bool,
     /// Softcap `cap` on the scaled scores.
     pub softcap: Option<f32>,
+    /// A learned relative-position bias, read as user data by custom kernels (the
+    /// `relative_bias` example's; the case then runs on them, see [`check_grads_on`]).
+    pub bias: Option<RelativeBias>,
 }
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false, softcap: None }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false, softcap: None, bias: None }
     }
 
     /// One line describing the case.
@@ -87,6 +91,9 @@ impl GradCase {
         }
         if let Some(cap) = self.softcap {
             sinks += &format!(" softcap={cap}");
+        }
+        if let Some(b) = &self.bias {
+            sinks += &format!(" relative bias ±{}", b.max);
         }
         format!("{:?} hq{} hkv{} d{} causal={}{sinks} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
     }
@@ -135,7 +142,14 @@ fn rel_err<T: CustElement>(got: &[T], want: &[f64]) -> (f64, f64) {
 /// Runs `c` (forward, then backward with a random dO) and returns its gradients' errors, and
 /// the gradients' bits (dQ, dK, dV as the GPU wrote them) for determinism checks.
 pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32>) {
+    run_grad_on::<T>(gpu, None, c)
+}
+
+/// [`run_grad`], the forward and the backward's main kernel on the caller's own kernels
+/// (`custom`) when given: a case with a relative bias needs them.
+pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c: &GradCase) -> (GradErrors, Vec<u32>) {
     assert_eq!(c.dtype, T::DTYPE);
+    assert!(c.bias.is_none() || (custom.is_some() && !c.sinks), "a relative bias runs on custom kernels, without the sinks' gradient");
     let seed = c.seed.unwrap_or_else(crate::case_seed);
     let mut rng = StdRng::seed_from_u64(seed);
     let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
@@ -154,6 +168,8 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let b = if c.alibi { b.alibi(DeviceArray::new(&slopes_d), false) } else { b };
     let b = if c.window != (None, None) { b.window(c.window.0, c.window.1) } else { b };
     let b = if let Some(cap) = c.softcap { b.softcap(cap) } else { b };
+    let user_d = DeviceBuffer::from_slice(&c.bias.as_ref().map_or(vec![0.0], |b| b.data())).unwrap();
+    let b = if c.bias.is_some() { b.user_data(DeviceArray::new(&user_d)) } else { b };
     let p = match c.rows {
         Rows::Batched { bhsd } => b.batch(nb).seqlen_q(max_q).seqlen_k(max_k).dim_order(if bhsd { DimOrder::Bhsd } else { DimOrder::Bshd }),
         Rows::Varlen { device: false } => b.varlen(&cq, &ck).seqlen_k(max_k),
@@ -186,13 +202,20 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
     let (mut dq_d, mut dk_d, mut dv_d) = (poison(qs, dims_q, tq * hq * d), poison(ks, dims_k, tk * hkv * d), poison(vs, dims_k, tk * hkv * d));
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; (tq * hq).max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("forward launch");
+    match custom {
+        // SAFETY: the tests' custom kernels read their user data within its length.
+        Some(kernels) => unsafe { gpu.attention_forward_custom(kernels, &stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)) },
+        None => gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)),
+    }
+    .expect("forward launch");
     let mut pb = p.clone();
     pb.kernel = c.kernel;
     let mut dsinks_d = DeviceBuffer::from_slice(&vec![f32::NAN; hq.max(1)]).unwrap();
-    match c.sinks {
-        true => gpu.attention_backward_with_sinks(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d, &mut dsinks_d),
-        false => gpu.attention_backward(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d),
+    match (c.sinks, custom) {
+        // SAFETY: as for the forward.
+        (false, Some(kernels)) => unsafe { gpu.attention_backward_custom(kernels, &stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d) },
+        (true, _) => gpu.attention_backward_with_sinks(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d, &mut dsinks_d),
+        (false, None) => gpu.attention_backward(&stream, &pb, &q_d, &k_d, &v_d, &o_d, &lse_d, &do_d, &mut dq_d, &mut dk_d, &mut dv_d),
     }
     .expect("backward launch");
     stream.synchronize().expect("kernels failed");
@@ -220,6 +243,10 @@ pub fn run_grad<T: CustElement>(gpu: &Gpu, c: &GradCase) -> (GradErrors, Vec<u32
         let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
         let (rq, rk) = (q0 * hq * d..(q0 + lq) * hq * d, k0 * hkv * d..(k0 + lk) * hkv * d);
         let x = RefInputs { q: &qf[rq.clone()], k: &kf[rk.clone()], v: &vf[rk.clone()] };
+        // The relative bias of this sequence's diagonal.
+        let offset = lk as i64 - lq as i64;
+        let bias = |_: usize, h: usize, row: usize, key: usize| c.bias.as_ref().map_or(0.0, |b| b.at(h, key as i64 - row as i64 - offset) as f64);
+        let var = Variants { bias: c.bias.is_some().then_some(Bias(&bias)), ..var };
         let r = reference_backward_with(&sp, &var, &x, &dof[rq.clone()]);
         for (a, (got, want)) in acc.iter_mut().zip([(&dq[rq.clone()], &r.dq), (&dk[rk.clone()], &r.dk), (&dv[rk.clone()], &r.dv)]) {
             let (e, m) = rel_err(got, want);
@@ -276,11 +303,16 @@ pub fn assert_bit_identical(gpu: &Gpu, c: &GradCase, runs: usize) {
 
 /// Runs every case on its element type, printing a line each, and panics listing failures.
 pub fn check_grads(gpu: &Gpu, cases: &[GradCase]) {
+    check_grads_on(gpu, None, cases)
+}
+
+/// [`check_grads`] on the caller's own kernels (`custom`) when given.
+pub fn check_grads_on(gpu: &Gpu, custom: Option<&CustomKernels>, cases: &[GradCase]) {
     let mut failures = Vec::new();
     for c in cases {
         let (e, _) = match c.dtype {
-            DType::F16 => run_grad::<half::f16>(gpu, c),
-            DType::Bf16 => run_grad::<half::bf16>(gpu, c),
+            DType::F16 => run_grad_on::<half::f16>(gpu, custom, c),
+            DType::Bf16 => run_grad_on::<half::bf16>(gpu, custom, c),
             other => panic!("no element type {other:?}"),
         };
         let ok = e.passes(c.dtype);

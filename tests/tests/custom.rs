@@ -1,12 +1,14 @@
 //! The caller's own kernels ([`flashrs::custom`]): calls with user data planned and refused
 //! without a GPU; on a GPU, the `relative_bias` example's device crate (built by `cargo xtask
 //! build-ptx --crate host/examples/relative_bias_kernels`) against the CPU reference with the
-//! same bias, alone and with every built-in modification, on both kernel paths; and the typed
-//! errors of launches its module cannot serve, with the output untouched.
+//! same bias, alone and with every built-in modification, on both kernel paths, forward and
+//! backward; and the typed errors of launches its module cannot serve, with the output
+//! untouched.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{Arch, AttentionParams, BufferRef, DType, DeviceArray, Error, Flavor, GradBuffers, Kernel, KernelPath};
 use flashrs_tests::attn::check_mods_many_on;
+use flashrs_tests::grad::{GradCase, check_grads_on};
 use flashrs_tests::fake::{self, O};
 use flashrs_tests::mods::{HostMods, random_bias, relative_bias_kernels};
 use flashrs_tests::{H100, buffer_of, case_rng, gpu_or_skip, params};
@@ -44,8 +46,13 @@ fn user_data_plans_a_modification_kernel_and_is_checked() {
         Error::InvalidBuffer { tensor: "out", reason } => assert!(reason.contains("user_data"), "{reason}"),
         e => panic!("{e:?}"),
     }
+    // The backward takes a modification main kernel for it (the caller's stands in for it).
     let grads = GradBuffers::new(BufferRef::new(9 << 40, 1 << 20), BufferRef::new(10 << 40, 1 << 20), BufferRef::new(11 << 40, 1 << 20), BufferRef::new(12 << 40, 1 << 20));
-    assert!(matches!(p.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "user_data", .. })));
+    for target in [&H100, &flashrs::Target::A100] {
+        let plan = p.plan_backward(&fake::buffers(), &grads, target).unwrap();
+        assert!(matches!(plan.kernels[1], Kernel::Bwd { step: flashrs::BwdStep::Main { flavor: Flavor::Mods, .. }, .. }) && plan.kernels[1].replaceable());
+        assert_eq!(plan.params.fwd.mods.user, USER);
+    }
 }
 
 #[test]
@@ -76,6 +83,26 @@ fn relative_bias_kernels_match_the_reference() {
 }
 
 #[test]
+fn relative_bias_backward_matches_the_reference() {
+    let Some(gpu) = gpu_or_skip("relative_bias_backward_matches_the_reference") else { return };
+    let kernels = relative_bias_kernels(&gpu);
+    let (mut rng, _) = case_rng();
+    let mut cases = vec![];
+    // The module's main kernels: head_dim 64 (bf16) and 128 (f16, bf16).
+    for (d, dtypes) in [(64, [DType::Bf16].as_slice()), (128, &[DType::F16, DType::Bf16])] {
+        for &dtype in dtypes {
+            for (b, sq, sk, hq, hkv, causal) in [(2, 300, 300, 4, 4, true), (1, 257, 700, 8, 2, false), (2, 513, 513, 4, 1, true)] {
+                let bias = random_bias(hq, 48, sq.max(sk), &mut rng);
+                let alone = GradCase { bias: Some(bias.clone()), ..GradCase::batched(b, sq, sk, hq, hkv, d, causal, dtype) };
+                let all = GradCase { window: (Some(200), Some(40)), softcap: Some(20.0), alibi: true, causal: false, ..alone.clone() };
+                cases.extend([alone, all]);
+            }
+        }
+    }
+    check_grads_on(&gpu, Some(&kernels), &cases);
+}
+
+#[test]
 fn custom_launches_the_module_cannot_serve_are_typed_errors() {
     let Some(gpu) = gpu_or_skip("custom_launches_the_module_cannot_serve_are_typed_errors") else { return };
     let kernels = relative_bias_kernels(&gpu);
@@ -89,8 +116,13 @@ fn custom_launches_the_module_cannot_serve_are_typed_errors() {
     let mut out = DeviceBuffer::from_slice(&vec![pattern; n]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
 
-    // The shipped kernels never read user data.
+    // The shipped kernels never read user data, forward or backward.
     let e = gpu.attention_forward(&stream, &call(128), &x, &x, &x, &mut out, None).unwrap_err();
+    assert!(matches!(e, Error::InvalidShape { what: "user_data", .. }), "{e:?}");
+    let lse = DeviceBuffer::from_slice(&vec![0.0f32; 4 * 200]).unwrap();
+    let grad = || DeviceBuffer::from_slice(&vec![pattern; 200 * 4 * 128]).unwrap();
+    let (mut dq, mut dk, mut dv) = (grad(), grad(), grad());
+    let e = gpu.attention_backward(&stream, &call(128), &x, &x, &x, &x, &lse, &x, &mut dq, &mut dk, &mut dv).unwrap_err();
     assert!(matches!(e, Error::InvalidShape { what: "user_data", .. }), "{e:?}");
     // Head dimension 256 has no entry in the module: the error names the planned kernel.
     let p = call(256);
@@ -107,6 +139,11 @@ fn custom_launches_the_module_cannot_serve_are_typed_errors() {
     let mut host = vec![half::bf16::ZERO; n];
     out.copy_to(&mut host[..]).unwrap();
     assert!(host.iter().all(|v| v.to_bits() == pattern.to_bits()), "a refused launch wrote the output");
+    for g in [&dq, &dk, &dv] {
+        let mut h = vec![half::bf16::ZERO; g.len()];
+        g.copy_to(&mut h[..]).unwrap();
+        assert!(h.iter().all(|v| v.to_bits() == pattern.to_bits()), "a refused backward wrote a gradient");
+    }
 
     // The raw path (plan, then launch on the module) computes what the typed one does.
     let p = call(128).to_builder().path(KernelPath::MmaSync).build().unwrap();

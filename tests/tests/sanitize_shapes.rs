@@ -13,6 +13,7 @@ use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
 use flashrs_tests::attn::{check_many, check_mods_many, check_mods_many_on};
 use flashrs_tests::mods::{HostMods, random_bias, random_blocks, relative_bias_kernels};
+use flashrs_tests::grad::{GradCase, check_grads_on};
 use rand::SeedableRng;
 use flashrs_tests::{gpu_or_skip, params, with_splits};
 use flashrs_tests::paged::{PagedCase, TableFill, check_paged, run_paged};
@@ -77,6 +78,11 @@ fn sanitize_custom_kernels() {
         }
     }
     check_mods_many_on(&gpu, Some(&kernels), &cases);
+    // Their backward main kernels, ragged and GQA, with and without the built-in ones.
+    let bias = random_bias(4, 20, 333, &mut rng);
+    let alone = GradCase { bias: Some(bias), ..GradCase::batched(2, 333, 200, 4, 2, 128, true, DType::F16) };
+    let all = GradCase { window: (Some(70), Some(20)), softcap: Some(4.0), alibi: true, causal: false, head_dim: 64, dtype: DType::Bf16, ..alone.clone() };
+    check_grads_on(&gpu, Some(&kernels), &[alone, all]);
 }
 
 #[test]

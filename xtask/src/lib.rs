@@ -357,22 +357,22 @@ pub fn check_kernels(arch: Arch, ptx: &str) -> Result<(), PtxError> {
     if problems.is_empty() { Ok(()) } else { Err(PtxError::KernelIdentity { arch: arch.name, problems }) }
 }
 
-/// Ties every marked entry of a custom crate's module built for `arch` to a forward kernel of
-/// the ABI's tables ([`Kernel::is_instantiated`]), whose launch geometry and parameters the
-/// host plans; the Hopper ones in the sm_90a module only. Names are the crate's own; entries
+/// Ties every marked entry of a custom crate's module built for `arch` to a forward or
+/// backward main kernel of the ABI's tables ([`Kernel::replaceable`],
+/// [`Kernel::is_instantiated`]), whose launch geometry and parameters the host plans; the Hopper ones in the sm_90a module only. Names are the crate's own; entries
 /// without a single marker are not kernels the host launches (it skips them too), and pass.
 pub fn check_custom_kernels(arch: Arch, ptx: &str) -> Result<(), PtxError> {
     let mut problems = Vec::new();
     let mut marked = 0;
     for (name, kernel) in marked_entries(ptx) {
         match kernel {
-            Some(k @ (Kernel::Mma { .. } | Kernel::Sm90 { .. })) if k.is_instantiated() && (arch.name == "sm_90a" || !k.needs_sm90a()) => marked += 1,
-            Some(k) => problems.push(format!("{name}: {k:?} is not a forward kernel of the ABI's tables for {}", arch.name)),
+            Some(k) if k.replaceable() && k.is_instantiated() && (arch.name == "sm_90a" || !k.needs_sm90a()) => marked += 1,
+            Some(k) => problems.push(format!("{name}: {k:?} is not a forward or backward main kernel of the ABI's tables for {}", arch.name)),
             None => {}
         }
     }
     if marked == 0 {
-        problems.push("no entry declared with mma_forward_kernel! or sm90_forward_kernel!".into());
+        problems.push("no entry declared with mma_forward_kernel!, sm90_forward_kernel! or mma_backward_kernel!".into());
     }
     if problems.is_empty() { Ok(()) } else { Err(PtxError::KernelIdentity { arch: arch.name, problems }) }
 }
@@ -540,13 +540,17 @@ mod tests {
 
     /// A module whose entries carry the markers of `kernels`, named `names`.
     #[test]
-    fn custom_crates_need_forward_kernels_of_the_tables_under_any_name() {
+    fn custom_crates_need_replaceable_kernels_of_the_tables_under_any_name() {
         let sm80 = ARCHES[0];
         let sm90 = ARCHES[1];
         let mut all = Kernel::all();
         let mma = all.find(|k| matches!(k, Kernel::Mma { .. } if k.mods())).unwrap();
         let hopper = Kernel::all().find(|k| matches!(k, Kernel::Sm90 { .. })).unwrap();
         let merge = Kernel::all().find(|k| matches!(k, Kernel::Merge { .. })).unwrap();
+        let main = Kernel::all().find(|k| matches!(k, Kernel::Bwd { step: flashrs_abi::BwdStep::Main { accum: flashrs_abi::AccumLayout::Rows, .. }, .. }) && k.mods()).unwrap();
+        let prep = Kernel::all().find(|k| matches!(k, Kernel::Bwd { step: flashrs_abi::BwdStep::Prep(_), .. })).unwrap();
+        assert!(check_custom_kernels(sm80, &module(&[("my_bias_bwd".into(), Some(main))])).is_ok());
+        assert!(matches!(check_custom_kernels(sm80, &module(&[("p".into(), Some(prep))])), Err(PtxError::KernelIdentity { .. })));
         let ok = module(&[("my_bias".into(), Some(mma)), ("helper".into(), None)]);
         assert!(check_custom_kernels(sm80, &ok).is_ok());
         let with_hopper = module(&[("my_bias".into(), Some(mma)), ("my_bias_h".into(), Some(hopper))]);

@@ -56,17 +56,17 @@ use crate::mask::Mask;
 use crate::arch::ex2::lg2_approx_f32;
 use crate::mods::{At, Builtin, MaskMod, Plain, ScoreMod, Window};
 use epilogue::{add_dq, end_turn, store_rows, wait_turn};
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BwdConfig};
 use flashrs_abi::grid::{Extent, div_rem};
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks};
 use gemm::{Operand, load_packed, mma_tiles, pack_tile, store_packed, store_tile};
 
 /// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
 /// `BM`, keys `BN`, `STAGES` of the query-side tiles, the warps' 8-column tile counts `N1`
 /// (S, dP), `N2` (dK, dV), `N3` (dQ, per pass of `DQ_PASSES`), which stable Rust cannot
 /// compute in array types, and `FRAG`: the accumulator in fragment order (sm_90a), else rows.
+/// Entry points instantiate it through [`crate::mma_backward_kernel`].
 #[inline(always)]
-unsafe fn flash_bwd<
+pub unsafe fn flash_bwd<
     T: Element,
     S: ScoreMod,
     M: MaskMod,
@@ -418,18 +418,49 @@ impl Walk {
     }
 }
 
-/// Declares the main entry points of a flavor, one per (configuration, element type), and on
-/// sm_90a a twin in fragment order for the configurations that take it
-/// ([`BwdConfig::fragments`]), each with its [`flashrs_abi::kernel`] marker: `Plain` ([`Plain`]
-/// scores, [`Mask`]) over [`BWD_CONFIGS`], and `Mods` (`flash_bwd_[frag_]mods_*`: [`Builtin`]
-/// scores, [`Window`] masks) over the configurations of [`BWD_MODS`].
+/// Declares one main backward entry point, `$name`: the kernel body [`flash_bwd`] for element
+/// type `$t`, configuration `$idx` of [`flashrs_abi::bwd::BWD_CONFIGS`], the [`flashrs_abi::Flavor`] `$flavor` (`Plain`, or
+/// `Mods`: one of [`flashrs_abi::bwd::BWD_MODS`]), the dQ accumulator in fragment order (`$frag` true: sm_90a,
+/// configurations that take it, [`flashrs_abi::BwdConfig::fragments`]) or in rows, with the score
+/// modification `$score` and the mask `$mask`. Like [`crate::mma_forward_kernel`], whose
+/// documentation says how a caller's crate uses it, it carries the marker of its
+/// [`flashrs_abi::Kernel`]; the host launches a caller's entry in place of the shipped main
+/// kernel of the same identity (the prep and dQ kernels stay the shipped ones). The
+/// modification's [`crate::mods::ScoreMod::grad`] gives the scores' derivative.
+#[macro_export]
+macro_rules! mma_backward_kernel {
+    ($name:ident, $t:ty, $flavor:ident, $idx:expr, $frag:literal, $score:ty, $mask:ty) => {
+        /// Backward attention's main entry point (see the device crate's `bwd` module and
+        /// `BwdParams`).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: $crate::abi::BwdParams) {
+            const C: $crate::abi::BwdConfig = $crate::abi::bwd::BWD_CONFIGS[$idx];
+            const F: $crate::abi::Flavor = $crate::abi::Flavor::$flavor;
+            const { assert!(matches!(F, $crate::abi::Flavor::Plain) || $crate::abi::bwd::bwd_mods_has($idx)) };
+            const { assert!(!$frag || C.fragments()) };
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}",
+                    s = const $crate::abi::BwdStep::Main { config: C, accum: $crate::abi::AccumLayout::Rows, flavor: F }.code(),
+                    t = const <$t as $crate::dtype::Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
+                    bn = const C.block_n, st = const C.stages, a = const $frag as u32, options(nomem, nostack, preserves_flags));
+                $crate::bwd::flash_bwd::<$t, $score, $mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
+                    { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
+                    { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, $frag>(&p)
+            }
+        }
+    };
+}
+
+/// The shipped main entry points of a flavor ([`crate::mma_backward_kernel`]), one per
+/// (configuration, element type), and on sm_90a a twin in fragment order for the configurations
+/// that take it: `Plain` ([`Plain`] scores, [`Mask`]) over [`flashrs_abi::bwd::BWD_CONFIGS`], and `Mods`
+/// (`flash_bwd_[frag_]mods_*`: [`Builtin`] scores, [`Window`] masks) over the configurations of
+/// [`flashrs_abi::bwd::BWD_MODS`].
 macro_rules! bwd_kernels {
     ($flavor:ident, $score:ty, $mask:ty: $($idx:literal => $f16:ident, $bf16:ident $(, $frag_f16:ident, $frag_bf16:ident)?;)*) => {$(
-        const _: () = assert!(matches!(Flavor::$flavor, Flavor::Plain) || bwd_mods_has($idx));
         bwd_kernels!(@one $flavor, $score, $mask, $f16, F16, $idx, false);
         bwd_kernels!(@one $flavor, $score, $mask, $bf16, Bf16, $idx, false);
         $(
-            const _: () = assert!(BWD_CONFIGS[$idx].fragments());
             #[cfg(target_feature = "sm_90a")]
             bwd_kernels!(@one $flavor, $score, $mask, $frag_f16, F16, $idx, true);
             #[cfg(target_feature = "sm_90a")]
@@ -437,21 +468,8 @@ macro_rules! bwd_kernels {
         )?
     )*};
     (@one $flavor:ident, $score:ty, $mask:ty, $name:ident, $t:ty, $idx:literal, $frag:literal) => {
-        /// Backward attention's main entry point (see the module docs and [`BwdParams`]).
         #[cfg(feature = "entries")]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
-            const C: BwdConfig = BWD_CONFIGS[$idx];
-            unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {a}",
-                    s = const BwdStep::Main { config: C, accum: AccumLayout::Rows, flavor: Flavor::$flavor }.code(),
-                    t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
-                    bn = const C.block_n, st = const C.stages, a = const $frag as u32, options(nomem, nostack, preserves_flags));
-                flash_bwd::<$t, $score, $mask, { C.head_dim }, { C.block_m }, { C.block_n }, { C.stages },
-                    { C.block_n / (8 / C.warps_m_sdp()) / 8 }, { C.head_dim / (8 / C.warps_n_dkv()) / 8 },
-                    { C.dq_tiles() }, { C.head_dim / (8 / C.warps_m_dq()) / 8 / C.dq_tiles() }, $frag>(&p)
-            }
-        }
+        crate::mma_backward_kernel!($name, $t, $flavor, $idx, $frag, $score, $mask);
     };
 }
 
@@ -474,17 +492,6 @@ bwd_kernels! { Mods, Builtin, Window:
     3 => flash_bwd_mods_f16_d256_64x64s1, flash_bwd_mods_bf16_d256_64x64s1;
 }
 
-/// True when configuration `idx` is one of [`BWD_MODS`].
-const fn bwd_mods_has(idx: usize) -> bool {
-    let mut i = 0;
-    while i < BWD_MODS.len() {
-        if BWD_MODS[i] == idx {
-            return true;
-        }
-        i += 1;
-    }
-    false
-}
 
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.

@@ -17,7 +17,9 @@
 //! kernels, whose consumers have 168 registers.
 //!
 //! The bias goes on after the built-in modifications ([`Builtin`]: softcap, ALiBi, sinks), so
-//! a call may combine them; the mask is the built-in sliding window (with causal masking).
+//! a call may combine them; the mask is the built-in sliding window (with causal masking). The
+//! backward's main kernels take the same modification ([`ScoreMod::grad`]: the bias adds a
+//! constant), so a training step runs through it too.
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx)]
 
@@ -75,13 +77,35 @@ impl ScoreMod for RelativeBias {
         if part < Builtin::PARTS {
             return self.builtin.score_part(part, s, at);
         }
-        let relative = at.key - at.row - self.offset;
-        s + self.raw * unsafe { *self.table.offset(relative as isize) }
+        s + self.bias(at)
     }
 
     #[inline(always)]
     fn sink_log2(&self) -> f32 {
         self.builtin.sink_log2()
+    }
+
+    /// The bias adds a constant: the derivative is the built-in parts' (the softcap's
+    /// `1 - tanh^2`), at the score before the bias.
+    const GRAD: bool = Builtin::GRAD;
+
+    #[inline(always)]
+    fn grad_on(&self) -> bool {
+        self.builtin.grad_on()
+    }
+
+    #[inline(always)]
+    fn grad(&self, modified: f32, at: At) -> f32 {
+        self.builtin.grad(modified - self.bias(at), at)
+    }
+}
+
+impl RelativeBias {
+    /// The bias of the score at `at`, in the kernels' raw units.
+    #[inline(always)]
+    fn bias(&self, at: At) -> f32 {
+        let relative = at.key - at.row - self.offset;
+        self.raw * unsafe { *self.table.offset(relative as isize) }
     }
 }
 
@@ -92,11 +116,22 @@ kernels_gpu::mma_forward_kernel!(rel_bias_bf16_d64, Bf16, Plain, Mods, 0, Relati
 kernels_gpu::mma_forward_kernel!(rel_bias_f16_d128, F16, Plain, Mods, 1, RelativeBias, Window);
 kernels_gpu::mma_forward_kernel!(rel_bias_bf16_d128, Bf16, Plain, Mods, 1, RelativeBias, Window);
 
-// The Hopper kernels of the same head dimensions (sm_90a modules only).
+// The backward's main kernels of the modification table (`BWD_MODS`), dQ in rows: head_dim 64
+// (configuration 6) and 128 (8, and 7 for GPUs of 99 KB of shared memory per CTA).
+kernels_gpu::mma_backward_kernel!(rel_bias_bwd_bf16_d64, Bf16, Mods, 6, false, RelativeBias, Window);
+kernels_gpu::mma_backward_kernel!(rel_bias_bwd_f16_d128, F16, Mods, 8, false, RelativeBias, Window);
+kernels_gpu::mma_backward_kernel!(rel_bias_bwd_bf16_d128, Bf16, Mods, 8, false, RelativeBias, Window);
+kernels_gpu::mma_backward_kernel!(rel_bias_bwd_bf16_d128_s1, Bf16, Mods, 7, false, RelativeBias, Window);
+
+// The Hopper forward kernels of the same head dimensions, and the backward's main kernels with
+// dQ in fragment order, which the planner takes on sm_90a (sm_90a modules only).
 #[cfg(target_feature = "sm_90a")]
 mod hopper {
     use super::*;
     kernels_gpu::sm90_forward_kernel!(rel_bias_sm90_bf16_d64, Bf16, 3, false, Mods, RelativeBias, Window);
     kernels_gpu::sm90_forward_kernel!(rel_bias_sm90_f16_d128, F16, 1, false, Mods, RelativeBias, Window);
     kernels_gpu::sm90_forward_kernel!(rel_bias_sm90_bf16_d128, Bf16, 1, false, Mods, RelativeBias, Window);
+    kernels_gpu::mma_backward_kernel!(rel_bias_bwd_frag_bf16_d64, Bf16, Mods, 6, true, RelativeBias, Window);
+    kernels_gpu::mma_backward_kernel!(rel_bias_bwd_frag_f16_d128, F16, Mods, 8, true, RelativeBias, Window);
+    kernels_gpu::mma_backward_kernel!(rel_bias_bwd_frag_bf16_d128, Bf16, Mods, 8, true, RelativeBias, Window);
 }
