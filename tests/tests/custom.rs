@@ -122,7 +122,8 @@ fn custom_launches_the_module_cannot_serve_are_typed_errors() {
     let lse = DeviceBuffer::from_slice(&vec![0.0f32; 4 * 200]).unwrap();
     let grad = || DeviceBuffer::from_slice(&vec![pattern; 200 * 4 * 128]).unwrap();
     let (mut dq, mut dk, mut dv) = (grad(), grad(), grad());
-    let e = gpu.attention_backward(&stream, &call(128), &x, &x, &x, &x, &lse, &x, &mut dq, &mut dk, &mut dv).unwrap_err();
+    let o = DeviceBuffer::from_slice(&vec![half::bf16::ONE; n]).unwrap();
+    let e = gpu.attention_backward(&stream, &call(128), &x, &x, &x, &o, &lse, &x, &mut dq, &mut dk, &mut dv).unwrap_err();
     assert!(matches!(e, Error::InvalidShape { what: "user_data", .. }), "{e:?}");
     // Head dimension 256 has no entry in the module: the error names the planned kernel.
     let p = call(256);
