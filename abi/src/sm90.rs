@@ -164,6 +164,10 @@ const fn same(a: &HopperConfig, b: &HopperConfig) -> bool {
 /// ([`crate::tiles::HEAD_DIMS`]); these also have a variable-length kernel.
 pub const DEFAULTS: [usize; 3] = [0, 1, 2];
 
+/// The configuration short causal calls at head_dim 64 take instead of the default (the host's
+/// planner says which): 128-row tiles of two consumer warpgroups, serial.
+pub const SHORT_CAUSAL: HopperConfig = CONFIGS[7];
+
 /// The default configuration for `head_dim` (padded up to 64, 128 or 256), if any serves it.
 pub const fn default_config(head_dim: usize) -> Option<HopperConfig> {
     of_head_dim(&DEFAULTS, head_dim)

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
-use flashrs::TileConfig;
 use flashrs::{DType, KernelPath};
 
 use super::configs::{self, ConfigChoice};
@@ -205,9 +204,10 @@ pub struct BenchmarkArgs {
     /// Kernel path.
     #[arg(long, default_value = "auto", value_parser = path_parser())]
     pub path: KernelPath,
-    /// Force a tile configuration by tag, e.g. d128_128x64w8s2 (the kernel name's suffix).
+    /// Force a tile configuration by tag: the kernel name's suffix, e.g. d128_128x64w8s2
+    /// (mma.sync) or d64_128x128s3, d128_128x128s2_serial (Hopper, which it then takes).
     #[arg(long, value_parser = configs::parse_tag, conflicts_with = "all_configs")]
-    pub config: Option<TileConfig>,
+    pub config: Option<configs::Config>,
     /// Time every tile configuration compiled for each row's head_dim (for tuning).
     #[arg(long)]
     pub all_configs: bool,
@@ -405,7 +405,7 @@ mod tests {
         let last = *CONFIGS.last().unwrap();
         let a =
             parse(&format!("--config {} --compare torch --json r.json --csv r.csv --plot r.png --verify", configs::tag(&last))).unwrap();
-        assert_eq!(a.config_choice(), ConfigChoice::Forced(last));
+        assert_eq!(a.config_choice(), ConfigChoice::Forced(configs::Config::Mma(last)));
         assert!(a.spec().shapes().unwrap().iter().all(|s| s.head_dim == last.head_dim));
         assert_eq!(a.compare, Some(CompareArg::Torch));
         assert_eq!(a.plot, Some(PathBuf::from("r.png")));

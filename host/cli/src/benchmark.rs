@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::CliError;
 use super::args::{BenchmarkArgs, CompareArg, LayoutArg};
 use super::compare::{self, Interleaved};
-use super::configs::ConfigChoice;
+use super::configs::{Config, ConfigChoice};
 use super::plot;
 use super::record::Record;
 use super::report::{Report, Startup};
@@ -43,8 +43,12 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     }
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
-    if args.path == flashrs::KernelPath::Wgmma && choice != ConfigChoice::Default {
-        return Err(CliError::Usage("--config and --all-configs name mma.sync configurations; --path wgmma takes the Hopper kernels' own".into()));
+    let mma_forced = matches!(choice, ConfigChoice::All | ConfigChoice::Forced(Config::Mma(_)));
+    if args.path == flashrs::KernelPath::Wgmma && mma_forced {
+        return Err(CliError::Usage("--all-configs and an mma.sync --config (d128_128x64w8s2) force the mma.sync kernels; --path wgmma takes a Hopper one (d128_128x128s2)".into()));
+    }
+    if args.path == flashrs::KernelPath::MmaSync && matches!(choice, ConfigChoice::Forced(Config::Hopper(_))) {
+        return Err(CliError::Usage("a Hopper --config forces the Hopper kernels; drop --path mma-sync".into()));
     }
     let rows = rows(&shapes, choice);
     runner::preflight(&rows, &opts)?;

@@ -3,20 +3,20 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, GradBuffers, Kernel, KernelPath, PagedKv, Pages, Target, TileConfig};
+use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, GradBuffers, Kernel, KernelPath, PagedKv, Pages, Target};
 use flashrs_reference::{Problem, RefInputs};
 
 use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_launch, time_plan};
 
 use super::CliError;
-use super::configs::tag;
+use super::configs::{Config, tag};
 use super::mods::{self, ModSpec};
 use super::record::{Implementation, Record};
 use super::sweep::Shape;
 use super::verify::{self, Tolerance};
 
 /// A shape and the tile configurations to time on it (`None`: the library's default).
-pub type Row = (Shape, Vec<Option<TileConfig>>);
+pub type Row = (Shape, Vec<Option<Config>>);
 
 /// How every row runs.
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +56,7 @@ impl Options {
     /// benchmark's variable-length and paged rows are this batch, packed or paged: see
     /// [`Options::layout`]), with the window and softcap; ALiBi slopes and sinks are the
     /// buffers' to add ([`BenchBuffers::params`]).
-    pub fn params(&self, shape: &Shape, config: Option<TileConfig>) -> Result<AttentionParams<'static>, CliError> {
+    pub fn params(&self, shape: &Shape, config: Option<Config>) -> Result<AttentionParams<'static>, CliError> {
         let mut p = self.mods.scalars(shape.params(self.path, config));
         if let Some(n) = self.num_splits {
             p = p.num_splits(n);
@@ -284,7 +284,7 @@ mod tests {
         let err = preflight(&[(s, vec![None])], &opts()).unwrap_err().to_string();
         assert!(err.contains("D=100") && err.contains("head_dim"), "{err}");
         let small = *flashrs::tiles::CONFIGS.iter().find(|c| c.head_dim < 256).unwrap();
-        let err = preflight(&[(Shape { head_dim: 256, ..s }, vec![Some(small)])], &opts()).unwrap_err().to_string();
+        let err = preflight(&[(Shape { head_dim: 256, ..s }, vec![Some(Config::Mma(small))])], &opts()).unwrap_err().to_string();
         assert!(err.contains("D=256") && err.contains("config"), "{err}");
     }
 }

@@ -1,6 +1,6 @@
 //! The shapes a benchmark run times: the standard sweep, narrowed or overridden by options.
 
-use flashrs::TileConfig;
+use crate::configs::Config;
 use flashrs::{AttentionParams, AttentionParamsBuilder, KernelPath};
 use serde::{Deserialize, Serialize};
 
@@ -51,7 +51,7 @@ impl Shape {
     }
 
     /// Library parameters for this shape (contiguous `[batch, seqlen, heads, head_dim]`).
-    pub fn params(&self, path: KernelPath, config: Option<TileConfig>) -> AttentionParamsBuilder<'static> {
+    pub fn params(&self, path: KernelPath, config: Option<Config>) -> AttentionParamsBuilder<'static> {
         let p = AttentionParams::builder()
             .batch(self.batch)
             .seqlen_q(self.seqlen_q)
@@ -67,7 +67,7 @@ impl Shape {
             None => p,
         };
         match config {
-            Some(c) => p.config(c),
+            Some(c) => c.apply(p),
             None => p,
         }
     }
