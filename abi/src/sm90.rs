@@ -168,6 +168,10 @@ pub const DEFAULTS: [usize; 3] = [0, 1, 2];
 /// planner says which): 128-row tiles of two consumer warpgroups, serial.
 pub const SHORT_CAUSAL: HopperConfig = CONFIGS[7];
 
+/// The configuration calls at head_dim 64 whose default grid leaves the GPU's SMs short of
+/// work take (the host's planner says which): 128-row tiles of two consumer warpgroups.
+pub const SMALL_GRID: HopperConfig = CONFIGS[3];
+
 /// The default configuration for `head_dim` (padded up to 64, 128 or 256), if any serves it.
 pub const fn default_config(head_dim: usize) -> Option<HopperConfig> {
     of_head_dim(&DEFAULTS, head_dim)

@@ -495,14 +495,20 @@ fn sm90_native(d: usize, dv: usize) -> Option<HopperConfig> {
     sm90::VALUE_DIMS.iter().map(|&i| sm90::CONFIGS[i]).find(|c| within(d, c.head_dim) && within(dv, c.head_dim_v))
 }
 
-/// The Hopper configuration of an unforced call `p`: the pair's own kernel, else the default (or,
-/// with modifications, the modification one) for the wider of head_dim and head_dim_v; plain
-/// fixed-length causal calls of head_dim 64 and at most 1024 keys take the short-causal one.
-fn sm90_config(m: &Model, p: &AttentionParams) -> Option<HopperConfig> {
-    let short = m.mods.is_none() && m.packed.is_none() && p.causal && m.kd == 64 && p.seqlen_k <= 1024;
+/// The Hopper configuration of an unforced call `p` on `t`: the pair's own kernel, else the
+/// default (or, with modifications, the modification one) for the wider of head_dim and
+/// head_dim_v; plain fixed-length calls of head_dim 64 take two consumers of 64 rows (serial)
+/// when causal with at most 1024 keys, and (pipelined) when not causal where 192-row tiles would
+/// make at most two CTAs per SM.
+fn sm90_config(m: &Model, p: &AttentionParams, t: &Target) -> Option<HopperConfig> {
+    let plain64 = m.mods.is_none() && m.packed.is_none() && m.kd == 64;
+    let short = plain64 && p.causal && p.seqlen_k <= 1024;
+    let small = plain64 && !p.causal && (p.batch as u128 * p.heads_q as u128 * p.seqlen_q.div_ceil(192) as u128) <= 2 * t.sm_count as u128;
+    let two = HopperConfig { consumers: 2, ..sm90::default_config(64).unwrap() };
     sm90_native(m.d, m.dv).or(match () {
         _ if m.mods.is_some() => sm90_mods_config(m.kd),
-        _ if short => Some(HopperConfig { consumers: 2, pipelined: false, ..sm90::default_config(64).unwrap() }),
+        _ if short => Some(HopperConfig { pipelined: false, ..two }),
+        _ if small => Some(two),
         _ => sm90::default_config(m.kd),
     })
 }
@@ -700,7 +706,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
     };
     match (p.kernel, k) {
         (KernelChoice::Wgmma { config, persistent }, Kernel::Sm90 { config: kc, .. }) => {
-            let want = config.or(sm90_config(m, p));
+            let want = config.or(sm90_config(m, p, t));
             ensure!(want == Some(kc), "wgmma config {kc:?} planned for {config:?}");
             if let Some(want) = persistent {
                 ensure!(m.empty || plan.persistent == want, "persistent {want} asked, {} planned", plan.persistent);
@@ -762,7 +768,7 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
             ensure!(mods || !varlen || sm90::is_default(&config), "variable-length Hopper kernel of a non-default configuration: {k}");
             ensure!(!mods || sm90::has_mods(&config), "Hopper kernel with modifications in a configuration without them: {k}");
             if matches!(p.kernel, KernelChoice::Auto) {
-                let want = sm90_config(m, p);
+                let want = sm90_config(m, p, t);
                 ensure!(want == Some(config), "Hopper config {config:?} for head_dim {} and head_dim_v {} under Auto (want {want:?})", m.d, m.dv);
             }
             if !m.empty && !matches!(p.kernel, KernelChoice::Wgmma { persistent: Some(_), .. }) {
