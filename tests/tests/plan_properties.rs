@@ -84,8 +84,8 @@ const SM90_SMEM: usize = 227 * 1024;
 /// A window side that bounds nothing, and the most a side is clamped to (the documented
 /// `i32::MAX / 2`: no row reaches this far).
 const WINDOW_UNBOUNDED: i32 = i32::MAX / 2;
-/// Regions of the ALiBi slopes and the sinks.
-const MOD_REGIONS: [u64; 2] = [8, 9];
+/// Regions of the ALiBi slopes, the sinks and the user data.
+const MOD_REGIONS: [u64; 3] = [8, 9, 10];
 
 fn pick<T: Copy>(rng: &mut StdRng, xs: &[T]) -> T {
     xs[rng.random_range(0..xs.len())]
@@ -948,6 +948,7 @@ fn verify_mod_params(m: &Model, got: &ModParams) -> Result<(), String> {
         ("softcap_post", got.softcap_post.to_bits() as u64, want.softcap_post.to_bits() as u64),
         ("alibi_scale", got.alibi_scale.to_bits() as u64, want.alibi_scale.to_bits() as u64),
         ("alibi_batch_stride", got.alibi_batch_stride as u64, want.alibi_batch_stride as u64),
+        ("user", got.user, want.user),
     ];
     for (name, g, w) in fields {
         ensure!(g == w, "params.mods.{name} differs: {got:?}, want {want:?}");
@@ -1275,13 +1276,14 @@ fn tma_ok(p: &AttentionParams<'static>) -> bool {
 // Attention modifications.
 
 /// Modifications drawn for a call before its arrays are placed: the window (left, right), the
-/// softcap, ALiBi (`Some(per_batch)`) and whether it has sinks.
+/// softcap, ALiBi (`Some(per_batch)`), whether it has sinks, and user data (`Some(elements)`).
 #[derive(Clone, Copy, Debug)]
 struct ModsDraw {
     window: (Option<usize>, Option<usize>),
     softcap: Option<f32>,
     alibi: Option<bool>,
     sinks: bool,
+    user: Option<usize>,
 }
 
 /// A window side: unbounded, 0, within the keys, past them, or past what the kernels' 32-bit
@@ -1299,7 +1301,7 @@ fn window_side(rng: &mut StdRng, seqlen_k: usize) -> Option<usize> {
 
 /// Modifications for a quarter of calls (`None`: plain attention): some of a window, a softcap
 /// the kernels can apply at `scale` (at some scales none can), ALiBi slopes per head or per
-/// batch entry, and sinks; at least one.
+/// batch entry, sinks, user data (for custom kernels); at least one.
 fn draw_mods(rng: &mut StdRng, scale: f32, seqlen_k: usize) -> Option<ModsDraw> {
     if !rng.random_bool(0.25) {
         return None;
@@ -1310,22 +1312,23 @@ fn draw_mods(rng: &mut StdRng, scale: f32, seqlen_k: usize) -> Option<ModsDraw> 
         let softcap = (rng.random_bool(0.4) && softcap_ok(cap, scale)).then_some(cap);
         let alibi = rng.random_bool(0.4).then(|| rng.random_bool(0.5));
         let sinks = rng.random_bool(0.4);
-        if window != (None, None) || softcap.is_some() || alibi.is_some() || sinks {
-            return Some(ModsDraw { window, softcap, alibi, sinks });
+        let user = rng.random_bool(0.2).then(|| rng.random_range(1..=300));
+        if window != (None, None) || softcap.is_some() || alibi.is_some() || sinks || user.is_some() {
+            return Some(ModsDraw { window, softcap, alibi, sinks, user });
         }
     }
 }
 
-/// Elements of (ALiBi slopes, sinks) the kernel reads for `batch` entries of `heads_q` heads (0:
-/// none).
-fn mods_needs(m: Option<ModsDraw>, batch: usize, heads_q: usize) -> [usize; 2] {
-    let Some(m) = m else { return [0, 0] };
+/// Elements of (ALiBi slopes, sinks, user data) the kernel reads for `batch` entries of `heads_q`
+/// heads (0: none).
+fn mods_needs(m: Option<ModsDraw>, batch: usize, heads_q: usize) -> [usize; 3] {
+    let Some(m) = m else { return [0, 0, 0] };
     let slopes = match m.alibi {
         Some(true) => batch * heads_q,
         Some(false) => heads_q,
         None => 0,
     };
-    [slopes, if m.sinks { heads_q } else { 0 }]
+    [slopes, if m.sinks { heads_q } else { 0 }, m.user.unwrap_or(0)]
 }
 
 /// A fake f32 array on the GPU (planning reads none, and a plan holding one is never launched).
@@ -1334,26 +1337,29 @@ fn f32_array(b: BufferRef) -> DeviceArray<'static, f32> {
     unsafe { DeviceArray::<f32>::from_raw(b.ptr, b.len) }
 }
 
-/// Gives `p` the modifications `m` through the builder's setters, the ALiBi slopes and the sinks
-/// in `arrays`.
-fn set_mods(p: &mut AttentionParams<'static>, m: ModsDraw, arrays: [BufferRef; 2]) {
+/// Gives `p` the modifications `m` through the builder's setters, the ALiBi slopes, the sinks and
+/// the user data in `arrays`.
+fn set_mods(p: &mut AttentionParams<'static>, m: ModsDraw, arrays: [BufferRef; 3]) {
     edit(p, |b| {
         let b = b.window(m.window.0, m.window.1);
         let b = if let Some(cap) = m.softcap { b.softcap(cap) } else { b };
         let b = if let Some(per_batch) = m.alibi { b.alibi(f32_array(arrays[0]), per_batch) } else { b };
+        let b = if m.user.is_some() { b.user_data(f32_array(arrays[2])) } else { b };
         if m.sinks { b.sinks(f32_array(arrays[1])) } else { b }
     });
 }
 
 /// The modification arrays' names as the planner's errors give them.
-const MOD_ARRAYS: [&str; 2] = ["alibi_slopes", "sinks"];
+const MOD_ARRAYS: [&str; 3] = ["alibi_slopes", "sinks", "user_data"];
 
-/// Modification array `i` of `p` (0: the ALiBi slopes, 1: the sinks), if it has it, and the
-/// elements the kernel reads of it.
+/// Modification array `i` of `p` (0: the ALiBi slopes, 1: the sinks, 2: the user data), if it
+/// has it, and the elements the kernel reads of it (of the user data: at least one, all of
+/// them may be).
 fn mod_array(p: &AttentionParams, i: usize) -> Option<(BufferRef, usize)> {
     match i {
         0 => p.mods.alibi.map(|a| (a.slopes.buffer(), if a.per_batch { p.batch * p.heads_q } else { p.heads_q })),
-        _ => p.mods.sinks.map(|s| (s.buffer(), p.heads_q)),
+        1 => p.mods.sinks.map(|s| (s.buffer(), p.heads_q)),
+        _ => p.mods.user.map(|u| (u.buffer(), 1)),
     }
 }
 
@@ -1361,7 +1367,8 @@ fn mod_array(p: &AttentionParams, i: usize) -> Option<(BufferRef, usize)> {
 fn set_mod_array(p: &mut AttentionParams<'static>, i: usize, b: BufferRef) {
     match i {
         0 => p.mods.alibi.as_mut().expect("ALiBi slopes").slopes = f32_array(b),
-        _ => p.mods.sinks = Some(f32_array(b)),
+        1 => p.mods.sinks = Some(f32_array(b)),
+        _ => p.mods.user = Some(f32_array(b)),
     }
 }
 
@@ -1372,7 +1379,7 @@ fn inject_mods(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
     use WhenEmpty::{Accepted, Same};
     let m = read_call(&c.p).expect("a valid call");
     let (mods, live, hopper) = (m.mods.is_some(), !m.empty, c.t.arch == Arch::Sm90a);
-    let arrays: Vec<usize> = (0..2).filter(|&i| mod_array(&c.p, i).is_some()).collect();
+    let arrays: Vec<usize> = (0..3).filter(|&i| mod_array(&c.p, i).is_some()).collect();
     let pd = padded(m.kd);
     let p = &mut c.p;
     Some(match rng.random_range(0..9) {
@@ -1396,6 +1403,7 @@ fn inject_mods(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             let (name, (b, need)) = (MOD_ARRAYS[i], mod_array(p, i).unwrap());
             let (fault, want, new) = match (i, rng.random_range(0..3)) {
                 (0, 0) => ("ALiBi slopes one element short", Want::TooSmall(name, need as u64, need as u64 - 1), BufferRef { len: need - 1, ..b }),
+                (2, 0) => ("user data empty", Want::TooSmall(name, 1, 0), BufferRef { len: 0, ..b }),
                 (_, 0) => ("sinks one element short", Want::TooSmall(name, need as u64, need as u64 - 1), BufferRef { len: need - 1, ..b }),
                 (_, 1) => ("modification array null", Want::Buffer(name), BufferRef { ptr: 0, ..b }),
                 _ => ("modification array misaligned", Want::Misaligned(name), BufferRef { ptr: b.ptr + pick(rng, &[1, 2, 3]), ..b }),
@@ -1539,17 +1547,18 @@ fn valid_case(rng: &mut StdRng) -> Case {
         batch * hq * sq + slack(rng),
         arrays[0] + slack(rng),
         arrays[1] + slack(rng),
+        arrays[2] + slack(rng),
     ];
-    // q, k, v, out (f16/bf16), lse, ALiBi slopes, sinks (f32).
-    let bytes: Vec<u64> = (0..7).map(|i| lens[i] as u64 * if i < 4 { 2 } else { 4 }).collect();
-    let [alibi, sinks] = MOD_REGIONS;
-    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4, 4, 4], &[1, 2, 3, 4, 5, alibi, sinks]);
+    // q, k, v, out (f16/bf16), lse, ALiBi slopes, sinks, user data (f32).
+    let bytes: Vec<u64> = (0..8).map(|i| lens[i] as u64 * if i < 4 { 2 } else { 4 }).collect();
+    let [alibi, sinks, user] = MOD_REGIONS;
+    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4, 4, 4, 4], &[1, 2, 3, 4, 5, alibi, sinks, user]);
     if packed_kv {
         ptrs[2] = ptrs[1] + 2 * (hkv * d) as u64; // inside K's allocation
     }
     let r = |i: usize| BufferRef { ptr: ptrs[i], len: lens[i] };
     if let Some(m) = mods {
-        set_mods(&mut p, m, [r(5), r(6)]);
+        set_mods(&mut p, m, [r(5), r(6), r(7)]);
     }
     let lse = rng.random_bool(0.6).then(|| r(4));
     Case { p, b: buffers(dtype, [r(0), r(1), r(2), r(3)], lse), t }
@@ -1897,7 +1906,7 @@ fn hostile_buf(rng: &mut StdRng, region: u64, len: usize, align: u64) -> BufferR
 /// Replaces one modification of `p` with a hostile one: a softcap of any value, window sides
 /// past every limit, ALiBi slopes or sinks at hostile addresses and of hostile lengths.
 fn hostile_mods(rng: &mut StdRng, p: &mut AttentionParams<'static>) {
-    let [alibi, sinks] = MOD_REGIONS;
+    let [alibi, sinks, _] = MOD_REGIONS;
     match rng.random_range(0..4) {
         0 => p.mods.softcap = Some(pick(rng, &[f32::NAN, f32::INFINITY, -1.0, 0.0, f32::MIN_POSITIVE, 1e-30, 1.0, 50.0, f32::MAX])),
         1 => (p.mods.window.left, p.mods.window.right) = (window_side(rng, p.seqlen_k), window_side(rng, p.seqlen_k)),
@@ -2178,12 +2187,13 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         batch + 1 + slack(rng),
         arrays[0] + slack(rng),
         arrays[1] + slack(rng),
+        arrays[2] + slack(rng),
     ];
-    // q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ALiBi slopes, sinks.
-    const BYTES: [u64; 9] = [2, 2, 2, 2, 4, 4, 4, 4, 4];
-    let bytes: Vec<u64> = (0..9).map(|i| lens[i] as u64 * BYTES[i]).collect();
-    let [alibi, sinks] = MOD_REGIONS;
-    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4, 4, 4, 4, 4], &[1, 2, 3, 4, 5, 6, 7, alibi, sinks]);
+    // q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, ALiBi slopes, sinks, user data.
+    const BYTES: [u64; 10] = [2, 2, 2, 2, 4, 4, 4, 4, 4, 4];
+    let bytes: Vec<u64> = (0..10).map(|i| lens[i] as u64 * BYTES[i]).collect();
+    let [alibi, sinks, user] = MOD_REGIONS;
+    let mut ptrs = place(rng, &bytes, &[16, 16, 16, 16, 4, 4, 4, 4, 4, 4], &[1, 2, 3, 4, 5, 6, 7, alibi, sinks, user]);
     if packed_kv {
         ptrs[2] = ptrs[1] + 2 * (hkv * d) as u64; // inside K's allocation
     }
@@ -2200,7 +2210,7 @@ fn varlen_case(rng: &mut StdRng) -> Case {
         dev.cu_seqlens_k = Some(planning_index(ptrs[6], lens[6]));
     }
     if let Some(m) = mods {
-        set_mods(&mut p, m, [r(7), r(8)]);
+        set_mods(&mut p, m, [r(7), r(8), r(9)]);
     }
     Case { p, b: buffers(dtype, [r(0), k, v, r(3)], lse), t }
 }
@@ -3866,6 +3876,9 @@ fn mods_edits(c: &Case, m: &Model, plan: &LaunchPlan, edits: &mut Vec<PlanEdit>)
                 pl.params.mods.sinks = c.b.o.ptr;
             }),
         ));
+    }
+    if mod_array(&c.p, 2).is_some() {
+        edits.push(("user data not carried", "params.mods.user", Box::new(|_, pl| pl.params.mods.user = 0)));
     }
     if m.paged.is_some() {
         edits.push(("modifications on a paged call", "paged call", Box::new(|c, _| c.p.mods.window.left = Some(0))));
