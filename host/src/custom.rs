@@ -41,6 +41,7 @@
 //! go through the four steps.
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
+use std::marker::PhantomData;
 
 use flashrs_abi::Kernel;
 use flashrs_abi::kernel::marked_entries;
@@ -49,24 +50,25 @@ use crate::device::{Functions, Gpu, LoadedModule};
 use crate::driver::Handle;
 use crate::error::{Error, Result};
 
-/// A module of the caller's own kernels, loaded in a [`Gpu`]'s context (see the module docs).
-/// Unloaded on drop.
-pub struct CustomKernels {
+/// A module of the caller's own kernels, loaded in a [`Gpu`]'s context, which it cannot
+/// outlive (see the module docs). Unloaded on drop, on any thread.
+pub struct CustomKernels<'g> {
     /// The entry name of each kernel the module stands in for.
     entries: HashMap<Kernel, CString>,
     functions: Functions,
     /// The context it was loaded in, as an address.
     context: usize,
     module: LoadedModule,
+    gpu: PhantomData<&'g Gpu>,
 }
 
-impl std::fmt::Debug for CustomKernels {
+impl std::fmt::Debug for CustomKernels<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CustomKernels").field("entries", &self.entries).finish_non_exhaustive()
     }
 }
 
-impl CustomKernels {
+impl CustomKernels<'_> {
     /// The kernels the module stands in for.
     pub fn kernels(&self) -> impl Iterator<Item = Kernel> + '_ {
         self.entries.keys().copied()
@@ -127,12 +129,12 @@ impl Gpu {
     /// Errors: [`Error::CustomKernels`] for a module whose entries stand for no kernel of the
     /// ABI's tables it may replace (or for one twice); the driver's error where it does not load
     /// (PTX for a newer architecture than the GPU's, say).
-    pub fn load_custom_kernels(&self, ptx: &str) -> Result<CustomKernels> {
+    pub fn load_custom_kernels(&self, ptx: &str) -> Result<CustomKernels<'_>> {
         let entries = entries(ptx)?;
         let image = CString::new(ptx).map_err(|_| Error::CustomKernels("the PTX holds a NUL byte".into()))?;
         self.make_current()?;
         let module = LoadedModule::load(self.driver, image.as_bytes_with_nul())?;
-        Ok(CustomKernels { entries, functions: Functions::default(), context: self.raw_context() as usize, module })
+        Ok(CustomKernels { entries, functions: Functions::default(), context: self.raw_context() as usize, module, gpu: PhantomData })
     }
 
     /// [`Gpu::launch`] on the caller's own kernels: launches `plan` on the entry of `kernels`

@@ -264,10 +264,13 @@ impl Drop for PrimaryContext {
     }
 }
 
-/// A loaded module, unloaded on drop (with its context current).
+/// A loaded module, unloaded on drop in the context it was loaded in (made current for that,
+/// the thread's current context restored after).
 pub(crate) struct LoadedModule {
     driver: &'static Driver,
     handle: usize,
+    /// The context current at load, as an address.
+    context: usize,
 }
 
 impl LoadedModule {
@@ -284,13 +287,15 @@ impl LoadedModule {
         Err(Error::Kernels(format!("no shipped image loads on compute capability {}.{}: {}", cc.0, cc.1, refused.join("; "))))
     }
 
-    /// Loads an image: a complete cubin, or PTX text ending in a NUL.
+    /// Loads an image into the current context: a complete cubin, or PTX text ending in a NUL.
     pub(crate) fn load(d: &'static Driver, image: &[u8]) -> Result<LoadedModule> {
-        let mut module: Handle = std::ptr::null_mut();
+        let (mut module, mut context): (Handle, Handle) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: a valid out-pointer.
+        d.check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut context) })?;
         // SAFETY: a complete cubin or NUL-terminated PTX image (the driver reads to its own
         // end), a valid out-pointer.
         d.check("cuModuleLoadData", unsafe { (d.module_load_data)(&mut module, image.as_ptr() as *const c_void) })?;
-        Ok(LoadedModule { driver: d, handle: module as usize })
+        Ok(LoadedModule { driver: d, handle: module as usize, context: context as usize })
     }
 
     pub(crate) fn function(&self, name: &CStr) -> Result<Handle> {
@@ -304,8 +309,20 @@ impl LoadedModule {
 
 impl Drop for LoadedModule {
     fn drop(&mut self) {
-        // SAFETY: loaded in `load_for`, unloaded once; `Gpu`'s drop made its context current.
-        unsafe { (self.driver.module_unload)(self.handle as Handle) };
+        let (d, ours) = (self.driver, self.context as Handle);
+        let mut current: Handle = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the module was loaded in `ours` (whose owner, a `Gpu`,
+        // outlives it), unloaded once, and the thread's context is put back.
+        unsafe {
+            (d.ctx_get_current)(&mut current);
+            if current != ours {
+                (d.ctx_set_current)(ours);
+            }
+            (d.module_unload)(self.handle as Handle);
+            if current != ours {
+                (d.ctx_set_current)(current);
+            }
+        }
     }
 }
 

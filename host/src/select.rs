@@ -324,7 +324,7 @@ fn short_causal(call: &Call) -> bool {
     p.causal && call.packed.is_none() && call.kernel_head_dim() == 64 && p.seqlen_k <= SHORT_CAUSAL_KEYS
 }
 
-/// The most keys of a call [`short_causal`] holds.
+/// The most keys of a causal call at head_dim 64 that takes [`sm90::SHORT_CAUSAL`].
 pub const SHORT_CAUSAL_KEYS: usize = 1024;
 
 /// True for a plain fixed-length non-causal call of head_dim 64 (padded) whose default grid (192-row work

@@ -37,7 +37,7 @@ pub struct RelativeBias {
 /// The `relative_bias` example's kernels for this GPU, from `target/ptx/relative_bias_kernels`
 /// or the folder `FLASHRS_CUSTOM_PTX_DIR` names; a failure saying how to build them where they
 /// are missing (a GPU run of the tests must cover them).
-pub fn relative_bias_kernels(gpu: &flashrs::Gpu) -> flashrs::CustomKernels {
+pub fn relative_bias_kernels(gpu: &flashrs::Gpu) -> flashrs::CustomKernels<'_> {
     let module = if gpu.arch() == flashrs::Arch::Sm90a { "sm_90a" } else { "sm_80" };
     let dir = std::env::var("FLASHRS_CUSTOM_PTX_DIR").unwrap_or_else(|_| format!("{}/../target/ptx/relative_bias_kernels", env!("CARGO_MANIFEST_DIR")));
     let path = format!("{dir}/{module}.ptx");
