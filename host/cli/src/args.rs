@@ -208,7 +208,8 @@ pub struct BenchmarkArgs {
     /// (mma.sync) or d64_128x128s3, d128_128x128s2_serial (Hopper, which it then takes).
     #[arg(long, value_parser = configs::parse_tag, conflicts_with = "all_configs")]
     pub config: Option<configs::Config>,
-    /// Time every tile configuration compiled for each row's head_dim (for tuning).
+    /// Time every tile configuration compiled for each row's head_dim (for tuning): the
+    /// mma.sync kernels', or with --path wgmma the Hopper kernels'.
     #[arg(long)]
     pub all_configs: bool,
     /// Check each row's output against the CPU reference before timing it; exit non-zero
@@ -303,6 +304,7 @@ impl BenchmarkArgs {
     pub fn config_choice(&self) -> ConfigChoice {
         match (self.config, self.all_configs) {
             (Some(c), _) => ConfigChoice::Forced(c),
+            (None, true) if self.path == flashrs::KernelPath::Wgmma => ConfigChoice::AllHopper,
             (None, true) => ConfigChoice::All,
             (None, false) => ConfigChoice::Default,
         }
@@ -410,6 +412,7 @@ mod tests {
         assert_eq!(a.compare, Some(CompareArg::Torch));
         assert_eq!(a.plot, Some(PathBuf::from("r.png")));
         assert_eq!(parse("--all-configs").unwrap().config_choice(), ConfigChoice::All);
+        assert_eq!(parse("--all-configs --path wgmma").unwrap().config_choice(), ConfigChoice::AllHopper);
         assert!(parse(&format!("--all-configs --config {}", configs::tag(&last))).is_err());
         assert!(parse("--config nope").unwrap_err().to_string().contains(&configs::tag(&CONFIGS[0])));
         assert!(parse("--plot r.pdf").unwrap_err().to_string().contains(".svg or .png"));

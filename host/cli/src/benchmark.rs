@@ -43,9 +43,8 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     }
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
-    let mma_forced = matches!(choice, ConfigChoice::All | ConfigChoice::Forced(Config::Mma(_)));
-    if args.path == flashrs::KernelPath::Wgmma && mma_forced {
-        return Err(CliError::Usage("--all-configs and an mma.sync --config (d128_128x64w8s2) force the mma.sync kernels; --path wgmma takes a Hopper one (d128_128x128s2)".into()));
+    if args.path == flashrs::KernelPath::Wgmma && matches!(choice, ConfigChoice::Forced(Config::Mma(_))) {
+        return Err(CliError::Usage("an mma.sync --config (d128_128x64w8s2) forces the mma.sync kernels; --path wgmma takes a Hopper one (d128_128x128s2)".into()));
     }
     if args.path == flashrs::KernelPath::MmaSync && matches!(choice, ConfigChoice::Forced(Config::Hopper(_))) {
         return Err(CliError::Usage("a Hopper --config forces the Hopper kernels; drop --path mma-sync".into()));

@@ -69,8 +69,11 @@ pub enum ConfigChoice {
     Default,
     /// This one, for every row.
     Forced(Config),
-    /// Every configuration compiled for the row's padded head dimension (for tuning).
+    /// Every `mma.sync` configuration compiled for the row's padded head dimension (for tuning).
     All,
+    /// Every Hopper configuration of the row's head dimension padded to 64 columns, Q/K and V
+    /// alike (`--all-configs --path wgmma`).
+    AllHopper,
 }
 
 impl ConfigChoice {
@@ -79,11 +82,16 @@ impl ConfigChoice {
     /// compute, so `All` leaves them out.
     pub fn for_head_dim(self, head_dim: usize) -> Vec<Option<Config>> {
         let compiled = || CONFIGS.iter().filter(move |c| Some(c.head_dim) == padded_head_dim(head_dim)).map(|&c| Some(Config::Mma(c)));
+        let hopper = || {
+            let padded = head_dim.next_multiple_of(64);
+            sm90::CONFIGS.iter().filter(move |c| c.head_dim == padded && c.head_dim_v == padded).map(|&c| Some(Config::Hopper(c)))
+        };
         match self {
             ConfigChoice::Forced(c) => vec![Some(c)],
             ConfigChoice::All if compiled().next().is_some() => compiled().collect(),
+            ConfigChoice::AllHopper if hopper().next().is_some() => hopper().collect(),
             // Also for a head_dim no configuration serves: the planner then says why.
-            ConfigChoice::Default | ConfigChoice::All => vec![None],
+            ConfigChoice::Default | ConfigChoice::All | ConfigChoice::AllHopper => vec![None],
         }
     }
 
@@ -92,7 +100,7 @@ impl ConfigChoice {
     pub fn default_head_dims(self) -> Vec<usize> {
         match self {
             ConfigChoice::Forced(c) => vec![c.head_dim()],
-            ConfigChoice::Default | ConfigChoice::All => Vec::new(),
+            ConfigChoice::Default | ConfigChoice::All | ConfigChoice::AllHopper => Vec::new(),
         }
     }
 }
@@ -127,6 +135,11 @@ mod tests {
         assert!(tags(64).iter().all(|t| t.starts_with("d64_")));
         assert_eq!(ConfigChoice::Default.for_head_dim(64), vec![None]);
         assert_eq!(ConfigChoice::All.for_head_dim(512), vec![None]);
+        let hopper = |d| ConfigChoice::AllHopper.for_head_dim(d).iter().map(|c| config_tag(&c.unwrap())).collect::<Vec<_>>();
+        assert_eq!(hopper(64).len(), 4);
+        assert!(hopper(56).iter().chain(&hopper(64)).all(|t| t.starts_with("d64_")) && hopper(128).iter().all(|t| t.starts_with("d128_")));
+        // No square Hopper configuration of 192 columns (only Q/K 192 with V 128): the default.
+        assert_eq!(ConfigChoice::AllHopper.for_head_dim(192), vec![None]);
     }
 
     #[test]
