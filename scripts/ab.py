@@ -19,7 +19,8 @@ where the host's launch work is most of the time), `mma` (standard rows of 4k fo
 the mma.sync kernels), `8k` (the 8k rows of the standard sweep, both causal modes), `long` (the three 16k non-causal rows, the ones the power state moves
 most: run them with an even number of rounds), `backward` (the backward pass, bf16, 2k and 16k
 tokens, both causal modes, head dims 64, 128 and 256; `backward-64`, `backward-128` and
-`backward-256` the rows of one head dim). `--b-args` adds arguments for B only (to compare two
+`backward-256` the rows of one head dim), `small` (grids that leave SMs idle: batch 1-2, 8-16
+heads, 512-1k tokens, every head dim, both causal modes, queued timing). `--b-args` adds arguments for B only (to compare two
 options of one build).
 """
 import argparse
@@ -51,6 +52,14 @@ def backward(dims=(64, 128, 256)):
     return [["--backward", "--dtype", "bf16", "--head-dim", str(d), "--seqlen", str(s), "--causal", c] for d in dims for s in (2048, 16384) for c in ("off", "on")]
 
 
+def small():
+    """Grids that leave SMs idle (queued timing: the GPU's time alone): batch 1-2, 8-16 heads,
+    512-1k tokens, head_dim 64, 128 and 256, both causal modes."""
+    shapes = [(1, 8, 512), (2, 8, 512), (1, 16, 1024), (2, 16, 1024)]
+    return [["--batch", str(b), "--heads", str(h), "--seqlen", str(s), "--head-dim", str(d), "--causal", c, "--timing", "queued"]
+            for b, h, s in shapes for d in (64, 128, 256) for c in ("off", "on")]
+
+
 def mma():
     return [["--path", "mma-sync", "--head-dim", str(d), "--seqlen", "4096", "--causal", c] for d in (64, 128, 256) for c in ("off", "on")]
 
@@ -70,6 +79,7 @@ ROWSETS = {
     "backward-256": lambda: backward((256,)),
     "8k": lambda: [["--head-dim", str(d), "--seqlen", "8192", "--causal", c] for d in (64, 128, 256) for c in ("off", "on")],
     "long": lambda: [["--head-dim", str(d), "--seqlen", "16384", "--causal", "off"] for d in (64, 128, 256)],
+    "small": small,
 }
 
 
