@@ -314,10 +314,11 @@ impl Kernel {
     }
 
     /// True for the kernels a caller's own module may stand in for (see the host's `custom`
-    /// module): the forward kernels and the backward's `mma.sync` main kernels, the ones
-    /// instantiated with a score modification and a mask.
-    pub const fn replaceable(&self) -> bool {
-        matches!(self, Kernel::Mma { .. } | Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. })
+    /// module): the forward kernels and the backward's `mma.sync` main kernels of the ABI's
+    /// tables ([`Kernel::is_instantiated`]), the ones instantiated with a score modification and
+    /// a mask.
+    pub fn replaceable(&self) -> bool {
+        matches!(self, Kernel::Mma { .. } | Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. }) && self.is_instantiated()
     }
 
     /// True for kernels only the sm_90a module holds.

@@ -13,7 +13,7 @@ use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks, FwdParams, Kernel};
 
 use crate::buffers::{BufferRef, Buffers};
-use crate::custom::CustomKernels;
+use crate::custom::{CustomKernels, user_data_needs_custom};
 use crate::device::Gpu;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -567,10 +567,7 @@ impl Gpu {
     /// # Safety
     /// As for [`Gpu::launch_backward`] and [`Gpu::launch_backward_custom`].
     pub(crate) unsafe fn launch_backward_on(&self, stream: *mut c_void, plan: &BackwardPlan, custom: Option<&CustomKernels>) -> Result<()> {
-        if custom.is_none() && plan.params.fwd.mods.user != 0 {
-            let reason = "only the caller's own kernels read user data: launch through Gpu::attention_backward_custom or Gpu::launch_backward_custom".into();
-            return Err(Error::InvalidShape { what: "user_data", reason });
-        }
+        user_data_needs_custom(plan.params.fwd.mods.user, custom)?;
         if let (Some(d), 0) = (plan.dsinks, plan.grids[2]) {
             // No query row, so no dQ kernel to write it: every row's sum is empty.
             let driver = self.driver;
@@ -592,11 +589,7 @@ impl Gpu {
         }
         // The dQ kernel's shared memory holds the sinks' gradient's partial sums, when asked.
         let smems = [0, plan.smem, if plan.params.dsinks != 0 { DSINKS_SMEM as u32 } else { 0 }];
-        let main = match custom {
-            Some(kernels) => kernels.function(self, plan.kernels[1], smems[1])?,
-            None => self.kernel_function(plan.kernels[1], smems[1])?,
-        };
-        let funcs = [self.kernel_function(plan.kernels[0], smems[0])?, main, self.kernel_function(plan.kernels[2], smems[2])?];
+        let funcs = [self.kernel_function(plan.kernels[0], smems[0])?, self.function_of(plan.kernels[1], smems[1], custom)?, self.kernel_function(plan.kernels[2], smems[2])?];
         let maps = if hopper { Some(encode_bwd_maps(plan)?) } else { None };
         let [dsum, sems] = plan.workspace_layout();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);

@@ -106,7 +106,7 @@ pub(crate) fn entries(ptx: &str) -> Result<HashMap<Kernel, CString>> {
     for (name, kernel) in marked_entries(ptx) {
         let Some(kernel) = kernel else { continue };
         let bad = |why: &str| Error::CustomKernels(format!("entry {name} ({kernel:?}) {why}"));
-        if !kernel.replaceable() || !kernel.is_instantiated() {
+        if !kernel.replaceable() {
             return Err(bad("is not a forward or backward main kernel of the ABI's tables"));
         }
         let name = CString::new(name).map_err(|_| bad("has a NUL in its name"))?;
@@ -120,7 +120,27 @@ pub(crate) fn entries(ptx: &str) -> Result<HashMap<Kernel, CString>> {
     Ok(entries)
 }
 
+/// Refuses a launch on the shipped kernels (`custom` none) of a plan with user data (`user`, its
+/// address in the parameters): only the caller's own kernels read it.
+pub(crate) fn user_data_needs_custom(user: u64, custom: Option<&CustomKernels>) -> Result<()> {
+    if custom.is_none() && user != 0 {
+        let reason = "only the caller's own kernels read user data: launch through Gpu::attention_forward_custom or \
+                      Gpu::attention_backward_custom (raw: Gpu::launch_custom, Gpu::launch_backward_custom)";
+        return Err(Error::InvalidShape { what: "user_data", reason: reason.into() });
+    }
+    Ok(())
+}
+
 impl Gpu {
+    /// `kernel`'s function from the caller's own module where given, else the shipped one,
+    /// opted in to `smem` bytes of dynamic shared memory.
+    pub(crate) fn function_of(&self, kernel: Kernel, smem: u32, custom: Option<&CustomKernels>) -> Result<Handle> {
+        match custom {
+            Some(kernels) => kernels.function(self, kernel, smem),
+            None => self.kernel_function(kernel, smem),
+        }
+    }
+
     /// Loads a module of the caller's own kernels ([`crate::custom`]): PTX text as
     /// `cargo xtask build-ptx --crate` writes it, for this GPU's architecture (`sm_90a.ptx` on
     /// H100/H200, else `sm_80.ptx`). The driver compiles it for the GPU (seconds for a few

@@ -15,7 +15,7 @@ use std::ffi::c_void;
 use flashrs_abi::merge::MERGE_THREADS;
 use flashrs_abi::{DType, FwdParams, Kernel, MergeParams};
 
-use crate::custom::CustomKernels;
+use crate::custom::{CustomKernels, user_data_needs_custom};
 use crate::device::Gpu;
 use crate::driver::{Driver, Handle};
 use crate::error::{Error, Result};
@@ -59,10 +59,7 @@ impl Gpu {
         if plan.is_empty() {
             return Ok(());
         }
-        if custom.is_none() && plan.params.mods.user != 0 {
-            let reason = "only the caller's own kernels read user data: launch through Gpu::attention_forward_custom or Gpu::launch_custom".into();
-            return Err(Error::InvalidShape { what: "user_data", reason });
-        }
+        user_data_needs_custom(plan.params.mods.user, custom)?;
         if plan.kernel.needs_sm90a() && self.arch() != Arch::Sm90a {
             let (major, minor) = self.compute_capability();
             return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major, minor });
@@ -71,10 +68,7 @@ impl Gpu {
         if plan.smem > available {
             return Err(Error::SharedMemory { kernel: plan.kernel.to_string(), needed: plan.smem as u64, available: available as u64 });
         }
-        let func = match custom {
-            Some(kernels) => kernels.function(self, plan.kernel, plan.smem)?,
-            None => self.kernel_function(plan.kernel, plan.smem)?,
-        };
+        let func = self.function_of(plan.kernel, plan.smem, custom)?;
         let maps = match plan.kernel {
             Kernel::Sm90 { dtype, .. } => Some(encode_maps(dtype, plan)?),
             Kernel::Mma { .. } | Kernel::Bwd { .. } | Kernel::Merge { .. } => None,

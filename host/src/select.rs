@@ -335,7 +335,8 @@ pub const SHORT_CAUSAL_KEYS: usize = 1024;
 /// x 1k (192 CTAs); 1.02-1.05x at 4 x 32 x 512 (384 CTAs) and 1.045x at 32 x 32 x 512.
 fn small_grid(call: &Call, t: &Target) -> bool {
     let p = call.p;
-    let default_ctas = p.batch as u128 * p.heads_q as u128 * p.seqlen_q.div_ceil(192) as u128;
+    let Some(default) = sm90::default_config(64) else { return false };
+    let default_ctas = p.batch as u128 * p.heads_q as u128 * p.seqlen_q.div_ceil(default.block_m()) as u128;
     !p.causal && call.packed.is_none() && call.kernel_head_dim() == 64 && default_ctas <= 2 * t.sm_count as u128
 }
 

@@ -358,15 +358,15 @@ pub fn check_kernels(arch: Arch, ptx: &str) -> Result<(), PtxError> {
 }
 
 /// Ties every marked entry of a custom crate's module built for `arch` to a forward or
-/// backward main kernel of the ABI's tables ([`Kernel::replaceable`],
-/// [`Kernel::is_instantiated`]), whose launch geometry and parameters the host plans; the Hopper ones in the sm_90a module only. Names are the crate's own; entries
+/// backward main kernel of the ABI's tables ([`Kernel::replaceable`]), whose launch geometry
+/// and parameters the host plans; the Hopper ones in the sm_90a module only. Names are the crate's own; entries
 /// without a single marker are not kernels the host launches (it skips them too), and pass.
 pub fn check_custom_kernels(arch: Arch, ptx: &str) -> Result<(), PtxError> {
     let mut problems = Vec::new();
     let mut marked = 0;
     for (name, kernel) in marked_entries(ptx) {
         match kernel {
-            Some(k) if k.replaceable() && k.is_instantiated() && (arch.name == "sm_90a" || !k.needs_sm90a()) => marked += 1,
+            Some(k) if k.replaceable() && (arch.name == "sm_90a" || !k.needs_sm90a()) => marked += 1,
             Some(k) => problems.push(format!("{name}: {k:?} is not a forward or backward main kernel of the ABI's tables for {}", arch.name)),
             None => {}
         }
