@@ -106,6 +106,12 @@ impl RefMods {
     }
 }
 
+/// The host builder's lists of a byte mask as the GPU builder takes it (`[batch, heads,
+/// seqlen_q, seqlen_k]`, nonzero where the row sees the key).
+pub fn host_lists(dense: &[u8], batch: usize, heads: usize, seqlen_q: usize, seqlen_k: usize) -> HostBlockMask {
+    HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), batch, heads, seqlen_q, seqlen_k).unwrap()
+}
+
 /// A random block mask of `batch` entries and `heads` heads (1: shared) over `seqlen_q` x
 /// `seqlen_k`, each pair visited with probability `density`, half of those listed full.
 pub fn random_blocks(batch: usize, heads: usize, seqlen_q: usize, seqlen_k: usize, density: f64, rng: &mut impl rand::Rng) -> HostBlockMask {

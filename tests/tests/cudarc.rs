@@ -8,6 +8,7 @@ use cudarc::driver::{CudaContext, DeviceRepr, ValidAsZeroBits};
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, DeviceIndex, DeviceOffsets, Element, Gpu, PagedKv, Pages};
+use flashrs_tests::mods::host_lists;
 use flashrs_tests::{case_rng, gpu_or_skip, params};
 use rand::Rng;
 
@@ -225,7 +226,7 @@ fn cudarc_builds_block_masks() {
         let (head, r, k) = (i / (s * s), i / s % s, i % s);
         (k <= r && r - k < 200 + 90 * head) as u8
     }).collect();
-    let host = flashrs::HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, h, s, s).unwrap();
+    let host = host_lists(&dense, b, h, s, s);
     let shape = flashrs::DenseMaskShape::new(b, h, s, s).unwrap();
     let (writer, builder, compute) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
     let dense_c = writer.clone_htod(&dense).unwrap();

@@ -6,7 +6,8 @@
 //! unit tests and these skip.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, DenseMaskShape, DeviceArray, Error, HostBlockMask};
+use flashrs::{AttentionParams, DenseMaskShape, DeviceArray, Error};
+use flashrs_tests::mods::host_lists;
 use flashrs_tests::{case_rng, gpu_or_skip};
 use rand::Rng;
 
@@ -67,7 +68,7 @@ fn gpu_lists_match_the_host_builder() {
     let shapes = [(1, 1, 1, 1), (2, 3, 300, 129), (1, 2, 127, 1037), (1, 1, 128, 128), (3, 1, 129, 257), (1, 4, 1037, 17), (1, 1, 0, 40), (2, 1, 40, 0), (1, 1, 2048, 2048)];
     for (b, h, sq, sk) in shapes {
         let dense = dense_mask(&mut rng, b, h, sq, sk);
-        let want = HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, h, sq, sk).unwrap();
+        let want = host_lists(&dense, b, h, sq, sk);
         let shape = DenseMaskShape::new(b, h, sq, sk).unwrap();
         let dense_d = DeviceBuffer::from_slice(if dense.is_empty() { &[0u8][..] } else { &dense[..] }).unwrap();
         let mut l = Lists::poisoned(&shape);
@@ -101,7 +102,7 @@ fn a_large_mask_and_its_time() {
             (k <= r && r - k < 1024 + 300 * head) as u8
         })
         .collect();
-    let want = HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, h, sq, sk).unwrap();
+    let want = host_lists(&dense, b, h, sq, sk);
     let shape = DenseMaskShape::new(b, h, sq, sk).unwrap();
     let dense_d = DeviceBuffer::from_slice(&dense).unwrap();
     let mut l = Lists::poisoned(&shape);
@@ -140,7 +141,7 @@ fn attention_over_a_gpu_built_mask_is_the_host_built_masks() {
             }
         }
     }
-    let host = HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, hq, sq, sk).unwrap();
+    let host = host_lists(&dense, b, hq, sq, sk);
     let up = |v: &[i32]| DeviceBuffer::from_slice(v).unwrap();
     let (hc, hi, hfc, hfi) = (up(&host.counts), up(&host.indices), up(&host.full_counts), up(&host.full_indices));
     let host_mask = host.on_device(DeviceArray::new(&hc), DeviceArray::new(&hi), DeviceArray::new(&hfc), DeviceArray::new(&hfi)).unwrap();

@@ -12,7 +12,7 @@
 use flashrs::tiles::{CONFIGS, SMALL_D256};
 use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
 use flashrs_tests::attn::{check_many, check_mods_many, check_mods_many_on};
-use flashrs_tests::mods::{HostMods, random_bias, random_blocks, relative_bias_kernels};
+use flashrs_tests::mods::{HostMods, host_lists, random_bias, random_blocks, relative_bias_kernels};
 use flashrs_tests::grad::{GradCase, check_grads_on};
 use rand::SeedableRng;
 use flashrs_tests::{gpu_or_skip, params, with_splits};
@@ -180,7 +180,7 @@ fn sanitize_dense_mask() {
         let (mut c, mut i, mut fc, mut fi) = (list(shape.counts_len()), list(shape.indices_len()), list(shape.counts_len()), list(shape.indices_len()));
         gpu.block_mask_from_dense(&stream, &dense_d, shape, &mut c, &mut i, &mut fc, &mut fi).unwrap();
         stream.synchronize().unwrap();
-        let want = flashrs::HostBlockMask::from_dense(&dense.iter().map(|&x| x != 0).collect::<Vec<_>>(), b, h, sq, sk).unwrap();
+        let want = host_lists(&dense, b, h, sq, sk);
         let host = |d: &DeviceBuffer<i32>| {
             let mut v = vec![0i32; d.len()];
             d.copy_to(&mut v[..]).unwrap();
