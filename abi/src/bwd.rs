@@ -84,6 +84,51 @@ pub struct BwdParams {
     /// asked for. Needs [`FwdParams::mods`]' sinks. The main kernels need nothing for sinks:
     /// the log-sum-exp they recompute probabilities with already counts them.
     pub dsinks: u64,
+    /// Block-sparse calls: the main kernel's walk, built from the block mask
+    /// ([`crate::FwdParams::mods`]' `blocks`) by the two launches before it.
+    pub lists: QueryLists,
+}
+
+/// Threads of the `flash_bwd_sparse_lists_*` CTA: one warp.
+pub const SPARSE_LISTS_THREADS: usize = 32;
+
+/// A backward main kernel walks, for its key block, the query blocks whose rows see it; a
+/// block mask lists the opposite way (per query block, its key blocks), so block-sparse calls
+/// first turn the lists around, in two launches, into this workspace:
+///
+/// 1. `flash_bwd_sparse_bits_*`, one CTA per row of the mask's count arrays (a batch entry,
+///    head and query block of it): the row's partial and full lists as one bitmap of `words`
+///    u32 over its key blocks (bit `kb % 32` of word `kb / 32`; an index clamped to the
+///    mask's `kv_blocks`, or listed twice, sets no bit or the same one).
+/// 2. `flash_bwd_sparse_lists_*`, one CTA per (batch entry, K/V head, 32 key blocks of
+///    [`crate::params::SPARSE_BLOCK`] keys): for each key block, the main kernel's query steps
+///    of `block_m` rows that see it, over the group's query heads, as `(g << 16) | m` (query
+///    head `h_kv * group + g`, step `m` of the sequence: its rows `m * block_m ..`), ordered by
+///    `(g, m)`; only steps with rows in the sequence. In deterministic mode also each step's
+///    turn: the key blocks before this one its query block's row lists.
+///
+/// A bitmap deduplicates, so a key block a row lists twice is visited once (the forward
+/// counts its keys twice; the host's checks refuse such lists).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryLists {
+    /// Device address of the bitmaps (u32), `words` per row of the mask's count arrays.
+    pub bits: u64,
+    /// Device address of the step counts (u32), `[batch, heads_kv, kv_blocks]`; 0 when the
+    /// call has no block mask.
+    pub counts: u64,
+    /// Device address of the steps (u32), `per_list` per count.
+    pub entries: u64,
+    /// Deterministic mode: device address of each step's turn (u32, as `entries`), or 0.
+    pub turns: u64,
+    /// u32 per bitmap: `ceil(kv_blocks / 32)` of the mask's `kv_blocks`.
+    pub words: u32,
+    /// Entries per list: the group's query heads times the main kernel's query steps.
+    pub per_list: u32,
+    /// Lists per (batch entry, K/V head): key blocks of the longest sequence.
+    pub kv_blocks: u32,
+    /// The main kernel's query rows per step, which divides `SPARSE_BLOCK`.
+    pub block_m: u32,
 }
 
 /// Dynamic shared memory of the dQ kernel when it writes [`BwdParams::dsinks`]: a slot per

@@ -21,7 +21,7 @@
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
 
-use crate::bwd::{AccumLayout, BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, BwdSm90Config};
+use crate::bwd::{AccumLayout, BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, BwdSm90Config, SPARSE_LISTS_THREADS};
 use crate::dtype::DType;
 use crate::merge::MERGE_THREADS;
 use crate::sm90::{self, HopperConfig};
@@ -194,7 +194,7 @@ pub enum Kernel {
     },
 }
 
-/// The three launches of a backward call (see [`crate::bwd`]).
+/// The launches of a backward call (see [`crate::bwd`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BwdStep {
     /// `dot(dO, O)` per row, in the statistics layout of the accumulator layout's main kernel
@@ -209,7 +209,9 @@ pub enum BwdStep {
         /// The accumulator layout it adds dQ in.
         accum: AccumLayout,
         /// [`Flavor::Mods`]: the attention modifications compiled in (sliding window, softcap,
-        /// ALiBi; configurations of [`BWD_MODS`]), else [`Flavor::Plain`].
+        /// ALiBi; configurations of [`BWD_MODS`]); [`Flavor::Sparse`]: those, walking the
+        /// query steps of a block mask's lists ([`crate::bwd::QueryLists`]); else
+        /// [`Flavor::Plain`].
         flavor: Flavor,
     },
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
@@ -222,6 +224,12 @@ pub enum BwdStep {
     },
     /// dQ from its accumulator, laid out as the main kernel leaves it.
     Dq(AccumLayout),
+    /// Block-sparse calls, before the main kernel: each (batch entry, head, query block) row of
+    /// the block mask's lists as a bitmap over the key blocks ([`crate::bwd::QueryLists`]).
+    SparseBits,
+    /// Block-sparse calls, after [`BwdStep::SparseBits`]: from the bitmaps, the query steps
+    /// each (batch entry, K/V head, key block) visits, the main kernel's walk.
+    SparseLists,
 }
 
 impl BwdStep {
@@ -230,7 +238,10 @@ impl BwdStep {
         match self {
             BwdStep::Prep(AccumLayout::Rows) => 0,
             BwdStep::Main { flavor: Flavor::Plain, .. } => 1,
-            BwdStep::Main { .. } => 6,
+            BwdStep::Main { flavor: Flavor::Mods, .. } => 6,
+            BwdStep::Main { flavor: Flavor::Sparse, .. } => 9,
+            BwdStep::SparseBits => 7,
+            BwdStep::SparseLists => 8,
             BwdStep::Dq(AccumLayout::Rows) => 2,
             BwdStep::MainSm90 { .. } => 3,
             BwdStep::Dq(AccumLayout::Fragments) => 4,
@@ -245,6 +256,7 @@ impl BwdStep {
             BwdStep::Main { accum, .. } => accum,
             BwdStep::MainSm90 { .. } => AccumLayout::Fragments,
             BwdStep::Prep(l) | BwdStep::Dq(l) => l,
+            BwdStep::SparseBits | BwdStep::SparseLists => AccumLayout::Rows,
         }
     }
 
@@ -255,8 +267,12 @@ impl BwdStep {
             .flat_map(|l| [BwdStep::Prep(l), BwdStep::Dq(l)])
             .chain(BWD_CONFIGS.into_iter().map(|config| BwdStep::Main { config, accum: AccumLayout::Rows, flavor: Flavor::Plain }))
             .chain(BWD_CONFIGS.into_iter().filter(|c| c.fragments()).map(|config| BwdStep::Main { config, accum: AccumLayout::Fragments, flavor: Flavor::Plain }))
-            .chain(BWD_MODS.into_iter().map(|i| BwdStep::Main { config: BWD_CONFIGS[i], accum: AccumLayout::Rows, flavor: Flavor::Mods }))
-            .chain(BWD_MODS.into_iter().filter(|&i| BWD_CONFIGS[i].fragments()).map(|i| BwdStep::Main { config: BWD_CONFIGS[i], accum: AccumLayout::Fragments, flavor: Flavor::Mods }))
+            .chain([Flavor::Mods, Flavor::Sparse].into_iter().flat_map(|flavor| {
+                let rows = BWD_MODS.into_iter().map(move |i| BwdStep::Main { config: BWD_CONFIGS[i], accum: AccumLayout::Rows, flavor });
+                let frags = BWD_MODS.into_iter().filter(|&i| BWD_CONFIGS[i].fragments()).map(move |i| BwdStep::Main { config: BWD_CONFIGS[i], accum: AccumLayout::Fragments, flavor });
+                rows.chain(frags)
+            }))
+            .chain([BwdStep::SparseBits, BwdStep::SparseLists])
             .chain(BWD_SM90_CONFIGS.into_iter().flat_map(|config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen })))
     }
 }
@@ -291,7 +307,7 @@ impl Kernel {
             Kernel::Sm90 { varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Plain }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
-                flavor == Flavor::Mods && (accum == AccumLayout::Rows || config.fragments()) && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
+                flavor.mods() && (accum == AccumLayout::Rows || config.fragments()) && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
             }
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
@@ -376,6 +392,7 @@ impl Kernel {
             Kernel::Sm90 { config, .. } => config.threads(),
             Kernel::Bwd { step: BwdStep::Main { config, .. }, .. } => config.threads(),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.threads(),
+            Kernel::Bwd { step: BwdStep::SparseLists, .. } => SPARSE_LISTS_THREADS,
             Kernel::Bwd { .. } => BWD_ROW_THREADS,
             Kernel::Merge { .. } => MERGE_THREADS,
         }
@@ -440,6 +457,9 @@ impl Kernel {
                     (0, 0) if config == none => BwdStep::Prep(AccumLayout::Rows),
                     (1, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows }, flavor: Flavor::Plain },
                     (6, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows }, flavor: Flavor::Mods },
+                    (9, a) => BwdStep::Main { config, accum: if flag(a)? { AccumLayout::Fragments } else { AccumLayout::Rows }, flavor: Flavor::Sparse },
+                    (7, 0) if config == none => BwdStep::SparseBits,
+                    (8, 0) if config == none => BwdStep::SparseLists,
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
                     (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)? },
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
@@ -476,7 +496,7 @@ pub fn marked_entries(ptx: &str) -> impl Iterator<Item = (&str, Option<Kernel>)>
 
 /// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
 /// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
-/// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[frag_|mods_]<dtype>_d<D>_<BM>x<BN>s<stages>`,
+/// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[frag_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>`, `flash_bwd_sparse_{bits,lists}_<dtype>`,
 /// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
 impl fmt::Display for Kernel {
@@ -508,6 +528,8 @@ impl fmt::Display for Kernel {
                 }
                 BwdStep::Dq(AccumLayout::Rows) => write!(f, "flash_bwd_dq_{}", dtype.name()),
                 BwdStep::Dq(AccumLayout::Fragments) => write!(f, "flash_bwd_dq_frag_{}", dtype.name()),
+                BwdStep::SparseBits => write!(f, "flash_bwd_sparse_bits_{}", dtype.name()),
+                BwdStep::SparseLists => write!(f, "flash_bwd_sparse_lists_{}", dtype.name()),
             },
             Kernel::Merge { dtype } => write!(f, "flash_merge_{}", dtype.name()),
         }
@@ -567,6 +589,11 @@ mod tests {
         assert_eq!(twin.to_string(), "flash_bwd_sm90_varlen_f16_d256_64x64s2");
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Dq(AccumLayout::Fragments) }.to_string(), "flash_bwd_dq_frag_f16");
         assert_eq!(Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Prep(AccumLayout::Fragments) }.to_string(), "flash_bwd_prep_frag_bf16");
+        let lists = Kernel::Bwd { dtype: DType::F16, step: BwdStep::SparseLists };
+        assert_eq!((lists.to_string(), lists.threads()), ("flash_bwd_sparse_lists_f16".into(), crate::bwd::SPARSE_LISTS_THREADS));
+        let sparse = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[8], accum: AccumLayout::Fragments, flavor: Flavor::Sparse } };
+        assert_eq!(sparse.to_string(), "flash_bwd_frag_sparse_bf16_d128_64x64s2");
+        assert!(sparse.is_instantiated() && sparse.replaceable() && sparse.mods());
         let merge = Kernel::Merge { dtype: DType::Bf16 };
         assert_eq!(merge.to_string(), "flash_merge_bf16");
         assert!(merge.is_instantiated() && !merge.needs_sm90a() && merge.threads() == MERGE_THREADS);
@@ -582,7 +609,9 @@ mod tests {
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
         let mods_frag = BWD_MODS.iter().filter(|&&i| BWD_CONFIGS[i].fragments()).count();
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + BWD_MODS.len() + mods_frag + 2 * BWD_SM90_CONFIGS.len() + 1));
+        // The backward: prep and dQ in two layouts, the plain main kernels, modification and
+        // block-sparse twins, the Hopper ones of both length kinds, the two list launches.
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * (BWD_MODS.len() + mods_frag) + 2 * BWD_SM90_CONFIGS.len() + 2 + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -624,7 +653,8 @@ mod tests {
         let frag = bwd(BWD_CONFIGS[7], AccumLayout::Fragments, Flavor::Mods);
         assert!(frag.is_instantiated() && frag.needs_sm90a() && frag.to_string() == "flash_bwd_frag_mods_bf16_d128_64x64s1");
         assert!(!bwd(BWD_CONFIGS[3], AccumLayout::Fragments, Flavor::Mods).is_instantiated() && !BWD_CONFIGS[3].fragments());
-        assert!(!bwd(BWD_CONFIGS[7], AccumLayout::Rows, Flavor::Sparse).is_instantiated());
+        assert!(bwd(BWD_CONFIGS[7], AccumLayout::Rows, Flavor::Sparse).is_instantiated());
+        assert!(!bwd(BWD_CONFIGS[1], AccumLayout::Rows, Flavor::Sparse).is_instantiated());
     }
 
     #[test]

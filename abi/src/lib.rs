@@ -35,7 +35,7 @@ pub mod tiles;
 pub mod tma;
 pub mod upload;
 
-pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, FragmentBlocks};
+pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, FragmentBlocks, QueryLists};
 pub use dtype::DType;
 pub use kernel::{BwdStep, Flavor, Kernel, Variant};
 pub use merge::MergeParams;

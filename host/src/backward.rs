@@ -8,7 +8,8 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, DSINKS_SMEM, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, DSINKS_SMEM, QueryLists, bwd_row_lanes};
+use flashrs_abi::params::SPARSE_BLOCK;
 use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks, FwdParams, Kernel};
 
@@ -85,6 +86,22 @@ pub struct BackwardPlan {
     /// The sink logits' gradient (f32, `len` = the query heads): written by the dQ kernel, or
     /// zeroed by the launch when the call has no query row (and the dQ kernel no grid).
     pub dsinks: Option<BufferRef>,
+    /// Block-sparse calls: the launches that turn the block mask into the main kernel's walks.
+    pub lists: Option<SparseLists>,
+}
+
+/// The launches of a block-sparse backward call that build its main kernel's walks
+/// ([`QueryLists`]) in the workspace, before the other kernels.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseLists {
+    /// `flash_bwd_sparse_bits_*` and `flash_bwd_sparse_lists_*`, with their grids.
+    pub kernels: [(Kernel, u32); 2],
+    /// Where the lists start in the workspace (bytes).
+    pub offset: usize,
+    /// Bytes of the bitmaps, the counts, the steps and the turns (none outside deterministic
+    /// mode), in that order from `offset`, each a multiple of 16.
+    pub bytes: [usize; 4],
 }
 
 impl BackwardPlan {
@@ -120,7 +137,13 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     // log-sum-exp counts them).
     let m = &p.mods;
     // User data is read by the caller's own main kernel, which stands in for a modification one.
-    let flavor = if m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() || m.user.is_some() { Flavor::Mods } else { Flavor::Plain };
+    let flavor = if m.blocks.is_some() {
+        Flavor::Sparse
+    } else if m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() || m.user.is_some() {
+        Flavor::Mods
+    } else {
+        Flavor::Plain
+    };
     let mma = || {
         // Plain calls try the table in order, modification calls BWD_MODS's order (preferred
         // first).
@@ -138,7 +161,7 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
         })
     };
     let hopper = || match BWD_SM90_CONFIGS.iter().find(|c| c.head_dim == padded) {
-        Some(_) if flavor.mods() => Err("the Hopper backward kernels take no window, softcap or ALiBi yet".to_string()),
+        Some(_) if flavor.mods() => Err("the Hopper backward kernels take no window, softcap, ALiBi or block mask yet".to_string()),
         Some(&config) => tma_describable(call).map(|()| BwdStep::MainSm90 { config, varlen: call.packed.is_some() }),
         None => Err(format!("no Hopper backward kernel for head_dim {}", p.head_dim)),
     };
@@ -157,6 +180,30 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
             reason: "the backward pass takes a kernel family (MmaSync or Wgmma without a configuration, or Auto), not a tile configuration or launch mode".into(),
         }),
     }
+}
+
+/// The lists of a block-sparse call (addresses 0 until the launch places them) and the u32
+/// entries of their parts: bitmaps, counts, steps, turns (0 outside deterministic mode).
+/// `block_m`: the main kernel's rows per step.
+fn plan_lists(mask: &crate::BlockMask, b: &BwdParams, block_m: usize, deterministic: bool) -> Result<(QueryLists, [usize; 4])> {
+    let f = &b.fwd;
+    // Entries pack (head in group, step) in 16 bits each.
+    if f.group > 1 << 16 || f.m_blocks > 1 << 16 {
+        let reason = format!("block-sparse gradients take at most 65536 query heads a K/V head and {} query rows, not {} and {}", (1usize << 16) * block_m, f.group, f.seqlen_q);
+        return Err(Error::InvalidShape { what: "block_mask", reason });
+    }
+    let words = mask.kv_blocks.div_ceil(32);
+    let kv_blocks = f.seqlen_k.div_ceil(SPARSE_BLOCK);
+    let per_list = f.group * f.m_blocks;
+    let counts = f.batch as u128 * (f.heads_q / f.group) as u128 * kv_blocks as u128;
+    let entries = counts * per_list as u128;
+    // 32-bit indices in the kernels.
+    let bits = limit("block mask bitmap words", (mask.batch * mask.heads * mask.q_blocks) as u128 * words as u128)?;
+    limit("block-sparse lists", counts)?;
+    limit("block-sparse list entries", entries)?;
+    let lists = QueryLists { words: words as u32, per_list, kv_blocks, block_m: block_m as u32, ..QueryLists::default() };
+    let turns = if deterministic { entries } else { 0 };
+    Ok((lists, [bits as usize, counts as usize, entries as usize, turns as usize]))
 }
 
 /// A product of sizes the kernels index with 32-bit signed arithmetic (grids, rows x heads,
@@ -178,10 +225,6 @@ impl AttentionParams<'_> {
             return Err(Error::InvalidShape { what: "layout", reason: "the backward pass takes K and V tensors, not a paged cache".into() });
         }
         let m = &p.mods;
-        if m.blocks.is_some() {
-            let reason = "the backward pass takes sliding windows, softcap, ALiBi and sinks but no block mask yet".to_string();
-            return Err(Error::InvalidShape { what: "mods", reason });
-        }
         if grads.dsinks.is_some() && m.sinks.is_none() {
             return Err(Error::InvalidBuffer { tensor: "dsinks", reason: "the call has no sinks to take the gradient of".into() });
         }
@@ -209,6 +252,7 @@ impl AttentionParams<'_> {
             deterministic: p.deterministic,
             varlen: call.packed.is_some(),
             dsinks: None,
+            lists: None,
         };
         // Checked before anything else is: a call with nothing to compute still zeroes it.
         let dsinks = match grads.dsinks {
@@ -339,10 +383,21 @@ impl AttentionParams<'_> {
             [params.fwd.cu_seqlens_q, params.fwd.cu_seqlens_k] = v.cu_seqlens;
             plan.upload = v.upload.clone();
         }
-        plan.params = params;
         plan.grids = if rows_q > 0 { [row_grid, main_grid, row_grid] } else { [0, main_grid, 0] };
+        plan.params = params;
         let [_, sems] = plan.workspace_layout();
         plan.workspace_bytes = sems + if p.deterministic { (counters as usize * 4).next_multiple_of(16) } else { 0 };
+        if let (Some(mask), Kernel::Bwd { step: BwdStep::Main { flavor: Flavor::Sparse, .. }, .. }) = (&m.blocks, kernels[1]) {
+            let (lists, sizes) = plan_lists(mask, &plan.params, bm, p.deterministic)?;
+            let bytes = sizes.map(|n| (n * 4).next_multiple_of(16));
+            let kernels = [BwdStep::SparseBits, BwdStep::SparseLists].map(|step| Kernel::Bwd { dtype, step });
+            // A CTA per row of the mask, and a warp per 32 key blocks of a (batch entry, K/V head).
+            let lists_grid = p.batch as u128 * hkv as u128 * lists.kv_blocks.div_ceil(32) as u128;
+            let grids = [limit("block mask rows", (mask.batch * mask.heads * mask.q_blocks) as u128)?, limit("list CTAs", lists_grid)?];
+            plan.params.lists = lists;
+            plan.lists = Some(SparseLists { kernels: [(kernels[0], grids[0]), (kernels[1], grids[1])], offset: plan.workspace_bytes, bytes });
+            plan.workspace_bytes += bytes.iter().sum::<usize>();
+        }
         Ok(plan)
     }
 }
@@ -362,8 +417,12 @@ impl Gpu {
     /// variable-length offsets; not paged caches), same buffer types. Each gradient has its tensor's
     /// strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V head's query heads.
     /// Of the attention modifications it takes sliding windows, softcap and ALiBi (on `mma.sync`
-    /// kernels of their own) and sinks ([`crate::AttentionParamsBuilder::sinks`]), whose own
-    /// gradient [`Gpu::attention_backward_with_sinks`] also writes; not block masks yet. Rows that
+    /// kernels of their own), block masks (their block-sparse twins, each key block walking the
+    /// query blocks that list it; two small launches turn the mask around first, into a
+    /// workspace of one u32 per (query step, 128-key block) pair, two in deterministic mode:
+    /// O((seqlen / 64) x (seqlen / 128)) per head, as the mask's own lists) and sinks
+    /// ([`crate::AttentionParamsBuilder::sinks`]), whose own
+    /// gradient [`Gpu::attention_backward_with_sinks`] also writes. Rows that
     /// see no key get zero dQ; keys no row sees get zero dK and dV. Memory beyond the buffers: a
     /// workspace of `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on
     /// H100/H200, whose rows round up to 64 per (sequence, head)). With
@@ -591,6 +650,10 @@ impl Gpu {
         let smems = [0, plan.smem, if plan.params.dsinks != 0 { DSINKS_SMEM as u32 } else { 0 }];
         let funcs = [self.kernel_function(plan.kernels[0], smems[0])?, self.function_of(plan.kernels[1], smems[1], custom)?, self.kernel_function(plan.kernels[2], smems[2])?];
         let maps = if hopper { Some(encode_bwd_maps(plan)?) } else { None };
+        let list_funcs = match &plan.lists {
+            Some(l) => Some([self.kernel_function(l.kernels[0].0, 0)?, self.kernel_function(l.kernels[1].0, 0)?]),
+            None => None,
+        };
         let [dsum, sems] = plan.workspace_layout();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);
         let run = |ws: WorkspaceAddrs| {
@@ -603,6 +666,20 @@ impl Gpu {
             p.dq_accum = ws.partials;
             p.dsum = ws.partials + dsum as u64;
             p.dq_semaphore = if plan.deterministic { ws.partials + sems as u64 } else { 0 };
+            if let (Some(l), Some(list_funcs)) = (&plan.lists, list_funcs) {
+                let at = |part: usize| ws.partials + (l.offset + l.bytes[..part].iter().sum::<usize>()) as u64;
+                p.lists.bits = at(0);
+                p.lists.counts = at(1);
+                p.lists.entries = at(2);
+                p.lists.turns = if plan.deterministic { at(3) } else { 0 };
+                for (&func, &(kernel, grid)) in list_funcs.iter().zip(&l.kernels).filter(|(_, (_, grid))| *grid > 0) {
+                    let mut args = [&mut p as *mut BwdParams as *mut c_void];
+                    let d = self.driver;
+                    // SAFETY: the kernel takes one `BwdParams`, whose lists lie in this workspace.
+                    let r = unsafe { (d.launch_kernel)(func, grid, 1, 1, kernel.threads() as u32, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
+                    d.check("cuLaunchKernel", r)?;
+                }
+            }
             for (i, &func) in funcs.iter().enumerate() {
                 if plan.grids[i] == 0 {
                     continue;

@@ -25,9 +25,9 @@
 //! Calls with modifications run on their own kernels (the plain ones compile none of this in):
 //! on sm_90a the Hopper kernels, elsewhere `mma.sync`; fixed-length or variable-length, K and V
 //! as tensors (not paged caches), one CTA per query block (no split-KV, no GQA packing). The
-//! backward pass takes sliding windows and ALiBi (on `mma.sync` modification kernels, dQ in
-//! rows) and sinks (the forward's log-sum-exp already counts them; the dQ kernel writes their
-//! gradient, [`crate::GradBuffers::dsinks`]); not softcap or block masks yet.
+//! backward pass takes sliding windows, softcap and ALiBi (on `mma.sync` modification kernels),
+//! block masks (on their block-sparse twins) and sinks (the forward's log-sum-exp already counts
+//! them; the dQ kernel writes their gradient, [`crate::GradBuffers::dsinks`]).
 use flashrs_abi::ModParams;
 use flashrs_abi::params::WINDOW_UNBOUNDED;
 

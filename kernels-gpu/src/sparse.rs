@@ -29,13 +29,24 @@ impl KeyBlocks {
     /// The lists of query block `q_block` of (`batch`, query head `head`) in block mask `b`.
     #[inline(always)]
     pub fn new(b: &BlockSparse, batch: u32, head: u32, q_block: u32) -> Self {
-        let row = batch * b.batch_stride + head * b.head_stride + q_block;
+        Self::of_row(b, batch * b.batch_stride + head * b.head_stride + q_block)
+    }
+
+    /// The lists of row `row` of block mask `b`'s count arrays.
+    #[inline(always)]
+    pub fn of_row(b: &BlockSparse, row: u32) -> Self {
         // SAFETY: the host sized the count arrays for every (batch, head, query block) of the
         // launch through these strides. (`max`/`min` rather than `clamp`, whose panic on
         // reversed bounds formats them.)
         let count = |a: u64| if a == 0 { 0 } else { (unsafe { *(a as *const i32).add(row as usize) }.max(0) as u32).min(b.kv_blocks) };
         let n_partial = count(b.counts);
         KeyBlocks { first: row * b.kv_blocks, n_partial, n: n_partial + count(b.full_counts) }
+    }
+
+    /// Key blocks visited (partial and full).
+    #[inline(always)]
+    pub fn len(&self) -> u32 {
+        self.n
     }
 
     /// Key tiles of `BN` keys visited.

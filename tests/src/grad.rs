@@ -2,7 +2,7 @@
 //! and comparing dQ, dK and dV with the CPU f64 reference's analytic gradients.
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use flashrs::{AttentionParams, CustomKernels, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, KernelChoice, Strides};
+use flashrs::{AttentionParams, CustomKernels, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, HostBlockMask, KernelChoice, Strides};
 use flashrs_reference::{Bias, Problem, RefInputs, Variants, reference_backward_with};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -10,7 +10,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use crate::CustElement;
 use crate::attn::{gather, out_tolerance, scatter};
-use crate::mods::RelativeBias;
+use crate::mods::{RelativeBias, blocks_of, device_mask, ref_blocks, upload_lists};
 
 /// How a case's rows are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,13 +69,15 @@ pub struct GradCase {
     /// A learned relative-position bias, read as user data by custom kernels (the
     /// `relative_bias` example's; the case then runs on them, see [`check_grads_on`]).
     pub bias: Option<RelativeBias>,
+    /// A block mask (covering the longest sequence's rows and keys).
+    pub blocks: Option<HostBlockMask>,
 }
 
 impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false, softcap: None, bias: None }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false, softcap: None, bias: None, blocks: None }
     }
 
     /// One line describing the case.
@@ -94,6 +96,9 @@ impl GradCase {
         }
         if let Some(b) = &self.bias {
             sinks += &format!(" relative bias ±{}", b.max);
+        }
+        if let Some(m) = &self.blocks {
+            sinks += &format!(" blocks {}x{} density {:.2}", m.batch, m.heads, m.density());
         }
         format!("{:?} hq{} hkv{} d{} causal={}{sinks} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
     }
@@ -170,6 +175,11 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
     let b = if let Some(cap) = c.softcap { b.softcap(cap) } else { b };
     let user_d = DeviceBuffer::from_slice(&c.bias.as_ref().map_or(vec![0.0], |b| b.data())).unwrap();
     let b = if c.bias.is_some() { b.user_data(DeviceArray::new(&user_d)) } else { b };
+    let lists = c.blocks.as_ref().map(upload_lists);
+    let b = match (&c.blocks, &lists) {
+        (Some(m), Some(l)) => b.block_mask(device_mask(m, l)),
+        _ => b,
+    };
     let p = match c.rows {
         Rows::Batched { bhsd } => b.batch(nb).seqlen_q(max_q).seqlen_k(max_k).dim_order(if bhsd { DimOrder::Bhsd } else { DimOrder::Bshd }),
         Rows::Varlen { device: false } => b.varlen(&cq, &ck).seqlen_k(max_k),
@@ -246,7 +256,8 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
         // The relative bias of this sequence's diagonal.
         let offset = lk as i64 - lq as i64;
         let bias = |_: usize, h: usize, row: usize, key: usize| c.bias.as_ref().map_or(0.0, |b| b.at(h, key as i64 - row as i64 - offset) as f64);
-        let var = Variants { bias: c.bias.is_some().then_some(Bias(&bias)), ..var };
+        let blocks = c.blocks.as_ref().map(|m| ref_blocks(m, Some(i)));
+        let var = Variants { bias: c.bias.is_some().then_some(Bias(&bias)), blocks: blocks.as_ref().map(blocks_of), ..var };
         let r = reference_backward_with(&sp, &var, &x, &dof[rq.clone()]);
         for (a, (got, want)) in acc.iter_mut().zip([(&dq[rq.clone()], &r.dq), (&dk[rk.clone()], &r.dk), (&dv[rk.clone()], &r.dv)]) {
             let (e, m) = rel_err(got, want);

@@ -94,16 +94,27 @@ pub struct RefMods {
 impl RefMods {
     /// The reference's variants.
     pub fn variants(&self) -> Variants<'_> {
-        let blocks = self.blocks.as_ref().map(|(visits, [batch, heads, q_blocks, kv_blocks])| Blocks {
-            visits,
-            batch: *batch,
-            heads: *heads,
-            q_blocks: *q_blocks,
-            kv_blocks: *kv_blocks,
-        });
+        let blocks = self.blocks.as_ref().map(blocks_of);
         let bias = self.bias.as_deref().map(Bias);
         Variants { window: self.window, softcap: self.softcap, alibi: self.alibi.as_deref(), sinks: self.sinks.as_deref(), blocks, bias }
     }
+}
+
+/// The pairs a block mask visits, `[batch, heads, q_blocks, kv_blocks]`, with those dimensions,
+/// for the reference's [`Blocks`]: for a whole call (`batch: None`), or for batch entry `b` run
+/// alone (its own pairs, where the mask has some per entry).
+pub fn ref_blocks(m: &HostBlockMask, batch: Option<usize>) -> (Vec<bool>, [usize; 4]) {
+    let all = m.visits();
+    let per_entry = m.heads * m.q_blocks * m.kv_blocks;
+    match batch {
+        Some(b) if m.batch > 1 => (all[b * per_entry..][..per_entry].to_vec(), [1, m.heads, m.q_blocks, m.kv_blocks]),
+        _ => (all, [m.batch, m.heads, m.q_blocks, m.kv_blocks]),
+    }
+}
+
+/// The reference's [`Blocks`] of [`ref_blocks`]' pairs.
+pub fn blocks_of((visits, [batch, heads, q_blocks, kv_blocks]): &(Vec<bool>, [usize; 4])) -> Blocks<'_> {
+    Blocks { visits, batch: *batch, heads: *heads, q_blocks: *q_blocks, kv_blocks: *kv_blocks }
 }
 
 /// The host builder's lists of a byte mask as the GPU builder takes it (`[batch, heads,
@@ -123,6 +134,26 @@ pub fn random_blocks(batch: usize, heads: usize, seqlen_q: usize, seqlen_k: usiz
     .unwrap()
 }
 
+/// A block mask's four lists on the GPU (counts, indices, full counts, full indices).
+pub fn upload_lists(m: &HostBlockMask) -> [DeviceBuffer<i32>; 4] {
+    let up = |v: &[i32]| DeviceBuffer::from_slice(if v.is_empty() { &[0][..] } else { v }).unwrap();
+    [up(&m.counts), up(&m.indices), up(&m.full_counts), up(&m.full_indices)]
+}
+
+/// `m` on the GPU as [`upload_lists`] put it, passed as a mask built on the GPU: unchecked, so
+/// that hostile lists reach the kernels.
+pub fn device_mask<'a>(m: &HostBlockMask, [c, i, fc, fi]: &'a [DeviceBuffer<i32>; 4]) -> flashrs::BlockMask<'a> {
+    flashrs::BlockMask {
+        counts: DeviceArray::new(c),
+        indices: DeviceArray::new(i),
+        full: Some((DeviceArray::new(fc), DeviceArray::new(fi))),
+        batch: m.batch,
+        heads: m.heads,
+        q_blocks: m.q_blocks,
+        kv_blocks: m.kv_blocks,
+    }
+}
+
 impl HostMods {
     /// True when nothing is set.
     pub fn is_plain(&self) -> bool {
@@ -132,8 +163,7 @@ impl HostMods {
     /// The arrays, uploaded.
     pub fn upload(&self) -> ModBuffers {
         let up = |v: &[f32]| DeviceBuffer::from_slice(v).unwrap();
-        let up_i32 = |v: &[i32]| DeviceBuffer::from_slice(if v.is_empty() { &[0][..] } else { v }).unwrap();
-        let blocks = self.blocks.as_ref().map(|m| [up_i32(&m.counts), up_i32(&m.indices), up_i32(&m.full_counts), up_i32(&m.full_indices)]);
+        let blocks = self.blocks.as_ref().map(upload_lists);
         let user = self.bias.as_ref().map(|b| up(&b.data()));
         ModBuffers { alibi: self.alibi.as_ref().map(|(s, _)| up(s)), sinks: self.sinks.as_deref().map(up), blocks, user }
     }
@@ -150,16 +180,7 @@ impl HostMods {
             _ => b,
         };
         let b = match (&self.blocks, &bufs.blocks) {
-            // As a mask built on the GPU: unchecked, so that hostile lists reach the kernels.
-            (Some(m), Some([c, i, fc, fi])) => b.block_mask(flashrs::BlockMask {
-                counts: DeviceArray::new(c),
-                indices: DeviceArray::new(i),
-                full: Some((DeviceArray::new(fc), DeviceArray::new(fi))),
-                batch: m.batch,
-                heads: m.heads,
-                q_blocks: m.q_blocks,
-                kv_blocks: m.kv_blocks,
-            }),
+            (Some(m), Some(lists)) => b.block_mask(device_mask(m, lists)),
             _ => b,
         };
         let b = match &bufs.user {
@@ -181,15 +202,7 @@ impl HostMods {
             (Some(b), true) => f64s(&s[b * heads_q..(b + 1) * heads_q]),
             _ => f64s(s),
         });
-        // The pairs as the mask states them (for one batch entry: its own, where per entry).
-        let blocks = self.blocks.as_ref().map(|m| {
-            let all = m.visits();
-            let per_entry = m.heads * m.q_blocks * m.kv_blocks;
-            match batch {
-                Some(b) if m.batch > 1 => (all[b * per_entry..][..per_entry].to_vec(), [1, m.heads, m.q_blocks, m.kv_blocks]),
-                _ => (all, [m.batch, m.heads, m.q_blocks, m.kv_blocks]),
-            }
-        });
+        let blocks = self.blocks.as_ref().map(|m| ref_blocks(m, batch));
         let bias = self.bias.clone().map(|b| {
             Box::new(move |_: usize, head: usize, row: usize, key: usize| b.at(head, key as i64 - row as i64 - offset) as f64) as Box<dyn Fn(usize, usize, usize, usize) -> f64 + Sync>
         });

@@ -5,7 +5,10 @@ use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{Arch, AttentionParams, BufferRef, Buffers, DType, Error, Gpu, GradBuffers, KernelChoice};
 use flashrs_tests::grad::{GradCase, Rows, assert_bit_identical, check_grads, grad_tolerance, run_grad};
+use flashrs_tests::mods::random_blocks;
 use flashrs_tests::{buffer_of, gpu_or_skip};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 
 #[test]
 fn gradients_match_the_reference() {
@@ -172,6 +175,47 @@ fn windows_softcap_and_alibi() {
     for (window, softcap) in [((Some(100), Some(0)), None), ((Some(300), Some(50)), Some(5.0))] {
         let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, false, DType::Bf16);
         (c.window, c.alibi, c.deterministic, c.softcap) = (window, true, true, softcap);
+        assert_bit_identical(&gpu, &c, 20);
+    }
+}
+
+/// Block masks (the `flash_bwd_sparse_*` kernels): each key block walks the query steps whose
+/// blocks list it, per head or shared, with the element masks and modifications inside; empty
+/// rows (no listed block) get zero gradient; deterministic mode takes turns in list order.
+#[test]
+fn block_masks() {
+    let Some(gpu) = gpu_or_skip("block_masks") else { return };
+    let mut rng = StdRng::seed_from_u64(0xb10c);
+    let mut cases = vec![];
+    for (i, (d, dtype)) in [(64, DType::Bf16), (128, DType::F16), (256, DType::Bf16), (96, DType::Bf16)].into_iter().enumerate() {
+        for (j, (sq, sk, hq, hkv)) in [(300, 500, 4, 2), (257, 129, 6, 2), (1, 1037, 2, 2), (640, 640, 2, 1)].into_iter().enumerate() {
+            let causal = (i + j) % 2 == 0;
+            // Per (batch entry, head), or one shared mask; about half the blocks.
+            let (mb, mh) = if j % 2 == 0 { (2, hq) } else { (1, 1) };
+            let mut c = GradCase::batched(2, sq, sk, hq, hkv, d, causal, dtype);
+            c.blocks = Some(random_blocks(mb, mh, sq, sk, [0.5, 0.3, 0.9][(i + j) % 3], &mut rng));
+            if (i + j) % 3 == 1 {
+                (c.window, c.softcap, c.alibi) = ((Some(200), Some(30)), Some(20.0), true);
+            }
+            c.sinks = j == 3;
+            cases.push(c);
+        }
+        // Variable-length rows, one mask per sequence.
+        let mut c = GradCase::batched(1, 1, 1, 4, 2, d, i % 2 == 0, dtype);
+        let lens = vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0), (400, 400)];
+        c.blocks = Some(random_blocks(lens.len(), 4, 400, 1037, 0.5, &mut rng));
+        (c.lens, c.rows) = (lens, Rows::Varlen { device: i % 2 == 1 });
+        cases.push(c);
+    }
+    check_grads(&gpu, &cases);
+    // Deterministic: shared and per-head masks, batched and variable-length.
+    for (varlen, heads) in [(false, 8), (false, 1), (true, 8)] {
+        let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, false, DType::Bf16);
+        c.blocks = Some(random_blocks(2, heads, 700, 900, 0.5, &mut rng));
+        if varlen {
+            (c.lens, c.rows) = (vec![(300, 500), (700, 900)], Rows::Varlen { device: false });
+        }
+        c.deterministic = true;
         assert_bit_identical(&gpu, &c, 20);
     }
 }

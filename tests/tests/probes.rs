@@ -346,6 +346,30 @@ fn probe_barrier_red() {
 }
 
 #[test]
+fn probe_ballot_or() {
+    let Some(gpu) = gpu_or_skip("probe_ballot_or") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    let patterns: [Vec<u32>; 4] = [vec![0; 64], vec![1; 64], (0..64).map(|t| (t % 3 == 0) as u32).collect(), (0..64).map(|t| (t == 31 || t == 32) as u32).collect()];
+    for votes in patterns {
+        let word = |w: usize| (0..32).filter(|&l| votes[32 * w + l] != 0).fold(0u32, |b, l| b | 1 << l);
+        let flags_d = DeviceBuffer::from_slice(&votes).unwrap();
+        // Bits already set stay set.
+        let bits_d = DeviceBuffer::from_slice(&[0x100u32, 0]).unwrap();
+        let out_d = DeviceBuffer::from_slice(&[u32::MAX; 64]).unwrap();
+        unsafe {
+            launch!(module.probe_ballot_or<<<1, 64, 0, stream>>>(flags_d.as_device_ptr(), bits_d.as_device_ptr(), out_d.as_device_ptr())).unwrap();
+        }
+        stream.synchronize().unwrap();
+        let (mut bits, mut out) = ([0u32; 2], [0u32; 64]);
+        bits_d.copy_to(&mut bits[..]).unwrap();
+        out_d.copy_to(&mut out[..]).unwrap();
+        assert_eq!(bits, [word(0) | 0x100, word(1)]);
+        assert!((0..64).all(|t| out[t] == word(t / 32)), "ballots {:x?}", &out[..]);
+    }
+}
+
+#[test]
 fn probe_red_vector() {
     let Some(gpu) = hopper_or_skip("probe_red_vector") else { return };
     let module = probe_module(&gpu);

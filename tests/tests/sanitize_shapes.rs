@@ -270,6 +270,20 @@ fn sanitize_backward() {
         c.sinks = true;
         c.kernel = if i == 0 { flashrs::KernelChoice::MmaSync { config: None } } else { flashrs::KernelChoice::Auto };
         cases.push(c);
+        // Block masks (the list launches, then the block-sparse kernels walking them), per head
+        // and deterministic, or shared over variable-length rows; with lists whose indices lie
+        // outside the key blocks.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5b + i as u64);
+        let mut c = GradCase::batched(2, 300, 333, 4, 2, d, i != 1, DType::Bf16);
+        let mut hostile = random_blocks(2, 4, 300, 333, 0.6, &mut rng);
+        hostile.indices[..3].copy_from_slice(&[-5, 1000, 1]);
+        (hostile.counts[0], hostile.full_counts[0]) = (3, 0);
+        (c.blocks, c.deterministic) = (Some(hostile), i == 0);
+        cases.push(c);
+        let mut c = GradCase::batched(1, 1, 1, 4, 2, d, i == 2, DType::F16);
+        (c.lens, c.rows, c.window) = (vec![(70, 150), (0, 9), (300, 64)], Rows::Varlen { device: i == 1 }, (Some(100), Some(0)));
+        c.blocks = Some(random_blocks(1, 1, 300, 150, 0.5, &mut rng));
+        cases.push(c);
     }
     check_grads(&gpu, &cases);
 }

@@ -311,18 +311,14 @@ impl BenchmarkArgs {
     }
 
     /// The attention modifications every row runs with. Refuses the combinations the library
-    /// would refuse only once the GPU is open or deep in a row (the backward pass takes no
-    /// block masks yet, paged caches no modification), where its error would not
-    /// name the options at fault.
+    /// would refuse only once the GPU is open or deep in a row (paged caches take no
+    /// modification), where its error would not name the options at fault.
     pub fn mods(&self) -> Result<ModSpec, String> {
         let spec = ModSpec { window: self.window.unwrap_or_default(), softcap: self.softcap, alibi: self.alibi, sinks: self.sinks, block_sparsity: self.block_sparsity };
         if spec.is_plain() {
             return Ok(spec);
         }
         let given = "--window, --softcap, --alibi, --sinks, --block-sparsity";
-        if self.backward && spec.block_sparsity.is_some() {
-            return Err("--backward takes --window, --softcap, --alibi and --sinks but not --block-sparsity: the library's backward pass has no block masks yet".into());
-        }
         if self.page_size.is_some() {
             return Err(format!("--page-size takes no attention modifications ({given}): the library's paged kernels have none yet"));
         }
@@ -447,8 +443,7 @@ mod tests {
             let err = parse(bad).unwrap_err().to_string();
             assert!(err.contains(why), "{bad}: {err}");
         }
-        let err = parse("--softcap 30 --block-sparsity 0.8 --backward").unwrap().mods().unwrap_err();
-        assert!(err.contains("--backward") && err.contains("not --block-sparsity"), "{err}");
+        assert_eq!(parse("--softcap 30 --block-sparsity 0.8 --backward").unwrap().mods().unwrap().block_sparsity, Some(0.8));
         assert!(parse("--sinks --softcap 30 --backward").unwrap().mods().unwrap().softcap == Some(30.0));
         assert!(parse("--sinks --backward").unwrap().mods().unwrap().sinks);
         assert!(parse("--window 8,0 --alibi --backward").unwrap().mods().unwrap().alibi);

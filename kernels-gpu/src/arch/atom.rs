@@ -44,6 +44,13 @@ pub unsafe fn atom_acq_rel_gpu_add_u32(ctr: *mut u32, v: u32) -> u32 {
     old
 }
 
+/// `red.relaxed.gpu.global.or.b32`: sets the bits of `v` in the word at `ptr` (bitmaps built
+/// by many threads; relaxed: a barrier or the kernel's end publishes them).
+#[inline(always)]
+pub unsafe fn red_relaxed_gpu_or_u32(ptr: *mut u32, v: u32) {
+    unsafe { core::arch::asm!("red.relaxed.gpu.global.or.b32 [{p}], {v};", p = in(reg64) ptr, v = in(reg32) v, options(nostack)) }
+}
+
 /// `red.relaxed.gpu.global.add.f32`: adds `v` to the f32 at `ptr`, returning nothing (the
 /// dQ accumulation's reduction; relaxed: the order of concurrent adds is the hardware's).
 #[inline(always)]

@@ -1,4 +1,4 @@
-//! Warp shuffles (all 32 lanes take part).
+//! Warp shuffles and votes (all 32 lanes take part).
 
 /// `shfl.sync.bfly.b32` on an f32: the value of lane `lane ^ mask`.
 #[inline(always)]
@@ -54,6 +54,18 @@ pub fn group_sum_f32(v: f32, lanes: u32) -> f32 {
             "shfl.sync.bfly.b32 t, s, 1, 0x1f, -1; setp.gt.u32 p, {n}, 1; @p add.f32 s, s, t;",
             "mov.f32 {r}, s; }}",
             v = in(reg32) v, n = in(reg32) lanes, r = out(reg32) r, options(nomem, nostack))
+    }
+    r
+}
+
+/// `vote.sync.ballot.b32`: bit `l` set where lane `l`'s `p` is true. Not `pure`, as
+/// [`group_sum_f32`]: every lane must reach it.
+#[inline(always)]
+pub fn ballot_sync(p: bool) -> u32 {
+    let r: u32;
+    unsafe {
+        core::arch::asm!("{{ .reg .pred p; setp.ne.u32 p, {v}, 0; vote.sync.ballot.b32 {r}, p, -1; }}",
+            r = out(reg32) r, v = in(reg32) p as u32, options(nomem, nostack))
     }
     r
 }

@@ -17,6 +17,10 @@
 //! The modification kernels (`flash_bwd_mods_*`) take a [`ScoreMod`] and a [`MaskMod`]: S is
 //! modified and masked as in the forward, and dS scaled by the modification's derivative
 //! ([`ScoreMod::grad`], a softcap's `1 - tanh^2`), at the modified score that P gives back.
+//! The block-sparse ones (`flash_bwd_sparse_*`, a mask with [`MaskMod::BLOCKS`]) walk, instead
+//! of every query block their mask lets see the keys, the steps of their key block's list
+//! ([`flashrs_abi::bwd::QueryLists`], built from the block mask by [`lists`]), and in
+//! deterministic mode take the turns listed beside them.
 //!
 //! P and dS round to the element type into shared memory between the GEMMs: each is the A
 //! operand of the next GEMMs in another warp layout (transposed, for `P^T dO` and `dS^T Q`), as
@@ -39,6 +43,7 @@
 //! consecutive CTA indices, so a key block waits only for CTAs started before it.
 pub mod epilogue;
 pub mod gemm;
+pub mod lists;
 pub mod rows;
 
 use crate::arch::barrier::bar_sync;
@@ -54,9 +59,10 @@ use crate::layout::SmemTile;
 use crate::lse;
 use crate::mask::Mask;
 use crate::arch::ex2::lg2_approx_f32;
-use crate::mods::{At, Builtin, MaskMod, Plain, ScoreMod, Window};
+use crate::mods::{At, Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
 use epilogue::{add_dq, end_turn, store_rows, wait_turn};
 use flashrs_abi::grid::{Extent, div_rem};
+use flashrs_abi::params::SPARSE_BLOCK;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks};
 use gemm::{Operand, load_packed, mma_tiles, pack_tile, store_packed, store_tile};
 
@@ -90,6 +96,8 @@ pub unsafe fn flash_bwd<
         assert!(STAGES >= 1 && STAGES <= 3);
         // Fragment order: whole 64-row blocks a step, whole 32-row halves of them a warp.
         assert!(!FRAG || BM % 64 == 0);
+        // Lists: whole steps and key blocks per block of the mask.
+        assert!(!M::BLOCKS || (SPARSE_BLOCK as usize % BM == 0 && SPARSE_BLOCK as usize % BN == 0));
     }
     let f = &p.fwd;
     let tid = thread_idx_x();
@@ -97,7 +105,7 @@ pub unsafe fn flash_bwd<
     let warp = warp_id() as usize;
     let varlen = f.cu_seqlens_q != 0;
     let block = unsafe { Block::of(p, block_idx_x()) };
-    let Block { batch, h_kv, nb, extent } = block;
+    let Block { batch, h_kv, bh, nb, extent } = block;
     let (seqlen_q, seqlen_k) = (extent.seqlen_q, extent.seqlen_k);
     let n0 = nb * BN as u32;
     // Uniform across the CTA: key blocks past a short sequence's end have no rows to write.
@@ -109,7 +117,10 @@ pub unsafe fn flash_bwd<
     // The query blocks with a row that sees a key of this block.
     let (m_first, m_end) = mask.query_blocks::<BM>(n0 as i32, (n0 + BN as u32).min(seqlen_k) as i32, seqlen_q);
     let m_count = m_end - m_first;
-    let steps = m_count * f.group;
+    // Block-sparse: the key block's list of steps.
+    let lists = &p.lists;
+    let list = if M::BLOCKS { (bh * lists.kv_blocks + n0 / SPARSE_BLOCK) * lists.per_list } else { 0 };
+    let steps = if M::BLOCKS { unsafe { *(lists.counts as *const u32).add((bh * lists.kv_blocks + n0 / SPARSE_BLOCK) as usize) } } else { m_count * f.group };
 
     let (k, v) = (block.kv_at(f.k, f.k_strides), block.kv_at(f.v, f.v_strides));
 
@@ -131,11 +142,18 @@ pub unsafe fn flash_bwd<
     let blocks = if varlen { FragmentBlocks::varlen(f, batch, extent.q_start) } else { FragmentBlocks::fixed(f, batch) };
     // Fragment order: the padding block, read by a 128-row step's second half past the sequence.
     let pad = if BM > 64 { FragmentBlocks::count(f, varlen) as u32 } else { 0 };
-    let walk = Walk { batch, h_kv, q_start: extent.q_start, seqlen_q, m_first, m_count, blocks, pad };
-    // Step i is query block m_first + i % m_count of the group's head i / m_count.
+    let walk = Walk { batch, h_kv, q_start: extent.q_start, seqlen_q, m_first, m_count, list, blocks, pad };
+    // Step i is query block m_first + i % m_count of the group's head i / m_count, or the list's
+    // entry i.
     let step = |w: &Walk, i: u32| {
-        let (g, m) = div_rem(i, w.m_count);
-        (w.h_kv * f.group + g, w.m_first + m)
+        let (g, m) = if M::BLOCKS {
+            let e = unsafe { *(lists.entries as *const u32).add((w.list + i) as usize) };
+            (e >> 16, e & 0xffff)
+        } else {
+            let (g, m) = div_rem(i, w.m_count);
+            (g, w.m_first + m)
+        };
+        (w.h_kv * f.group + g, m)
     };
     let lse_first = |w: &Walk, h: u32| Extent { q_start: w.q_start, ..extent }.lse_first(f, w.batch, h, varlen);
     let q_rows = |w: &Walk, base: u64, [sb, sr, sh]: [i64; 3], h: u32| {
@@ -199,7 +217,7 @@ pub unsafe fn flash_bwd<
     let mut dv = [[[0.0f32; 4]; N2]; 2];
     for i in 0..steps {
         let s = i as usize % STAGES;
-        let w = walk.hidden::<FRAG>();
+        let w = walk.hidden::<FRAG>(M::BLOCKS);
         if STAGES == 1 {
             // Everyone is done with the previous step's tiles before they are overwritten.
             if i > 0 {
@@ -326,10 +344,17 @@ pub unsafe fn flash_bwd<
         };
         if p.dq_semaphore != 0 {
             // Key blocks add to a query block in order from the first its rows see (0 but under
-            // a window's left side); the mask built again, as above.
-            let step_mask = if S::ACTIVE { M::new(f, w.batch, h, &relocated().extent) } else { mask };
-            let first_block = step_mask.span(m0 as i32, (m0 + BM as u32).min(w.seqlen_q) as i32).0 as u32 / BN as u32;
-            unsafe { wait_turn(sem, nb - first_block, tid) };
+            // a window's left side); the mask built again, as above. Block-sparse: the listed
+            // turn of the key block, whose CTAs take turns in order within it.
+            let turn = if M::BLOCKS {
+                let listed = unsafe { *(lists.turns as *const u32).add((w.list + i) as usize) };
+                let per_block = SPARSE_BLOCK / BN as u32;
+                listed * per_block + nb % per_block
+            } else {
+                let step_mask = if S::ACTIVE { M::new(f, w.batch, h, &relocated().extent) } else { mask };
+                nb - step_mask.span(m0 as i32, (m0 + BM as u32).min(w.seqlen_q) as i32).0 as u32 / BN as u32
+            };
+            unsafe { wait_turn(sem, turn, tid) };
         }
         // Fragment order: this thread's first slot in the chunks of the 64-row block of the
         // warp's 32 rows; past the sequence (the second half of a 128-row step), whose block is
@@ -367,6 +392,8 @@ pub unsafe fn flash_bwd<
 struct Block {
     batch: u32,
     h_kv: u32,
+    /// `batch * heads_kv + h_kv`.
+    bh: u32,
     nb: u32,
     extent: Extent,
 }
@@ -379,7 +406,7 @@ impl Block {
         let (bh, nb) = div_rem(cta, p.n_blocks);
         let (batch, h_kv) = div_rem(bh, div_rem(f.heads_q, f.group).0);
         let extent = if f.cu_seqlens_q != 0 { unsafe { Extent::varlen(f, batch) } } else { Extent::fixed(f) };
-        Block { batch, h_kv, nb, extent }
+        Block { batch, h_kv, bh, nb, extent }
     }
 
     /// Row 0 of the sequence's K/V head in K, V, dK or dV (`base`, with its strides).
@@ -398,6 +425,8 @@ struct Walk {
     seqlen_q: u32,
     m_first: u32,
     m_count: u32,
+    /// Block-sparse: the key block's first entry in the lists.
+    list: u32,
     /// Fragment order: the sequence's 64-row blocks, and the padding block.
     blocks: FragmentBlocks,
     pad: u32,
@@ -408,13 +437,14 @@ impl Walk {
     /// hoisting every 64-bit address derived from them out of the walk into registers of its
     /// own, which the dK and dV accumulators need (ptxas recomputes them in a few
     /// instructions per step instead). The fragment order's are hidden only where `FRAG`
-    /// reads them (elsewhere they are never computed).
+    /// reads them, the list's only where `blocks` (a constant: the mask's
+    /// [`MaskMod::BLOCKS`]) says the walk reads it (elsewhere they are never computed).
     #[inline(always)]
-    fn hidden<const FRAG: bool>(self) -> Self {
+    fn hidden<const FRAG: bool>(self, blocks: bool) -> Self {
         let h = |x: u32| crate::layout::opaque_i64(x as i64) as u32;
-        let blocks = if FRAG { FragmentBlocks { first: h(self.blocks.first), per_head: h(self.blocks.per_head) } } else { self.blocks };
+        let frag_blocks = if FRAG { FragmentBlocks { first: h(self.blocks.first), per_head: h(self.blocks.per_head) } } else { self.blocks };
         let pad = if FRAG { h(self.pad) } else { self.pad };
-        Walk { batch: h(self.batch), h_kv: h(self.h_kv), q_start: h(self.q_start), seqlen_q: h(self.seqlen_q), m_first: h(self.m_first), m_count: h(self.m_count), blocks, pad }
+        Walk { batch: h(self.batch), h_kv: h(self.h_kv), q_start: h(self.q_start), seqlen_q: h(self.seqlen_q), m_first: h(self.m_first), m_count: h(self.m_count), list: if blocks { h(self.list) } else { self.list }, blocks: frag_blocks, pad }
     }
 }
 
@@ -492,6 +522,13 @@ bwd_kernels! { Mods, Builtin, Window:
     3 => flash_bwd_mods_f16_d256_64x64s1, flash_bwd_mods_bf16_d256_64x64s1;
 }
 
+bwd_kernels! { Sparse, Builtin, Sparse<Window>:
+    6 => flash_bwd_sparse_f16_d64_64x128s2, flash_bwd_sparse_bf16_d64_64x128s2, flash_bwd_frag_sparse_f16_d64_64x128s2, flash_bwd_frag_sparse_bf16_d64_64x128s2;
+    8 => flash_bwd_sparse_f16_d128_64x64s2, flash_bwd_sparse_bf16_d128_64x64s2, flash_bwd_frag_sparse_f16_d128_64x64s2, flash_bwd_frag_sparse_bf16_d128_64x64s2;
+    7 => flash_bwd_sparse_f16_d128_64x64s1, flash_bwd_sparse_bf16_d128_64x64s1, flash_bwd_frag_sparse_f16_d128_64x64s1, flash_bwd_frag_sparse_bf16_d128_64x64s1;
+    3 => flash_bwd_sparse_f16_d256_64x64s1, flash_bwd_sparse_bf16_d256_64x64s1;
+}
+
 
 
 /// Declares a row kernel's entry points (f16, bf16) with their markers.
@@ -519,3 +556,23 @@ row_kernels!(BwdStep::Prep(AccumLayout::Rows), prep: flash_bwd_prep_f16, flash_b
 row_kernels!(BwdStep::Prep(AccumLayout::Fragments), prep: flash_bwd_prep_frag_f16, flash_bwd_prep_frag_bf16);
 row_kernels!(BwdStep::Dq(AccumLayout::Rows), dq: flash_bwd_dq_f16, flash_bwd_dq_bf16);
 row_kernels!(BwdStep::Dq(AccumLayout::Fragments), dq: flash_bwd_dq_frag_f16, flash_bwd_dq_frag_bf16);
+
+/// Declares a list kernel's entry points (f16, bf16: the same body, one per element type as
+/// every backward step) with their markers.
+macro_rules! list_kernels {
+    ($step:expr, $body:ident: $($name:ident, $t:ty);*) => {$(
+        /// A block-sparse backward's list kernel (see [`lists`]).
+        #[cfg(feature = "entries")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const $step.code(),
+                    t = const <$t as Element>::DTYPE.code(), options(nomem, nostack, preserves_flags));
+                lists::$body(&p)
+            }
+        }
+    )*};
+}
+
+list_kernels!(BwdStep::SparseBits, bits: flash_bwd_sparse_bits_f16, F16; flash_bwd_sparse_bits_bf16, Bf16);
+list_kernels!(BwdStep::SparseLists, lists: flash_bwd_sparse_lists_f16, F16; flash_bwd_sparse_lists_bf16, Bf16);
