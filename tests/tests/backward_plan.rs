@@ -330,3 +330,63 @@ fn variable_length_backward_plans_match_the_model() {
     }
     assert!(hopper > 250, "{hopper} cases planned for the H100's Hopper kernel");
 }
+
+/// Block-sparse calls: random masks (per batch entry or shared, per head or shared, with spare
+/// query and key blocks) over random fixed-length shapes. Each plans the block-sparse twin of
+/// the `mma.sync` modification kernels (every GPU; the Hopper kernel takes no block mask), the
+/// first of the modification table that fits, and before it the two list launches: a CTA per
+/// row of the mask, a warp per 32 key blocks of each (batch entry, K/V head). The lists take, after
+/// the workspace's counters, a bitmap of the mask's key blocks per mask row, a count per (batch
+/// entry, K/V head, 128-key block), and per count an entry for each of the group's query steps
+/// (twice that in deterministic mode, for the turns), each part on 16 bytes.
+#[test]
+fn block_sparse_backward_plans_match_the_model() {
+    use flashrs::abi::bwd::{BWD_CONFIGS, BWD_MODS};
+    use flashrs::{BlockMask, Flavor};
+    let seed = std::env::var("FLASHRS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0xb5a2);
+    let mut rng = StdRng::seed_from_u64(seed);
+    for case in 0..300 {
+        let s = Shape::random(&mut rng);
+        let (q_blocks, kv_blocks) = (s.seqlen_q.div_ceil(128) + rng.random_range(0..3), s.seqlen_k.div_ceil(128) + rng.random_range(0..70));
+        let (mb, mh) = (if rng.random_bool(0.5) { 1 } else { s.batch }, if rng.random_bool(0.5) { 1 } else { s.heads_q });
+        let rows = mb * mh * q_blocks;
+        let array = |i: u64, n: usize| flashrs_tests::planning_index((1 << 45) + (i << 40), n);
+        let mask = BlockMask { counts: array(0, rows), indices: array(1, rows * kv_blocks), full: None, batch: mb, heads: mh, q_blocks, kv_blocks };
+        let (bufs, grads) = buffers(&s, None);
+        let base = s.params(KernelChoice::Auto);
+        let plain = base.plan_backward(&bufs, &grads, &Target::A100).unwrap();
+        let mut p = base.clone();
+        p.mods.blocks = Some(mask);
+        for t in &Target::PRESETS {
+            let why = |w: String| format!("case {case} (seed {seed}) {s:?} mask {mb}x{mh}x{q_blocks}x{kv_blocks} on {:?}: {w}", t.arch);
+            let pd = padded(s.head_dim);
+            let want = BWD_MODS.iter().map(|&i| BWD_CONFIGS[i]).find(|c| c.head_dim == pd && c.smem_bytes() <= t.max_smem_per_block as usize);
+            let plan = match (p.plan_backward(&bufs, &grads, t), want) {
+                (Ok(plan), Some(_)) => plan,
+                (Err(Error::SharedMemory { .. }), None) => continue,
+                (r, _) => panic!("{}", why(format!("{r:?}, want {want:?}"))),
+            };
+            let Kernel::Bwd { step: BwdStep::Main { config, flavor: Flavor::Sparse, .. }, dtype } = plan.kernels[1] else { panic!("{}", why(format!("{:?}", plan.kernels[1]))) };
+            assert_eq!(Some(config), want, "{}", why("configuration".into()));
+            let group = s.heads_q / s.heads_kv;
+            let (bm, lists) = (config.block_m, s.seqlen_k.div_ceil(128));
+            let l = plan.lists.clone().unwrap_or_else(|| panic!("{}", why("no lists".into())));
+            let grids = [rows, s.batch * s.heads_kv * lists.div_ceil(32)].map(|g| g as u32);
+            assert_eq!(l.kernels, [(Kernel::Bwd { dtype, step: BwdStep::SparseBits }, grids[0]), (Kernel::Bwd { dtype, step: BwdStep::SparseLists }, grids[1])], "{}", why("list launches".into()));
+            let q = plan.params.lists;
+            let per_list = group * s.seqlen_q.div_ceil(bm);
+            assert_eq!([q.words, q.per_list, q.kv_blocks, q.block_m], [kv_blocks.div_ceil(32), per_list, lists, bm].map(|x| x as u32), "{}", why("lists".into()));
+            let counts = s.batch * s.heads_kv * lists;
+            let entries = counts * per_list;
+            let parts = [rows * kv_blocks.div_ceil(32), counts, entries, if s.deterministic { entries } else { 0 }].map(|n| (4 * n).next_multiple_of(16));
+            assert_eq!(l.bytes, parts, "{}", why("list parts".into()));
+            assert!(l.offset % 16 == 0 && plan.workspace_bytes == l.offset + parts.iter().sum::<usize>(), "{}", why(format!("workspace {} from {}", plan.workspace_bytes, l.offset)));
+            // The rest of the plan is the modification kernels' of the same tile.
+            let mut mods = base.clone();
+            mods.mods.softcap = Some(1.0);
+            let m = mods.plan_backward(&bufs, &grads, t).unwrap();
+            assert_eq!((plan.grids, l.offset), (m.grids, m.workspace_bytes), "{}", why("grids and workspace before the lists".into()));
+        }
+        assert!(plain.lists.is_none());
+    }
+}
