@@ -215,12 +215,16 @@ pub enum BwdStep {
         flavor: Flavor,
     },
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
-    /// [`BWD_SM90_CONFIGS`]; each has a variable-length twin.
+    /// [`BWD_SM90_CONFIGS`]; each has a variable-length twin, and each of those a
+    /// block-sparse one.
     MainSm90 {
         /// Its tile configuration.
         config: BwdSm90Config,
         /// The variable-length twin: packed rows, per-sequence extents from the offsets.
         varlen: bool,
+        /// [`Flavor::Sparse`]: walking the query steps of a block mask's lists
+        /// ([`crate::bwd::QueryLists`]; no other modification), else [`Flavor::Plain`].
+        flavor: Flavor,
     },
     /// dQ from its accumulator, laid out as the main kernel leaves it.
     Dq(AccumLayout),
@@ -243,6 +247,7 @@ impl BwdStep {
             BwdStep::SparseBits => 7,
             BwdStep::SparseLists => 8,
             BwdStep::Dq(AccumLayout::Rows) => 2,
+            BwdStep::MainSm90 { flavor: Flavor::Sparse, .. } => 10,
             BwdStep::MainSm90 { .. } => 3,
             BwdStep::Dq(AccumLayout::Fragments) => 4,
             BwdStep::Prep(AccumLayout::Fragments) => 5,
@@ -273,7 +278,9 @@ impl BwdStep {
                 rows.chain(frags)
             }))
             .chain([BwdStep::SparseBits, BwdStep::SparseLists])
-            .chain(BWD_SM90_CONFIGS.into_iter().flat_map(|config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen })))
+            .chain([Flavor::Plain, Flavor::Sparse].into_iter().flat_map(|flavor| {
+                BWD_SM90_CONFIGS.into_iter().flat_map(move |config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen, flavor }))
+            }))
     }
 }
 
@@ -309,7 +316,7 @@ impl Kernel {
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
                 flavor.mods() && (accum == AccumLayout::Rows || config.fragments()) && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
             }
-            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, flavor, .. }, .. } => BWD_SM90_CONFIGS.contains(&config) && flavor != Flavor::Mods,
             Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
         }
     }
@@ -319,7 +326,7 @@ impl Kernel {
     pub const fn flavor(&self) -> Flavor {
         match *self {
             Kernel::Mma { flavor, .. } | Kernel::Sm90 { flavor, .. } => flavor,
-            Kernel::Bwd { step: BwdStep::Main { flavor, .. }, .. } => flavor,
+            Kernel::Bwd { step: BwdStep::Main { flavor, .. } | BwdStep::MainSm90 { flavor, .. }, .. } => flavor,
             Kernel::Bwd { .. } | Kernel::Merge { .. } => Flavor::Plain,
         }
     }
@@ -461,7 +468,8 @@ impl Kernel {
                     (7, 0) if config == none => BwdStep::SparseBits,
                     (8, 0) if config == none => BwdStep::SparseLists,
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
-                    (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)? },
+                    (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)?, flavor: Flavor::Plain },
+                    (10, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)?, flavor: Flavor::Sparse },
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
                     (5, 0) if config == none => BwdStep::Prep(AccumLayout::Fragments),
                     _ => return None,
@@ -497,7 +505,7 @@ pub fn marked_entries(ptx: &str) -> impl Iterator<Item = (&str, Option<Kernel>)>
 /// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
 /// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
 /// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[frag_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>`, `flash_bwd_sparse_{bits,lists}_<dtype>`,
-/// `flash_bwd_sm90_[varlen_]<dtype>_d<D>_<BM>x<BN>s<stages>`
+/// `flash_bwd_sm90_[varlen_][sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -522,9 +530,9 @@ impl fmt::Display for Kernel {
                     let a = if *accum == AccumLayout::Fragments { "frag_" } else { "" };
                     write!(f, "flash_bwd_{a}{}{}_d{}_{}x{}s{}", flavor.infix(), dtype.name(), c.head_dim, c.block_m, c.block_n, c.stages)
                 }
-                BwdStep::MainSm90 { config: c, varlen } => {
+                BwdStep::MainSm90 { config: c, varlen, flavor } => {
                     let v = if *varlen { "varlen_" } else { "" };
-                    write!(f, "flash_bwd_sm90_{v}{}_d{}_{}x{}s{}", dtype.name(), c.head_dim, c.block_m, c.block_n(), c.stages)
+                    write!(f, "flash_bwd_sm90_{v}{}{}_d{}_{}x{}s{}", flavor.infix(), dtype.name(), c.head_dim, c.block_m, c.block_n(), c.stages)
                 }
                 BwdStep::Dq(AccumLayout::Rows) => write!(f, "flash_bwd_dq_{}", dtype.name()),
                 BwdStep::Dq(AccumLayout::Fragments) => write!(f, "flash_bwd_dq_frag_{}", dtype.name()),
@@ -582,10 +590,10 @@ mod tests {
         let wide = Kernel::Bwd { dtype: DType::F16, step: BwdStep::Main { config: BWD_CONFIGS[2], accum: AccumLayout::Fragments, flavor: Flavor::Plain } };
         assert!(BWD_CONFIGS[2].head_dim == 256 && !wide.is_instantiated());
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Prep(AccumLayout::Rows) }.to_string(), "flash_bwd_prep_f16");
-        let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: false } };
+        let hopper = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: false, flavor: Flavor::Plain } };
         assert_eq!(hopper.to_string(), "flash_bwd_sm90_bf16_d128_64x128s2");
         assert!(hopper.needs_sm90a());
-        let twin = Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[2], varlen: true } };
+        let twin = Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[2], varlen: true, flavor: Flavor::Plain } };
         assert_eq!(twin.to_string(), "flash_bwd_sm90_varlen_f16_d256_64x64s2");
         assert_eq!(Kernel::Bwd { dtype: DType::F16, step: BwdStep::Dq(AccumLayout::Fragments) }.to_string(), "flash_bwd_dq_frag_f16");
         assert_eq!(Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Prep(AccumLayout::Fragments) }.to_string(), "flash_bwd_prep_frag_bf16");
@@ -594,6 +602,10 @@ mod tests {
         let sparse = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[8], accum: AccumLayout::Fragments, flavor: Flavor::Sparse } };
         assert_eq!(sparse.to_string(), "flash_bwd_frag_sparse_bf16_d128_64x64s2");
         assert!(sparse.is_instantiated() && sparse.replaceable() && sparse.mods());
+        let hopper = Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: true, flavor: Flavor::Sparse } };
+        assert_eq!(hopper.to_string(), "flash_bwd_sm90_varlen_sparse_f16_d128_64x128s2");
+        assert!(hopper.is_instantiated() && hopper.needs_sm90a() && hopper.flavor() == Flavor::Sparse && !hopper.replaceable());
+        assert!(!Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: true, flavor: Flavor::Mods } }.is_instantiated());
         let merge = Kernel::Merge { dtype: DType::Bf16 };
         assert_eq!(merge.to_string(), "flash_merge_bf16");
         assert!(merge.is_instantiated() && !merge.needs_sm90a() && merge.threads() == MERGE_THREADS);
@@ -610,8 +622,9 @@ mod tests {
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
         let mods_frag = BWD_MODS.iter().filter(|&&i| BWD_CONFIGS[i].fragments()).count();
         // The backward: prep and dQ in two layouts, the plain main kernels, modification and
-        // block-sparse twins, the Hopper ones of both length kinds, the two list launches.
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * (BWD_MODS.len() + mods_frag) + 2 * BWD_SM90_CONFIGS.len() + 2 + 1));
+        // block-sparse twins, the Hopper ones of both length kinds and both flavors, the two
+        // list launches.
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * (BWD_MODS.len() + mods_frag) + 4 * BWD_SM90_CONFIGS.len() + 2 + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
@@ -626,7 +639,7 @@ mod tests {
                 Kernel::Bwd { dtype, step } => {
                     let (c, flag) = match step {
                         BwdStep::Main { config: c, accum, .. } => (c, accum == AccumLayout::Fragments),
-                        BwdStep::MainSm90 { config: c, varlen } => (BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: c.block_n(), stages: c.stages }, varlen),
+                        BwdStep::MainSm90 { config: c, varlen, .. } => (BwdConfig { head_dim: c.head_dim, block_m: c.block_m, block_n: c.block_n(), stages: c.stages }, varlen),
                         _ => (BwdConfig { head_dim: 0, block_m: 0, block_n: 0, stages: 0 }, false),
                     };
                     std::format!("// {MARKER} bwd {} {} {} {} {} {} {}", step.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.stages, flag as u32)

@@ -137,9 +137,10 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     // log-sum-exp counts them).
     let m = &p.mods;
     // User data is read by the caller's own main kernel, which stands in for a modification one.
+    let modified = m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() || m.user.is_some();
     let flavor = if m.blocks.is_some() {
         Flavor::Sparse
-    } else if m.window.left.is_some() || m.window.right.is_some() || m.softcap.is_some() || m.alibi.is_some() || m.user.is_some() {
+    } else if modified {
         Flavor::Mods
     } else {
         Flavor::Plain
@@ -161,8 +162,10 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
         })
     };
     let hopper = || match BWD_SM90_CONFIGS.iter().find(|c| c.head_dim == padded) {
-        Some(_) if flavor.mods() => Err("the Hopper backward kernels take no window, softcap, ALiBi or block mask yet".to_string()),
-        Some(&config) => tma_describable(call).map(|()| BwdStep::MainSm90 { config, varlen: call.packed.is_some() }),
+        // Block masks alone (and sinks, which the main kernels need nothing for) take its
+        // block-sparse twin.
+        Some(_) if modified => Err("the Hopper backward kernels take no window, softcap or ALiBi yet".to_string()),
+        Some(&config) => tma_describable(call).map(|()| BwdStep::MainSm90 { config, varlen: call.packed.is_some(), flavor }),
         None => Err(format!("no Hopper backward kernel for head_dim {}", p.head_dim)),
     };
     match p.kernel {
@@ -387,7 +390,7 @@ impl AttentionParams<'_> {
         plan.params = params;
         let [_, sems] = plan.workspace_layout();
         plan.workspace_bytes = sems + if p.deterministic { (counters as usize * 4).next_multiple_of(16) } else { 0 };
-        if let (Some(mask), Kernel::Bwd { step: BwdStep::Main { flavor: Flavor::Sparse, .. }, .. }) = (&m.blocks, kernels[1]) {
+        if let (Some(mask), Flavor::Sparse) = (&m.blocks, kernels[1].flavor()) {
             let (lists, sizes) = plan_lists(mask, &plan.params, bm, p.deterministic)?;
             let bytes = sizes.map(|n| (n * 4).next_multiple_of(16));
             let kernels = [BwdStep::SparseBits, BwdStep::SparseLists].map(|step| Kernel::Bwd { dtype, step });
@@ -761,7 +764,7 @@ mod tests {
     fn hopper_takes_fixed_length_calls_on_sm90a_and_keeps_its_accumulator_layout() {
         for (d, padded) in [(64, 64), (128, 128), (96, 128), (40, 64), (256, 256), (200, 256)] {
             let pl = plan(&params(d).build().unwrap(), &Target::H100).unwrap();
-            let Kernel::Bwd { step: step @ BwdStep::MainSm90 { config: c, varlen: false }, .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
+            let Kernel::Bwd { step: step @ BwdStep::MainSm90 { config: c, varlen: false, .. }, .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
             assert_eq!((c.head_dim, pl.kernels[2]), (padded, Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Dq(AccumLayout::Fragments) }));
             assert_eq!(step.accum_layout(), AccumLayout::Fragments);
             // 64-row chunks of the padded head dim per (batch, head): ceil(1000 / 64) = 16.
@@ -807,7 +810,7 @@ mod tests {
         let bufs = Buffers::new(DType::F16, at(0, q), at(1, k), at(2, k), at(3, q)).lse(at(4, 8 * 165));
         let grads = GradBuffers::new(at(5, q), at(6, q), at(7, k), at(8, k));
         let pl = p.plan_backward(&bufs, &grads, &Target::H100).unwrap();
-        let Kernel::Bwd { step: BwdStep::MainSm90 { config, varlen: true }, .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
+        let Kernel::Bwd { step: BwdStep::MainSm90 { config, varlen: true, .. }, .. } = pl.kernels[1] else { panic!("{:?}", pl.kernels[1]) };
         assert_eq!(pl.kernels[1].to_string(), "flash_bwd_sm90_varlen_f16_d128_64x128s2");
         // Per head 165 / 64 + 3 = 5 blocks (the sequences need 1 + 2 + 1), 8 heads.
         let blocks = 8 * 5;

@@ -179,9 +179,10 @@ fn windows_softcap_and_alibi() {
     }
 }
 
-/// Block masks (the `flash_bwd_sparse_*` kernels): each key block walks the query steps whose
-/// blocks list it, per head or shared, with the element masks and modifications inside; empty
-/// rows (no listed block) get zero gradient; deterministic mode takes turns in list order.
+/// Block masks (the block-sparse kernels of both families: Hopper where no window, softcap or
+/// ALiBi comes with the mask): each key block walks the query steps whose blocks list it, per
+/// head or shared, with the element masks and modifications inside; empty rows (no listed
+/// block) get zero gradient; deterministic mode takes turns in list order.
 #[test]
 fn block_masks() {
     let Some(gpu) = gpu_or_skip("block_masks") else { return };
@@ -198,19 +199,23 @@ fn block_masks() {
                 (c.window, c.softcap, c.alibi) = ((Some(200), Some(30)), Some(20.0), true);
             }
             c.sinks = j == 3;
-            cases.push(c);
+            // Both families where the Hopper kernel takes the call.
+            cases.extend(families(&gpu).into_iter().map(|kernel| GradCase { kernel, ..c.clone() }));
         }
         // Variable-length rows, one mask per sequence.
         let mut c = GradCase::batched(1, 1, 1, 4, 2, d, i % 2 == 0, dtype);
         let lens = vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0), (400, 400)];
         c.blocks = Some(random_blocks(lens.len(), 4, 400, 1037, 0.5, &mut rng));
         (c.lens, c.rows) = (lens, Rows::Varlen { device: i % 2 == 1 });
-        cases.push(c);
+        cases.extend(families(&gpu).into_iter().map(|kernel| GradCase { kernel, ..c.clone() }));
     }
     check_grads(&gpu, &cases);
-    // Deterministic: shared and per-head masks, batched and variable-length.
-    for (varlen, heads) in [(false, 8), (false, 1), (true, 8)] {
-        let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, false, DType::Bf16);
+    // Deterministic: shared and per-head masks, batched and variable-length, each head dim's
+    // Hopper split and mma.sync.
+    let det = [(false, 8, 128), (false, 1, 64), (true, 8, 256), (true, 8, 64)].into_iter().flat_map(|c| families(&gpu).into_iter().map(move |k| (c, k)));
+    for ((varlen, heads, d), kernel) in det {
+        let mut c = GradCase::batched(2, 700, 900, 8, 2, d, false, DType::Bf16);
+        c.kernel = kernel;
         c.blocks = Some(random_blocks(2, heads, 700, 900, 0.5, &mut rng));
         if varlen {
             (c.lens, c.rows) = (vec![(300, 500), (700, 900)], Rows::Varlen { device: false });

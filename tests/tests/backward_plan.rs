@@ -119,7 +119,7 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     let pd = padded(s.head_dim);
     let hopper = t.arch == Arch::Sm90a && kernel == KernelChoice::Auto;
     let (bm, bn, layout) = match plan.kernels[1] {
-        Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: false }, .. } if hopper => {
+        Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: false, .. }, .. } if hopper => {
             // Two consumer warpgroups of 64 keys, or at 256 both on the same 64 (a 64 x 256 dK
             // and dV do not fit one warpgroup's registers).
             let (bm, bn) = hopper_tile(pd);
@@ -284,7 +284,7 @@ fn variable_length_backward_plans_match_the_model() {
             // With no query row there are only zero dK and dV to write: mma.sync's kernel does.
             let on_hopper = t.arch == Arch::Sm90a && total_q > 0;
             let (bn, accum, stats, counters, row_count) = match plan.kernels[1] {
-                Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: true }, .. } if on_hopper => {
+                Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: true, .. }, .. } if on_hopper => {
                     let (bm, bn) = hopper_tile(pd);
                     assert_eq!((c.block_m, c.block_n()), (bm, bn), "{}", why(format!("Hopper tile {c:?}")));
                     // Every sequence's blocks padded to 64 rows: at most total / 64 + batch a head,
@@ -333,8 +333,9 @@ fn variable_length_backward_plans_match_the_model() {
 
 /// Block-sparse calls: random masks (per batch entry or shared, per head or shared, with spare
 /// query and key blocks) over random fixed-length shapes. Each plans the block-sparse twin of
-/// the `mma.sync` modification kernels (every GPU; the Hopper kernel takes no block mask), the
-/// first of the modification table that fits, and before it the two list launches: a CTA per
+/// the Hopper kernel on sm_90a (unless `mma.sync` is forced), else of the `mma.sync`
+/// modification kernels, the first of their table that fits; and before it the two list
+/// launches: a CTA per
 /// row of the mask, a warp per 32 key blocks of each (batch entry, K/V head). The lists take, after
 /// the workspace's counters, a bitmap of the mask's key blocks per mask row, a count per (batch
 /// entry, K/V head, 128-key block), and per count an entry for each of the group's query steps
@@ -357,19 +358,32 @@ fn block_sparse_backward_plans_match_the_model() {
         let plain = base.plan_backward(&bufs, &grads, &Target::A100).unwrap();
         let mut p = base.clone();
         p.mods.blocks = Some(mask);
-        for t in &Target::PRESETS {
-            let why = |w: String| format!("case {case} (seed {seed}) {s:?} mask {mb}x{mh}x{q_blocks}x{kv_blocks} on {:?}: {w}", t.arch);
+        for (t, kernel) in Target::PRESETS.iter().flat_map(|t| [(t, KernelChoice::Auto), (t, KernelChoice::MmaSync { config: None })]) {
+            let why = |w: String| format!("case {case} (seed {seed}) {s:?} mask {mb}x{mh}x{q_blocks}x{kv_blocks} on {:?}, {kernel:?}: {w}", t.arch);
             let pd = padded(s.head_dim);
+            let hopper = t.arch == Arch::Sm90a && kernel == KernelChoice::Auto;
             let want = BWD_MODS.iter().map(|&i| BWD_CONFIGS[i]).find(|c| c.head_dim == pd && c.smem_bytes() <= t.max_smem_per_block as usize);
+            let mut p = p.clone();
+            p.kernel = kernel;
             let plan = match (p.plan_backward(&bufs, &grads, t), want) {
                 (Ok(plan), Some(_)) => plan,
+                (Ok(plan), None) if hopper => plan,
                 (Err(Error::SharedMemory { .. }), None) => continue,
                 (r, _) => panic!("{}", why(format!("{r:?}, want {want:?}"))),
             };
-            let Kernel::Bwd { step: BwdStep::Main { config, flavor: Flavor::Sparse, .. }, dtype } = plan.kernels[1] else { panic!("{}", why(format!("{:?}", plan.kernels[1]))) };
-            assert_eq!(Some(config), want, "{}", why("configuration".into()));
+            let (bm, dtype) = match plan.kernels[1] {
+                Kernel::Bwd { step: BwdStep::MainSm90 { config, varlen: false, flavor: Flavor::Sparse }, dtype } if hopper => {
+                    assert_eq!((config.head_dim, config.block_m, config.block_n()), (pd, hopper_tile(pd).0, hopper_tile(pd).1), "{}", why("Hopper tile".into()));
+                    (config.block_m, dtype)
+                }
+                Kernel::Bwd { step: BwdStep::Main { config, flavor: Flavor::Sparse, .. }, dtype } if !hopper => {
+                    assert_eq!(Some(config), want, "{}", why("configuration".into()));
+                    (config.block_m, dtype)
+                }
+                k => panic!("{}", why(format!("{k:?}"))),
+            };
             let group = s.heads_q / s.heads_kv;
-            let (bm, lists) = (config.block_m, s.seqlen_k.div_ceil(128));
+            let lists = s.seqlen_k.div_ceil(128);
             let l = plan.lists.clone().unwrap_or_else(|| panic!("{}", why("no lists".into())));
             let grids = [rows, s.batch * s.heads_kv * lists.div_ceil(32)].map(|g| g as u32);
             assert_eq!(l.kernels, [(Kernel::Bwd { dtype, step: BwdStep::SparseBits }, grids[0]), (Kernel::Bwd { dtype, step: BwdStep::SparseLists }, grids[1])], "{}", why("list launches".into()));
@@ -381,10 +395,14 @@ fn block_sparse_backward_plans_match_the_model() {
             let parts = [rows * kv_blocks.div_ceil(32), counts, entries, if s.deterministic { entries } else { 0 }].map(|n| (4 * n).next_multiple_of(16));
             assert_eq!(l.bytes, parts, "{}", why("list parts".into()));
             assert!(l.offset % 16 == 0 && plan.workspace_bytes == l.offset + parts.iter().sum::<usize>(), "{}", why(format!("workspace {} from {}", plan.workspace_bytes, l.offset)));
-            // The rest of the plan is the modification kernels' of the same tile.
-            let mut mods = base.clone();
-            mods.mods.softcap = Some(1.0);
-            let m = mods.plan_backward(&bufs, &grads, t).unwrap();
+            // The rest of the plan is the same call's without the mask (the Hopper kernel's), or
+            // with a modification (the modification kernels', of the same tile).
+            let mut other = base.clone();
+            other.kernel = kernel;
+            if !hopper {
+                other.mods.softcap = Some(1.0);
+            }
+            let m = other.plan_backward(&bufs, &grads, t).unwrap();
             assert_eq!((plan.grids, l.offset), (m.grids, m.workspace_bytes), "{}", why("grids and workspace before the lists".into()));
         }
         assert!(plain.lists.is_none());

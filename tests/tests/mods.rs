@@ -169,22 +169,31 @@ fn bad_modifications_are_typed_errors() {
         }
     }
     let grads = GradBuffers::new(BufferRef::new(8 << 40, 1 << 20), BufferRef::new(9 << 40, 1 << 20), BufferRef::new(10 << 40, 1 << 20), BufferRef::new(11 << 40, 1 << 20));
-    // Block masks take the block-sparse twins, after the two launches that turn the mask
-    // around: a CTA per row of the mask (2 x 4 x 1), a warp per 32 key blocks of each (batch
-    // entry, K/V head); the lists (bitmaps, counts, steps; turns when deterministic) after the
-    // workspace's counters.
-    for deterministic in [false, true] {
-        let p = base().window(Some(8), None).block_mask(planning_mask(2, 4, 1, 1)).deterministic(deterministic).build().unwrap();
+    // Block masks take the block-sparse twins (with a window, those of the `mma.sync`
+    // modification kernels; alone, on sm_90a, the Hopper kernel's), after the two launches that
+    // turn the mask around: a CTA per row of the mask (2 x 4 x 1), a warp per 32 key blocks of
+    // each (batch entry, K/V head); the lists (bitmaps, counts, steps; turns when
+    // deterministic) after the workspace's counters.
+    for (deterministic, window) in [(false, Some(8)), (true, Some(8)), (false, None), (true, None)] {
+        let p = base().window(window, None).block_mask(planning_mask(2, 4, 1, 1)).deterministic(deterministic).build().unwrap();
         for target in [&H100, &Target::A100, &Target::L4] {
             let plan = p.plan_backward(&fake::buffers(), &grads, target).unwrap();
-            let Kernel::Bwd { step: BwdStep::Main { config, flavor: Flavor::Sparse, .. }, dtype } = plan.kernels[1] else { panic!("{:?}", plan.kernels[1]) };
-            assert!(BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config) && plan.kernels[1].is_instantiated());
+            let hopper = window.is_none() && target.arch == flashrs::Arch::Sm90a;
+            let (dtype, block_m) = match plan.kernels[1] {
+                Kernel::Bwd { step: BwdStep::Main { config, flavor: Flavor::Sparse, .. }, dtype } if !hopper => {
+                    assert!(BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config));
+                    (dtype, config.block_m)
+                }
+                Kernel::Bwd { step: BwdStep::MainSm90 { config, flavor: Flavor::Sparse, varlen: false }, dtype } if hopper => (dtype, config.block_m),
+                k => panic!("{k:?}"),
+            };
+            assert!(plan.kernels[1].is_instantiated());
             let lists = plan.lists.clone().unwrap();
             assert_eq!(lists.kernels, [(Kernel::Bwd { dtype, step: BwdStep::SparseBits }, 8), (Kernel::Bwd { dtype, step: BwdStep::SparseLists }, 2 * 4)]);
             let l = plan.params.lists;
             // 64 rows and keys: one key block, and per list the group's heads' steps.
             let group = (plan.params.fwd.group) as usize;
-            assert_eq!((l.words, l.kv_blocks, l.block_m, l.per_list as usize), (1, 1, config.block_m as u32, group * 64usize.div_ceil(config.block_m)));
+            assert_eq!((l.words, l.kv_blocks, l.block_m, l.per_list as usize), (1, 1, block_m as u32, group * 64usize.div_ceil(block_m)));
             let counts = 2 * (4 / group);
             let entries = counts * l.per_list as usize;
             let want = [8, counts, entries, if deterministic { entries } else { 0 }].map(|n| (4 * n).next_multiple_of(16));
@@ -192,11 +201,12 @@ fn bad_modifications_are_typed_errors() {
             assert_eq!(plan.workspace_bytes, lists.offset + want.iter().sum::<usize>());
             assert!(lists.offset > 0 && lists.offset % 16 == 0 && (l.bits, l.counts, l.entries, l.turns) == (0, 0, 0, 0));
         }
-        // Not on the Hopper kernel yet.
+        // With a window, not on the Hopper kernel yet.
         let mut hopper = p.clone();
         hopper.kernel = flashrs::KernelChoice::Wgmma { config: None, persistent: None };
         match hopper.plan_backward(&fake::buffers(), &grads, &H100) {
-            Err(Error::InvalidShape { what: "kernel", reason }) => assert!(reason.contains("block mask"), "{reason}"),
+            Err(Error::InvalidShape { what: "kernel", reason }) if window.is_some() => assert!(reason.contains("window"), "{reason}"),
+            Ok(plan) if window.is_none() => assert_eq!(plan.kernels[1].flavor(), Flavor::Sparse),
             other => panic!("{other:?}"),
         }
     }

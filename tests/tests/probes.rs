@@ -350,22 +350,25 @@ fn probe_ballot_or() {
     let Some(gpu) = gpu_or_skip("probe_ballot_or") else { return };
     let module = probe_module(&gpu);
     let stream = stream();
-    let patterns: [Vec<u32>; 4] = [vec![0; 64], vec![1; 64], (0..64).map(|t| (t % 3 == 0) as u32).collect(), (0..64).map(|t| (t == 31 || t == 32) as u32).collect()];
+    // Flags: the votes (nonzero), and each warp's least of them for the reduction.
+    let patterns: [Vec<u32>; 5] = [vec![0; 64], vec![1; 64], (0..64).map(|t| (t % 3 == 0) as u32).collect(), (0..64).map(|t| (t == 31 || t == 32) as u32).collect(), (0..64).map(|t| 1000 - 7 * t as u32 % 50).collect()];
     for votes in patterns {
         let word = |w: usize| (0..32).filter(|&l| votes[32 * w + l] != 0).fold(0u32, |b, l| b | 1 << l);
         let flags_d = DeviceBuffer::from_slice(&votes).unwrap();
         // Bits already set stay set.
         let bits_d = DeviceBuffer::from_slice(&[0x100u32, 0]).unwrap();
-        let out_d = DeviceBuffer::from_slice(&[u32::MAX; 64]).unwrap();
+        let out_d = DeviceBuffer::from_slice(&[u32::MAX; 128]).unwrap();
         unsafe {
             launch!(module.probe_ballot_or<<<1, 64, 0, stream>>>(flags_d.as_device_ptr(), bits_d.as_device_ptr(), out_d.as_device_ptr())).unwrap();
         }
         stream.synchronize().unwrap();
-        let (mut bits, mut out) = ([0u32; 2], [0u32; 64]);
+        let (mut bits, mut out) = ([0u32; 2], [0u32; 128]);
         bits_d.copy_to(&mut bits[..]).unwrap();
         out_d.copy_to(&mut out[..]).unwrap();
         assert_eq!(bits, [word(0) | 0x100, word(1)]);
-        assert!((0..64).all(|t| out[t] == word(t / 32)), "ballots {:x?}", &out[..]);
+        assert!((0..64).all(|t| out[t] == word(t / 32)), "ballots {:x?}", &out[..64]);
+        let least = |w: usize| *votes[32 * w..32 * w + 32].iter().min().unwrap();
+        assert!((0..64).all(|t| out[64 + t] == least(t / 32)), "minima {:?}", &out[64..]);
     }
 }
 

@@ -585,7 +585,7 @@ mod tests {
             if let Some(Kernel::Bwd { dtype, step }) = k {
                 let c = match step {
                     flashrs_abi::BwdStep::Main { config: c, accum, .. } => [c.head_dim, c.block_m, c.block_n, c.stages, (*accum == flashrs_abi::AccumLayout::Fragments) as usize],
-                    flashrs_abi::BwdStep::MainSm90 { config: c, varlen } => [c.head_dim, c.block_m, c.block_n(), c.stages, *varlen as usize],
+                    flashrs_abi::BwdStep::MainSm90 { config: c, varlen, .. } => [c.head_dim, c.block_m, c.block_n(), c.stages, *varlen as usize],
                     _ => [0; 5],
                 };
                 ptx += &format!("\t// flashrs-kernel: bwd {} {} {} {} {} {} {}\n", step.code(), dtype.code(), c[0], c[1], c[2], c[3], c[4]);

@@ -69,3 +69,14 @@ pub fn ballot_sync(p: bool) -> u32 {
     }
     r
 }
+
+/// `redux.sync.min.u32` (sm_80 and newer): the least of the warp's `v`. On a value every lane
+/// holds alike, ptxas learns that it is warp-uniform and keeps it (and what derives from it) in
+/// a uniform register, as it keeps values computed from the launch parameters: a value loaded
+/// from memory would otherwise take a register of every thread.
+#[inline(always)]
+pub fn redux_min_u32(v: u32) -> u32 {
+    let r: u32;
+    unsafe { core::arch::asm!("redux.sync.min.u32 {r}, {v}, -1;", r = out(reg32) r, v = in(reg32) v, options(nomem, nostack)) }
+    r
+}

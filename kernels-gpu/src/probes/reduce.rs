@@ -11,8 +11,8 @@
 //! * `ld.acquire`: `out[130]` = the bits of `*counter`.
 //!
 //! [`probe_barrier_red`]: the CTA-wide count of `barrier.red.popc` (the block-mask builder's
-//! vote). [`probe_ballot_or`]: `vote.ballot` and `red.or`, which turn block masks around for
-//! the backward.
+//! vote). [`probe_ballot_or`]: `vote.ballot`, `red.or` and `redux.min`, which turn block
+//! masks around for the backward and walk them.
 //!
 //! sm_90a: [`probe_red_vector`], reductions of f32 into global memory from registers 8 or 16
 //! bytes at a time, and [`probe_bulk_copy`], a bulk copy into shared memory completing on an
@@ -22,7 +22,7 @@ use crate::arch::barrier::{bar_red_popc, bar_sync};
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::cvt::cvt_f32x2_f16x2;
 use crate::arch::ids::thread_idx_x;
-use crate::arch::shfl::{ballot_sync, group_sum_f32};
+use crate::arch::shfl::{ballot_sync, group_sum_f32, redux_min_u32};
 use crate::arch::smem::{dsmem_base, ld_shared_b32};
 
 /// `vals`: 64 f32; `halves`: 32 packed f16 pairs; `out`: 139 f32; `accum`: 4 f32.
@@ -70,16 +70,21 @@ pub unsafe extern "ptx-kernel" fn probe_barrier_red(flags: *const u32, out: *mut
 }
 
 /// One CTA of 64 threads: thread `t` sets bit `t % 32` of `bits[t / 32]` where `flags[t] != 0`
-/// (`red.or`), then, after a barrier, writes its warp's ballot of the same votes to `out[t]`.
+/// (`red.or`), then, after a barrier, writes its warp's ballot of the same votes to `out[t]`
+/// and the least of its warp's `flags` (`redux.sync.min`) to `out[64 + t]`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_ballot_or(flags: *const u32, bits: *mut u32, out: *mut u32) {
     let t = thread_idx_x() as usize;
-    let vote = unsafe { *flags.add(t) } != 0;
+    let flag = unsafe { *flags.add(t) };
+    let vote = flag != 0;
     if vote {
         unsafe { red_relaxed_gpu_or_u32(bits.add(t / 32), 1 << (t % 32)) };
     }
     bar_sync();
-    unsafe { *out.add(t) = ballot_sync(vote) };
+    unsafe {
+        *out.add(t) = ballot_sync(vote);
+        *out.add(64 + t) = redux_min_u32(flag);
+    }
 }
 
 /// sm_90a: adds `src[0..n]` (n a multiple of 4, at most 1024) to `dst[0..n]` with one vector

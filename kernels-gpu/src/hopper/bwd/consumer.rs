@@ -24,7 +24,7 @@
 //! by columns ([`BwdSm90Split::Columns`]), at head_dim 64, whose steps have 128 rows, by rows
 //! ([`BwdSm90Split::Rows`]). The parts are disjoint, and each thread adds its fragments from
 //! registers ([`super::epilogue::add_dq_from_registers`]).
-use super::Walk;
+use super::{Order, Walk};
 use super::epilogue::{Turn, add_dq_from_registers, store_rows};
 use super::scores::{ColumnStats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
@@ -43,10 +43,10 @@ pub const DS_BARRIER: u32 = 3;
 /// registers), `KP = BM / 16` (k-steps of the dK, dV GEMMs), `CI = BM / 8` (column groups of
 /// the scores), `DET` deterministic mode.
 #[inline(always)]
-pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize, const CI: usize, const DET: bool>(
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize, const CI: usize, const DET: bool, K: Order>(
     p: &BwdParams,
     smem: Smem<D, BM, STAGES>,
-    w: Walk,
+    w: Walk<K>,
     wg: u32,
     tid: u32,
 ) {
@@ -73,8 +73,6 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     }
     let mut pipe = PipeState::<STAGES>::new();
     for i in 0..steps {
-        let (h, m) = w.step(i);
-        let m0 = m * BM as u32;
         let (q_tile, do_tile) = (smem.q(pipe.stage), smem.dout(pipe.stage));
         let mut s = [0.0f32; SN];
         let mut dp = [0.0f32; SN];
@@ -83,6 +81,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
+        let step = w.landed(i, smem.step(pipe.stage));
+        let m0 = w.query_block(&step) * BM as u32;
         let stats = ColumnStats::<BM> { stats: smem.stats(pipe.stage), col0: 0 };
         let mask = w.mask(causal, w.n0 + 64 * wg, m0, BM as u32);
         wait::<1, SN>(&mut s);
@@ -116,14 +116,15 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         wgmma_fence_operands(&mut dk);
         // Besides the wgmma reads (complete for the warpgroup after the wait above) every
         // thread read the stage's statistics with its own loads.
+        let before = w.turn::<DET, 128>(smem.step(pipe.stage));
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
         // A 128-row step's second half past the sequence has no block to add to.
         if m0 + dq_row < w.extent.seqlen_q {
-            let turn = Turn::at::<DET>(p, &w, h, m0 + dq_row);
+            let turn = Turn::at::<DET, K>(p, &w, &step, m0 + dq_row, before);
             unsafe {
                 turn.wait_warpgroup(wg, tid);
-                add_dq_from_registers(&dq, w.dq_chunk::<D>(p, h, m0 + dq_row, dq_col), tid);
+                add_dq_from_registers(&dq, w.dq_chunk::<D>(p, &step, m0 + dq_row, dq_col), tid);
                 turn.end_warpgroup(wg, tid, counts);
             }
         }

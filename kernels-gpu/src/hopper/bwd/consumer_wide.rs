@@ -16,7 +16,7 @@
 //! the tensor cores run dV and dK. The two warpgroups' dQ parts are disjoint columns, so no
 //! accumulator value is added twice per step. Accumulator layout: as the other consumer's
 //! ([`super::scores`]), rows = keys.
-use super::Walk;
+use super::{Order, Walk};
 use super::consumer::DS_BARRIER;
 use super::epilogue::{Turn, add_dq_from_registers, store_rows};
 use super::scores::{ColumnStats, dscores, probabilities, store_transposed};
@@ -31,10 +31,10 @@ use flashrs_abi::{AccumLayout, BwdParams};
 /// Runs consumer warpgroup `wg` (0, 1) over the walk; `tid` is the thread's index in the
 /// warpgroup; `DET`: deterministic mode.
 #[inline(always)]
-pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const DET: bool>(
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const DET: bool, K: Order>(
     p: &BwdParams,
     smem: Smem<D, BM, STAGES>,
-    w: Walk,
+    w: Walk<K>,
     wg: u32,
     tid: u32,
 ) {
@@ -58,8 +58,6 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
     }
     let mut pipe = PipeState::<STAGES>::new();
     for i in 0..steps {
-        let (h, m) = w.step(i);
-        let m0 = m * BM as u32;
         let (q_tile, do_tile) = (smem.q(pipe.stage), smem.dout(pipe.stage));
         let mut s = [0.0f32; 16];
         let mut dp = [0.0f32; 16];
@@ -68,6 +66,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_abt::<T, D, 64, BM, 16>(&mut s, smem.k(), q_tile + col0 * 128);
             gemm_abt::<T, D, 64, BM, 16>(&mut dp, smem.v(), do_tile + col0 * 128);
         }
+        let step = w.landed(i, smem.step(pipe.stage));
+        let m0 = w.query_block(&step) * BM as u32;
         let stats = smem.stats(pipe.stage);
         let mask = w.mask(causal, w.n0, m0 + col0, 32);
         wait::<1, 16>(&mut s);
@@ -94,8 +94,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_ss_tb_n128::<T, BM, 4>(&mut dv, pt, slab(do_tile, 0));
             gemm_ss_tb_n128::<T, BM, 4>(&mut dk, ds, slab(q_tile, 0));
         }
-        let accum = w.dq_chunk::<D>(p, h, m0, half);
-        let turn = Turn::at::<DET>(p, &w, h, m0);
+        let accum = w.dq_chunk::<D>(p, &step, m0, half);
+        let turn = Turn::at::<DET, K>(p, &w, &step, m0, w.turn::<DET, 64>(smem.step(pipe.stage)));
         wait::<3, 32>(&mut dq[0]);
         unsafe {
             turn.wait_warpgroup(wg, tid);

@@ -1,7 +1,7 @@
 //! Where a Hopper backward CTA's results leave: each step's dQ parts, added to the f32
 //! accumulator from registers (in deterministic mode in key-block order, [`Turn`]), and dK, dV
 //! at the end.
-use super::Walk;
+use super::{Order, Walk};
 use crate::arch::atom::{atom_acq_rel_gpu_add_u32, ld_acquire_gpu_u32, red_relaxed_gpu_add_v4_f32};
 use crate::arch::barrier::bar_sync_named;
 use crate::dtype::Element;
@@ -18,14 +18,15 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The walk's turn at the counter of query head `h`'s block holding row `row` where `DET`
-    /// (deterministic mode), else none.
+    /// The walk's turn after `before` CTAs ([`Walk::turn`]), at the counter of the 64-row
+    /// block holding row `row` of a landed step's query head, where `DET` (deterministic mode),
+    /// else none.
     /// A compile-time choice, so that the default mode's code carries no trace of the turns:
     /// a run-time null check alone measured 4-5% slower at head_dim 128.
     #[inline(always)]
-    pub fn at<const DET: bool>(p: &BwdParams, w: &Walk, h: u32, row: u32) -> Self {
-        let sem = if DET { w.semaphore(p, h, row) } else { core::ptr::null_mut() };
-        Turn { sem, before: 2 * w.key_block }
+    pub fn at<const DET: bool, K: Order>(p: &BwdParams, w: &Walk<K>, step: &K::Step, row: u32, before: u32) -> Self {
+        let sem = if DET { w.semaphore(p, step, row) } else { core::ptr::null_mut() };
+        Turn { sem, before: 2 * before }
     }
 
     /// Lane 0 of the caller polls until the turn has come. Callers that add from several

@@ -28,6 +28,11 @@
 //! statistics (`-inf`, so P and dS are 0 there; a 128-row step's second 64 rows past the
 //! sequence read a padding block, [`Walk::stats`]).
 //! The accumulator and statistics are padded per sequence ([`FragmentBlocks`]).
+//!
+//! The block-sparse twins (`flash_bwd_sm90_[varlen_]sparse_*`) walk, instead, the steps their
+//! key block's list names ([`flashrs_abi::bwd::QueryLists`], built from the call's block mask
+//! before the launch), and in deterministic mode take the turns listed beside them; inside a
+//! step the element masks (causal, the sequence's end) apply as in the plain kernels.
 pub mod consumer;
 pub mod consumer_wide;
 pub mod epilogue;
@@ -47,13 +52,17 @@ use super::scheduler::uniform_extent;
 use super::smem::dsmem_base_1024;
 use flashrs_abi::bwd::{BWD_SM90_CONFIGS, BwdSm90Config, BwdSm90Split};
 use flashrs_abi::grid::{Extent, div_rem};
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks};
+use flashrs_abi::params::SPARSE_BLOCK;
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks};
+use crate::arch::shfl::redux_min_u32;
+use crate::arch::smem::{ld_shared_b32, st_shared_b32};
+use core::marker::PhantomData;
 use producer::Maps;
 use smem::Smem;
 
-/// A CTA's walk: its keys and the query blocks and heads it visits.
+/// A CTA's walk: its keys and the query blocks and heads it visits, in the order `K` says.
 #[derive(Clone, Copy)]
-pub struct Walk {
+pub struct Walk<K: Order> {
     /// The sequence's lengths and, variable-length, where its rows start in the packed
     /// tensors (warp-uniform, see [`crate::hopper::scheduler::uniform_extent`]).
     pub extent: Extent,
@@ -76,32 +85,41 @@ pub struct Walk {
     pub key_block: u32,
     /// Query heads per K/V head.
     pub group: u32,
-    /// First query block visited.
+    /// First query block visited; block-sparse, the key block's first entry in the lists.
     pub m_first: u32,
-    /// Query blocks visited per head.
+    /// Query blocks visited per head; block-sparse, the list's steps.
     pub m_count: u32,
+    /// How the steps are ordered.
+    pub order: PhantomData<K>,
 }
 
-impl Walk {
+impl<K: Order> Walk<K> {
     /// Steps of the walk.
     #[inline(always)]
     pub fn steps(&self) -> u32 {
-        self.m_count * self.group
+        K::steps(self)
     }
 
     /// Deterministic mode ([`BwdParams::dq_semaphore`] set): the counter of the 64-row block
-    /// holding row `row` of query head `h`.
+    /// holding row `row` of a landed step's query head.
     #[inline(always)]
-    pub fn semaphore(&self, p: &BwdParams, h: u32, row: u32) -> *mut u32 {
-        (p.dq_semaphore as *mut u32).wrapping_add(self.blocks.block(h, row) as usize)
+    pub fn semaphore(&self, p: &BwdParams, step: &K::Step, row: u32) -> *mut u32 {
+        (p.dq_semaphore as *mut u32).wrapping_add(K::block(self, step, row) as usize)
     }
 
-    /// The dQ accumulator's chunk holding query row `row` (of the sequence), column `col` of
-    /// query head `h` ([`flashrs_abi::AccumLayout::fragment_chunk`], `D` columns a row).
+    /// The dQ accumulator's chunk holding query row `row` (of the sequence), column `col` of a
+    /// landed step's query head ([`flashrs_abi::AccumLayout::fragment_chunk`], `D` columns a
+    /// row).
     #[inline(always)]
-    pub fn dq_chunk<const D: usize>(&self, p: &BwdParams, h: u32, row: u32, col: u32) -> *mut f32 {
-        let chunk = AccumLayout::fragment_chunk(self.blocks.block(h, row), D, col as usize);
+    pub fn dq_chunk<const D: usize>(&self, p: &BwdParams, step: &K::Step, row: u32, col: u32) -> *mut f32 {
+        let chunk = AccumLayout::fragment_chunk(K::block(self, step, row), D, col as usize);
         (p.dq_accum as *mut f32).wrapping_add(chunk * AccumLayout::CHUNK)
+    }
+
+    /// A landed step's query block.
+    #[inline(always)]
+    pub fn query_block(&self, step: &K::Step) -> u32 {
+        K::query_block(step)
     }
 
     /// Where the statistics of query head `h`'s block holding row `row` start in `p.dsum`
@@ -140,11 +158,173 @@ impl Walk {
         }
     }
 
-    /// Step `i`'s (query head, query block): heads outer, blocks inner.
+    /// The producer's step `i`: its (query head, query block), left in `slot` (8 bytes of
+    /// shared memory, its stage's) where the consumers need it there.
     #[inline(always)]
-    pub fn step(&self, i: u32) -> (u32, u32) {
-        let (g, m) = div_rem(i, self.m_count);
-        (self.h_kv * self.group + g, self.m_first + m)
+    pub fn produce(&self, p: &BwdParams, i: u32, slot: u32) -> (u32, u32) {
+        K::produce(self, p, i, slot)
+    }
+
+    /// The consumers' step `i`, once its stage (whose slot is `slot`) landed: where its query
+    /// block lies ([`Walk::query_block`], [`Walk::block`]).
+    #[inline(always)]
+    pub fn landed(&self, i: u32, slot: u32) -> K::Step {
+        K::landed(self, i, slot)
+    }
+
+    /// Deterministic mode (`DET`), once the stage of step `i` (slot `slot`) landed and before
+    /// it is released: how many CTAs of `BN` keys add to the step's query block's dQ before this
+    /// one.
+    #[inline(always)]
+    pub fn turn<const DET: bool, const BN: u32>(&self, slot: u32) -> u32 {
+        K::turn::<DET, BN>(self, slot)
+    }
+}
+
+/// How a walk orders its steps: every query block whose rows see the CTA's keys ([`Dense`]),
+/// or the steps of a block mask's list ([`Listed`]). A type rather than a flag: a branch on a
+/// constant flag, though folded, moved the plain kernels' code enough that ptxas spilled.
+pub trait Order: Copy {
+    /// The walk of a CTA whose dense walk is `dense`, of (batch entry, K/V head) `bh`.
+    fn start(dense: Walk<Self>, p: &BwdParams, bh: u32) -> Walk<Self>;
+    /// Steps of the walk.
+    fn steps(w: &Walk<Self>) -> u32;
+    /// See [`Walk::produce`].
+    fn produce(w: &Walk<Self>, p: &BwdParams, i: u32, slot: u32) -> (u32, u32);
+    /// What the consumers keep of a landed step.
+    type Step: Copy;
+    /// See [`Walk::landed`].
+    fn landed(w: &Walk<Self>, i: u32, slot: u32) -> Self::Step;
+    /// See [`Walk::query_block`].
+    fn query_block(step: &Self::Step) -> u32;
+    /// The 64-row block ([`FragmentBlocks`]) holding row `row` of a landed step's query head.
+    fn block(w: &Walk<Self>, step: &Self::Step, row: u32) -> u32;
+    /// See [`Walk::turn`].
+    fn turn<const DET: bool, const BN: u32>(w: &Walk<Self>, slot: u32) -> u32;
+}
+
+/// Heads outer, query blocks inner, from the first whose rows see the CTA's first key; in
+/// deterministic mode every key block before this one adds first.
+#[derive(Clone, Copy)]
+pub struct Dense;
+
+impl Dense {
+    /// Step `i`'s (query head, query block).
+    #[inline(always)]
+    fn step(w: &Walk<Self>, i: u32) -> (u32, u32) {
+        let (g, m) = div_rem(i, w.m_count);
+        (w.h_kv * w.group + g, w.m_first + m)
+    }
+}
+
+impl Order for Dense {
+    #[inline(always)]
+    fn start(dense: Walk<Self>, _: &BwdParams, _: u32) -> Walk<Self> {
+        dense
+    }
+
+    #[inline(always)]
+    fn steps(w: &Walk<Self>) -> u32 {
+        w.m_count * w.group
+    }
+
+    #[inline(always)]
+    fn produce(w: &Walk<Self>, _: &BwdParams, i: u32, _: u32) -> (u32, u32) {
+        Self::step(w, i)
+    }
+
+    /// (query head, query block).
+    type Step = (u32, u32);
+
+    #[inline(always)]
+    fn landed(w: &Walk<Self>, i: u32, _: u32) -> (u32, u32) {
+        Self::step(w, i)
+    }
+
+    #[inline(always)]
+    fn query_block(&(_, m): &(u32, u32)) -> u32 {
+        m
+    }
+
+    #[inline(always)]
+    fn block(w: &Walk<Self>, &(h, _): &(u32, u32), row: u32) -> u32 {
+        w.blocks.block(h, row)
+    }
+
+    #[inline(always)]
+    fn turn<const DET: bool, const BN: u32>(w: &Walk<Self>, _: u32) -> u32 {
+        w.key_block
+    }
+}
+
+/// The entries of the key block's list ([`flashrs_abi::bwd::QueryLists`]): `m_first` is the
+/// list's first entry, `m_count` its length. The producer reads each step's entry (and, in
+/// deterministic mode, its listed turn) from global memory and leaves them in the stage's slot,
+/// so that the consumers keep nothing of the list across their walk (a pointer into it cost
+/// registers their accumulators need). In deterministic mode the listed key blocks of the
+/// step's query block add first (the listed turn), and of the CTA's own block of the mask the
+/// CTAs of lower keys.
+#[derive(Clone, Copy)]
+pub struct Listed;
+
+impl Order for Listed {
+    /// No list past the sequence's keys (where the dense walk has no step either).
+    #[inline(always)]
+    fn start(dense: Walk<Self>, p: &BwdParams, bh: u32) -> Walk<Self> {
+        let l = &p.lists;
+        let at = bh * l.kv_blocks + dense.n0 / SPARSE_BLOCK;
+        let count = if dense.m_first + dense.m_count > 0 { unsafe { *(l.counts as *const u32).add(at as usize) } } else { 0 };
+        // Every lane loaded the same count: uniform, as the dense walk's.
+        let count = redux_min_u32(count);
+        Walk { m_first: at * l.per_list, m_count: count, ..dense }
+    }
+
+    #[inline(always)]
+    fn steps(w: &Walk<Self>) -> u32 {
+        w.m_count
+    }
+
+    /// The slot holds the step's query head and block (16 bits each) and its turn.
+    #[inline(always)]
+    fn produce(w: &Walk<Self>, p: &BwdParams, i: u32, slot: u32) -> (u32, u32) {
+        let at = (w.m_first + i) as usize;
+        let e = unsafe { *(p.lists.entries as *const u32).add(at) };
+        let turn = if p.lists.turns != 0 { unsafe { *(p.lists.turns as *const u32).add(at) } } else { 0 };
+        let (h, m) = (w.h_kv * w.group + (e >> 16), e & 0xffff);
+        unsafe {
+            st_shared_b32(slot, h << 16 | m);
+            st_shared_b32(slot + 8, turn);
+        }
+        (h, m)
+    }
+
+    /// (query head, query block), as [`Dense`]'s.
+    type Step = (u32, u32);
+
+    #[inline(always)]
+    fn landed(_: &Walk<Self>, _: u32, slot: u32) -> (u32, u32) {
+        // Every lane read the same step: uniform, as the dense walk's.
+        let s = redux_min_u32(unsafe { ld_shared_b32(slot) });
+        (s >> 16, s & 0xffff)
+    }
+
+    #[inline(always)]
+    fn query_block(&(_, m): &(u32, u32)) -> u32 {
+        m
+    }
+
+    #[inline(always)]
+    fn block(w: &Walk<Self>, &(h, _): &(u32, u32), row: u32) -> u32 {
+        w.blocks.block(h, row)
+    }
+
+    #[inline(always)]
+    fn turn<const DET: bool, const BN: u32>(w: &Walk<Self>, slot: u32) -> u32 {
+        if !DET {
+            return 0;
+        }
+        let (per_block, listed) = (SPARSE_BLOCK / BN, redux_min_u32(unsafe { ld_shared_b32(slot + 8) }));
+        listed * per_block + w.key_block % per_block
     }
 }
 
@@ -161,16 +341,18 @@ pub struct Mask {
 }
 
 /// The kernel body. Const generics: element type, padded head dim `D`, query rows per step
-/// `BM`, keys `BN`, `STAGES`, the register budgets and `VARLEN` (a variable-length launch: its
-/// own entry, as the mixed walk would not fit the consumers' registers); `consume` runs a consumer warpgroup (its shared
+/// `BM`, keys `BN`, `STAGES`, the register budgets, `VARLEN` (a variable-length launch: its
+/// own entry, as the mixed walk would not fit the consumers' registers), and the walk's order
+/// `K`; `consume` runs a consumer warpgroup (its shared
 /// memory, the walk, its index 0 or 1, the thread's index in it).
 #[inline(always)]
-unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const PREGS: u32, const CREGS: u32, const VARLEN: bool>(
+unsafe fn flash_bwd_sm90<T: WgElement, K: Order, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const PREGS: u32, const CREGS: u32, const VARLEN: bool>(
     maps: Maps,
     p: &BwdParams,
-    consume: impl FnOnce(Smem<D, BM, STAGES>, Walk, u32, u32),
+    consume: impl FnOnce(Smem<D, BM, STAGES>, Walk<K>, u32, u32),
 ) {
     const { assert!(128 * PREGS as usize + 256 * CREGS as usize <= 65536) };
+    const { assert!(SPARSE_BLOCK as usize % BM == 0 && SPARSE_BLOCK as usize % BN == 0) };
     let f = &p.fwd;
     let smem = Smem::<D, BM, STAGES>::new(dsmem_base_1024());
     let tid = thread_idx_x();
@@ -193,7 +375,7 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
     } else {
         0
     };
-    let walk = Walk {
+    let walk = Walk::<K> {
         extent,
         map_batch: if VARLEN { 0 } else { batch },
         blocks: if VARLEN { FragmentBlocks::varlen(f, batch, extent.q_start) } else { FragmentBlocks::fixed(f, batch) },
@@ -204,7 +386,9 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
         group: f.group,
         m_first,
         m_count: m_blocks - m_first,
+        order: PhantomData,
     };
+    let walk = K::start(walk, p, bh);
     init_barriers(tid, || unsafe {
         mbarrier_init(smem.kv_full(), 1);
         for s in 0..STAGES as u32 {
@@ -216,7 +400,7 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 && walk.steps() > 0 {
-            unsafe { producer::run::<D, BM, BN, STAGES, VARLEN>(maps, p, smem, walk) };
+            unsafe { producer::run::<K, D, BM, BN, STAGES, VARLEN>(maps, p, smem, walk) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
@@ -228,38 +412,38 @@ unsafe fn flash_bwd_sm90<T: WgElement, const D: usize, const BM: usize, const BN
 /// [`flashrs_abi::kernel`] marker, running the consumer its split names (checked against the
 /// configuration at compile time).
 macro_rules! bwd_sm90_kernels {
-    ($($idx:literal => $split:ident: $f16:ident, $bf16:ident, $f16v:ident, $bf16v:ident;)*) => {$(
-        bwd_sm90_kernels!(@one $f16, F16, $idx, $split, false);
-        bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split, false);
-        bwd_sm90_kernels!(@one $f16v, F16, $idx, $split, true);
-        bwd_sm90_kernels!(@one $bf16v, Bf16, $idx, $split, true);
+    ($flavor:ident, $sparse:ty: $($idx:literal => $split:ident: $f16:ident, $bf16:ident, $f16v:ident, $bf16v:ident;)*) => {$(
+        bwd_sm90_kernels!(@one $f16, F16, $idx, $split, false, $flavor, $sparse);
+        bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split, false, $flavor, $sparse);
+        bwd_sm90_kernels!(@one $f16v, F16, $idx, $split, true, $flavor, $sparse);
+        bwd_sm90_kernels!(@one $bf16v, Bf16, $idx, $split, true, $flavor, $sparse);
     )*};
-    (@consume Rows, $t:ty, $c:ident, $p:ident) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p) };
+    (@consume Rows, $t:ty, $c:ident, $p:ident, $s:ty) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p, $s) };
     // Inlined by force: an outlined consumer is a call inside its wgmma pipeline, which ptxas
     // serialises (and it keeps its registers on a stack).
-    (@consume Columns, $t:ty, $c:ident, $p:ident) => {
+    (@consume Columns, $t:ty, $c:ident, $p:ident, $s:ty) => {
         #[inline(always)]
         |smem, walk, wg, tid| unsafe {
             if $p.dq_semaphore != 0 {
                 consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
-                    { $c.block_m / 16 }, { $c.block_m / 8 }, true>(&$p, smem, walk, wg, tid)
+                    { $c.block_m / 16 }, { $c.block_m / 8 }, true, $s>(&$p, smem, walk, wg, tid)
             } else {
                 consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
-                    { $c.block_m / 16 }, { $c.block_m / 8 }, false>(&$p, smem, walk, wg, tid)
+                    { $c.block_m / 16 }, { $c.block_m / 8 }, false, $s>(&$p, smem, walk, wg, tid)
             }
         }
     };
-    (@consume HeadDim, $t:ty, $c:ident, $p:ident) => {
+    (@consume HeadDim, $t:ty, $c:ident, $p:ident, $s:ty) => {
         #[inline(always)]
         |smem, walk, wg, tid| unsafe {
             if $p.dq_semaphore != 0 {
-                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, true>(&$p, smem, walk, wg, tid)
+                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, true, $s>(&$p, smem, walk, wg, tid)
             } else {
-                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, false>(&$p, smem, walk, wg, tid)
+                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, false, $s>(&$p, smem, walk, wg, tid)
             }
         }
     };
-    (@one $name:ident, $t:ty, $idx:literal, $split:ident, $varlen:literal) => {
+    (@one $name:ident, $t:ty, $idx:literal, $split:ident, $varlen:literal, $flavor:ident, $sparse:ty) => {
         /// Hopper backward attention's main entry point (see the module docs): Q, K, V and dO
         /// tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes of `block_m`
         /// rows for Q and dO and `block_n` for K and V, 128-byte swizzle; a variable-length
@@ -271,7 +455,7 @@ macro_rules! bwd_sm90_kernels {
             const { assert!(matches!(C.split(), BwdSm90Split::$split)) };
             entry_directives::<{ C.threads() }>();
             unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {v}", s = const BwdStep::MainSm90 { config: C, varlen: $varlen }.code(),
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} {d} {bm} {bn} {st} {v}", s = const BwdStep::MainSm90 { config: C, varlen: $varlen, flavor: Flavor::$flavor }.code(),
                     t = const <$t as Element>::DTYPE.code(), d = const C.head_dim, bm = const C.block_m,
                     bn = const C.block_n(), st = const C.stages, v = const $varlen as u32, options(nomem, nostack, preserves_flags));
             }
@@ -282,18 +466,27 @@ macro_rules! bwd_sm90_kernels {
                 dout: crate::param_tensor_map!($name, 3),
             };
             unsafe {
-                flash_bwd_sm90::<$t, { C.head_dim }, { C.block_m }, { C.block_n() }, { C.stages }, { C.producer_regs() }, { C.consumer_regs() }, $varlen>(
-                    maps, &p, bwd_sm90_kernels!(@consume $split, $t, C, p))
+                flash_bwd_sm90::<$t, $sparse, { C.head_dim }, { C.block_m }, { C.block_n() }, { C.stages }, { C.producer_regs() }, { C.consumer_regs() }, $varlen>(
+                    maps, &p, bwd_sm90_kernels!(@consume $split, $t, C, p, $sparse))
             }
         }
     };
 }
 
-bwd_sm90_kernels! {
+bwd_sm90_kernels! { Plain, Dense:
     0 => Rows: flash_bwd_sm90_f16_d64_128x128s2, flash_bwd_sm90_bf16_d64_128x128s2,
         flash_bwd_sm90_varlen_f16_d64_128x128s2, flash_bwd_sm90_varlen_bf16_d64_128x128s2;
     1 => Columns: flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2,
         flash_bwd_sm90_varlen_f16_d128_64x128s2, flash_bwd_sm90_varlen_bf16_d128_64x128s2;
     2 => HeadDim: flash_bwd_sm90_f16_d256_64x64s2, flash_bwd_sm90_bf16_d256_64x64s2,
         flash_bwd_sm90_varlen_f16_d256_64x64s2, flash_bwd_sm90_varlen_bf16_d256_64x64s2;
+}
+
+bwd_sm90_kernels! { Sparse, Listed:
+    0 => Rows: flash_bwd_sm90_sparse_f16_d64_128x128s2, flash_bwd_sm90_sparse_bf16_d64_128x128s2,
+        flash_bwd_sm90_varlen_sparse_f16_d64_128x128s2, flash_bwd_sm90_varlen_sparse_bf16_d64_128x128s2;
+    1 => Columns: flash_bwd_sm90_sparse_f16_d128_64x128s2, flash_bwd_sm90_sparse_bf16_d128_64x128s2,
+        flash_bwd_sm90_varlen_sparse_f16_d128_64x128s2, flash_bwd_sm90_varlen_sparse_bf16_d128_64x128s2;
+    2 => HeadDim: flash_bwd_sm90_sparse_f16_d256_64x64s2, flash_bwd_sm90_sparse_bf16_d256_64x64s2,
+        flash_bwd_sm90_varlen_sparse_f16_d256_64x64s2, flash_bwd_sm90_varlen_sparse_bf16_d256_64x64s2;
 }

@@ -3,7 +3,7 @@
 //! 512-byte bulk copy) into the next stage of the ring (after the consumers released its
 //! previous fill). Rows past the sequence arrive as zeros, and their statistics as the prep
 //! kernel's padding.
-use super::Walk;
+use super::{Order, Walk};
 use super::smem::Smem;
 use crate::arch::bulk::cp_async_bulk_g2s;
 use crate::arch::mbarrier::mbarrier_arrive_expect_tx;
@@ -28,7 +28,7 @@ pub struct Maps {
 
 /// Runs the producer (one thread) over the CTA's walk; `BN` is the CTA's keys.
 #[inline(always)]
-pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool>(maps: Maps, p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk) {
+pub unsafe fn run<K: Order, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const VARLEN: bool>(maps: Maps, p: &BwdParams, smem: Smem<D, BM, STAGES>, w: Walk<K>) {
     const { assert!(BN == BwdSm90Config { head_dim: D, block_m: BM, stages: STAGES }.block_n()) };
     // One block of statistics per 64 rows of the step.
     const STATS_BYTES: u32 = (AccumLayout::STATS * 4) as u32;
@@ -46,11 +46,12 @@ pub unsafe fn run<const D: usize, const BM: usize, const BN: usize, const STAGES
     }
     let mut pipe = PipeState::<STAGES>::new();
     for i in 0..w.steps() {
-        let (h, m) = w.step(i);
-        let row = m * BM as u32;
         let full = smem.q_full(pipe.stage);
+        unsafe { wait_empty(smem.q_empty(pipe.stage), pipe.phase) };
+        // After the wait: the step's slot is the stage's (the barrier's arrive publishes it).
+        let (h, m) = w.produce(p, i, smem.step(pipe.stage));
+        let row = m * BM as u32;
         unsafe {
-            wait_empty(smem.q_empty(pipe.stage), pipe.phase);
             mbarrier_arrive_expect_tx(full, (2 * BM * D * 2) as u32 + blocks * STATS_BYTES);
             let rows = w.extent.q_start + row;
             load_tile::<D, BM>(smem.q(pipe.stage), maps.q, rows, h, w.map_batch, full);

@@ -100,4 +100,12 @@ impl<const D: usize, const BM: usize, const STAGES: usize> Smem<D, BM, STAGES> {
     pub fn q_empty(self, s: u32) -> u32 {
         self.base + Self::BARS + 8 + 8 * (STAGES as u32 + s)
     }
+
+    /// Stage `s`'s step as the producer leaves it for a block-sparse walk (16 bytes, after the
+    /// barriers, in the room [`BwdSm90Config::smem_bytes`] keeps for them).
+    #[inline(always)]
+    pub fn step(self, s: u32) -> u32 {
+        const { assert!(8 + 16 * STAGES + 16 * STAGES <= 1024) };
+        self.base + Self::BARS + 8 + 16 * STAGES as u32 + 16 * s
+    }
 }
