@@ -92,8 +92,8 @@ pub struct BwdParams {
 /// Threads of the `flash_bwd_sparse_lists_*` CTA: one warp.
 pub const SPARSE_LISTS_THREADS: usize = 32;
 
-/// A backward main kernel walks, for its key block, the query blocks whose rows see it; a
-/// block mask lists the opposite way (per query block, its key blocks), so block-sparse calls
+/// A backward main kernel (`mma.sync` or Hopper) walks, for its key block, the query blocks
+/// whose rows see it; a block mask lists the opposite way (per query block, its key blocks), so block-sparse calls
 /// first turn the lists around, in two launches, into this workspace:
 ///
 /// 1. `flash_bwd_sparse_bits_*`, one CTA per row of the mask's count arrays (a batch entry,

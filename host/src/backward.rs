@@ -420,8 +420,9 @@ impl Gpu {
     /// variable-length offsets; not paged caches), same buffer types. Each gradient has its tensor's
     /// strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V head's query heads.
     /// Of the attention modifications it takes sliding windows, softcap and ALiBi (on `mma.sync`
-    /// kernels of their own), block masks (their block-sparse twins, each key block walking the
-    /// query blocks that list it; two small launches turn the mask around first, into a
+    /// kernels of their own), block masks (block-sparse twins of the Hopper kernel, or with a
+    /// window, softcap or ALiBi, or off sm_90a, of the `mma.sync` modification kernels; each key
+    /// block walks the query blocks that list it; two small launches turn the mask around first, into a
     /// workspace of one u32 per (query step, 128-key block) pair, two in deterministic mode:
     /// O((seqlen / 64) x (seqlen / 128)) per head, as the mask's own lists) and sinks
     /// ([`crate::AttentionParamsBuilder::sinks`]), whose own

@@ -26,7 +26,7 @@
 //! on sm_90a the Hopper kernels, elsewhere `mma.sync`; fixed-length or variable-length, K and V
 //! as tensors (not paged caches), one CTA per query block (no split-KV, no GQA packing). The
 //! backward pass takes sliding windows, softcap and ALiBi (on `mma.sync` modification kernels),
-//! block masks (on their block-sparse twins) and sinks (the forward's log-sum-exp already counts
+//! block masks (on block-sparse twins of those, or alone on sm_90a of the Hopper kernel) and sinks (the forward's log-sum-exp already counts
 //! them; the dQ kernel writes their gradient, [`crate::GradBuffers::dsinks`]).
 use flashrs_abi::ModParams;
 use flashrs_abi::params::WINDOW_UNBOUNDED;

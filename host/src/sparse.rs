@@ -20,9 +20,10 @@
 //! what a host-built list gets wrong. A mask may be shared by every batch entry (`batch` 1) and
 //! every head (`heads` 1). Block-sparse calls run on block-sparse kernels of both families
 //! (the modification kernels' bodies over the lists), not with paged caches or split-KV. The
-//! backward pass takes them on `mma.sync` (its kernels walk, per key block, the query blocks
-//! that list it: the lists turned around on the GPU first, see [`flashrs_abi::bwd::QueryLists`];
-//! a key block listed twice for a query block counts once there).
+//! backward pass takes them on both families too (its kernels walk, per key block, the query
+//! blocks that list it: the lists turned around on the GPU first, see
+//! [`flashrs_abi::bwd::QueryLists`]; a key block listed twice for a query block counts once
+//! there).
 use flashrs_abi::BlockSparse;
 use flashrs_abi::params::SPARSE_BLOCK;
 
