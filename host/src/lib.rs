@@ -194,7 +194,7 @@ pub mod tensor_map;
 pub mod validate;
 pub mod workspace;
 
-pub use backward::{BackwardPlan, GradBuffers};
+pub use backward::{BackwardPlan, GradBuffers, SparseLists};
 pub use buffers::{BufferRef, Buffers};
 pub use custom::CustomKernels;
 pub use dense_mask::DenseMaskShape;
