@@ -529,26 +529,35 @@ bwd_kernels! { Sparse, Builtin, Sparse<Window>:
     3 => flash_bwd_sparse_f16_d256_64x64s1, flash_bwd_sparse_bf16_d256_64x64s1;
 }
 
+/// Declares one entry point of a backward step that takes no tile configuration (the row and
+/// list kernels), with its marker: `$name` for element type `$t`, running `$call` on its
+/// parameters `$p`.
+macro_rules! step_kernel {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $step:expr, |$p:ident| $call:expr) => {
+        $(#[$doc])*
+        #[cfg(feature = "entries")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name($p: BwdParams) {
+            unsafe {
+                core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const $step.code(),
+                    t = const <$t as Element>::DTYPE.code(), options(nomem, nostack, preserves_flags));
+                $call
+            }
+        }
+    };
+}
 
-
-/// Declares a row kernel's entry points (f16, bf16) with their markers.
+/// Declares a row kernel's entry points (f16, bf16).
 macro_rules! row_kernels {
     ($step:expr, $body:ident: $f16:ident, $bf16:ident) => {
         row_kernels!(@one $step, $body, $f16, F16);
         row_kernels!(@one $step, $body, $bf16, Bf16);
     };
     (@one $step:expr, $body:ident, $name:ident, $t:ty) => {
-        /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA,
-        /// `bwd_row_lanes(head_dim)` per (row, head).
-        #[cfg(feature = "entries")]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
-            unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const $step.code(),
-                    t = const <$t as Element>::DTYPE.code(), options(nomem, nostack, preserves_flags));
-                rows::$body::<$t>(&p, $step.accum_layout())
-            }
-        }
+        step_kernel!(
+            /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA,
+            /// `bwd_row_lanes(head_dim)` per (row, head).
+            $name, $t, $step, |p| rows::$body::<$t>(&p, $step.accum_layout()));
     };
 }
 
@@ -558,19 +567,12 @@ row_kernels!(BwdStep::Dq(AccumLayout::Rows), dq: flash_bwd_dq_f16, flash_bwd_dq_
 row_kernels!(BwdStep::Dq(AccumLayout::Fragments), dq: flash_bwd_dq_frag_f16, flash_bwd_dq_frag_bf16);
 
 /// Declares a list kernel's entry points (f16, bf16: the same body, one per element type as
-/// every backward step) with their markers.
+/// every backward step).
 macro_rules! list_kernels {
     ($step:expr, $body:ident: $($name:ident, $t:ty);*) => {$(
-        /// A block-sparse backward's list kernel (see [`lists`]).
-        #[cfg(feature = "entries")]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: BwdParams) {
-            unsafe {
-                core::arch::asm!("// flashrs-kernel: bwd {s} {t} 0 0 0 0 0", s = const $step.code(),
-                    t = const <$t as Element>::DTYPE.code(), options(nomem, nostack, preserves_flags));
-                lists::$body(&p)
-            }
-        }
+        step_kernel!(
+            /// A block-sparse backward's list kernel (see [`lists`]).
+            $name, $t, $step, |p| lists::$body(&p));
     )*};
 }
 

@@ -81,8 +81,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_qk::<T, D, 128, BM, SN>(&mut s, k_rows, q_tile);
             gemm_qk::<T, D, 128, BM, SN>(&mut dp, v_rows, do_tile);
         }
-        let step = w.landed(i, smem.step(pipe.stage));
-        let m0 = w.query_block(&step) * BM as u32;
+        let (h, m) = w.landed(i, smem.step(pipe.stage));
+        let m0 = m * BM as u32;
         let stats = ColumnStats::<BM> { stats: smem.stats(pipe.stage), col0: 0 };
         let mask = w.mask(causal, w.n0 + 64 * wg, m0, BM as u32);
         wait::<1, SN>(&mut s);
@@ -121,10 +121,10 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         pipe.advance();
         // A 128-row step's second half past the sequence has no block to add to.
         if m0 + dq_row < w.extent.seqlen_q {
-            let turn = Turn::at::<DET, K>(p, &w, &step, m0 + dq_row, before);
+            let turn = Turn::at::<DET, K>(p, &w, h, m0 + dq_row, before);
             unsafe {
                 turn.wait_warpgroup(wg, tid);
-                add_dq_from_registers(&dq, w.dq_chunk::<D>(p, &step, m0 + dq_row, dq_col), tid);
+                add_dq_from_registers(&dq, w.dq_chunk::<D>(p, h, m0 + dq_row, dq_col), tid);
                 turn.end_warpgroup(wg, tid, counts);
             }
         }

@@ -66,8 +66,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_abt::<T, D, 64, BM, 16>(&mut s, smem.k(), q_tile + col0 * 128);
             gemm_abt::<T, D, 64, BM, 16>(&mut dp, smem.v(), do_tile + col0 * 128);
         }
-        let step = w.landed(i, smem.step(pipe.stage));
-        let m0 = w.query_block(&step) * BM as u32;
+        let (h, m) = w.landed(i, smem.step(pipe.stage));
+        let m0 = m * BM as u32;
         let stats = smem.stats(pipe.stage);
         let mask = w.mask(causal, w.n0, m0 + col0, 32);
         wait::<1, 16>(&mut s);
@@ -94,8 +94,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_ss_tb_n128::<T, BM, 4>(&mut dv, pt, slab(do_tile, 0));
             gemm_ss_tb_n128::<T, BM, 4>(&mut dk, ds, slab(q_tile, 0));
         }
-        let accum = w.dq_chunk::<D>(p, &step, m0, half);
-        let turn = Turn::at::<DET, K>(p, &w, &step, m0, w.turn::<DET, 64>(smem.step(pipe.stage)));
+        let accum = w.dq_chunk::<D>(p, h, m0, half);
+        let turn = Turn::at::<DET, K>(p, &w, h, m0, w.turn::<DET, 64>(smem.step(pipe.stage)));
         wait::<3, 32>(&mut dq[0]);
         unsafe {
             turn.wait_warpgroup(wg, tid);

@@ -18,14 +18,13 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The walk's turn after `before` CTAs ([`Walk::turn`]), at the counter of the 64-row
-    /// block holding row `row` of a landed step's query head, where `DET` (deterministic mode),
-    /// else none.
+    /// The walk's turn after `before` CTAs ([`Walk::turn`]), at the counter of query head `h`'s
+    /// 64-row block holding row `row`, where `DET` (deterministic mode), else none.
     /// A compile-time choice, so that the default mode's code carries no trace of the turns:
     /// a run-time null check alone measured 4-5% slower at head_dim 128.
     #[inline(always)]
-    pub fn at<const DET: bool, K: Order>(p: &BwdParams, w: &Walk<K>, step: &K::Step, row: u32, before: u32) -> Self {
-        let sem = if DET { w.semaphore(p, step, row) } else { core::ptr::null_mut() };
+    pub fn at<const DET: bool, K: Order>(p: &BwdParams, w: &Walk<K>, h: u32, row: u32, before: u32) -> Self {
+        let sem = if DET { w.semaphore(p, h, row) } else { core::ptr::null_mut() };
         Turn { sem, before: 2 * before }
     }
 

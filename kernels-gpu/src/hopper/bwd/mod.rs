@@ -101,26 +101,20 @@ impl<K: Order> Walk<K> {
     }
 
     /// Deterministic mode ([`BwdParams::dq_semaphore`] set): the counter of the 64-row block
-    /// holding row `row` of a landed step's query head.
+    /// holding row `row` of query head `h`.
     #[inline(always)]
-    pub fn semaphore(&self, p: &BwdParams, step: &K::Step, row: u32) -> *mut u32 {
-        (p.dq_semaphore as *mut u32).wrapping_add(K::block(self, step, row) as usize)
+    pub fn semaphore(&self, p: &BwdParams, h: u32, row: u32) -> *mut u32 {
+        (p.dq_semaphore as *mut u32).wrapping_add(self.blocks.block(h, row) as usize)
     }
 
-    /// The dQ accumulator's chunk holding query row `row` (of the sequence), column `col` of a
-    /// landed step's query head ([`flashrs_abi::AccumLayout::fragment_chunk`], `D` columns a
-    /// row).
+    /// The dQ accumulator's chunk holding query row `row` (of the sequence), column `col` of
+    /// query head `h` ([`flashrs_abi::AccumLayout::fragment_chunk`], `D` columns a row).
     #[inline(always)]
-    pub fn dq_chunk<const D: usize>(&self, p: &BwdParams, step: &K::Step, row: u32, col: u32) -> *mut f32 {
-        let chunk = AccumLayout::fragment_chunk(K::block(self, step, row), D, col as usize);
+    pub fn dq_chunk<const D: usize>(&self, p: &BwdParams, h: u32, row: u32, col: u32) -> *mut f32 {
+        let chunk = AccumLayout::fragment_chunk(self.blocks.block(h, row), D, col as usize);
         (p.dq_accum as *mut f32).wrapping_add(chunk * AccumLayout::CHUNK)
     }
 
-    /// A landed step's query block.
-    #[inline(always)]
-    pub fn query_block(&self, step: &K::Step) -> u32 {
-        K::query_block(step)
-    }
 
     /// Where the statistics of query head `h`'s block holding row `row` start in `p.dsum`
     /// ([`flashrs_abi::AccumLayout::fragment_stats`]); for a row past the sequence (the second
@@ -165,10 +159,10 @@ impl<K: Order> Walk<K> {
         K::produce(self, p, i, slot)
     }
 
-    /// The consumers' step `i`, once its stage (whose slot is `slot`) landed: where its query
-    /// block lies ([`Walk::query_block`], [`Walk::block`]).
+    /// The consumers' step `i`, once its stage (whose slot is `slot`) landed: its (query head,
+    /// query block).
     #[inline(always)]
-    pub fn landed(&self, i: u32, slot: u32) -> K::Step {
+    pub fn landed(&self, i: u32, slot: u32) -> (u32, u32) {
         K::landed(self, i, slot)
     }
 
@@ -191,14 +185,8 @@ pub trait Order: Copy {
     fn steps(w: &Walk<Self>) -> u32;
     /// See [`Walk::produce`].
     fn produce(w: &Walk<Self>, p: &BwdParams, i: u32, slot: u32) -> (u32, u32);
-    /// What the consumers keep of a landed step.
-    type Step: Copy;
     /// See [`Walk::landed`].
-    fn landed(w: &Walk<Self>, i: u32, slot: u32) -> Self::Step;
-    /// See [`Walk::query_block`].
-    fn query_block(step: &Self::Step) -> u32;
-    /// The 64-row block ([`FragmentBlocks`]) holding row `row` of a landed step's query head.
-    fn block(w: &Walk<Self>, step: &Self::Step, row: u32) -> u32;
+    fn landed(w: &Walk<Self>, i: u32, slot: u32) -> (u32, u32);
     /// See [`Walk::turn`].
     fn turn<const DET: bool, const BN: u32>(w: &Walk<Self>, slot: u32) -> u32;
 }
@@ -233,22 +221,9 @@ impl Order for Dense {
         Self::step(w, i)
     }
 
-    /// (query head, query block).
-    type Step = (u32, u32);
-
     #[inline(always)]
     fn landed(w: &Walk<Self>, i: u32, _: u32) -> (u32, u32) {
         Self::step(w, i)
-    }
-
-    #[inline(always)]
-    fn query_block(&(_, m): &(u32, u32)) -> u32 {
-        m
-    }
-
-    #[inline(always)]
-    fn block(w: &Walk<Self>, &(h, _): &(u32, u32), row: u32) -> u32 {
-        w.blocks.block(h, row)
     }
 
     #[inline(always)]
@@ -298,24 +273,11 @@ impl Order for Listed {
         (h, m)
     }
 
-    /// (query head, query block), as [`Dense`]'s.
-    type Step = (u32, u32);
-
     #[inline(always)]
     fn landed(_: &Walk<Self>, _: u32, slot: u32) -> (u32, u32) {
         // Every lane read the same step: uniform, as the dense walk's.
         let s = redux_min_u32(unsafe { ld_shared_b32(slot) });
         (s >> 16, s & 0xffff)
-    }
-
-    #[inline(always)]
-    fn query_block(&(_, m): &(u32, u32)) -> u32 {
-        m
-    }
-
-    #[inline(always)]
-    fn block(w: &Walk<Self>, &(h, _): &(u32, u32), row: u32) -> u32 {
-        w.blocks.block(h, row)
     }
 
     #[inline(always)]
