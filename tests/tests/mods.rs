@@ -210,6 +210,15 @@ fn bad_modifications_are_typed_errors() {
             other => panic!("{other:?}"),
         }
     }
+    // Lists pack a step in 16 bits: past 65536 steps of a query head, a typed error.
+    let big = GradBuffers::new(BufferRef::new(8 << 40, 1 << 30), BufferRef::new(9 << 40, 1 << 30), BufferRef::new(10 << 40, 1 << 30), BufferRef::new(11 << 40, 1 << 30));
+    let long = params(1, 9_000_000, 128, 1, 64).block_mask(planning_mask(1, 1, 9_000_000usize.div_ceil(128), 1)).build().unwrap();
+    for target in [&H100, &Target::A100] {
+        match long.plan_backward(&fake::buffers(), &big, target) {
+            Err(Error::InvalidShape { what: "block_mask", reason }) => assert!(reason.contains("65536"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
     // Without a block mask, no list launches.
     assert!(base().window(Some(8), None).build().unwrap().plan_backward(&fake::buffers(), &grads, &H100).unwrap().lists.is_none());
     // Windows, softcap and ALiBi take the modification twins of `mma.sync` (dQ in fragment
