@@ -1,15 +1,16 @@
 //! Block-sparse attention: a long-context layer whose queries attend a causal band of recent
 //! blocks plus the first block (attention sinks in the StreamingLLM sense), built on the host
 //! as a FlexAttention-style block mask, run on the GPU and checked against the CPU reference
-//! with the same blocks; then the same mask built on the GPU from the dense boolean mask it
-//! stands for: `cargo run --release --example block_sparse`.
+//! with the same blocks; its gradients (the backward pass over the same blocks) against the
+//! reference's analytic ones; then the same mask built on the GPU from the dense boolean mask
+//! it stands for: `cargo run --release --example block_sparse`.
 mod common;
 
 use cust::memory::DeviceBuffer;
 use cust::memory::CopyDestination;
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, Block, DenseMaskShape, DeviceArray, HostBlockMask};
-use flashrs_reference::{Blocks, Variants};
+use flashrs_reference::{Blocks, Problem, RefInputs, Variants, reference_backward_with};
 use half::f16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,6 +36,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let errors = common::check_variants_against_reference(&params, &variants, [&q, &k, &v], &out, &lse, 2e-3);
     println!("{:.0}% of the key blocks visited; matches the CPU f64 reference: {errors}", 100.0 * mask.density());
 
+    // The backward pass over the same blocks, from the forward's output and log-sum-exp and a
+    // loss gradient dO.
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    let n = params.contiguous_lens()?;
+    let dout = common::random::<f16>(n.out);
+    let up = |x: &[f16]| DeviceBuffer::from_slice(x);
+    let (q_d, k_d, v_d, out_d, dout_d, lse_d) = (up(&q)?, up(&k)?, up(&v)?, up(&out)?, up(&dout)?, DeviceBuffer::from_slice(&lse)?);
+    let (mut dq_d, mut dk_d, mut dv_d) = (up(&vec![f16::ZERO; n.q])?, up(&vec![f16::ZERO; n.k])?, up(&vec![f16::ZERO; n.v])?);
+    gpu.attention_backward(&stream, &params, &q_d, &k_d, &v_d, &out_d, &lse_d, &dout_d, &mut dq_d, &mut dk_d, &mut dv_d)?;
+    stream.synchronize()?;
+    let f = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+    let (qf, kf, vf, df) = (f(&q), f(&k), f(&v), f(&dout));
+    let want = reference_backward_with(&Problem::from(&params), &variants, &RefInputs { q: &qf, k: &kf, v: &vf }, &df);
+    for (name, got, want) in [("dQ", &dq_d, &want.dq), ("dK", &dk_d, &want.dk), ("dV", &dv_d, &want.dv)] {
+        let mut h = vec![f16::ZERO; got.len()];
+        got.copy_to(&mut h[..])?;
+        let scale = want.iter().fold(0f64, |m, x| m.max(x.abs()));
+        let err = h.iter().zip(want.iter()).fold(0f64, |m, (g, w)| m.max((g.to_f64() - w).abs()));
+        println!("{name}: max |gpu - reference| = {err:.3e} (largest gradient {scale:.3e})");
+        // f16's bar on unit-scale outputs, relative to the gradient's size.
+        assert!(err <= 2e-3 * scale, "{name} differs from the reference");
+    }
+
     // The same lists from the dense mask (one byte per query row and key) on the GPU: what a
     // model that computes its mask on the GPU would do.
     let sees = |r: usize, k: usize| {
@@ -45,7 +69,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shape = DenseMaskShape::new(1, 1, s, s)?;
     let list = |n: usize| DeviceBuffer::from_slice(&vec![0i32; n]);
     let (mut c, mut i, mut fc, mut fi) = (list(shape.counts_len())?, list(shape.indices_len())?, list(shape.counts_len())?, list(shape.indices_len())?);
-    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
     gpu.block_mask_from_dense(&stream, &DeviceBuffer::from_slice(&dense)?, shape, &mut c, &mut i, &mut fc, &mut fi)?;
     stream.synchronize()?;
     let host = |d: &DeviceBuffer<i32>| -> Result<Vec<i32>, cust::error::CudaError> {
