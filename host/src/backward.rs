@@ -190,9 +190,10 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
 /// `block_m`: the main kernel's rows per step.
 fn plan_lists(mask: &crate::BlockMask, b: &BwdParams, block_m: usize, deterministic: bool) -> Result<(QueryLists, [usize; 4])> {
     let f = &b.fwd;
-    // Entries pack (head in group, step) in 16 bits each.
-    if f.group > 1 << 16 || f.m_blocks > 1 << 16 {
-        let reason = format!("block-sparse gradients take at most 65536 query heads a K/V head and {} query rows, not {} and {}", (1usize << 16) * block_m, f.group, f.seqlen_q);
+    // Entries pack (head in group, step) in 16 bits each, and the Hopper kernel's stage slot
+    // (query head, step).
+    if f.heads_q > 1 << 16 || f.m_blocks > 1 << 16 {
+        let reason = format!("block-sparse gradients take at most 65536 query heads and {} query rows, not {} and {}", (1usize << 16) * block_m, f.heads_q, f.seqlen_q);
         return Err(Error::InvalidShape { what: "block_mask", reason });
     }
     let words = mask.kv_blocks.div_ceil(32);

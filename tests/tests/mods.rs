@@ -210,11 +210,13 @@ fn bad_modifications_are_typed_errors() {
             other => panic!("{other:?}"),
         }
     }
-    // Lists pack a step in 16 bits: past 65536 steps of a query head, a typed error.
+    // Lists pack a step and a query head in 16 bits each: past 65536 steps of a query head, or
+    // 65536 query heads, a typed error.
     let big = GradBuffers::new(BufferRef::new(8 << 40, 1 << 30), BufferRef::new(9 << 40, 1 << 30), BufferRef::new(10 << 40, 1 << 30), BufferRef::new(11 << 40, 1 << 30));
     let long = params(1, 9_000_000, 128, 1, 64).block_mask(planning_mask(1, 1, 9_000_000usize.div_ceil(128), 1)).build().unwrap();
-    for target in [&H100, &Target::A100] {
-        match long.plan_backward(&fake::buffers(), &big, target) {
+    let many_heads = params(1, 1, 128, 65537, 64).heads_kv(1).block_mask(planning_mask(1, 1, 1, 1)).build().unwrap();
+    for (p, target) in [&long, &many_heads].into_iter().flat_map(|p| [(p, &H100), (p, &Target::A100)]) {
+        match p.plan_backward(&fake::buffers(), &big, target) {
             Err(Error::InvalidShape { what: "block_mask", reason }) => assert!(reason.contains("65536"), "{reason}"),
             other => panic!("{other:?}"),
         }
