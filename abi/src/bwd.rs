@@ -131,6 +131,41 @@ pub struct QueryLists {
     pub block_m: u32,
 }
 
+impl QueryLists {
+    /// Bound (exclusive) of each field of an entry: a query head's steps, and the query heads
+    /// (the Hopper kernel's stage slots pack the head itself).
+    pub const FIELD_END: u32 = 1 << 16;
+
+    /// The list of (batch entry, K/V head) `bh`'s key block holding key `key0`: the index of its
+    /// count; its entries start `per_list` times further.
+    #[inline(always)]
+    pub const fn list(&self, bh: u32, key0: u32) -> u32 {
+        bh * self.kv_blocks + key0 / crate::params::SPARSE_BLOCK
+    }
+
+    /// The entry of step `m` of the group's query head `g` (each below [`Self::FIELD_END`]).
+    #[inline(always)]
+    pub const fn entry(g: u32, m: u32) -> u32 {
+        g << 16 | m
+    }
+
+    /// `(g, m)` of an [`Self::entry`].
+    #[inline(always)]
+    pub const fn step(e: u32) -> (u32, u32) {
+        (e >> 16, e & 0xffff)
+    }
+
+    /// Deterministic mode: the CTAs of `block_n` keys that add to a listed step's query block
+    /// before the CTA of key block `key_block` (in units of `block_n`): those of the `listed`
+    /// blocks of the mask before its own (the entry's turn), and of its own block the ones of
+    /// lower keys.
+    #[inline(always)]
+    pub const fn turn(listed: u32, key_block: u32, block_n: u32) -> u32 {
+        let per_block = crate::params::SPARSE_BLOCK / block_n;
+        listed * per_block + key_block % per_block
+    }
+}
+
 /// Dynamic shared memory of the dQ kernel when it writes [`BwdParams::dsinks`]: a slot per
 /// warp of its CTA for the warps' partial sums.
 pub const DSINKS_SMEM: usize = 4 * BWD_ROW_THREADS / 32;

@@ -192,8 +192,9 @@ fn plan_lists(mask: &crate::BlockMask, b: &BwdParams, block_m: usize, determinis
     let f = &b.fwd;
     // Entries pack (head in group, step) in 16 bits each, and the Hopper kernel's stage slot
     // (query head, step).
-    if f.heads_q > 1 << 16 || f.m_blocks > 1 << 16 {
-        let reason = format!("block-sparse gradients take at most 65536 query heads and {} query rows, not {} and {}", (1usize << 16) * block_m, f.heads_q, f.seqlen_q);
+    let end = QueryLists::FIELD_END;
+    if f.heads_q > end || f.m_blocks > end {
+        let reason = format!("block-sparse gradients take at most {end} query heads and {} query rows, not {} and {}", end as usize * block_m, f.heads_q, f.seqlen_q);
         return Err(Error::InvalidShape { what: "block_mask", reason });
     }
     let words = mask.kv_blocks.div_ceil(32);

@@ -17,7 +17,7 @@ use crate::arch::barrier::bar_sync;
 use crate::arch::ids::{block_idx_x, thread_idx_x};
 use crate::arch::shfl::{ballot_sync, shfl_sync_idx_u32};
 use crate::sparse::KeyBlocks;
-use flashrs_abi::BwdParams;
+use flashrs_abi::{BwdParams, QueryLists};
 use flashrs_abi::bwd::BWD_ROW_THREADS;
 use flashrs_abi::grid::{Extent, div_rem};
 use flashrs_abi::params::SPARSE_BLOCK;
@@ -63,7 +63,7 @@ pub unsafe fn lists(p: &BwdParams) {
     // The chunk's key blocks that have lists (a mask may list blocks past the longest sequence).
     let kb0 = chunk * 32;
     let listed = if l.kv_blocks - kb0 >= 32 { u32::MAX } else { (1u32 << (l.kv_blocks - kb0)) - 1 };
-    let list = |c: u32| (bh * l.kv_blocks + kb0 + c) as usize * l.per_list as usize;
+    let list = |c: u32| l.list(bh, (kb0 + c) * SPARSE_BLOCK) as usize * l.per_list as usize;
     let below = (1u32 << lane) - 1;
     let mut count = 0u32;
     let mut t0 = 0;
@@ -88,7 +88,7 @@ pub unsafe fn lists(p: &BwdParams) {
             let base = shfl_sync_idx_u32(count, c);
             if set {
                 let i = list(c) + (base + (votes & below).count_ones()) as usize;
-                unsafe { *(l.entries as *mut u32).add(i) = g << 16 | m };
+                unsafe { *(l.entries as *mut u32).add(i) = QueryLists::entry(g, m) };
                 if l.turns != 0 {
                     unsafe { *(l.turns as *mut u32).add(i) = before + (word & ((1 << c) - 1)).count_ones() };
                 }
@@ -100,6 +100,6 @@ pub unsafe fn lists(p: &BwdParams) {
         t0 += 32;
     }
     if listed >> lane & 1 != 0 {
-        unsafe { *(l.counts as *mut u32).add((bh * l.kv_blocks + kb0 + lane) as usize) = count };
+        unsafe { *(l.counts as *mut u32).add(l.list(bh, (kb0 + lane) * SPARSE_BLOCK) as usize) = count };
     }
 }

@@ -63,7 +63,7 @@ use crate::mods::{At, Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
 use epilogue::{add_dq, end_turn, store_rows, wait_turn};
 use flashrs_abi::grid::{Extent, div_rem};
 use flashrs_abi::params::SPARSE_BLOCK;
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, FragmentBlocks, QueryLists};
 use gemm::{Operand, load_packed, mma_tiles, pack_tile, store_packed, store_tile};
 
 /// The main kernel body. Const generics: element type, padded head dim `D`, query rows per step
@@ -119,8 +119,9 @@ pub unsafe fn flash_bwd<
     let m_count = m_end - m_first;
     // Block-sparse: the key block's list of steps.
     let lists = &p.lists;
-    let list = if M::BLOCKS { (bh * lists.kv_blocks + n0 / SPARSE_BLOCK) * lists.per_list } else { 0 };
-    let steps = if M::BLOCKS { unsafe { *(lists.counts as *const u32).add((bh * lists.kv_blocks + n0 / SPARSE_BLOCK) as usize) } } else { m_count * f.group };
+    let at = lists.list(bh, n0);
+    let list = if M::BLOCKS { at * lists.per_list } else { 0 };
+    let steps = if M::BLOCKS { unsafe { *(lists.counts as *const u32).add(at as usize) } } else { m_count * f.group };
 
     let (k, v) = (block.kv_at(f.k, f.k_strides), block.kv_at(f.v, f.v_strides));
 
@@ -147,8 +148,7 @@ pub unsafe fn flash_bwd<
     // entry i.
     let step = |w: &Walk, i: u32| {
         let (g, m) = if M::BLOCKS {
-            let e = unsafe { *(lists.entries as *const u32).add((w.list + i) as usize) };
-            (e >> 16, e & 0xffff)
+            QueryLists::step(unsafe { *(lists.entries as *const u32).add((w.list + i) as usize) })
         } else {
             let (g, m) = div_rem(i, w.m_count);
             (g, w.m_first + m)
@@ -347,9 +347,7 @@ pub unsafe fn flash_bwd<
             // a window's left side); the mask built again, as above. Block-sparse: the listed
             // turn of the key block, whose CTAs take turns in order within it.
             let turn = if M::BLOCKS {
-                let listed = unsafe { *(lists.turns as *const u32).add((w.list + i) as usize) };
-                let per_block = SPARSE_BLOCK / BN as u32;
-                listed * per_block + nb % per_block
+                QueryLists::turn(unsafe { *(lists.turns as *const u32).add((w.list + i) as usize) }, nb, BN as u32)
             } else {
                 let step_mask = if S::ACTIVE { M::new(f, w.batch, h, &relocated().extent) } else { mask };
                 nb - step_mask.span(m0 as i32, (m0 + BM as u32).min(w.seqlen_q) as i32).0 as u32 / BN as u32

@@ -53,7 +53,7 @@ use super::smem::dsmem_base_1024;
 use flashrs_abi::bwd::{BWD_SM90_CONFIGS, BwdSm90Config, BwdSm90Split};
 use flashrs_abi::grid::{Extent, div_rem};
 use flashrs_abi::params::SPARSE_BLOCK;
-use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks};
+use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks, QueryLists};
 use crate::arch::shfl::redux_min_u32;
 use crate::arch::smem::{ld_shared_b32, st_shared_b32};
 use core::marker::PhantomData;
@@ -247,7 +247,7 @@ impl Order for Listed {
     #[inline(always)]
     fn start(dense: Walk<Self>, p: &BwdParams, bh: u32) -> Walk<Self> {
         let l = &p.lists;
-        let at = bh * l.kv_blocks + dense.n0 / SPARSE_BLOCK;
+        let at = l.list(bh, dense.n0);
         let count = if dense.m_first + dense.m_count > 0 { unsafe { *(l.counts as *const u32).add(at as usize) } } else { 0 };
         // Every lane loaded the same count: uniform, as the dense walk's.
         let count = redux_min_u32(count);
@@ -265,9 +265,10 @@ impl Order for Listed {
         let at = (w.m_first + i) as usize;
         let e = unsafe { *(p.lists.entries as *const u32).add(at) };
         let turn = if p.lists.turns != 0 { unsafe { *(p.lists.turns as *const u32).add(at) } } else { 0 };
-        let (h, m) = (w.h_kv * w.group + (e >> 16), e & 0xffff);
+        let (g, m) = QueryLists::step(e);
+        let h = w.h_kv * w.group + g;
         unsafe {
-            st_shared_b32(slot, h << 16 | m);
+            st_shared_b32(slot, QueryLists::entry(h, m));
             st_shared_b32(slot + 8, turn);
         }
         (h, m)
@@ -276,8 +277,7 @@ impl Order for Listed {
     #[inline(always)]
     fn landed(_: &Walk<Self>, _: u32, slot: u32) -> (u32, u32) {
         // Every lane read the same step: uniform, as the dense walk's.
-        let s = redux_min_u32(unsafe { ld_shared_b32(slot) });
-        (s >> 16, s & 0xffff)
+        QueryLists::step(redux_min_u32(unsafe { ld_shared_b32(slot) }))
     }
 
     #[inline(always)]
@@ -285,8 +285,7 @@ impl Order for Listed {
         if !DET {
             return 0;
         }
-        let (per_block, listed) = (SPARSE_BLOCK / BN, redux_min_u32(unsafe { ld_shared_b32(slot + 8) }));
-        listed * per_block + w.key_block % per_block
+        QueryLists::turn(redux_min_u32(unsafe { ld_shared_b32(slot + 8) }), w.key_block, BN)
     }
 }
 
