@@ -654,12 +654,17 @@ impl Gpu {
         }
         // The dQ kernel's shared memory holds the sinks' gradient's partial sums, when asked.
         let smems = [0, plan.smem, if plan.params.dsinks != 0 { DSINKS_SMEM as u32 } else { 0 }];
-        let funcs = [self.kernel_function(plan.kernels[0], smems[0])?, self.function_of(plan.kernels[1], smems[1], custom)?, self.kernel_function(plan.kernels[2], smems[2])?];
+        // In launch order, each with its function, grid and shared memory: a block-sparse
+        // call's list kernels, then prep, main and dQ.
+        let mut launches = vec![];
+        for &(kernel, grid) in plan.lists.iter().flat_map(|l| &l.kernels) {
+            launches.push((kernel, self.kernel_function(kernel, 0)?, grid, 0));
+        }
+        for (i, &kernel) in plan.kernels.iter().enumerate() {
+            let func = if i == 1 { self.function_of(kernel, smems[i], custom)? } else { self.kernel_function(kernel, smems[i])? };
+            launches.push((kernel, func, plan.grids[i], smems[i]));
+        }
         let maps = if hopper { Some(encode_bwd_maps(plan)?) } else { None };
-        let list_funcs = match &plan.lists {
-            Some(l) => Some([self.kernel_function(l.kernels[0].0, 0)?, self.kernel_function(l.kernels[1].0, 0)?]),
-            None => None,
-        };
         let [dsum, sems] = plan.workspace_layout();
         let offsets = plan.upload.as_deref().unwrap_or(&[]);
         let run = |ws: WorkspaceAddrs| {
@@ -672,38 +677,27 @@ impl Gpu {
             p.dq_accum = ws.partials;
             p.dsum = ws.partials + dsum as u64;
             p.dq_semaphore = if plan.deterministic { ws.partials + sems as u64 } else { 0 };
-            if let (Some(l), Some(list_funcs)) = (&plan.lists, list_funcs) {
+            if let Some(l) = &plan.lists {
                 let at = |part: usize| ws.partials + (l.offset + l.bytes[..part].iter().sum::<usize>()) as u64;
                 p.lists.bits = at(0);
                 p.lists.counts = at(1);
                 p.lists.entries = at(2);
                 p.lists.turns = if plan.deterministic { at(3) } else { 0 };
-                for (&func, &(kernel, grid)) in list_funcs.iter().zip(&l.kernels).filter(|(_, (_, grid))| *grid > 0) {
-                    let mut args = [&mut p as *mut BwdParams as *mut c_void];
-                    let d = self.driver;
-                    // SAFETY: the kernel takes one `BwdParams`, whose lists lie in this workspace.
-                    let r = unsafe { (d.launch_kernel)(func, grid, 1, 1, kernel.threads() as u32, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
-                    d.check("cuLaunchKernel", r)?;
-                }
             }
-            for (i, &func) in funcs.iter().enumerate() {
-                if plan.grids[i] == 0 {
-                    continue;
-                }
-                let smem = smems[i];
+            for &(kernel, func, grid, smem) in launches.iter().filter(|l| l.2 > 0) {
                 let arg = &mut p as *mut BwdParams as *mut c_void;
                 let map = |m: &mut TensorMapParam| m as *mut TensorMapParam as *mut c_void;
                 // The Hopper main kernel takes its four tensor maps first; the driver reads as
                 // many arguments as the kernel has parameters.
                 let mut maps = maps;
-                let mut args = match (i, maps.as_mut()) {
-                    (1, Some([q, k, v, dout])) => [map(q), map(k), map(v), map(dout), arg],
+                let mut args = match maps.as_mut() {
+                    Some([q, k, v, dout]) if kernel == plan.kernels[1] => [map(q), map(k), map(v), map(dout), arg],
                     _ => [arg, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()],
                 };
                 let d = self.driver;
                 // SAFETY: the kernel takes the parameters `args` points at, valid for this plan
-                // and workspace.
-                let r = unsafe { (d.launch_kernel)(func, plan.grids[i], 1, 1, plan.kernels[i].threads() as u32, 1, 1, smem, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
+                // and workspace (a block-sparse call's lists lie in it).
+                let r = unsafe { (d.launch_kernel)(func, grid, 1, 1, kernel.threads() as u32, 1, 1, smem, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
                 d.check("cuLaunchKernel", r)?;
             }
             Ok(())
