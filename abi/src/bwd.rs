@@ -74,8 +74,8 @@ pub struct BwdParams {
     /// Key blocks per (batch, K/V head): the main kernel's grid is `batch * heads_kv *
     /// n_blocks` CTAs, key blocks fastest.
     pub n_blocks: u32,
-    /// Query rows the prep and dQ kernels cover per head ([`bwd_row_lanes`] lanes per (row,
-    /// head)): with [`AccumLayout::Rows`] `batch * seqlen_q`, or `total_q` for variable-length
+    /// Query rows the prep and dQ kernels cover per head ([`BwdParams::row_lanes`] lanes per
+    /// (row, head)): with [`AccumLayout::Rows`] `batch * seqlen_q`, or `total_q` for variable-length
     /// launches; with [`AccumLayout::Fragments`] `batch * m_blocks * block_m`, each sequence's
     /// rows padded to the longest's steps.
     pub rows: u32,
@@ -87,6 +87,15 @@ pub struct BwdParams {
     /// Block-sparse calls: the main kernel's walk, built from the block mask
     /// ([`crate::FwdParams::mods`]' `blocks`) by the two launches before it.
     pub lists: QueryLists,
+}
+
+impl BwdParams {
+    /// Lanes the prep and dQ kernels give a (query row, head): [`bwd_row_lanes`] of the wider of
+    /// the row's two widths, dQ's `head_dim` and dO's and O's `head_dim_v`.
+    pub const fn row_lanes(&self) -> u32 {
+        let (d, dv) = (self.fwd.head_dim, self.fwd.head_dim_v);
+        bwd_row_lanes(if d > dv { d } else { dv })
+    }
 }
 
 /// Threads of the `flash_bwd_sparse_lists_*` CTA: one warp.

@@ -8,7 +8,7 @@
 //! Gradients have the strides of their tensors (dQ Q's, dK K's, dV V's, dO the output's).
 use std::ffi::c_void;
 
-use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, DSINKS_SMEM, QueryLists, bwd_row_lanes};
+use flashrs_abi::bwd::{BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, DSINKS_SMEM, QueryLists};
 use flashrs_abi::params::SPARSE_BLOCK;
 use flashrs_abi::tiles::padded_head_dim;
 use flashrs_abi::{AccumLayout, BwdParams, BwdStep, Flavor, FragmentBlocks, FwdParams, Kernel};
@@ -132,7 +132,8 @@ impl BackwardPlan {
 /// a family (a Hopper kernel that cannot take the call is an error).
 fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
     let p = call.p;
-    let padded = padded_head_dim(p.head_dim).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+    // V of a head dimension of its own: the kernel of the wider, the narrower's columns zero.
+    let padded = padded_head_dim(call.kernel_head_dim()).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
     // A window or ALiBi takes the modification twins (dQ in rows); sinks alone need none (the
     // log-sum-exp counts them).
     let m = &p.mods;
@@ -233,10 +234,6 @@ impl AttentionParams<'_> {
         if grads.dsinks.is_some() && m.sinks.is_none() {
             return Err(Error::InvalidBuffer { tensor: "dsinks", reason: "the call has no sinks to take the gradient of".into() });
         }
-        if p.head_dim_v() != p.head_dim {
-            let reason = format!("the backward pass takes V with K's head dimension, not {} with {}", p.head_dim_v(), p.head_dim);
-            return Err(Error::InvalidShape { what: "head_dim_v", reason });
-        }
         let call = validate(p, bufs)?;
         let main = choose(&call, target)?;
         let layout = main.accum_layout();
@@ -284,23 +281,25 @@ impl AttentionParams<'_> {
         let strides = kernel_strides(p, call.packed.is_some(), false)?;
         let st = |[batch, row, head]: [i64; 3]| Strides { batch, row, head };
         let [q_s, k_s, v_s, o_s] = strides.map(st);
-        let (d, hq, hkv) = (p.head_dim, p.heads_q, p.heads_kv);
+        let (d, dv, hq, hkv) = (p.head_dim, p.head_dim_v(), p.heads_q, p.heads_kv);
+        // dQ and dK have Q's and K's head dimension, dO and dV the output's and V's.
         let (q_dims, k_dims) = ([nb, rows_q, hq, d], [nb, rows_k, hkv, d]);
+        let (o_dims, v_dims) = ([nb, rows_q, hq, dv], [nb, rows_k, hkv, dv]);
         // The forward's buffers as the forward checks them (with no query row, K, V and the
         // index arrays alone), and their byte spans; then the gradients'.
         let mut read = if rows_q > 0 { call.check_buffers()? } else { call.index_spans()? };
         let mut written = vec![];
         if rows_q > 0 {
-            read.push(("dout", grads.dout.ptr, check_tensor("dout", grads.dout, o_s, q_dims, 2)?));
+            read.push(("dout", grads.dout.ptr, check_tensor("dout", grads.dout, o_s, o_dims, 2)?));
             written.push(("dq", grads.dq.ptr, check_tensor("dq", grads.dq, q_s, q_dims, 2)?, q_s, q_dims));
         }
         if rows_k > 0 {
             if rows_q == 0 {
                 read.push(("k", bufs.k.ptr, check_tensor("k", bufs.k, k_s, k_dims, 2)?));
-                read.push(("v", bufs.v.ptr, check_tensor("v", bufs.v, v_s, k_dims, 2)?));
+                read.push(("v", bufs.v.ptr, check_tensor("v", bufs.v, v_s, v_dims, 2)?));
             }
             written.push(("dk", grads.dk.ptr, check_tensor("dk", grads.dk, k_s, k_dims, 2)?, k_s, k_dims));
-            written.push(("dv", grads.dv.ptr, check_tensor("dv", grads.dv, v_s, k_dims, 2)?, v_s, k_dims));
+            written.push(("dv", grads.dv.ptr, check_tensor("dv", grads.dv, v_s, v_dims, 2)?, v_s, v_dims));
         }
         for (i, &(w, w0, w1, s, dims)) in written.iter().enumerate() {
             if !no_self_overlap(s, dims) {
@@ -323,7 +322,6 @@ impl AttentionParams<'_> {
             AccumLayout::Rows => p.batch as u128 * p.seqlen_q as u128,
         };
         let row_slots = rows * hq as u128;
-        let row_grid = limit("row CTAs", (row_slots * bwd_row_lanes(d as u32) as u128).div_ceil(BWD_ROW_THREADS as u128))?;
         let main_grid = limit("backward CTAs", p.batch as u128 * hkv as u128 * n_blocks as u128)?;
         let fwd = FwdParams {
             q: bufs.q.ptr,
@@ -341,7 +339,7 @@ impl AttentionParams<'_> {
             seqlen_q: u32_field("seqlen_q", p.seqlen_q)?,
             seqlen_k: u32_field("seqlen_k", p.seqlen_k)?,
             head_dim: d as u32,
-            head_dim_v: d as u32,
+            head_dim_v: dv as u32,
             scale_log2: call.scale_log2,
             causal: p.causal as u32,
             m_blocks: m_blocks as u32,
@@ -388,6 +386,7 @@ impl AttentionParams<'_> {
             [params.fwd.cu_seqlens_q, params.fwd.cu_seqlens_k] = v.cu_seqlens;
             plan.upload = v.upload.clone();
         }
+        let row_grid = limit("row CTAs", (row_slots * params.row_lanes() as u128).div_ceil(BWD_ROW_THREADS as u128))?;
         plan.grids = if rows_q > 0 { [row_grid, main_grid, row_grid] } else { [0, main_grid, 0] };
         plan.params = params;
         let [_, sems] = plan.workspace_layout();
@@ -429,8 +428,10 @@ impl Gpu {
     /// O((seqlen / 64) x (seqlen / 128)) per head, as the mask's own lists) and sinks
     /// ([`crate::AttentionParamsBuilder::sinks`]), whose own
     /// gradient [`Gpu::attention_backward_with_sinks`] also writes. Rows that
-    /// see no key get zero dQ; keys no row sees get zero dK and dV. Memory beyond the buffers: a
-    /// workspace of `(head_dim padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on
+    /// see no key get zero dQ; keys no row sees get zero dK and dV. V (with the output, dO and
+    /// dV) may have a head dimension of its own ([`crate::AttentionParamsBuilder::head_dim_v`]):
+    /// the kernels are those of the wider. Memory beyond the buffers: a workspace of `(the
+    /// wider head dimension padded to 64/128/256 + 1)` f32 per (batch, head, query row) (`+ 2` on
     /// H100/H200, whose rows round up to 64 per (sequence, head)). With
     /// [`AttentionParams::deterministic`], every gradient is bit-identical from run to run.
     ///
@@ -715,25 +716,27 @@ impl Gpu {
 fn encode_bwd_maps(plan: &BackwardPlan) -> Result<[TensorMapParam; 4]> {
     let (b, f) = (&plan.params, &plan.params.fwd);
     let main = plan.kernels[1];
-    let (dtype, d) = (main.dtype(), f.head_dim as usize);
+    let (dtype, d, dv) = (main.dtype(), f.head_dim as usize, f.head_dim_v as usize);
     let (hq, hkv) = (f.heads_q as usize, (f.heads_q / f.group) as usize);
     let (bm, bn) = (main.block_m() as u32, main.block_n() as u32);
     let (batch, rows_q, rows_k) = match main {
         Kernel::Bwd { step: BwdStep::MainSm90 { varlen: true, .. }, .. } => (1, f.total_q as usize, f.total_k as usize),
         _ => (f.batch as usize, f.seqlen_q as usize, f.seqlen_k as usize),
     };
-    let kv = |ptr, strides| encode_map(dtype, ptr, strides, [batch, rows_k, hkv], d, bn).map(|m| m.param());
-    let rows = |ptr, strides| encode_map(dtype, ptr, strides, [batch, rows_q, hq], d, bm).map(|m| m.param());
+    // Each map of its tensor's head dimension (Q, K: `head_dim`; V, dO: `head_dim_v`): the
+    // boxes past it read zeros.
+    let kv = |ptr, strides, d| encode_map(dtype, ptr, strides, [batch, rows_k, hkv], d, bn).map(|m| m.param());
+    let rows = |ptr, strides, d| encode_map(dtype, ptr, strides, [batch, rows_q, hq], d, bm).map(|m| m.param());
     match (rows_q, rows_k) {
         (0, _) => {
-            let (k, v) = (kv(f.k, f.k_strides)?, kv(f.v, f.v_strides)?);
+            let (k, v) = (kv(f.k, f.k_strides, d)?, kv(f.v, f.v_strides, dv)?);
             Ok([k, k, v, k])
         }
         (_, 0) => {
-            let q = rows(f.q, f.q_strides)?;
-            Ok([q, q, q, rows(b.dout, b.dout_strides)?])
+            let q = rows(f.q, f.q_strides, d)?;
+            Ok([q, q, q, rows(b.dout, b.dout_strides, dv)?])
         }
-        _ => Ok([rows(f.q, f.q_strides)?, kv(f.k, f.k_strides)?, kv(f.v, f.v_strides)?, rows(b.dout, b.dout_strides)?]),
+        _ => Ok([rows(f.q, f.q_strides, d)?, kv(f.k, f.k_strides, d)?, kv(f.v, f.v_strides, dv)?, rows(b.dout, b.dout_strides, dv)?]),
     }
 }
 

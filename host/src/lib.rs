@@ -67,7 +67,7 @@
 //! * **V's head dimension** ([`AttentionParamsBuilder::head_dim_v`]): V and the output may have
 //!   their own, any multiple of 8 up to 256 (DeepSeek's Q/K 192 with V 128). The Hopper path has
 //!   kernels for Q/K 136-192 with V 72-128; other pairs run on the kernel of the wider of the
-//!   two, zero-padding the narrower. Forward only.
+//!   two, zero-padding the narrower (the backward pass, on either family, always the latter).
 //! * **Causal masking**, aligned to the bottom-right corner as in FlashAttention 2.1+: query
 //!   row `i` sees keys `j <= i + seqlen_k - seqlen_q`. With `seqlen_q > seqlen_k`, the first
 //!   `seqlen_q - seqlen_k` rows see no key at all (their output is 0, their log-sum-exp `-inf`).
@@ -116,8 +116,9 @@
 //!   with NCCL while each GPU attends the shard in hand, partial results merged by their
 //!   log-sum-exps; causal calls shard zigzag so every GPU does the same work; a launcher runs
 //!   one thread per GPU.
-//! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches or modifications)
-//!   on a Hopper and an `mma.sync` kernel family; [`AttentionParams::deterministic`] for
+//! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches) on a Hopper and
+//!   an `mma.sync` kernel family: windows, softcap and ALiBi (on `mma.sync`), sinks and their
+//!   gradient, block masks, V's own head dimension; [`AttentionParams::deterministic`] for
 //!   bit-identical gradients.
 //! * **Not covered**: dropout, fp8.
 //!

@@ -39,6 +39,8 @@ pub struct GradCase {
     pub heads_kv: usize,
     /// Head dimension.
     pub head_dim: usize,
+    /// V's (and the output's) head dimension, when not `head_dim`.
+    pub head_dim_v: Option<usize>,
     /// Causal (bottom-right per sequence).
     pub causal: bool,
     /// Element type.
@@ -77,7 +79,7 @@ impl GradCase {
     /// A batched contiguous case of `batch` sequences.
     #[allow(clippy::too_many_arguments)]
     pub fn batched(batch: usize, seqlen_q: usize, seqlen_k: usize, heads_q: usize, heads_kv: usize, head_dim: usize, causal: bool, dtype: DType) -> Self {
-        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false, softcap: None, bias: None, blocks: None }
+        GradCase { lens: vec![(seqlen_q, seqlen_k); batch], heads_q, heads_kv, head_dim, head_dim_v: None, causal, dtype, rows: Rows::Batched { bhsd: false }, deterministic: false, seed: None, check: true, kernel: KernelChoice::Auto, qk_offset: 0.0, sinks: false, window: (None, None), alibi: false, softcap: None, bias: None, blocks: None }
     }
 
     /// One line describing the case.
@@ -100,7 +102,8 @@ impl GradCase {
         if let Some(m) = &self.blocks {
             sinks += &format!(" blocks {}x{} density {:.2}", m.batch, m.heads, m.density());
         }
-        format!("{:?} hq{} hkv{} d{} causal={}{sinks} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
+        let dv = self.head_dim_v.map_or(String::new(), |dv| format!("/{dv}"));
+        format!("{:?} hq{} hkv{} d{}{dv} causal={}{sinks} {:?} det={} {kernel} lens(q/k)=[{}]", self.dtype, self.heads_q, self.heads_kv, self.head_dim, self.causal, self.rows, self.deterministic, lens.join(","))
     }
 
     fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
@@ -158,6 +161,7 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
     let seed = c.seed.unwrap_or_else(crate::case_seed);
     let mut rng = StdRng::seed_from_u64(seed);
     let (hq, hkv, d) = (c.heads_q, c.heads_kv, c.head_dim);
+    let dv = c.head_dim_v.unwrap_or(d);
     let (cq, ck) = c.offsets();
     let (nb, tq, tk) = (c.lens.len(), *cq.last().unwrap() as usize, *ck.last().unwrap() as usize);
     let (max_q, max_k) = (c.lens.iter().map(|l| l.0).max().unwrap_or(0), c.lens.iter().map(|l| l.1).max().unwrap_or(0));
@@ -166,7 +170,7 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
     let mut sink_rng = StdRng::seed_from_u64(seed ^ 0x5157);
     let sinks: Vec<f32> = if c.sinks { (0..hq).map(|_| StandardNormal.sample(&mut sink_rng)).collect() } else { vec![] };
     let sinks_d = DeviceBuffer::from_slice(&if sinks.is_empty() { vec![0.0f32] } else { sinks.clone() }).unwrap();
-    let b = AttentionParams::builder().heads_q(hq).heads_kv(hkv).head_dim(d).causal(c.causal).deterministic(c.deterministic);
+    let b = AttentionParams::builder().heads_q(hq).heads_kv(hkv).head_dim(d).head_dim_v(dv).causal(c.causal).deterministic(c.deterministic);
     let b = if c.sinks { b.sinks(DeviceArray::new(&sinks_d)) } else { b };
     let slopes: Vec<f32> = (0..hq).map(|h| (-8.0 * (h + 1) as f32 / hq as f32).exp2()).collect();
     let slopes_d = DeviceBuffer::from_slice(&slopes).unwrap();
@@ -192,7 +196,7 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
     .unwrap();
     // Contiguous packed [rows, heads, d] host tensors: sequence i's rows from cq[i] / ck[i].
     let mut rand_vec = |n: usize| (0..n).map(|_| T::from_f32(StandardNormal.sample(&mut rng))).collect::<Vec<T>>();
-    let (mut q, mut k, v, dout) = (rand_vec(tq * hq * d), rand_vec(tk * hkv * d), rand_vec(tk * hkv * d), rand_vec(tq * hq * d));
+    let (mut q, mut k, v, dout) = (rand_vec(tq * hq * d), rand_vec(tk * hkv * d), rand_vec(tk * hkv * dv), rand_vec(tq * hq * dv));
     if c.qk_offset != 0.0 {
         let shift = |x: &mut [T], by: f32| x.iter_mut().for_each(|e| *e = T::from_f32(e.to_f32() + by));
         shift(&mut q, c.qk_offset);
@@ -202,14 +206,15 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
     let [qs, ks, vs, os] = p.tensor_strides().unwrap();
     let batched = matches!(c.rows, Rows::Batched { .. });
     let (dims_q, dims_k) = ([nb, max_q, hq, d], [nb, max_k, hkv, d]);
+    let (dims_o, dims_v) = ([nb, max_q, hq, dv], [nb, max_k, hkv, dv]);
     let lay = |x: &[T], dims: [usize; 4], s: Strides| if batched { scatter(x, dims, s, s.extent(dims).unwrap().max(1)) } else if x.is_empty() { vec![T::default()] } else { x.to_vec() };
     let unlay = |x: &[T], dims: [usize; 4], s: Strides, n: usize| if batched { gather(x, dims, s) } else { x[..n].to_vec() };
     let up = |x: Vec<T>| DeviceBuffer::from_slice(&x).unwrap();
-    let (q_d, k_d, v_d, do_d) = (up(lay(&q, dims_q, qs)), up(lay(&k, dims_k, ks)), up(lay(&v, dims_k, vs)), up(lay(&dout, dims_q, os)));
+    let (q_d, k_d, v_d, do_d) = (up(lay(&q, dims_q, qs)), up(lay(&k, dims_k, ks)), up(lay(&v, dims_v, vs)), up(lay(&dout, dims_o, os)));
     let nan = T::from_f32(f32::NAN);
     let poison = |s: Strides, dims: [usize; 4], n: usize| DeviceBuffer::from_slice(&vec![nan; if batched { s.extent(dims).unwrap() } else { n }.max(1)]).unwrap();
-    let mut o_d = poison(os, dims_q, tq * hq * d);
-    let (mut dq_d, mut dk_d, mut dv_d) = (poison(qs, dims_q, tq * hq * d), poison(ks, dims_k, tk * hkv * d), poison(vs, dims_k, tk * hkv * d));
+    let mut o_d = poison(os, dims_o, tq * hq * dv);
+    let (mut dq_d, mut dk_d, mut dv_d) = (poison(qs, dims_q, tq * hq * d), poison(ks, dims_k, tk * hkv * d), poison(vs, dims_v, tk * hkv * dv));
     let mut lse_d = DeviceBuffer::from_slice(&vec![f32::NAN; (tq * hq).max(1)]).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     match custom {
@@ -238,7 +243,7 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
     };
     let dq = unlay(&host(&dq_d), dims_q, qs, tq * hq * d);
     let dk = unlay(&host(&dk_d), dims_k, ks, tk * hkv * d);
-    let dv = unlay(&host(&dv_d), dims_k, vs, tk * hkv * d);
+    let dv_got = unlay(&host(&dv_d), dims_v, vs, tk * hkv * dv);
 
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf, dof) = (f(&q), f(&k), f(&v), f(&dout));
@@ -252,14 +257,15 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
         let (q0, k0) = (cq[i] as usize, ck[i] as usize);
         let sp = Problem { batch: 1, seqlen_q: lq, seqlen_k: lk, ..Problem::from(&p) };
         let (rq, rk) = (q0 * hq * d..(q0 + lq) * hq * d, k0 * hkv * d..(k0 + lk) * hkv * d);
-        let x = RefInputs { q: &qf[rq.clone()], k: &kf[rk.clone()], v: &vf[rk.clone()] };
+        let (ro, rv) = (q0 * hq * dv..(q0 + lq) * hq * dv, k0 * hkv * dv..(k0 + lk) * hkv * dv);
+        let x = RefInputs { q: &qf[rq.clone()], k: &kf[rk.clone()], v: &vf[rv.clone()] };
         // The relative bias of this sequence's diagonal.
         let offset = lk as i64 - lq as i64;
         let bias = |_: usize, h: usize, row: usize, key: usize| c.bias.as_ref().map_or(0.0, |b| b.at(h, key as i64 - row as i64 - offset) as f64);
         let blocks = c.blocks.as_ref().map(|m| ref_blocks(m, Some(i)));
         let var = Variants { bias: c.bias.is_some().then_some(Bias(&bias)), blocks: blocks.as_ref().map(blocks_of), ..var };
-        let r = reference_backward_with(&sp, &var, &x, &dof[rq.clone()]);
-        for (a, (got, want)) in acc.iter_mut().zip([(&dq[rq.clone()], &r.dq), (&dk[rk.clone()], &r.dk), (&dv[rk.clone()], &r.dv)]) {
+        let r = reference_backward_with(&sp, &var, &x, &dof[ro]);
+        for (a, (got, want)) in acc.iter_mut().zip([(&dq[rq.clone()], &r.dq), (&dk[rk.clone()], &r.dk), (&dv_got[rv], &r.dv)]) {
             let (e, m) = rel_err(got, want);
             *a = (if e.is_nan() || a.0.is_nan() { f64::NAN } else { a.0.max(e) }, a.1.max(m));
         }
@@ -273,7 +279,7 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
     // O and log-sum-exp), as the other gradients' against their largest magnitude.
     let sinks_rel = match c.sinks && c.check {
         true => {
-            let o = f(&unlay(&host(&o_d), dims_q, os, tq * hq * d));
+            let o = f(&unlay(&host(&o_d), dims_o, os, tq * hq * dv));
             let mut lse = vec![0.0f32; lse_d.len()];
             lse_d.copy_to(&mut lse[..]).unwrap();
             let mut magnitude = vec![0.0f64; hq];
@@ -281,8 +287,8 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
                 for (s, h) in (0..lq).flat_map(|s| (0..hq).map(move |h| (s, h))) {
                     let row = cq[i] as usize + s;
                     let l = if batched { lse[(i * hq + h) * max_q + s] } else { lse[h * tq + row] };
-                    let at = (row * hq + h) * d;
-                    let dot: f64 = (0..d).map(|x| dof[at + x] as f64 * o[at + x] as f64).sum();
+                    let at = (row * hq + h) * dv;
+                    let dot: f64 = (0..dv).map(|x| dof[at + x] as f64 * o[at + x] as f64).sum();
                     if dot != 0.0 {
                         magnitude[h] += ((sinks[h] - l) as f64).exp() * dot.abs();
                     }
@@ -295,7 +301,7 @@ pub fn run_grad_on<T: CustElement>(gpu: &Gpu, custom: Option<&CustomKernels>, c:
         false => 0.0,
     };
     let rel = [rel3[0], rel3[1], rel3[2], sinks_rel];
-    let mut bits: Vec<u32> = [dq, dk, dv].concat().iter().map(|x| x.to_f32().to_bits()).collect();
+    let mut bits: Vec<u32> = [dq, dk, dv_got].concat().iter().map(|x| x.to_f32().to_bits()).collect();
     bits.extend(dsinks.iter().take(if c.sinks { hq } else { 0 }).map(|x| x.to_bits()));
     (GradErrors { rel, seed }, bits)
 }

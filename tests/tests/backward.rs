@@ -225,6 +225,41 @@ fn block_masks() {
     }
 }
 
+/// V with a head dimension of its own (DeepSeek's 192 / 128, a narrower and a wider V, sizes no
+/// kernel has natively) on both families: the kernel of the wider, Q and K or V and dO
+/// zero-filled past their own columns. Causal, GQA, ragged and variable-length rows, with sinks,
+/// a window and softcap, a block mask, and deterministic mode.
+#[test]
+fn value_head_dims() {
+    let Some(gpu) = gpu_or_skip("value_head_dims") else { return };
+    let mut rng = StdRng::seed_from_u64(0xd1f);
+    let shapes = [(2, 300, 300, 4, 2, 192, 128), (1, 127, 1037, 4, 1, 128, 64), (2, 1037, 127, 2, 2, 64, 128), (1, 17, 17, 3, 1, 40, 72), (1, 257, 257, 2, 2, 256, 64), (1, 200, 333, 2, 1, 128, 256)];
+    let mut cases = vec![];
+    for (i, &(b, sq, sk, hq, hkv, d, dv)) in shapes.iter().enumerate() {
+        for causal in [false, true] {
+            let dtype = if (i + causal as usize) % 2 == 0 { DType::Bf16 } else { DType::F16 };
+            let c = GradCase { head_dim_v: Some(dv), ..GradCase::batched(b, sq, sk, hq, hkv, d, causal, dtype) };
+            cases.extend(families(&gpu).into_iter().map(|kernel| GradCase { kernel, ..c.clone() }));
+        }
+    }
+    let base = GradCase { head_dim_v: Some(128), ..GradCase::batched(2, 700, 700, 4, 2, 192, true, DType::Bf16) };
+    let variants = [
+        GradCase { sinks: true, ..base.clone() },
+        GradCase { window: (Some(100), Some(20)), softcap: Some(20.0), causal: false, dtype: DType::F16, ..base.clone() },
+        GradCase { blocks: Some(random_blocks(2, 4, 700, 700, 0.5, &mut rng)), causal: false, ..base.clone() },
+        GradCase { lens: vec![(17, 1037), (1, 1), (300, 129), (0, 40), (64, 0)], rows: Rows::Varlen { device: true }, head_dim_v: Some(64), head_dim: 128, ..base.clone() },
+        GradCase { lens: vec![(300, 500), (1, 129)], rows: Rows::Varlen { device: false }, head_dim_v: Some(256), head_dim: 64, dtype: DType::F16, ..base.clone() },
+    ];
+    for c in variants {
+        cases.extend(families(&gpu).into_iter().map(|kernel| GradCase { kernel, ..c.clone() }));
+    }
+    check_grads(&gpu, &cases);
+    for kernel in families(&gpu) {
+        let c = GradCase { kernel, deterministic: true, ..base.clone() };
+        assert_bit_identical(&gpu, &c, 20);
+    }
+}
+
 #[test]
 fn deterministic_mode_is_bit_identical() {
     let Some(gpu) = gpu_or_skip("deterministic_mode_is_bit_identical") else { return };

@@ -1,7 +1,7 @@
 //! Property test of the backward planner (`AttentionParams::plan_backward`), CPU only.
 //!
 //! Seeded random fixed-length calls (`FLASHRS_SEED` replays them; a failure names its case and
-//! seed): head dims 8 to 256, causal or not, GQA and MQA, deterministic or not, lengths from 1 to
+//! seed): head dims 8 to 256 (V's equal or of its own), causal or not, GQA and MQA, deterministic or not, lengths from 1 to
 //! a few thousand, each planned for every target of `Target::PRESETS` with the automatic
 //! choice and with `mma.sync` forced. Every plan is checked against an independent model: the
 //! kernel family and tile the selection rules name (the Hopper kernel for any fixed-length call
@@ -24,6 +24,8 @@ struct Shape {
     heads_q: usize,
     heads_kv: usize,
     head_dim: usize,
+    /// V's, dO's and dV's head dimension.
+    head_dim_v: usize,
     causal: bool,
     deterministic: bool,
 }
@@ -32,13 +34,15 @@ impl Shape {
     fn random(rng: &mut StdRng) -> Shape {
         let heads_kv = rng.random_range(1..=4);
         let len = |rng: &mut StdRng| if rng.random_bool(0.3) { rng.random_range(1..=130) } else { rng.random_range(1..=3000) };
+        let head_dim = 8 * rng.random_range(1..=32);
         Shape {
             batch: rng.random_range(1..=4),
             seqlen_q: len(rng),
             seqlen_k: len(rng),
             heads_q: heads_kv * [1, 2, 4, 8][rng.random_range(0..4)],
             heads_kv,
-            head_dim: 8 * rng.random_range(1..=32),
+            head_dim,
+            head_dim_v: if rng.random_bool(0.3) { 8 * rng.random_range(1..=32) } else { head_dim },
             causal: rng.random_bool(0.5),
             deterministic: rng.random_bool(0.3),
         }
@@ -53,6 +57,7 @@ impl Shape {
             .heads_q(s.heads_q)
             .heads_kv(s.heads_kv)
             .head_dim(s.head_dim)
+            .head_dim_v(s.head_dim_v)
             .causal(s.causal)
             .deterministic(s.deterministic)
             .kernel(kernel)
@@ -67,12 +72,27 @@ impl Shape {
     fn kv_len(&self) -> usize {
         self.batch * self.seqlen_k * self.heads_kv * self.head_dim
     }
+
+    /// V's and dV's elements.
+    fn v_len(&self) -> usize {
+        self.batch * self.seqlen_k * self.heads_kv * self.head_dim_v
+    }
+
+    /// The output's and dO's elements.
+    fn o_len(&self) -> usize {
+        self.batch * self.seqlen_q * self.heads_q * self.head_dim_v
+    }
+
+    /// The head dimension the kernels are padded to: the wider of the two, padded.
+    fn padded(&self) -> usize {
+        padded(self.head_dim.max(self.head_dim_v))
+    }
 }
 
 /// Separate buffers of exactly the call's sizes, far apart; `alias` points buffer `alias.0`
 /// (in the order q, k, v, o, lse, dout, dq, dk, dv) at buffer `alias.1`'s address.
 fn buffers(s: &Shape, alias: Option<(usize, usize)>) -> (Buffers, GradBuffers) {
-    let lens = [s.q_len(), s.kv_len(), s.kv_len(), s.q_len(), s.batch * s.heads_q * s.seqlen_q, s.q_len(), s.q_len(), s.kv_len(), s.kv_len()];
+    let lens = [s.q_len(), s.kv_len(), s.v_len(), s.o_len(), s.batch * s.heads_q * s.seqlen_q, s.o_len(), s.q_len(), s.kv_len(), s.v_len()];
     let stride = (lens.iter().max().unwrap() * 4).next_multiple_of(1 << 20) as u64;
     let at = |i: usize| {
         let slot = alias.filter(|&(a, _)| a == i).map_or(i, |(_, b)| b);
@@ -90,7 +110,8 @@ fn padded(d: usize) -> usize {
 /// Checks one accepted plan against the model; `Err` names what differs.
 /// CTAs of 256 threads the row kernels need for `slots` (row, head) pairs: a lane per 16-byte
 /// chunk of a row, a power of two of them and at most 16 (two chunks a lane past 128 columns),
-/// so that 4 rows share a warp at head_dim 64 and 2 at 256.
+/// so that 4 rows share a warp at head_dim 64 and 2 at 256. `head_dim`: the wider of the row's
+/// (dQ's head_dim, dO's head_dim_v).
 fn row_ctas(slots: usize, head_dim: usize) -> usize {
     let lanes = match head_dim.div_ceil(8) {
         1 => 1,
@@ -116,7 +137,7 @@ fn hopper_tile(pd: usize) -> (usize, usize) {
 fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     let (bufs, grads) = buffers(s, None);
     let plan = s.params(kernel).plan_backward(&bufs, &grads, t).map_err(|e| format!("rejected: {e}"))?;
-    let pd = padded(s.head_dim);
+    let pd = s.padded();
     let hopper = t.arch == Arch::Sm90a && kernel == KernelChoice::Auto;
     let (bm, bn, layout) = match plan.kernels[1] {
         Kernel::Bwd { step: BwdStep::MainSm90 { config: c, varlen: false, .. }, .. } if hopper => {
@@ -158,7 +179,7 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
         AccumLayout::Fragments => s.batch * m_blocks * bm,
     };
     let rows = s.batch * s.seqlen_q * s.heads_q;
-    let row_ctas = row_ctas(row_count * s.heads_q, s.head_dim);
+    let row_ctas = row_ctas(row_count * s.heads_q, s.head_dim.max(s.head_dim_v));
     let grids = [row_ctas, s.batch * s.heads_kv * n_blocks, row_ctas].map(|g| g as u32);
     if plan.grids != grids {
         return Err(format!("grids {:?}, want {grids:?}", plan.grids));
@@ -179,11 +200,11 @@ fn check(s: &Shape, kernel: KernelChoice, t: &Target) -> Result<(), String> {
     }
     let p = &plan.params;
     let f = &p.fwd;
-    let got = [f.batch, f.seqlen_q, f.seqlen_k, f.heads_q, f.group, f.head_dim, f.causal, f.m_blocks, p.n_blocks, p.accum_dim, p.rows];
-    let want = [s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_q / s.heads_kv, s.head_dim, s.causal as usize, m_blocks, n_blocks, pd, row_count]
+    let got = [f.batch, f.seqlen_q, f.seqlen_k, f.heads_q, f.group, f.head_dim, f.head_dim_v, f.causal, f.m_blocks, p.n_blocks, p.accum_dim, p.rows];
+    let want = [s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_q / s.heads_kv, s.head_dim, s.head_dim_v, s.causal as usize, m_blocks, n_blocks, pd, row_count]
         .map(|x| x as u32);
     if got != want {
-        return Err(format!("parameters (batch, seqlen_q, seqlen_k, heads_q, group, head_dim, causal, m_blocks, n_blocks, accum_dim, rows) {got:?}, want {want:?}"));
+        return Err(format!("parameters (batch, seqlen_q, seqlen_k, heads_q, group, head_dim, head_dim_v, causal, m_blocks, n_blocks, accum_dim, rows) {got:?}, want {want:?}"));
     }
     if plan.deterministic != s.deterministic || (p.scale - 1.0 / (s.head_dim as f32).sqrt()).abs() > 1e-6 {
         return Err(format!("deterministic {}, scale {}", plan.deterministic, p.scale));
@@ -203,7 +224,7 @@ fn backward_plans_match_the_model() {
                 // Head dim 256 needs more shared memory than the 99 KB GPUs give the mma.sync
                 // kernel: a typed error there, not a plan.
                 let (bufs, grads) = buffers(&s, None);
-                let fits = !(padded(s.head_dim) == 256 && t.max_smem_per_block < 160 * 1024);
+                let fits = !(s.padded() == 256 && t.max_smem_per_block < 160 * 1024);
                 if !fits {
                     let e = s.params(kernel).plan_backward(&bufs, &grads, t);
                     assert!(matches!(e, Err(Error::SharedMemory { .. })), "case {case} (seed {seed}) {s:?} on {t:?}: {e:?}");
@@ -234,7 +255,7 @@ fn gradients_overlapping_anything_are_typed_errors() {
         };
         let (bufs, grads) = buffers(&s, Some((w, other)));
         let t = Target::PRESETS[rng.random_range(0..4)];
-        if padded(s.head_dim) == 256 && t.max_smem_per_block < 160 * 1024 {
+        if s.padded() == 256 && t.max_smem_per_block < 160 * 1024 {
             continue;
         }
         match s.params(KernelChoice::Auto).plan_backward(&bufs, &grads, &t) {
@@ -360,7 +381,7 @@ fn block_sparse_backward_plans_match_the_model() {
         p.mods.blocks = Some(mask);
         for (t, kernel) in Target::PRESETS.iter().flat_map(|t| [(t, KernelChoice::Auto), (t, KernelChoice::MmaSync { config: None })]) {
             let why = |w: String| format!("case {case} (seed {seed}) {s:?} mask {mb}x{mh}x{q_blocks}x{kv_blocks} on {:?}, {kernel:?}: {w}", t.arch);
-            let pd = padded(s.head_dim);
+            let pd = s.padded();
             let hopper = t.arch == Arch::Sm90a && kernel == KernelChoice::Auto;
             let want = BWD_MODS.iter().map(|&i| BWD_CONFIGS[i]).find(|c| c.head_dim == pd && c.smem_bytes() <= t.max_smem_per_block as usize);
             let mut p = p.clone();

@@ -256,6 +256,17 @@ fn sanitize_backward() {
         c.kernel = flashrs::KernelChoice::MmaSync { config: None };
         cases.push(c);
     }
+    // V of its own head dimension, narrower and wider than K's (each tensor's columns read up
+    // to its own width, the TMA boxes past it zero), on the automatic choice and mma.sync.
+    for (d, dv) in [(192, 128), (64, 136), (128, 64)] {
+        for kernel in [flashrs::KernelChoice::Auto, flashrs::KernelChoice::MmaSync { config: None }] {
+            let mut c = GradCase::batched(1, 1, 1, 4, 2, d, d == 64, DType::Bf16);
+            (c.head_dim_v, c.kernel) = (Some(dv), kernel);
+            c.lens = vec![(130, 200), (1, 70), (77, 0)];
+            c.rows = Rows::Varlen { device: d == 128 };
+            cases.push(c);
+        }
+    }
     // Windows, softcap and ALiBi (the modification kernels: key blocks walking only the query blocks
     // that see them, deterministic turns from each block's first key block), and sinks (the
     // dQ kernel's shared-memory reduction of their gradient), on every head dim's kernel.

@@ -53,8 +53,7 @@ fn calls_plan_with_both_head_dims() {
     assert_eq!(v.plan(&fake::buffers(), &H100).unwrap().params.head_dim_v, 128);
 }
 
-/// A head_dim_v the kernels cannot take, and the backward pass with one, are typed errors
-/// naming it; paged caches take it.
+/// A head_dim_v the kernels cannot take is a typed error naming it; paged caches take it.
 #[test]
 fn bad_value_head_dims_are_typed_errors() {
         for dv in [0, 12, 264, usize::MAX] {
@@ -67,13 +66,38 @@ fn bad_value_head_dims_are_typed_errors() {
     let pages = Pages { page_size: 16, num_pages: 64, pages_per_seq: 4 };
     let paged = params(2, 1, 64, 4, 128).head_dim_v(64).paged(PagedKv::new(pages, planning_index(6 << 40, 8))).build().unwrap();
     assert_eq!(paged.plan(&fake::buffers(), &H100).unwrap().params.head_dim_v, 64);
-    let p = params(2, 64, 64, 4, 192).head_dim_v(128).build().unwrap();
-    let g = |at: u64| BufferRef::new(at << 40, 1 << 30);
-    let grads = GradBuffers::new(g(8), g(9), g(10), g(11));
-    assert!(matches!(p.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "head_dim_v", .. })));
-    // The same call with head_dim_v stated equal to head_dim is an ordinary one.
-    let same = params(2, 64, 64, 4, 128).head_dim_v(128).build().unwrap();
-    assert!(same.plan_backward(&fake::buffers(), &grads, &H100).is_ok());
+}
+
+/// The backward pass plans both head dimensions too: the kernel of the wider on either family,
+/// both in its parameters, dO and dV sized by `head_dim_v` and dQ and dK by `head_dim` (one
+/// element short of any is refused, naming it).
+#[test]
+fn backward_plans_with_both_head_dims() {
+    use flashrs::KernelChoice;
+    for (d, dv) in [(192, 128), (128, 64), (64, 128), (40, 72), (256, 64), (128, 256)] {
+        let p = params(2, 1000, 1000, 8, d).heads_kv(2).head_dim_v(dv).build().unwrap();
+        let n = p.contiguous_lens().unwrap();
+        let exact = Buffers::new(DType::Bf16, BufferRef::new(Q, n.q), BufferRef::new(K, n.k), BufferRef::new(V, n.v), BufferRef::new(O, n.out)).lse(BufferRef::new(LSE, n.lse));
+        let g = |at: u64, len: usize| BufferRef::new(at << 40, len);
+        let grads = GradBuffers::new(g(8, n.out), g(9, n.q), g(10, n.k), g(11, n.v));
+        let padded = [64, 128, 256].into_iter().find(|&x| x >= d.max(dv)).unwrap();
+        for t in [H100, Target::A100] {
+            for kernel in [KernelChoice::Auto, KernelChoice::MmaSync { config: None }] {
+                let mut p = p.clone();
+                p.kernel = kernel;
+                let plan = p.plan_backward(&exact, &grads, &t).unwrap_or_else(|e| panic!("{d}/{dv} on {t:?}: {e}"));
+                let f = &plan.params.fwd;
+                assert_eq!((f.head_dim, f.head_dim_v, plan.kernels[1].head_dim(), plan.params.accum_dim), (d as u32, dv as u32, padded, padded as u32), "{d}/{dv} on {t:?}");
+            }
+        }
+        for (tensor, short) in [("dout", 0), ("dq", 1), ("dk", 2), ("dv", 3)] {
+            let mut lens = [n.out, n.q, n.k, n.v];
+            lens[short] -= 1;
+            let grads = GradBuffers::new(g(8, lens[0]), g(9, lens[1]), g(10, lens[2]), g(11, lens[3]));
+            let e = p.plan_backward(&exact, &grads, &H100).unwrap_err();
+            assert!(matches!(e, Error::BufferTooSmall { tensor: t, .. } if t == tensor), "{d}/{dv}, {tensor} short: {e:?}");
+        }
+    }
 }
 
 /// The paths a GPU runs: mma.sync everywhere, and the Hopper kernels where there are some.

@@ -58,8 +58,8 @@ ratio and its range, and the geomeans are of those medians.
 
 --head-dim-v N runs every row with V and the output N wide (DeepSeek's 192 / 128, for one): \
 the table shows such rows' head dimensions as `192/128`, and the JSON and CSV records carry \
-`head_dim_v`. A call the library cannot run with such a V (for now backward rows whose V is \
-not as wide as K) is that row's error, before the GPU is opened. With --compare \
+`head_dim_v`; --backward rows too. A call the library cannot run with such a V is that \
+row's error, before the GPU is opened. With --compare \
 torch, SDPA's backends, FlashAttention-3 and FlexAttention get V N wide too; one that refuses \
 it is n/a.
 

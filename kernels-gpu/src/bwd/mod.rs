@@ -165,7 +165,11 @@ pub unsafe fn flash_bwd<
         let s = i as usize % STAGES;
         let m0 = m * BM as u32;
         TileCursor::<BM, D, THREADS>::new(tid, q_rows(w, f.q, f.q_strides, h), f.q_strides[1], seqlen_q, m0, f.head_dim).issue(q_tile(s), tid, f.q_strides[1]);
-        TileCursor::<BM, D, THREADS>::new(tid, q_rows(w, p.dout, p.dout_strides, h), p.dout_strides[1], seqlen_q, m0, f.head_dim).issue(do_tile(s), tid, p.dout_strides[1]);
+        // dO's columns are V's: its own limit, hidden so that LLVM derives the chunk's test
+        // afresh each step rather than holding a second one beside Q's across the walk (the
+        // head_dim 256 kernels on sm_80 spilled).
+        let dims_v = crate::layout::opaque_i64(f.head_dim_v as i64) as u32;
+        TileCursor::<BM, D, THREADS>::new(tid, q_rows(w, p.dout, p.dout_strides, h), p.dout_strides[1], seqlen_q, m0, dims_v).issue(do_tile(s), tid, p.dout_strides[1]);
         if FRAG {
             // Threads 0..BM / 2 copy 16 bytes each of the step's statistics blocks; a block past
             // the sequence (the second half of a 128-row step) is the padding block, -inf and 0.
@@ -194,7 +198,7 @@ pub unsafe fn flash_bwd<
 
     unsafe {
         TileCursor::<BN, D, THREADS>::new(tid, k, f.k_strides[1], seqlen_k, n0, f.head_dim).issue(k_tile, tid, f.k_strides[1]);
-        TileCursor::<BN, D, THREADS>::new(tid, v, f.v_strides[1], seqlen_k, n0, f.head_dim).issue(v_tile, tid, f.v_strides[1]);
+        TileCursor::<BN, D, THREADS>::new(tid, v, f.v_strides[1], seqlen_k, n0, f.head_dim_v).issue(v_tile, tid, f.v_strides[1]);
     }
     // Steps 0 .. STAGES - 1 in flight, a commit group each (the first also holds K and V).
     if steps > 0 {
@@ -380,7 +384,7 @@ pub unsafe fn flash_bwd<
     let block = unsafe { Block::of(p, crate::layout::opaque_i64(block_idx_x() as i64) as u32) };
     let (n0, seqlen_k) = (block.nb * BN as u32, block.extent.seqlen_k);
     unsafe {
-        store_rows::<T, N2>(&dv, 1.0, block.kv_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
+        store_rows::<T, N2>(&dv, 1.0, block.kv_at(p.dv, p.dv_strides), p.dv_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim_v, lane);
         store_rows::<T, N2>(&dk, p.scale, block.kv_at(p.dk, p.dk_strides), p.dk_strides[1], n0 + r2 as u32, c2, seqlen_k, f.head_dim, lane);
     }
 }
@@ -554,7 +558,7 @@ macro_rules! row_kernels {
     (@one $step:expr, $body:ident, $name:ident, $t:ty) => {
         step_kernel!(
             /// A backward row kernel (see [`rows`]); `BWD_ROW_THREADS` threads per CTA,
-            /// `bwd_row_lanes(head_dim)` per (row, head).
+            /// `BwdParams::row_lanes()` per (row, head).
             $name, $t, $step, |p| rows::$body::<$t>(&p, $step.accum_layout()));
     };
 }

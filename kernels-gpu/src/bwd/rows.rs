@@ -1,4 +1,4 @@
-//! The backward's row kernels, [`bwd_row_lanes`] lanes per (query row, head): before the main kernel,
+//! The backward's row kernels, [`BwdParams::row_lanes`] lanes per (query row, head): before the main kernel,
 //! `dsum = dot(dO, O)` (where the accumulator layout keeps it) and a zeroed dQ accumulator;
 //! after it, dQ from the accumulator.
 //!
@@ -18,7 +18,7 @@ use crate::arch::ids::{block_idx_x, grid_dim_x, thread_idx_x};
 use crate::dtype::Element;
 use crate::lse;
 use crate::vector::{Chunk, Pair};
-use flashrs_abi::bwd::{BWD_ROW_THREADS, bwd_row_lanes};
+use flashrs_abi::bwd::BWD_ROW_THREADS;
 use flashrs_abi::grid::{Extent, div_rem};
 use core::f32::consts::LOG2_E;
 use flashrs_abi::{AccumLayout, BwdParams, FragmentBlocks, FwdParams};
@@ -54,13 +54,13 @@ impl Row {
 /// the row's. Slots count rows per head, heads slowest; a slot's lanes lie in one warp.
 #[inline(always)]
 fn this_slot(p: &BwdParams) -> (Option<(u32, u32)>, Lane) {
-    let shift = bwd_row_lanes(p.fwd.head_dim).trailing_zeros();
+    let shift = p.row_lanes().trailing_zeros();
     let slot = block_idx_x() * (BWD_ROW_THREADS as u32 >> shift) + (thread_idx_x() >> shift);
     let (h, r) = div_rem(slot, p.rows);
     ((h < p.fwd.heads_q).then_some((h, r)), Lane { at: thread_idx_x() & ((1 << shift) - 1), of: 1 << shift })
 }
 
-/// A thread's place among its row's [`bwd_row_lanes`] lanes.
+/// A thread's place among its row's [`BwdParams::row_lanes`] lanes.
 #[derive(Clone, Copy)]
 struct Lane {
     at: u32,
@@ -153,7 +153,7 @@ unsafe fn dot_do_o<T: Element>(p: &BwdParams, row: &Row, lane: Lane) -> f32 {
         dot
     };
     // Each chunk by name, not by a loop: an array indexed in a loop may live on the stack.
-    let [first, second] = lane.columns(f.head_dim);
+    let [first, second] = lane.columns(f.head_dim_v);
     part(first) + part(second)
 }
 
@@ -176,7 +176,7 @@ pub unsafe fn prep<T: Element>(p: &BwdParams, layout: AccumLayout) {
         // One 16-byte store (a zero `Chunk` compiles to two 8-byte ones).
         unsafe { st_global_v4((p.dq_accum as *mut u32).add(4 * c), [0; 4]) };
     }
-    let (stats, lanes) = (p.dsum as *mut f32, bwd_row_lanes(f.head_dim));
+    let (stats, lanes) = (p.dsum as *mut f32, p.row_lanes());
     if matches!(layout, AccumLayout::Fragments) {
         // The padding block after the launch's blocks, which the Hopper kernel's 128-row steps
         // read past a sequence's last block: `-inf` bases, 0 dsums.

@@ -130,7 +130,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         }
     }
     unsafe {
-        store_rows::<T, DN>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, 0), p.dv_strides[1], key, w.extent.seqlen_k, f.head_dim, t);
+        store_rows::<T, DN>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, 0), p.dv_strides[1], key, w.extent.seqlen_k, f.head_dim_v, t);
         store_rows::<T, DN>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, 0), p.dk_strides[1], key, w.extent.seqlen_k, f.head_dim, t);
     }
 }

@@ -112,9 +112,10 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
     }
-    let cols = f.head_dim.saturating_sub(half);
+    // This half's columns of each gradient's head dimension.
+    let cols = |d: u32| d.saturating_sub(half);
     unsafe {
-        store_rows::<T, 64>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, half), p.dv_strides[1], key, w.extent.seqlen_k, cols, t);
-        store_rows::<T, 64>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, half), p.dk_strides[1], key, w.extent.seqlen_k, cols, t);
+        store_rows::<T, 64>(&dv, 1.0, w.kv_row(p.dv, p.dv_strides, key, half), p.dv_strides[1], key, w.extent.seqlen_k, cols(f.head_dim_v), t);
+        store_rows::<T, 64>(&dk, p.scale, w.kv_row(p.dk, p.dk_strides, key, half), p.dk_strides[1], key, w.extent.seqlen_k, cols(f.head_dim), t);
     }
 }
