@@ -216,14 +216,16 @@ pub enum BwdStep {
     },
     /// dK, dV and the dQ accumulator (fragment order), Hopper (sm_90a only), in one of
     /// [`BWD_SM90_CONFIGS`]; each has a variable-length twin, and each of those a
-    /// block-sparse one.
+    /// block-sparse and a modification one.
     MainSm90 {
         /// Its tile configuration.
         config: BwdSm90Config,
         /// The variable-length twin: packed rows, per-sequence extents from the offsets.
         varlen: bool,
         /// [`Flavor::Sparse`]: walking the query steps of a block mask's lists
-        /// ([`crate::bwd::QueryLists`]; no other modification), else [`Flavor::Plain`].
+        /// ([`crate::bwd::QueryLists`]; no other modification); [`Flavor::Mods`]: the
+        /// built-in modifications (sliding window, softcap, ALiBi; no block mask or user
+        /// data); else [`Flavor::Plain`].
         flavor: Flavor,
     },
     /// dQ from its accumulator, laid out as the main kernel leaves it.
@@ -248,6 +250,7 @@ impl BwdStep {
             BwdStep::SparseLists => 8,
             BwdStep::Dq(AccumLayout::Rows) => 2,
             BwdStep::MainSm90 { flavor: Flavor::Sparse, .. } => 10,
+            BwdStep::MainSm90 { flavor: Flavor::Mods, .. } => 11,
             BwdStep::MainSm90 { .. } => 3,
             BwdStep::Dq(AccumLayout::Fragments) => 4,
             BwdStep::Prep(AccumLayout::Fragments) => 5,
@@ -278,7 +281,7 @@ impl BwdStep {
                 rows.chain(frags)
             }))
             .chain([BwdStep::SparseBits, BwdStep::SparseLists])
-            .chain([Flavor::Plain, Flavor::Sparse].into_iter().flat_map(|flavor| {
+            .chain([Flavor::Plain, Flavor::Sparse, Flavor::Mods].into_iter().flat_map(|flavor| {
                 BWD_SM90_CONFIGS.into_iter().flat_map(move |config| [false, true].map(|varlen| BwdStep::MainSm90 { config, varlen, flavor }))
             }))
     }
@@ -316,7 +319,7 @@ impl Kernel {
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
                 flavor.mods() && (accum == AccumLayout::Rows || config.fragments()) && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
             }
-            Kernel::Bwd { step: BwdStep::MainSm90 { config, flavor, .. }, .. } => BWD_SM90_CONFIGS.contains(&config) && flavor != Flavor::Mods,
+            Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => BWD_SM90_CONFIGS.contains(&config),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => true,
         }
     }
@@ -470,6 +473,7 @@ impl Kernel {
                     (2, 0) if config == none => BwdStep::Dq(AccumLayout::Rows),
                     (3, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)?, flavor: Flavor::Plain },
                     (10, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)?, flavor: Flavor::Sparse },
+                    (11, v) if n[4] == sm90.block_n() => BwdStep::MainSm90 { config: sm90, varlen: flag(v)?, flavor: Flavor::Mods },
                     (4, 0) if config == none => BwdStep::Dq(AccumLayout::Fragments),
                     (5, 0) if config == none => BwdStep::Prep(AccumLayout::Fragments),
                     _ => return None,
@@ -605,7 +609,9 @@ mod tests {
         let hopper = Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: true, flavor: Flavor::Sparse } };
         assert_eq!(hopper.to_string(), "flash_bwd_sm90_varlen_sparse_f16_d128_64x128s2");
         assert!(hopper.is_instantiated() && hopper.needs_sm90a() && hopper.flavor() == Flavor::Sparse && !hopper.replaceable());
-        assert!(!Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: true, flavor: Flavor::Mods } }.is_instantiated());
+        let mods = Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: true, flavor: Flavor::Mods } };
+        assert_eq!(mods.to_string(), "flash_bwd_sm90_varlen_mods_f16_d128_64x128s2");
+        assert!(mods.is_instantiated() && mods.needs_sm90a() && mods.flavor() == Flavor::Mods && !mods.replaceable());
         let merge = Kernel::Merge { dtype: DType::Bf16 };
         assert_eq!(merge.to_string(), "flash_merge_bf16");
         assert!(merge.is_instantiated() && !merge.needs_sm90a() && merge.threads() == MERGE_THREADS);
@@ -622,9 +628,9 @@ mod tests {
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
         let mods_frag = BWD_MODS.iter().filter(|&&i| BWD_CONFIGS[i].fragments()).count();
         // The backward: prep and dQ in two layouts, the plain main kernels, modification and
-        // block-sparse twins, the Hopper ones of both length kinds and both flavors, the two
+        // block-sparse twins, the Hopper ones of both length kinds and three flavors, the two
         // list launches.
-        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * (BWD_MODS.len() + mods_frag) + 4 * BWD_SM90_CONFIGS.len() + 2 + 1));
+        assert_eq!(all.len(), 2 * (mma + sm90 + 4 + BWD_CONFIGS.len() + frag + 2 * (BWD_MODS.len() + mods_frag) + 6 * BWD_SM90_CONFIGS.len() + 2 + 1));
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {

@@ -163,9 +163,12 @@ fn choose(call: &Call, target: &Target) -> Result<BwdStep> {
         })
     };
     let hopper = || match BWD_SM90_CONFIGS.iter().find(|c| c.head_dim == padded) {
-        // Block masks alone (and sinks, which the main kernels need nothing for) take its
-        // block-sparse twin.
-        Some(_) if modified => Err("the Hopper backward kernels take no window, softcap or ALiBi yet".to_string()),
+        // Windows, softcap and ALiBi take its modification twin, block masks its block-sparse
+        // one (sinks need nothing of either); not both, and not a caller's own kernels.
+        Some(_) if m.user.is_some() => Err("a call with user data runs on the caller's own mma.sync kernels".to_string()),
+        Some(_) if modified && flavor == Flavor::Sparse => Err("the Hopper backward kernels take a block mask without a window, softcap or ALiBi".to_string()),
+        // A softcap's derivative pass does not fit the Hopper consumers' registers.
+        Some(_) if m.softcap.is_some() => Err("the Hopper backward kernels take no softcap".to_string()),
         Some(&config) => tma_describable(call).map(|()| BwdStep::MainSm90 { config, varlen: call.packed.is_some(), flavor }),
         None => Err(format!("no Hopper backward kernel for head_dim {}", p.head_dim)),
     };
@@ -420,8 +423,10 @@ impl Gpu {
     /// Same call description as the forward (`params`: shapes, GQA, causal, scale, strides,
     /// variable-length offsets; not paged caches), same buffer types. Each gradient has its tensor's
     /// strides (dO the output's). Under GQA/MQA, dK and dV are summed over each K/V head's query heads.
-    /// Of the attention modifications it takes sliding windows, softcap and ALiBi (on `mma.sync`
-    /// kernels of their own), block masks (block-sparse twins of the Hopper kernel, or with a
+    /// Of the attention modifications it takes sliding windows and ALiBi (modification twins of
+    /// the Hopper kernel on sm_90a, of the `mma.sync` kernels elsewhere), softcap (the
+    /// `mma.sync` modification kernels: its derivative pass does not fit the Hopper kernel's
+    /// registers), block masks (block-sparse twins of the Hopper kernel, or with a
     /// window, softcap or ALiBi, or off sm_90a, of the `mma.sync` modification kernels; each key
     /// block walks the query blocks that list it; two small launches turn the mask around first, into a
     /// workspace of one u32 per (query step, 128-key block) pair, two in deterministic mode:

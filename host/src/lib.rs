@@ -117,7 +117,7 @@
 //!   log-sum-exps; causal calls shard zigzag so every GPU does the same work; a launcher runs
 //!   one thread per GPU.
 //! * **Backward**: dQ, dK, dV with the forward's semantics (not paged caches) on a Hopper and
-//!   an `mma.sync` kernel family: windows, softcap and ALiBi (on `mma.sync`), sinks and their
+//!   an `mma.sync` kernel family: windows and ALiBi (both), softcap (on `mma.sync`), sinks and their
 //!   gradient, block masks, V's own head dimension; [`AttentionParams::deterministic`] for
 //!   bit-identical gradients.
 //! * **Not covered**: dropout, fp8.

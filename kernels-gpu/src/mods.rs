@@ -368,3 +368,39 @@ impl ScoreMod for Builtin {
         fma_rn_f32(-tanh, tanh, 1.0)
     }
 }
+
+/// [`Builtin`] without its softcap: ALiBi (and the sink), whose derivative is 1. The Hopper
+/// backward kernels take it: a softcap's derivative pass does not fit beside their
+/// accumulators, so the host sends calls with a softcap to the `mma.sync` ones.
+#[derive(Clone, Copy)]
+pub struct Alibi(Builtin);
+
+impl ScoreMod for Alibi {
+    const ACTIVE: bool = true;
+    const SINK: bool = true;
+
+    #[inline(always)]
+    fn new(p: &FwdParams, batch: u32, head: u32, e: &Extent) -> Self {
+        Alibi(Builtin::new(p, batch, head, e))
+    }
+
+    #[inline(always)]
+    fn score(&self, s: f32, at: At) -> f32 {
+        if self.part_on(0) { self.score_part(0, s, at) } else { s }
+    }
+
+    #[inline(always)]
+    fn part_on(&self, _: usize) -> bool {
+        self.0.alibi
+    }
+
+    #[inline(always)]
+    fn score_part(&self, _: usize, s: f32, at: At) -> f32 {
+        self.0.score_part(1, s, at)
+    }
+
+    #[inline(always)]
+    fn sink_log2(&self) -> f32 {
+        self.0.sink_log2
+    }
+}

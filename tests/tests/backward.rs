@@ -140,8 +140,8 @@ fn sinks_and_their_gradient() {
     }
 }
 
-/// Sliding windows, softcap and ALiBi (the `flash_bwd_mods_*` kernels, `mma.sync`): key blocks
-/// walk only the query blocks whose rows see them; with sinks too.
+/// Sliding windows, softcap and ALiBi (the `flash_bwd_[sm90_]mods_*` kernels, both families):
+/// key blocks walk only the query blocks whose rows see them; with sinks too.
 #[test]
 fn windows_softcap_and_alibi() {
     let Some(gpu) = gpu_or_skip("windows_softcap_and_alibi") else { return };
@@ -170,12 +170,17 @@ fn windows_softcap_and_alibi() {
         (c.softcap, c.sinks) = (Some(if causal { 1.0 } else { 10.0 }), d == 128);
         cases.push(c);
     }
+    // Both families: the modification twins of mma.sync and, on sm_90a, of the Hopper kernel.
+    let cases: Vec<GradCase> = cases.into_iter().flat_map(|c| families(&gpu).into_iter().map(move |kernel| GradCase { kernel, ..c.clone() })).collect();
     check_grads(&gpu, &cases);
-    // Deterministic mode: a left window starts each query block's turns at its first key block.
-    for (window, softcap) in [((Some(100), Some(0)), None), ((Some(300), Some(50)), Some(5.0))] {
-        let mut c = GradCase::batched(2, 700, 900, 8, 2, 128, false, DType::Bf16);
-        (c.window, c.alibi, c.deterministic, c.softcap) = (window, true, true, softcap);
-        assert_bit_identical(&gpu, &c, 20);
+    // Deterministic mode: a left window starts each query block's turns at its first key block
+    // (on Hopper, each 64-row block's counter at the first key block of the step's rows).
+    for kernel in families(&gpu) {
+        for (d, window, softcap) in [(128, (Some(100), Some(0)), None), (128, (Some(300), Some(50)), Some(5.0)), (64, (Some(200), Some(10)), None), (256, (Some(150), None), Some(20.0))] {
+            let mut c = GradCase::batched(2, 700, 900, 8, 2, d, false, DType::Bf16);
+            (c.window, c.alibi, c.deterministic, c.softcap, c.kernel) = (window, true, true, softcap, kernel);
+            assert_bit_identical(&gpu, &c, 20);
+        }
     }
 }
 

@@ -223,30 +223,50 @@ fn bad_modifications_are_typed_errors() {
     }
     // Without a block mask, no list launches.
     assert!(base().window(Some(8), None).build().unwrap().plan_backward(&fake::buffers(), &grads, &H100).unwrap().lists.is_none());
-    // Windows, softcap and ALiBi take the modification twins of `mma.sync` (dQ in fragment
-    // order on sm_90a, in rows elsewhere), on every GPU, with the window, the cap and the slopes
-    // in the parameters; sinks alone keep the plain kernels.
+    // Windows and ALiBi take the modification twin of the Hopper kernel on sm_90a, softcap
+    // (whose derivative pass does not fit it) and other GPUs those of `mma.sync` (dQ in
+    // fragment order on sm_90a, in rows elsewhere), with the window, the cap and the slopes in
+    // the parameters; sinks alone keep the plain kernels.
     let softcap = base().softcap(5.0).sinks(planning_array(SINKS, 4)).causal(true).build().unwrap();
     for p in [base().window(Some(8), None).build().unwrap(), base().alibi(planning_array(SLOPES, 4), false).causal(true).build().unwrap(), softcap] {
+        let capped = p.mods.softcap.is_some();
         for target in [&H100, &Target::A100, &Target::L4] {
-            let plan = p.plan_backward(&fake::buffers(), &grads, target).unwrap();
-            let frag = if target.arch == flashrs::Arch::Sm90a { AccumLayout::Fragments } else { AccumLayout::Rows };
-            match plan.kernels[1] {
+            let (hopper, frag) = (target.arch == flashrs::Arch::Sm90a, target.arch == flashrs::Arch::Sm90a);
+            let hopper = hopper && !capped;
+            let mut mma = p.clone();
+            mma.kernel = flashrs::KernelChoice::MmaSync { config: None };
+            let frag = if frag { AccumLayout::Fragments } else { AccumLayout::Rows };
+            match mma.plan_backward(&fake::buffers(), &grads, target).unwrap().kernels[1] {
                 Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Mods }, .. } => {
                     assert!(BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config) && config.head_dim == 64 && accum == frag)
                 }
+                k => panic!("{k:?}"),
+            }
+            let plan = p.plan_backward(&fake::buffers(), &grads, target).unwrap();
+            match plan.kernels[1] {
+                Kernel::Bwd { step: BwdStep::MainSm90 { config, varlen: false, flavor: Flavor::Mods }, .. } if hopper => assert_eq!(config.head_dim, 64),
+                Kernel::Bwd { step: BwdStep::Main { flavor: Flavor::Mods, .. }, .. } if !hopper => {}
                 k => panic!("{k:?}"),
             }
             assert!(matches!(plan.kernels[0], Kernel::Bwd { step: BwdStep::Prep(a), .. } if a == frag));
             assert!(plan.kernels[1].is_instantiated() && plan.kernels[1].mods());
         }
         assert_eq!(p.plan_backward(&fake::buffers(), &grads, &H100).unwrap().params.fwd.mods, p.plan(&fake::buffers(), &H100).unwrap().params.mods);
+        // Forced onto the Hopper family it is the same plan (a softcap: a typed error); with a
+        // block mask too, a typed error (the block-sparse Hopper twin takes none of these).
         let mut hopper = p.clone();
         hopper.kernel = flashrs::KernelChoice::Wgmma { config: None, persistent: None };
+        match hopper.plan_backward(&fake::buffers(), &grads, &H100) {
+            Err(Error::InvalidShape { what: "kernel", .. }) if capped => {}
+            Ok(plan) if !capped => assert_eq!(plan.kernels, p.plan_backward(&fake::buffers(), &grads, &H100).unwrap().kernels),
+            r => panic!("{r:?}"),
+        }
+        let index = |i: u64| flashrs_tests::planning_index((1 << 45) + (i << 40), 64);
+        hopper.mods.blocks = Some(flashrs::BlockMask { counts: index(0), indices: index(1), full: None, batch: 1, heads: 1, q_blocks: 1, kv_blocks: 1 });
         assert!(matches!(hopper.plan_backward(&fake::buffers(), &grads, &H100), Err(Error::InvalidShape { what: "kernel", .. })));
     }
     // Head dim 128 takes the two-stage 64 x 64 twin where it fits, the one-stage one on 99 KB.
-    let d128 = params(2, 64, 64, 4, 128).window(Some(8), None).build().unwrap();
+    let d128 = params(2, 64, 64, 4, 128).window(Some(8), None).kernel(flashrs::KernelChoice::MmaSync { config: None }).build().unwrap();
     for (target, stages) in [(&H100, 2), (&Target::A100, 2), (&Target::L4, 1)] {
         match d128.plan_backward(&fake::buffers(), &grads, target).unwrap().kernels[1] {
             Kernel::Bwd { step: BwdStep::Main { config, flavor: Flavor::Mods, .. }, .. } => assert_eq!((config.block_m, config.block_n, config.stages), (64, 64, stages)),

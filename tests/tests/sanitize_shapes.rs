@@ -271,12 +271,16 @@ fn sanitize_backward() {
     // that see them, deterministic turns from each block's first key block), and sinks (the
     // dQ kernel's shared-memory reduction of their gradient), on every head dim's kernel.
     for (i, d) in [64, 128, 256].into_iter().enumerate() {
-        let mut c = GradCase::batched(2, 130, 200, 4, 2, d, i != 1, DType::Bf16);
-        (c.window, c.alibi, c.deterministic, c.softcap) = ((Some(40), Some(8)), i != 0, i == 2, (i != 1).then_some(5.0));
-        cases.push(c);
-        let mut c = GradCase::batched(1, 1, 1, 4, 2, d, i == 1, DType::F16);
-        (c.lens, c.rows, c.window, c.alibi) = (vec![(70, 150), (0, 9), (129, 64)], Rows::Varlen { device: true }, (None, Some(0)), true);
-        cases.push(c);
+        // On both families (the automatic choice is the Hopper twin on sm_90a).
+        for kernel in [flashrs::KernelChoice::Auto, flashrs::KernelChoice::MmaSync { config: None }] {
+            let mut c = GradCase::batched(2, 130, 200, 4, 2, d, i != 1, DType::Bf16);
+            (c.window, c.alibi, c.deterministic, c.softcap, c.kernel) = ((Some(40), Some(8)), i != 0, i == 2, (i != 1).then_some(5.0), kernel);
+            cases.push(c);
+            let mut c = GradCase::batched(1, 1, 1, 4, 2, d, i == 1, DType::F16);
+            (c.lens, c.rows, c.window, c.alibi, c.kernel) = (vec![(70, 150), (0, 9), (129, 64)], Rows::Varlen { device: true }, (None, Some(0)), true, kernel);
+            (c.deterministic, c.softcap) = (i == 0, (i == 1).then_some(3.0));
+            cases.push(c);
+        }
         let mut c = GradCase::batched(2, 90, 300, 4, 2, d, i != 2, DType::Bf16);
         c.sinks = true;
         c.kernel = if i == 0 { flashrs::KernelChoice::MmaSync { config: None } } else { flashrs::KernelChoice::Auto };

@@ -25,6 +25,7 @@
 //! ([`BwdSm90Split::Rows`]). The parts are disjoint, and each thread adds its fragments from
 //! registers ([`super::epilogue::add_dq_from_registers`]).
 use super::{Order, Walk};
+use super::variant::Variant;
 use super::epilogue::{Turn, add_dq_from_registers, store_rows};
 use super::scores::{ColumnStats, dscores, probabilities, store_transposed};
 use super::smem::Smem;
@@ -43,7 +44,7 @@ pub const DS_BARRIER: u32 = 3;
 /// registers), `KP = BM / 16` (k-steps of the dK, dV GEMMs), `CI = BM / 8` (column groups of
 /// the scores), `DET` deterministic mode.
 #[inline(always)]
-pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize, const CI: usize, const DET: bool, K: Order>(
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const SN: usize, const DN: usize, const KP: usize, const CI: usize, const DET: bool, K: Order, V: Variant>(
     p: &BwdParams,
     smem: Smem<D, BM, STAGES>,
     w: Walk<K>,
@@ -86,6 +87,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let stats = ColumnStats::<BM> { stats: smem.stats(pipe.stage), col0: 0 };
         let mask = w.mask(causal, w.n0 + 64 * wg, m0, BM as u32);
         wait::<1, SN>(&mut s);
+        V::modify::<SN, CI>(p, &w.extent, h, &mut s, key, m0, t);
         // 64-column steps read their statistics up front, 128-column ones where used
         // ([`ColumnStats::all`]).
         let eager = BM == 64;
@@ -116,7 +118,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         wgmma_fence_operands(&mut dk);
         // Besides the wgmma reads (complete for the warpgroup after the wait above) every
         // thread read the stage's statistics with its own loads.
-        let before = w.turn::<DET, 128>(smem.step(pipe.stage));
+        let before = w.turn::<DET, 128>(smem.step(pipe.stage)) - if DET { V::idle_before::<128>(p, &w.extent, h, m0, m0 + BM as u32) } else { 0 };
         unsafe { release_own_reads(smem.q_empty(pipe.stage)) };
         pipe.advance();
         // A 128-row step's second half past the sequence has no block to add to.

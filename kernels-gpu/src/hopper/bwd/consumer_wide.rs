@@ -17,6 +17,7 @@
 //! accumulator value is added twice per step. Accumulator layout: as the other consumer's
 //! ([`super::scores`]), rows = keys.
 use super::{Order, Walk};
+use super::variant::Variant;
 use super::consumer::DS_BARRIER;
 use super::epilogue::{Turn, add_dq_from_registers, store_rows};
 use super::scores::{ColumnStats, dscores, probabilities, store_transposed};
@@ -31,7 +32,7 @@ use flashrs_abi::{AccumLayout, BwdParams};
 /// Runs consumer warpgroup `wg` (0, 1) over the walk; `tid` is the thread's index in the
 /// warpgroup; `DET`: deterministic mode.
 #[inline(always)]
-pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const DET: bool, K: Order>(
+pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: usize, const DET: bool, K: Order, V: Variant>(
     p: &BwdParams,
     smem: Smem<D, BM, STAGES>,
     w: Walk<K>,
@@ -71,6 +72,7 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
         let stats = smem.stats(pipe.stage);
         let mask = w.mask(causal, w.n0, m0 + col0, 32);
         wait::<1, 16>(&mut s);
+        V::modify::<16, 4>(p, &w.extent, h, &mut s, key, m0 + col0, t);
         let stats = ColumnStats::<BM> { stats, col0 };
         let bases = stats.all::<4>(ColumnStats::<BM>::BASES, t);
         probabilities::<16, 4>(&mut s, |i| bases[i], f.scale_log2, mask, key, t);
@@ -95,7 +97,8 @@ pub unsafe fn run<T: WgElement, const D: usize, const BM: usize, const STAGES: u
             gemm_ss_tb_n128::<T, BM, 4>(&mut dk, ds, slab(q_tile, 0));
         }
         let accum = w.dq_chunk::<D>(p, h, m0, half);
-        let turn = Turn::at::<DET, K>(p, &w, h, m0, w.turn::<DET, 64>(smem.step(pipe.stage)));
+        let before = w.turn::<DET, 64>(smem.step(pipe.stage)) - if DET { V::idle_before::<64>(p, &w.extent, h, m0, m0 + BM as u32) } else { 0 };
+        let turn = Turn::at::<DET, K>(p, &w, h, m0, before);
         wait::<3, 32>(&mut dq[0]);
         unsafe {
             turn.wait_warpgroup(wg, tid);

@@ -32,13 +32,17 @@
 //! The block-sparse twins (`flash_bwd_sm90_[varlen_]sparse_*`) walk, instead, the steps their
 //! key block's list names ([`flashrs_abi::bwd::QueryLists`], built from the call's block mask
 //! before the launch), and in deterministic mode take the turns listed beside them; inside a
-//! step the element masks (causal, the sequence's end) apply as in the plain kernels.
+//! step the element masks (causal, the sequence's end) apply as in the plain kernels. The
+//! modification twins (`flash_bwd_sm90_[varlen_]mods_*`) walk the query blocks a sliding window
+//! lets see their keys and modify and mask each step's scores ([`variant`]); in deterministic
+//! mode a query block's turns start at the first key block its rows see.
 pub mod consumer;
 pub mod consumer_wide;
 pub mod epilogue;
 pub mod producer;
 pub mod scores;
 pub mod smem;
+pub mod variant;
 
 use super::entry_directives;
 use super::gemm::WgElement;
@@ -59,6 +63,7 @@ use crate::arch::smem::{ld_shared_b32, st_shared_b32};
 use core::marker::PhantomData;
 use producer::Maps;
 use smem::Smem;
+use variant::{Modified, Unmodified, Variant};
 
 /// A CTA's walk: its keys and the query blocks and heads it visits, in the order `K` says.
 #[derive(Clone, Copy)]
@@ -307,7 +312,7 @@ pub struct Mask {
 /// `K`; `consume` runs a consumer warpgroup (its shared
 /// memory, the walk, its index 0 or 1, the thread's index in it).
 #[inline(always)]
-unsafe fn flash_bwd_sm90<T: WgElement, K: Order, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const PREGS: u32, const CREGS: u32, const VARLEN: bool>(
+unsafe fn flash_bwd_sm90<T: WgElement, K: Order, V: Variant, const D: usize, const BM: usize, const BN: usize, const STAGES: usize, const PREGS: u32, const CREGS: u32, const VARLEN: bool>(
     maps: Maps,
     p: &BwdParams,
     consume: impl FnOnce(Smem<D, BM, STAGES>, Walk<K>, u32, u32),
@@ -330,12 +335,7 @@ unsafe fn flash_bwd_sm90<T: WgElement, K: Order, const D: usize, const BM: usize
     // Past the sequence's keys (variable-length launches size the grid for the longest) no
     // query block is visited; dK and dV have no row to write.
     let m_blocks = if !VARLEN || n0 < seqlen_k { seqlen_q.div_ceil(BM as u32) } else { 0 };
-    // The first query block with a row that sees key n0 (bottom-right causal diagonal).
-    let m_first = if f.causal != 0 {
-        ((n0 as i32 - (seqlen_k as i32 - seqlen_q as i32)).max(0) as u32 / BM as u32).min(m_blocks)
-    } else {
-        0
-    };
+    let (m_first, m_end) = V::query_blocks::<BM, BN>(p, &extent, batch, n0, m_blocks);
     let walk = Walk::<K> {
         extent,
         map_batch: if VARLEN { 0 } else { batch },
@@ -346,7 +346,7 @@ unsafe fn flash_bwd_sm90<T: WgElement, K: Order, const D: usize, const BM: usize
         key_block: nb,
         group: f.group,
         m_first,
-        m_count: m_blocks - m_first,
+        m_count: m_end - m_first,
         order: PhantomData,
     };
     let walk = K::start(walk, p, bh);
@@ -373,38 +373,38 @@ unsafe fn flash_bwd_sm90<T: WgElement, K: Order, const D: usize, const BM: usize
 /// [`flashrs_abi::kernel`] marker, running the consumer its split names (checked against the
 /// configuration at compile time).
 macro_rules! bwd_sm90_kernels {
-    ($flavor:ident, $sparse:ty: $($idx:literal => $split:ident: $f16:ident, $bf16:ident, $f16v:ident, $bf16v:ident;)*) => {$(
-        bwd_sm90_kernels!(@one $f16, F16, $idx, $split, false, $flavor, $sparse);
-        bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split, false, $flavor, $sparse);
-        bwd_sm90_kernels!(@one $f16v, F16, $idx, $split, true, $flavor, $sparse);
-        bwd_sm90_kernels!(@one $bf16v, Bf16, $idx, $split, true, $flavor, $sparse);
+    ($flavor:ident, $sparse:ty, $variant:ty: $($idx:literal => $split:ident: $f16:ident, $bf16:ident, $f16v:ident, $bf16v:ident;)*) => {$(
+        bwd_sm90_kernels!(@one $f16, F16, $idx, $split, false, $flavor, $sparse, $variant);
+        bwd_sm90_kernels!(@one $bf16, Bf16, $idx, $split, false, $flavor, $sparse, $variant);
+        bwd_sm90_kernels!(@one $f16v, F16, $idx, $split, true, $flavor, $sparse, $variant);
+        bwd_sm90_kernels!(@one $bf16v, Bf16, $idx, $split, true, $flavor, $sparse, $variant);
     )*};
-    (@consume Rows, $t:ty, $c:ident, $p:ident, $s:ty) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p, $s) };
+    (@consume Rows, $t:ty, $c:ident, $p:ident, $s:ty, $v:ty) => { bwd_sm90_kernels!(@consume Columns, $t, $c, $p, $s, $v) };
     // Inlined by force: an outlined consumer is a call inside its wgmma pipeline, which ptxas
     // serialises (and it keeps its registers on a stack).
-    (@consume Columns, $t:ty, $c:ident, $p:ident, $s:ty) => {
+    (@consume Columns, $t:ty, $c:ident, $p:ident, $s:ty, $v:ty) => {
         #[inline(always)]
         |smem, walk, wg, tid| unsafe {
             if $p.dq_semaphore != 0 {
                 consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
-                    { $c.block_m / 16 }, { $c.block_m / 8 }, true, $s>(&$p, smem, walk, wg, tid)
+                    { $c.block_m / 16 }, { $c.block_m / 8 }, true, $s, $v>(&$p, smem, walk, wg, tid)
             } else {
                 consumer::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, { $c.block_m / 2 }, { $c.head_dim / 2 },
-                    { $c.block_m / 16 }, { $c.block_m / 8 }, false, $s>(&$p, smem, walk, wg, tid)
+                    { $c.block_m / 16 }, { $c.block_m / 8 }, false, $s, $v>(&$p, smem, walk, wg, tid)
             }
         }
     };
-    (@consume HeadDim, $t:ty, $c:ident, $p:ident, $s:ty) => {
+    (@consume HeadDim, $t:ty, $c:ident, $p:ident, $s:ty, $v:ty) => {
         #[inline(always)]
         |smem, walk, wg, tid| unsafe {
             if $p.dq_semaphore != 0 {
-                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, true, $s>(&$p, smem, walk, wg, tid)
+                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, true, $s, $v>(&$p, smem, walk, wg, tid)
             } else {
-                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, false, $s>(&$p, smem, walk, wg, tid)
+                consumer_wide::run::<$t, { $c.head_dim }, { $c.block_m }, { $c.stages }, false, $s, $v>(&$p, smem, walk, wg, tid)
             }
         }
     };
-    (@one $name:ident, $t:ty, $idx:literal, $split:ident, $varlen:literal, $flavor:ident, $sparse:ty) => {
+    (@one $name:ident, $t:ty, $idx:literal, $split:ident, $varlen:literal, $flavor:ident, $sparse:ty, $variant:ty) => {
         /// Hopper backward attention's main entry point (see the module docs): Q, K, V and dO
         /// tensor maps (4-D `[head_dim, seqlen, heads, batch]`, 64-column boxes of `block_m`
         /// rows for Q and dO and `block_n` for K and V, 128-byte swizzle; a variable-length
@@ -427,14 +427,14 @@ macro_rules! bwd_sm90_kernels {
                 dout: crate::param_tensor_map!($name, 3),
             };
             unsafe {
-                flash_bwd_sm90::<$t, $sparse, { C.head_dim }, { C.block_m }, { C.block_n() }, { C.stages }, { C.producer_regs() }, { C.consumer_regs() }, $varlen>(
-                    maps, &p, bwd_sm90_kernels!(@consume $split, $t, C, p, $sparse))
+                flash_bwd_sm90::<$t, $sparse, $variant, { C.head_dim }, { C.block_m }, { C.block_n() }, { C.stages }, { C.producer_regs() }, { C.consumer_regs() }, $varlen>(
+                    maps, &p, bwd_sm90_kernels!(@consume $split, $t, C, p, $sparse, $variant))
             }
         }
     };
 }
 
-bwd_sm90_kernels! { Plain, Dense:
+bwd_sm90_kernels! { Plain, Dense, Unmodified:
     0 => Rows: flash_bwd_sm90_f16_d64_128x128s2, flash_bwd_sm90_bf16_d64_128x128s2,
         flash_bwd_sm90_varlen_f16_d64_128x128s2, flash_bwd_sm90_varlen_bf16_d64_128x128s2;
     1 => Columns: flash_bwd_sm90_f16_d128_64x128s2, flash_bwd_sm90_bf16_d128_64x128s2,
@@ -443,11 +443,20 @@ bwd_sm90_kernels! { Plain, Dense:
         flash_bwd_sm90_varlen_f16_d256_64x64s2, flash_bwd_sm90_varlen_bf16_d256_64x64s2;
 }
 
-bwd_sm90_kernels! { Sparse, Listed:
+bwd_sm90_kernels! { Sparse, Listed, Unmodified:
     0 => Rows: flash_bwd_sm90_sparse_f16_d64_128x128s2, flash_bwd_sm90_sparse_bf16_d64_128x128s2,
         flash_bwd_sm90_varlen_sparse_f16_d64_128x128s2, flash_bwd_sm90_varlen_sparse_bf16_d64_128x128s2;
     1 => Columns: flash_bwd_sm90_sparse_f16_d128_64x128s2, flash_bwd_sm90_sparse_bf16_d128_64x128s2,
         flash_bwd_sm90_varlen_sparse_f16_d128_64x128s2, flash_bwd_sm90_varlen_sparse_bf16_d128_64x128s2;
     2 => HeadDim: flash_bwd_sm90_sparse_f16_d256_64x64s2, flash_bwd_sm90_sparse_bf16_d256_64x64s2,
         flash_bwd_sm90_varlen_sparse_f16_d256_64x64s2, flash_bwd_sm90_varlen_sparse_bf16_d256_64x64s2;
+}
+
+bwd_sm90_kernels! { Mods, Dense, Modified:
+    0 => Rows: flash_bwd_sm90_mods_f16_d64_128x128s2, flash_bwd_sm90_mods_bf16_d64_128x128s2,
+        flash_bwd_sm90_varlen_mods_f16_d64_128x128s2, flash_bwd_sm90_varlen_mods_bf16_d64_128x128s2;
+    1 => Columns: flash_bwd_sm90_mods_f16_d128_64x128s2, flash_bwd_sm90_mods_bf16_d128_64x128s2,
+        flash_bwd_sm90_varlen_mods_f16_d128_64x128s2, flash_bwd_sm90_varlen_mods_bf16_d128_64x128s2;
+    2 => HeadDim: flash_bwd_sm90_mods_f16_d256_64x64s2, flash_bwd_sm90_mods_bf16_d256_64x64s2,
+        flash_bwd_sm90_varlen_mods_f16_d256_64x64s2, flash_bwd_sm90_varlen_mods_bf16_d256_64x64s2;
 }
