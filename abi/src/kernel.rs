@@ -10,19 +10,19 @@
 //! instantiated with (an empty inline-assembly statement with `const` operands):
 //!
 //! ```text
-//! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <flavor>
+//! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <flavor> <kv>
 //! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <head_dim_v> <block_n> <stages> <consumers> <pipelined> <flavor>
 //! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <flag>
 //! // flashrs-kernel: merge <dtype>
 //! ```
 //!
-//! with [`Variant::code`], [`DType::code`], [`BwdStep::code`], [`Flavor::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
+//! with [`Variant::code`], [`DType::code`], [`BwdStep::code`], [`Flavor::code`], [`Fp8::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
 //! it back, so a build can check without a GPU that every entry's name is the name of the
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
 
 use crate::bwd::{AccumLayout, BWD_CONFIGS, BWD_MODS, BWD_ROW_THREADS, BWD_SM90_CONFIGS, BwdConfig, BwdSm90Config, SPARSE_LISTS_THREADS};
-use crate::dtype::DType;
+use crate::dtype::{DType, Fp8};
 use crate::merge::MERGE_THREADS;
 use crate::sm90::{self, HopperConfig};
 use crate::tiles::{self, TileConfig};
@@ -85,6 +85,16 @@ impl Variant {
     /// The configurations of this variant's plain (`mods == false`) or modification kernels.
     pub const fn configs_of(self, mods: bool) -> &'static [TileConfig] {
         if mods { self.mods_configs() } else { self.configs() }
+    }
+    /// The configurations of this variant's kernels over FP8 K/V caches (plain flavor): none
+    /// but for the split-capable variants.
+    pub const fn fp8_configs(self) -> &'static [TileConfig] {
+        if self.split() { &tiles::FP8_CONFIGS } else { &[] }
+    }
+    /// The configurations of this variant's kernels of the flavor (`mods`) and K/V element
+    /// type (`fp8`: an FP8 cache) given.
+    pub const fn configs_for(self, mods: bool, fp8: bool) -> &'static [TileConfig] {
+        if fp8 { if mods { &[] } else { self.fp8_configs() } } else { self.configs_of(mods) }
     }
     /// The variant's part of an entry name.
     const fn infix(self) -> &'static str {
@@ -156,8 +166,11 @@ impl Flavor {
 pub enum Kernel {
     /// A FlashAttention-2-style `mma.sync` kernel (sm_80 and newer; in both modules).
     Mma {
-        /// Element type.
+        /// Element type of the queries and the output (and of K and V where `kv` is `None`).
         dtype: DType,
+        /// The 8-bit element type of K and V, or `None` for `dtype`'s. FP8 caches have kernels
+        /// of the split-capable variants ([`Variant::split`]), plain flavor only.
+        kv: Option<Fp8>,
         /// What it compiles in.
         variant: Variant,
         /// Its tile configuration, one of [`Variant::configs_of`] `flavor.mods()`.
@@ -289,16 +302,23 @@ impl BwdStep {
 
 impl Kernel {
     /// Every kernel the device crate instantiates: each `mma.sync` variant for each
-    /// configuration of its table, plain and then with modifications, then each Hopper
+    /// configuration of its table, plain and then with modifications, then the split-capable
+    /// ones over FP8 caches (each format), then each Hopper
     /// configuration and, for the defaults, its variable-length twin, each of those of every
     /// flavor it has, then the backward's row kernels and each of its configurations; each
     /// for f16 and bf16.
     pub fn all() -> impl Iterator<Item = Kernel> + Clone {
         let mma = Flavor::ALL.into_iter().flat_map(|flavor| {
             Variant::ALL.into_iter().flat_map(move |variant| {
-                variant.configs_of(flavor.mods()).iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, variant, config, flavor }))
+                variant.configs_of(flavor.mods()).iter().flat_map(move |&config| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, kv: None, variant, config, flavor }))
             })
         });
+        let fp8 = Variant::ALL.into_iter().flat_map(|variant| {
+            variant.fp8_configs().iter().flat_map(move |&config| {
+                Fp8::ALL.into_iter().flat_map(move |kv| DType::ALL.into_iter().map(move |dtype| Kernel::Mma { dtype, kv: Some(kv), variant, config, flavor: Flavor::Plain }))
+            })
+        });
+        let mma = mma.chain(fp8);
         let sm90 = sm90::CONFIGS.into_iter().flat_map(|config| {
             let kinds = Flavor::ALL.into_iter().flat_map(|flavor| [(false, flavor), (true, flavor)]);
             kinds.filter(move |&(varlen, flavor)| sm90_twin(&config, varlen, flavor)).flat_map(move |(varlen, flavor)| {
@@ -313,7 +333,7 @@ impl Kernel {
     /// True when the device crate instantiates this kernel (it is one of [`Kernel::all`]).
     pub fn is_instantiated(&self) -> bool {
         match *self {
-            Kernel::Mma { variant, config, flavor, .. } => variant.configs_of(flavor.mods()).contains(&config),
+            Kernel::Mma { variant, config, flavor, kv, .. } => variant.configs_for(flavor.mods(), kv.is_some()).contains(&config),
             Kernel::Sm90 { varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Plain }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
@@ -344,7 +364,7 @@ impl Kernel {
     /// tables ([`Kernel::is_instantiated`]), the ones instantiated with a score modification and
     /// a mask.
     pub fn replaceable(&self) -> bool {
-        matches!(self, Kernel::Mma { .. } | Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. }) && self.is_instantiated()
+        matches!(self, Kernel::Mma { kv: None, .. } | Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. }) && self.is_instantiated()
     }
 
     /// True for kernels only the sm_90a module holds.
@@ -356,6 +376,14 @@ impl Kernel {
     pub const fn dtype(&self) -> DType {
         match *self {
             Kernel::Mma { dtype, .. } | Kernel::Sm90 { dtype, .. } | Kernel::Bwd { dtype, .. } | Kernel::Merge { dtype } => dtype,
+        }
+    }
+
+    /// The 8-bit element type of K and V, where they are not of [`Kernel::dtype`].
+    pub const fn kv(&self) -> Option<Fp8> {
+        match *self {
+            Kernel::Mma { kv, .. } => kv,
+            _ => None,
         }
     }
 
@@ -425,13 +453,12 @@ impl Kernel {
         let (_, rest) = line.split_once(MARKER)?;
         let mut words = rest.split_whitespace();
         let family = words.next()?;
-        // The forward families carry an eighth field, the flavor; the Hopper one a ninth, V's
-        // head dimension.
+        // The forward families carry an eighth field, the flavor; the `mma.sync` one a ninth,
+        // K's and V's element type, the Hopper one V's head dimension.
         let fields = match family {
             "bwd" => 7,
             "merge" => 1,
-            "sm90" => 9,
-            _ => 8,
+            _ => 9,
         };
         let mut n = [0usize; 9];
         for x in n.iter_mut().take(fields) {
@@ -453,7 +480,8 @@ impl Kernel {
             "mma" => {
                 let variant = Variant::from_code(u32::try_from(n[0]).ok()?)?;
                 let config = TileConfig { head_dim: n[2], block_m: n[3], block_n: n[4], warps: n[5], stages: n[6] };
-                Some(Kernel::Mma { dtype, variant, config, flavor: Flavor::from_code(n[7])? })
+                let kv = Fp8::from_code(u32::try_from(n[8]).ok()?)?;
+                Some(Kernel::Mma { dtype, kv, variant, config, flavor: Flavor::from_code(n[7])? })
             }
             "sm90" => {
                 let config = HopperConfig { head_dim: n[2], head_dim_v: n[3], block_n: n[4], stages: n[5], consumers: n[6], pipelined: flag(n[7])? };
@@ -506,17 +534,21 @@ pub fn marked_entries(ptx: &str) -> impl Iterator<Item = (&str, Option<Kernel>)>
     })
 }
 
-/// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>w<warps>s<stages>`
-/// for `mma.sync` kernels, `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
+/// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>[_<fp8>]_d<D>_<BM>x<BN>w<warps>s<stages>`
+/// for `mma.sync` kernels (`<fp8>` the K/V element type where it is 8-bit), `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
 /// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[frag_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>`, `flash_bwd_sparse_{bits,lists}_<dtype>`,
 /// `flash_bwd_sm90_[varlen_][sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Kernel::Mma { dtype, variant, config: c, flavor } => {
+            Kernel::Mma { dtype, kv, variant, config: c, flavor } => {
                 let (v, m, t) = (variant.infix(), flavor.infix(), dtype.name());
-                write!(f, "flash_fwd_{v}{m}{t}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
+                let kv = kv.map_or("", |kv| match kv {
+                    Fp8::E4m3 => "_e4m3",
+                    Fp8::E5m2 => "_e5m2",
+                });
+                write!(f, "flash_fwd_{v}{m}{t}{kv}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
             }
             Kernel::Sm90 { dtype, varlen, config: c, flavor } => {
                 let (v, m, t) = (if *varlen { "varlen_" } else { "" }, flavor.infix(), dtype.name());
@@ -564,10 +596,10 @@ mod tests {
     #[test]
     fn names_follow_the_configuration() {
         let c = TileConfig { head_dim: 128, block_m: 16, block_n: 128, warps: 4, stages: 2 };
-        let k = Kernel::Mma { dtype: DType::Bf16, variant: Variant::VarlenPaged, config: c, flavor: Flavor::Plain };
+        let k = Kernel::Mma { kv: None, dtype: DType::Bf16, variant: Variant::VarlenPaged, config: c, flavor: Flavor::Plain };
         assert_eq!(k.to_string(), "flash_fwd_varlen_paged_bf16_d128_16x128w4s2");
-        assert_eq!(Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c, flavor: Flavor::Plain }.to_string(), "flash_fwd_f16_d128_16x128w4s2");
-        let m = Kernel::Mma { dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Mods };
+        assert_eq!(Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Plain, config: c, flavor: Flavor::Plain }.to_string(), "flash_fwd_f16_d128_16x128w4s2");
+        let m = Kernel::Mma { kv: None, dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Mods };
         assert_eq!(m.to_string(), "flash_fwd_varlen_mods_bf16_d128_128x64w8s2");
         assert!(m.mods() && m.is_instantiated() && !m.needs_sm90a());
         let h = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Plain };
@@ -579,9 +611,9 @@ mod tests {
         let sparse = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Sparse };
         assert_eq!(sparse.to_string(), "flash_fwd_sm90_varlen_sparse_f16_d64_128x128s3");
         assert!(sparse.mods() && sparse.is_instantiated() && sparse.flavor() == Flavor::Sparse);
-        let mma_sparse = Kernel::Mma { dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Sparse };
+        let mma_sparse = Kernel::Mma { kv: None, dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Sparse };
         assert_eq!(mma_sparse.to_string(), "flash_fwd_varlen_sparse_bf16_d128_128x64w8s2");
-        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: tiles::SPLIT_CONFIGS[0], flavor: Flavor::Sparse }.is_instantiated());
+        assert!(!Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Split, config: tiles::SPLIT_CONFIGS[0], flavor: Flavor::Sparse }.is_instantiated());
         assert!(hm64.is_instantiated() && !Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
         let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], flavor: Flavor::Plain };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
@@ -612,6 +644,16 @@ mod tests {
         let mods = Kernel::Bwd { dtype: DType::F16, step: BwdStep::MainSm90 { config: BWD_SM90_CONFIGS[1], varlen: true, flavor: Flavor::Mods } };
         assert_eq!(mods.to_string(), "flash_bwd_sm90_varlen_mods_f16_d128_64x128s2");
         assert!(mods.is_instantiated() && mods.needs_sm90a() && mods.flavor() == Flavor::Mods && !mods.replaceable());
+        let fp8 = Kernel::Mma { dtype: DType::Bf16, kv: Some(Fp8::E4m3), variant: Variant::Paged, config: tiles::SPLIT_CONFIGS[3], flavor: Flavor::Plain };
+        assert_eq!(fp8.to_string(), "flash_fwd_paged_bf16_e4m3_d128_16x128w4s2");
+        assert!(fp8.is_instantiated() && !fp8.replaceable() && fp8.kv() == Some(Fp8::E4m3));
+        let e5m2 = Kernel::Mma { dtype: DType::F16, kv: Some(Fp8::E5m2), variant: Variant::Split, config: tiles::SPLIT_CONFIGS[0], flavor: Flavor::Plain };
+        assert_eq!(e5m2.to_string(), "flash_fwd_split_f16_e5m2_d64_128x64w4s2");
+        // FP8 caches: split-capable variants, plain flavor only.
+        let e5m2_kernel = |variant, config, flavor| Kernel::Mma { dtype: DType::F16, kv: Some(Fp8::E5m2), variant, config, flavor };
+        assert!(!e5m2_kernel(Variant::Plain, tiles::CONFIGS[0], Flavor::Plain).is_instantiated());
+        assert!(!e5m2_kernel(Variant::Varlen, tiles::VARLEN_CONFIGS[0], Flavor::Plain).is_instantiated());
+        assert!(!e5m2_kernel(Variant::Split, tiles::SPLIT_CONFIGS[0], Flavor::Mods).is_instantiated());
         let merge = Kernel::Merge { dtype: DType::Bf16 };
         assert_eq!(merge.to_string(), "flash_merge_bf16");
         assert!(merge.is_instantiated() && !merge.needs_sm90a() && merge.threads() == MERGE_THREADS);
@@ -622,7 +664,9 @@ mod tests {
         let all: std::vec::Vec<Kernel> = Kernel::all().collect();
         let names: HashSet<_> = all.iter().map(|k| k.to_string()).collect();
         assert_eq!(names.len(), all.len(), "two kernels share a name");
-        let mma = Variant::ALL.iter().map(|v| v.configs().len() + 2 * v.mods_configs().len()).sum::<usize>();
+        // FP8 caches: both formats on the split-capable variants' plain tables.
+        let fp8 = 2 * Variant::ALL.iter().map(|v| v.fp8_configs().len()).sum::<usize>();
+        let mma = fp8 + Variant::ALL.iter().map(|v| v.configs().len() + 2 * v.mods_configs().len()).sum::<usize>();
         let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len();
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
@@ -634,9 +678,9 @@ mod tests {
         for k in &all {
             assert!(k.is_instantiated(), "{k}");
             let marker = match *k {
-                Kernel::Mma { dtype, variant, config: c, flavor } => std::format!(
-                    "\t// {MARKER} mma {} {} {} {} {} {} {} {}",
-                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code()
+                Kernel::Mma { dtype, kv, variant, config: c, flavor } => std::format!(
+                    "\t// {MARKER} mma {} {} {} {} {} {} {} {} {}",
+                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code(), Fp8::code(kv)
                 ),
                 Kernel::Sm90 { dtype, varlen, config: c, flavor } => std::format!(
                     "// {MARKER} sm90 {} {} {} {} {} {} {} {} {}",
@@ -658,11 +702,11 @@ mod tests {
         assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Plain }.is_instantiated());
         assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: false, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
         let c = tiles::CONFIGS[6];
-        assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: c, flavor: Flavor::Plain }.is_instantiated());
+        assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Split, config: c, flavor: Flavor::Plain }.is_instantiated());
         // Modifications: not on split-capable or paged variants, nor on tiles outside their table.
         let split = tiles::SPLIT_CONFIGS[0];
-        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Split, config: split, flavor: Flavor::Mods }.is_instantiated());
-        assert!(!Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: tiles::CONFIGS[6], flavor: Flavor::Mods }.is_instantiated());
+        assert!(!Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Split, config: split, flavor: Flavor::Mods }.is_instantiated());
+        assert!(!Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Plain, config: tiles::CONFIGS[6], flavor: Flavor::Mods }.is_instantiated());
         // The backward's modification twins: of their table's configurations only, in rows, and
         // in fragment order where the configuration takes it.
         let bwd = |config: BwdConfig, accum, flavor| Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config, accum, flavor } };
@@ -678,9 +722,9 @@ mod tests {
 
     #[test]
     fn malformed_markers_read_as_none() {
-        for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4 2", "flashrs-kernel: mma 9 0 64 128 64 4 2 0",
-            "flashrs-kernel: mma 0 7 64 128 64 4 2 0", "flashrs-kernel: sm90 2 0 64 128 3 3 1 0", "flashrs-kernel: tc 0 0 64 128 64 4 2 0",
-            "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1", "flashrs-kernel: mma 0 0 64 128 x 4 2 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 3",
+        for bad in ["", "flashrs-kernel:", "flashrs-kernel: mma 0 0 64 128 64 4 2", "flashrs-kernel: mma 9 0 64 128 64 4 2 0 0",
+            "flashrs-kernel: mma 0 7 64 128 64 4 2 0 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 0 3", "flashrs-kernel: mma 0 0 64 128 64 4 2 0", "flashrs-kernel: sm90 2 0 64 128 3 3 1 0", "flashrs-kernel: tc 0 0 64 128 64 4 2 0",
+            "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1 0", "flashrs-kernel: mma 0 0 64 128 x 4 2 0 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 3 0",
             "flashrs-kernel: sm90 0 0 64 128 3 3 1 3", "flashrs-kernel: sm90 0 0 64 128 3 3 1", "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 3",
             "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 0 0",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 2",

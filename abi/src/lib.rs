@@ -36,9 +36,9 @@ pub mod tma;
 pub mod upload;
 
 pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, FragmentBlocks, QueryLists};
-pub use dtype::DType;
+pub use dtype::{DType, Fp8};
 pub use kernel::{BwdStep, Flavor, Kernel, Variant};
 pub use merge::MergeParams;
-pub use params::{BlockSparse, DenseBlockMask, FwdParams, ModParams};
+pub use params::{BlockSparse, DenseBlockMask, FwdParams, KvDescale, ModParams};
 pub use sm90::HopperConfig;
 pub use tiles::TileConfig;

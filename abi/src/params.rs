@@ -116,6 +116,52 @@ pub struct FwdParams {
     /// What the modification kernels (`flash_fwd_*mods_*`) compute beyond plain attention;
     /// the other kernels ignore it.
     pub mods: ModParams,
+    /// FP8 K/V kernels (`flash_fwd_*_e4m3_*`, `*_e5m2_*`): the dequantization factors of K and
+    /// V ([`KvDescale`]); the other kernels ignore it.
+    pub descale: KvDescale,
+}
+
+/// The factors that turn an FP8 cache's stored values into K's and V's (as FlashAttention-3's
+/// `k_descale` / `v_descale`): for each (sequence, K/V head), `scale[0]` (K) or `scale[1]` (V)
+/// times the f32 at `ptrs[i] + batch * batch_strides[i] + head_kv` when `ptrs[i]` is non-zero.
+///
+/// The kernels fold K's factor into the softmax scale and V's into the output, so a factor
+/// costs nothing per element; both are uniform over a (sequence, head) and exact in f32.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KvDescale {
+    /// Device addresses of the f32 per-(sequence, head) factors of K and V, or 0 for none.
+    pub ptrs: [u64; 2],
+    /// Factors of K and V for every (sequence, head), multiplied into the per-head ones.
+    pub scale: [f32; 2],
+    /// Entries between sequences in each array: `heads_kv` for `[batch, heads_kv]` factors, 0
+    /// for one per head shared by every sequence.
+    pub batch_strides: [u32; 2],
+}
+
+impl KvDescale {
+    /// Stored values are K's and V's.
+    pub const NONE: KvDescale = KvDescale { ptrs: [0; 2], scale: [1.0; 2], batch_strides: [0; 2] };
+}
+
+impl KvDescale {
+    /// The factors of K and V for sequence `batch`, K/V head `head_kv` (one load per present
+    /// array).
+    ///
+    /// # Safety
+    /// Each non-zero address holds the entry this (sequence, head) reads.
+    #[inline(always)]
+    pub unsafe fn factors(&self, batch: u32, head_kv: u32) -> [f32; 2] {
+        let at = |i: usize| batch as usize * self.batch_strides[i] as usize + head_kv as usize;
+        let one = |i: usize| if self.ptrs[i] == 0 { self.scale[i] } else { self.scale[i] * unsafe { *(self.ptrs[i] as *const f32).add(at(i)) } };
+        [one(0), one(1)]
+    }
+}
+
+impl Default for KvDescale {
+    fn default() -> Self {
+        KvDescale::NONE
+    }
 }
 
 /// The attention modifications a `mods` kernel applies: a sliding window, a softcap, ALiBi

@@ -112,6 +112,12 @@ pub const SPLIT_CONFIGS: [TileConfig; 7] = [
     SMALL_D256,
 ];
 
+/// Configurations of the split-capable kernels over FP8 K/V caches (`flash_fwd_*_e4m3_*`,
+/// `*_e5m2_*`): [`SPLIT_CONFIGS`] but the 64-key tiles at head_dim 256, whose 16-bit kernels
+/// already use 250-255 registers and spill with the FP8 widening; head_dim 256 takes
+/// [`SMALL_D256`].
+pub const FP8_CONFIGS: [TileConfig; 6] = [SPLIT_CONFIGS[0], SPLIT_CONFIGS[1], SPLIT_CONFIGS[3], SPLIT_CONFIGS[4], SPLIT_CONFIGS[5], SMALL_D256];
+
 /// Configurations of the modification kernels (`flash_fwd_[varlen_]mods_*`: sliding window,
 /// softcap, ALiBi, sinks), fixed-length and variable-length alike: the variable-length ones
 /// where they leave the registers the per-score work needs, 32-key tiles at head_dim 256 (64-key

@@ -233,6 +233,9 @@ impl AttentionParams<'_> {
         if matches!(p.layout.kv, Kv::Paged(_)) {
             return Err(Error::InvalidShape { what: "layout", reason: "the backward pass takes K and V tensors, not a paged cache".into() });
         }
+        if let Some(kv) = bufs.kv {
+            return Err(Error::InvalidShape { what: "kv", reason: format!("the backward pass takes K and V of the queries' type, not {}", kv.name()) });
+        }
         let m = &p.mods;
         if grads.dsinks.is_some() && m.sinks.is_none() {
             return Err(Error::InvalidBuffer { tensor: "dsinks", reason: "the call has no sinks to take the gradient of".into() });

@@ -1,11 +1,11 @@
 //! The tensors of a call as the planner sees them: device addresses and capacities, and their
 //! element type.
-use crate::element::DType;
+use crate::element::{DType, Fp8};
 
 /// A buffer as the planner sees it: device address and capacity in elements.
 ///
 /// The capacity counts elements of the tensor's own type: [`Buffers::dtype`] (2 bytes) for Q,
-/// K, V and the output, `f32` for the log-sum-exp, `i32` for index arrays. The planner checks
+/// K, V and the output (K and V: [`Buffers::kv`], 1 byte, where that is set), `f32` for the log-sum-exp, `i32` for index arrays. The planner checks
 /// every element the kernel will touch against it, so it must be the allocation's true size
 /// (from `ptr` on), never more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +32,9 @@ impl BufferRef {
 pub struct Buffers {
     /// Element type of Q, K, V and the output.
     pub dtype: DType,
+    /// The 8-bit element type of K and V (an FP8 cache; see [`Buffers::kv`]), or `None` for
+    /// `dtype`.
+    pub kv: Option<Fp8>,
     /// Queries.
     pub q: BufferRef,
     /// Keys (a paged call: the K cache).
@@ -48,7 +51,14 @@ pub struct Buffers {
 impl Buffers {
     /// Q, K, V and the output, of element type `dtype`, without a log-sum-exp.
     pub fn new(dtype: DType, q: BufferRef, k: BufferRef, v: BufferRef, o: BufferRef) -> Self {
-        Buffers { dtype, q, k, v, o, lse: None }
+        Buffers { dtype, q, k, v, o, lse: None, kv: None }
+    }
+
+    /// K and V hold 8-bit floats of format `kv` (their capacities count bytes), dequantized by
+    /// the call's [`crate::AttentionParamsBuilder::kv_descale`].
+    pub fn kv(mut self, kv: Fp8) -> Self {
+        self.kv = Some(kv);
+        self
     }
 
     /// Adds the log-sum-exp output (f32).

@@ -199,9 +199,9 @@ mod tests {
 
     #[test]
     fn entries_are_found_by_their_markers_not_their_names() {
-        let mma = Kernel::Mma { dtype: DType::Bf16, variant: Variant::Plain, config: tiles::MODS_CONFIGS[1], flavor: Flavor::Mods };
+        let mma = Kernel::Mma { dtype: DType::Bf16, kv: None, variant: Variant::Plain, config: tiles::MODS_CONFIGS[1], flavor: Flavor::Mods };
         let c = tiles::MODS_CONFIGS[1];
-        let marker = format!("flashrs-kernel: mma 0 1 {} {} {} {} {} 1", c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
+        let marker = format!("flashrs-kernel: mma 0 1 {} {} {} {} {} 1 0", c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
         assert_eq!(Kernel::from_marker(&marker), Some(mma));
         let h = sm90::CONFIGS[1];
         let sm90 = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: h, flavor: Flavor::Mods };
@@ -218,7 +218,7 @@ mod tests {
         let bwd = entry("grad", "flashrs-kernel: merge 0");
         assert!(matches!(entries(&bwd), Err(Error::CustomKernels(m)) if m.contains("not a forward or backward main kernel")));
         // A configuration outside the tables: 96 columns are no configuration's.
-        let odd = entry("odd", &format!("flashrs-kernel: mma 0 1 96 {} {} {} {} 1", c.block_m, c.block_n, c.warps, c.stages));
+        let odd = entry("odd", &format!("flashrs-kernel: mma 0 1 96 {} {} {} {} 1 0", c.block_m, c.block_n, c.warps, c.stages));
         assert!(matches!(entries(&odd), Err(Error::CustomKernels(m)) if m.contains("not a forward or backward main kernel")));
         assert!(matches!(entries(&entry("helper", "x")), Err(Error::CustomKernels(m)) if m.contains("no entry")));
     }

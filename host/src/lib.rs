@@ -57,7 +57,8 @@
 //!   needs no CUDA installation to build. Both go through one launch path: a table of driver
 //!   functions resolved through the backend's `cuGetProcAddress`.
 //! * **Element types**: f16 and bf16 ([`DType`]; [`Element`] for the `half` crate's types,
-//!   version 1 for cust and version 2 for cudarc). Accumulation and softmax are f32; the
+//!   version 1 for cust and version 2 for cudarc); K and V may instead be FP8 caches
+//!   ([`E4m3`], [`E5m2`] through [`KvElement`], dequantized by [`descale`]'s factors). Accumulation and softmax are f32; the
 //!   log-sum-exp is f32.
 //! * **Head dimension**: any multiple of 8 from 8 to 256. 64, 128 and 256 are native; others run
 //!   on the kernel of the next of those with the extra columns zero-padded on load (and not
@@ -174,6 +175,7 @@ pub mod backward;
 pub mod buffers;
 pub mod custom;
 pub mod dense_mask;
+pub mod descale;
 pub mod device;
 mod driver;
 pub mod element;
@@ -199,8 +201,9 @@ pub use backward::{BackwardPlan, GradBuffers, SparseLists};
 pub use buffers::{BufferRef, Buffers};
 pub use custom::CustomKernels;
 pub use dense_mask::DenseMaskShape;
+pub use descale::{Descale, KvDescale};
 pub use device::Gpu;
-pub use element::{DType, Element};
+pub use element::{DType, E4m3, E5m2, Element, Fp8, KvElement};
 pub use error::{Error, Result};
 pub use flashrs_abi::{AccumLayout, BlockSparse, BwdConfig, Flavor, BwdParams, BwdSm90Config, BwdStep, FwdParams, HopperConfig, Kernel, ModParams, TileConfig, Variant, sm90, tiles};
 pub use layout::{ArraySource, DeviceArray, DeviceIndex, DeviceOffsets, IndexSource, Kv, Layout, Offsets, PagedKv, Pages, Rows};

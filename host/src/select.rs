@@ -21,7 +21,7 @@
 //! * **Modifications** (window, softcap, ALiBi, sinks): their own kernels, plain or
 //!   variable-length, one CTA per query block (no split, no GQA packing, no decode tile), from
 //!   [`tiles::MODS_CONFIGS`] or [`sm90::MODS`].
-use flashrs_abi::tiles::{self, CONFIGS, MAX_SPLITS, MODS_CONFIGS, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
+use flashrs_abi::tiles::{self, CONFIGS, FP8_CONFIGS, MAX_SPLITS, MODS_CONFIGS, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
 use flashrs_abi::{Flavor, HopperConfig, Kernel, Variant, sm90};
 
 use crate::error::{Error, Result};
@@ -88,10 +88,12 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
     // them paged or split): ALiBi slopes and sinks are per head, a sink joins a row once.
     let pack_gqa = wgmma.is_none() && p.seqlen_q == 1 && p.heads_q > p.heads_kv && !varlen && !mods;
     let block_rows = if pack_gqa { call.group } else { p.seqlen_q };
+    // FP8 caches have split-capable kernels of their own table.
+    let split_table: &[TileConfig] = if call.bufs.kv.is_some() { &FP8_CONFIGS } else { &SPLIT_CONFIGS };
     let split_cfg = match forced {
         _ if mods => None,
-        Some(c) if c.head_dim == padded && SPLIT_CONFIGS.contains(&c) => Some(c),
-        _ => split_config(padded, block_rows, t),
+        Some(c) if c.head_dim == padded && split_table.contains(&c) => Some(c),
+        _ => split_config(split_table, padded, block_rows, t),
     };
     let split_variant = match (varlen, paged) {
         (true, true) => Variant::VarlenPaged,
@@ -105,7 +107,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         None if wgmma.is_some() || forced.is_some_and(|c| Some(c) != split_cfg) => 1,
         None => split_cfg.map_or(1, |c| {
             let heads = if pack_gqa { p.heads_kv } else { p.heads_q };
-            let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant: split_variant, config: c, flavor: Flavor::Plain };
+            let kernel = Kernel::Mma { dtype: call.bufs.dtype, kv: call.bufs.kv, variant: split_variant, config: c, flavor: Flavor::Plain };
             auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots(&kernel))
         }),
     };
@@ -124,16 +126,23 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
     // A decode tile (16 rows) holds a sequence's few rows where a variable-length kernel's
     // 128-row block would be mostly padding.
     let decode_tile = wgmma.is_none() && split_cfg.is_some_and(|c| block_rows <= c.block_m && c.block_m <= 16);
+    // FP8 caches have kernels of the split-capable variants only (which write the output
+    // directly when unsplit).
+    let kv = call.bufs.kv;
     let variant = match (varlen, paged, num_splits > 1) {
         (true, true, _) => Variant::VarlenPaged,
         (true, false, true) => Variant::VarlenSplit,
-        (true, false, false) if decode_tile => Variant::VarlenSplit,
+        (true, false, false) if decode_tile || kv.is_some() => Variant::VarlenSplit,
         (true, false, false) => Variant::Varlen,
         (false, true, _) => Variant::Paged,
         (false, false, true) => Variant::Split,
+        (false, false, false) if kv.is_some() => Variant::Split,
         (false, false, false) => Variant::Plain,
     };
-    if t.arch == Arch::Sm90a && forced.is_none() && !matches!(p.kernel, KernelChoice::MmaSync { .. }) {
+    if let (Some(kv), Some(_)) = (kv, wgmma) {
+        return Err(shape_err("wgmma path", format!("{} K/V caches run on the mma.sync path", kv.name())));
+    }
+    if t.arch == Arch::Sm90a && forced.is_none() && kv.is_none() && !matches!(p.kernel, KernelChoice::MmaSync { .. }) {
         let hopper = if matches!(variant, Variant::Plain | Variant::Varlen) && !pack_gqa {
             hopper_kernel(call, wgmma.and_then(|w| w.0), t)
         } else {
@@ -150,7 +159,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         }
     }
     let config = if mods { mods_config(call, flavor, forced, padded, t)? } else { mma_config(call, variant, forced, split_cfg, block_rows, padded, t)? };
-    let kernel = Kernel::Mma { dtype: call.bufs.dtype, variant, config, flavor };
+    let kernel = Kernel::Mma { dtype: call.bufs.dtype, kv, variant, config, flavor };
     if !fits(&config, t) {
         return Err(too_big(kernel, t));
     }
@@ -179,7 +188,7 @@ fn mma_config(
     let p = call.p;
     let none_fits = |table: &[TileConfig], variant| {
         let c = table.iter().find(|c| c.head_dim == padded).copied().ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
-        Err(too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, flavor: Flavor::Plain }, t))
+        Err(too_big(Kernel::Mma { dtype: call.bufs.dtype, kv: call.bufs.kv, variant, config: c, flavor: Flavor::Plain }, t))
     };
     let own = match (variant, forced) {
         (Variant::Plain, _) => None,
@@ -188,7 +197,7 @@ fn mma_config(
         _ => Some(split_cfg),
     };
     match (own, forced) {
-        (Some(None), _) => none_fits(variant.configs(), variant),
+        (Some(None), _) => none_fits(variant.configs_for(false, call.bufs.kv.is_some()), variant),
         (Some(Some(c)), Some(given)) if given != c => {
             Err(shape_err("config", format!("{} calls take {c:?}", variant_name(variant, false))))
         }
@@ -209,7 +218,7 @@ fn mma_config(
             };
             // Decode-shaped calls (few query rows, or packed GQA heads) take a decode tile
             // where one is smaller than the default's (16 or 64 rows instead of mostly padding).
-            Ok(match split_config(padded, block_rows, t) {
+            Ok(match split_config(&SPLIT_CONFIGS, padded, block_rows, t) {
                 Some(c) if block_rows <= c.block_m && c.block_m < default.block_m => c,
                 _ => default,
             })
@@ -228,19 +237,20 @@ fn mods_config(call: &Call, flavor: Flavor, forced: Option<TileConfig>, padded: 
         None => of_dim().find(|c| fits(c, t)).copied().ok_or_else(|| {
             let variant = if call.packed.is_some() { Variant::Varlen } else { Variant::Plain };
             let c = *of_dim().next().expect("every head dimension has a modification configuration");
-            too_big(Kernel::Mma { dtype: call.bufs.dtype, variant, config: c, flavor }, t)
+            too_big(Kernel::Mma { dtype: call.bufs.dtype, kv: None, variant, config: c, flavor }, t)
         }),
     }
 }
 
 /// The default split-KV (and paged, and decode) configuration for the padded head dimension
-/// and query blocks of `rows` rows on `t`: of [`SPLIT_CONFIGS`] that fit (fallbacks only where
-/// nothing else does, [`tiles::is_fallback`]), the smallest block that holds every row (fewest
-/// padding rows in the MMAs), else the largest; the first listed among equals.
-fn split_config(padded: usize, rows: usize, t: &Target) -> Option<TileConfig> {
-    let mut fit: Vec<&TileConfig> = SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded && fits(c, t) && !tiles::is_fallback(c)).collect();
+/// and query blocks of `rows` rows on `t`: of `table` ([`SPLIT_CONFIGS`], or [`FP8_CONFIGS`]
+/// for FP8 caches) those that fit (fallbacks only where nothing else does,
+/// [`tiles::is_fallback`]), the smallest block that holds every row (fewest padding rows in
+/// the MMAs), else the largest; the first listed among equals.
+fn split_config(table: &[TileConfig], padded: usize, rows: usize, t: &Target) -> Option<TileConfig> {
+    let mut fit: Vec<&TileConfig> = table.iter().filter(|c| c.head_dim == padded && fits(c, t) && !tiles::is_fallback(c)).collect();
     if fit.is_empty() {
-        fit = SPLIT_CONFIGS.iter().filter(|c| c.head_dim == padded && fits(c, t)).collect();
+        fit = table.iter().filter(|c| c.head_dim == padded && fits(c, t)).collect();
     }
     // Blocks that hold every row first, smallest first; then the others, largest first.
     // Stable: equal blocks keep their listed order.
@@ -390,18 +400,21 @@ mod tests {
     /// the tiles' fixed work. GPUs with 99 KB per CTA take what fits.
     #[test]
     fn split_configs_hold_the_rows_or_are_the_largest_that_fit() {
-        let bm = |d: usize, rows: usize, t: &Target| split_config(d, rows, t).unwrap().block_m;
+        let bm = |d: usize, rows: usize, t: &Target| split_config(&SPLIT_CONFIGS, d, rows, t).unwrap().block_m;
         let h = &Target::H100;
         assert_eq!([bm(128, 1, h), bm(128, 16, h), bm(128, 17, h), bm(128, 64, h), bm(128, 65, h), bm(128, 2048, h)], [16, 16, 64, 64, 64, 64]);
         assert_eq!([bm(64, 4, h), bm(64, 100, h), bm(64, 5000, h)], [16, 128, 128]);
         assert_eq!([bm(256, 1, h), bm(256, 300, h)], [128, 128]);
         // Among equal blocks the first listed: head_dim 128's 16x128 before 16x64, where it fits.
-        assert_eq!(split_config(128, 8, h).unwrap().block_n, 128);
-        assert_eq!(split_config(128, 8, &Target::L4).unwrap().block_n, 64);
+        assert_eq!(split_config(&SPLIT_CONFIGS, 128, 8, h).unwrap().block_n, 128);
+        assert_eq!(split_config(&SPLIT_CONFIGS, 128, 8, &Target::L4).unwrap().block_n, 64);
         // Head_dim 256 on GPUs of 163 or 99 KB per CTA: the small configuration.
         for t in [Target::A100, Target::A10, Target::L4] {
-            assert_eq!(split_config(256, 1000, &t), Some(tiles::SMALL_D256));
+            assert_eq!(split_config(&SPLIT_CONFIGS, 256, 1000, &t), Some(tiles::SMALL_D256));
         }
+        // FP8 caches: the same choices but at head_dim 256, which has the small one only.
+        assert_eq!(split_config(&FP8_CONFIGS, 128, 8, h), split_config(&SPLIT_CONFIGS, 128, 8, h));
+        assert_eq!(split_config(&FP8_CONFIGS, 256, 1, h), Some(tiles::SMALL_D256));
     }
 
     #[test]

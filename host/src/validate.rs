@@ -133,6 +133,7 @@ pub(crate) fn validate<'p>(p: &'p AttentionParams<'p>, bufs: &Buffers) -> Result
         empty,
         mods: check_mods(p, scale, paged_pages.is_some())?,
     };
+    check_kv(p, bufs)?;
     // The layout's index arrays, read by a launch (an empty call has none, but its kernel is
     // still the one its layout calls for).
     if let (Kv::Paged(pg), Some(pages)) = (&p.layout.kv, paged_pages) {
@@ -189,8 +190,9 @@ impl Call<'_> {
         // Address ranges [start, end) of everything the kernel touches, written ones first.
         let mut spans = vec![("out", bufs.o.ptr, o_end), ("q", bufs.q.ptr, q_end)];
         if self.reads_kv() {
-            let k_end = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], 2)?;
-            let v_end = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, dv], 2)?;
+            let kv_bytes = if bufs.kv.is_some() { 1 } else { 2 };
+            let k_end = check_tensor("k", bufs.k, k_s, [kv_batch, kv_rows, p.heads_kv, d], kv_bytes)?;
+            let v_end = check_tensor("v", bufs.v, v_s, [kv_batch, kv_rows, p.heads_kv, dv], kv_bytes)?;
             spans.extend([("k", bufs.k.ptr, k_end), ("v", bufs.v.ptr, v_end)]);
         }
         spans.extend(self.index_spans()?);
@@ -235,6 +237,9 @@ impl Call<'_> {
         }
         if let Some(sinks) = p.mods.sinks {
             spans.push(check_i32("sinks", sinks.buffer(), p.heads_q)?);
+        }
+        for (name, array, n) in p.kv_descale.arrays(p.batch, p.heads_kv)? {
+            spans.push(check_i32(name, array.buffer(), n)?);
         }
         if let Some(user) = p.mods.user {
             // The caller's kernels may read any of it: no output may overlap the whole array.
@@ -346,6 +351,25 @@ fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<Mod
         return Err(shape_err("num_splits", "calls with attention modifications run unsplit"));
     }
     Ok(Some(p.mods.params(p.causal, scale, p.heads_q)))
+}
+
+/// Checks what FP8 K/V caches need: head dimensions of whole 16-byte chunks, no modifications,
+/// finite scalar factors; and that 16-bit K and V come with none.
+fn check_kv(p: &AttentionParams, bufs: &Buffers) -> Result<()> {
+    let Some(kv) = bufs.kv else {
+        if !p.kv_descale.is_none() {
+            return Err(shape_err("kv_descale", "K and V of the queries' type take no dequantization factors"));
+        }
+        return Ok(());
+    };
+    let (d, dv) = (p.head_dim, p.head_dim_v());
+    if !d.is_multiple_of(16) || !dv.is_multiple_of(16) {
+        return Err(shape_err("head_dim", format!("{} K/V caches need head dimensions that are multiples of 16, not {d} and {dv}", kv.name())));
+    }
+    if !p.mods.is_plain() {
+        return Err(shape_err("mods", format!("{} K/V caches take no attention modifications (window, softcap, ALiBi, sinks, block masks) yet", kv.name())));
+    }
+    p.kv_descale.check()
 }
 
 /// Checks a paged call's page geometry.

@@ -1,5 +1,8 @@
-//! 16-bit element types the tensor cores take, as marker types: kernels are generic over them.
+//! 16-bit element types the tensor cores take, as marker types: kernels are generic over them;
+//! and the element types of K/V caches, which may be 8-bit ([`KvElement`]).
 use crate::arch::cvt::{cvt_f32x2_f16x2, cvt_rn_bf16x2_f32, cvt_rn_f16x2_f32};
+use crate::arch::fma::{fma_rn_bf16x2, mul_rn_f16x2};
+use flashrs_abi::Fp8;
 use crate::arch::mma::{FragA, FragB, FragC, mma_m16n8k16_f32_bf16, mma_m16n8k16_f32_f16};
 
 /// A 16-bit floating-point element: how to multiply it on the tensor cores and how to round
@@ -13,6 +16,13 @@ pub trait Element: Copy {
     fn pack2(lo: f32, hi: f32) -> u32;
     /// The two elements of a packed pair, as f32 (exact).
     fn unpack2(v: u32) -> [f32; 2];
+    /// Mantissa bits.
+    const MANTISSA: u32;
+    /// Exponent bias.
+    const BIAS: i32;
+    /// Both halves of a packed pair times `2^POW`, for products it holds exactly (the FP8
+    /// widening's rescale).
+    fn scale_pow2<const POW: i32>(v: u32) -> u32;
 }
 
 /// IEEE binary16.
@@ -36,6 +46,13 @@ impl Element for F16 {
     fn unpack2(v: u32) -> [f32; 2] {
         cvt_f32x2_f16x2(v)
     }
+    const MANTISSA: u32 = 10;
+    const BIAS: i32 = 15;
+    #[inline(always)]
+    fn scale_pow2<const POW: i32>(v: u32) -> u32 {
+        let two = ((Self::BIAS + POW) as u32) << Self::MANTISSA;
+        mul_rn_f16x2(v, two | two << 16)
+    }
 }
 
 impl Element for Bf16 {
@@ -52,5 +69,100 @@ impl Element for Bf16 {
     fn unpack2(v: u32) -> [f32; 2] {
         // A bf16 is the high half of the f32 it widens to.
         [f32::from_bits(v << 16), f32::from_bits(v & 0xffff_0000)]
+    }
+    const MANTISSA: u32 = 7;
+    const BIAS: i32 = 127;
+    #[inline(always)]
+    fn scale_pow2<const POW: i32>(v: u32) -> u32 {
+        let two = ((Self::BIAS + POW) as u32) << Self::MANTISSA;
+        // Plus -0: a zero keeps its sign.
+        fma_rn_bf16x2(v, two | two << 16, 0x8000_8000)
+    }
+}
+
+/// Two FP8 values (`y`'s bytes at bits 0-7 and 16-23) of `MANTISSA` mantissa bits and exponent
+/// bias `BIAS` as a packed pair of `T`: sign, exponent and mantissa moved into `T`'s places give
+/// the value times `2^(BIAS - T::BIAS)` (subnormals included), which one exact multiply brings
+/// back; the patterns whose exponent field is all ones (E5M2's infinities and NaNs, E4M3's
+/// `S.1111.111` NaN, whose mantissa is all ones too) get `T`'s all-ones exponent instead.
+#[inline(always)]
+fn widen_fp8x2<T: Element, const MANTISSA: u32, const BIAS: i32, const SPECIAL: u32>(y: u32) -> u32 {
+    let bits = ((y & 0x0080_0080) << 8) | ((y & 0x007f_007f) << (T::MANTISSA - MANTISSA));
+    let v = match T::BIAS - BIAS {
+        8 => T::scale_pow2::<8>(bits),
+        112 => T::scale_pow2::<112>(bits),
+        120 => T::scale_pow2::<120>(bits),
+        _ => unreachable!(),
+    };
+    // A carry into bit 7 marks a special pattern (`SPECIAL`: its bits, per half).
+    let special = (((y & SPECIAL) + (0x0080_0080 - SPECIAL)) & 0x0080_0080) >> 7;
+    let exponent = ((1u32 << (15 - T::MANTISSA)) - 1) << T::MANTISSA;
+    v | special * exponent
+}
+
+/// The element type of K and V: the queries' own ([`Same`]), or an 8-bit float ([`E4m3`],
+/// [`E5m2`]) that the kernels copy into shared memory as it is stored and widen in registers,
+/// as the GEMMs read it, to the queries' type (see [`crate::fwd::mainloop::gemm_qk_fp8`]).
+/// Every value of either FP8 format is an f16 and a bf16, so widening is exact, and the
+/// dequantization factors apply to scores and outputs instead ([`flashrs_abi::KvDescale`]).
+pub trait KvElement: Copy {
+    /// Its identity in the ABI (entry names, kernel markers).
+    const KV: Option<Fp8>;
+    /// log2 of its elements per 16-bit unit: cursors address FP8 rows as rows of half as many
+    /// 16-bit units, with strides and widths shifted right by this.
+    const SHR: u32;
+    /// Two elements, at bits 0-7 and 16-23 of `y` (the other bits zero), as a packed pair of
+    /// `T` (the first in the low half).
+    fn widen2<T: Element>(y: u32) -> u32;
+
+    /// The four elements of `x` (first in the low byte) as two pairs of `T`: bytes 0 and 1,
+    /// then bytes 2 and 3.
+    #[inline(always)]
+    fn widen_halves<T: Element>(x: u32) -> [u32; 2] {
+        [Self::widen2::<T>((x & 0xff) | ((x & 0xff00) << 8)), Self::widen2::<T>(((x >> 16) & 0xff) | ((x >> 8) & 0x00ff_0000))]
+    }
+
+    /// The four elements of `x` as two pairs of `T`: bytes 0 and 2, then bytes 1 and 3.
+    #[inline(always)]
+    fn widen_interleaved<T: Element>(x: u32) -> [u32; 2] {
+        [Self::widen2::<T>(x & 0x00ff_00ff), Self::widen2::<T>((x >> 8) & 0x00ff_00ff)]
+    }
+}
+
+/// K and V of the queries' type.
+#[derive(Clone, Copy)]
+pub struct Same;
+/// FP8 E4M3 (4 exponent bits, bias 7; no infinities, `S.1111.111` is NaN).
+#[derive(Clone, Copy)]
+pub struct E4m3;
+/// FP8 E5M2 (an f16's upper byte).
+#[derive(Clone, Copy)]
+pub struct E5m2;
+
+impl KvElement for Same {
+    const KV: Option<Fp8> = None;
+    const SHR: u32 = 0;
+    #[inline(always)]
+    fn widen2<T: Element>(_: u32) -> u32 {
+        unreachable!()
+    }
+}
+
+impl KvElement for E4m3 {
+    const KV: Option<Fp8> = Some(Fp8::E4m3);
+    const SHR: u32 = 1;
+    #[inline(always)]
+    fn widen2<T: Element>(y: u32) -> u32 {
+        widen_fp8x2::<T, 3, 7, 0x007f_007f>(y)
+    }
+}
+
+impl KvElement for E5m2 {
+    const KV: Option<Fp8> = Some(Fp8::E5m2);
+    const SHR: u32 = 1;
+    #[inline(always)]
+    fn widen2<T: Element>(y: u32) -> u32 {
+        // An f16's upper byte: f16 queries take it as it is.
+        if T::MANTISSA == 10 { y << 8 } else { widen_fp8x2::<T, 2, 15, 0x007c_007c>(y) }
     }
 }

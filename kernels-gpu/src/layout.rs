@@ -19,11 +19,13 @@ impl<const ROWS: usize, const COLS: usize> SmemTile<ROWS, COLS> {
     /// Size of the tile in bytes.
     pub const BYTES: usize = ROWS * COLS * 2;
 
-    /// Byte address of 16-byte chunk `chunk` of row `row`.
+    /// Byte address of 16-byte chunk `chunk` of row `row`. Rows of fewer than 8 chunks (FP8
+    /// staging tiles of head_dim 64, which only row-wise copies touch) are not swizzled.
     #[inline(always)]
     pub fn chunk_addr(self, row: usize, chunk: usize) -> u32 {
-        const { assert!(COLS % 64 == 0, "swizzle needs rows of at least 8 chunks") };
-        self.base + ((row * Self::CHUNKS + (chunk ^ (row % 8))) * 16) as u32
+        const { assert!(COLS % 64 == 0 || COLS == 32, "swizzle needs rows of at least 8 chunks") };
+        let swizzle = if COLS >= 64 { row % 8 } else { 0 };
+        self.base + ((row * Self::CHUNKS + (chunk ^ swizzle)) * 16) as u32
     }
 
     /// A lane's address at (`row`, `chunk`), from which [`LaneAddr::at`] reaches the lane's

@@ -3,6 +3,8 @@
 //! geometry next to the CPU reference. Names start with `probe_` (only `flash_*` are hot).
 //!
 //! * [`mma`]: `ldmatrix` + `mma.sync` m16n8k16 (both modules).
+//! * [`fp8`]: FP8 widening (`mul.rn.f16x2` and the bit moves around it) of every byte, both
+//!   formats, to f16 and bf16 (both modules).
 //! * [`cp_async`]: a 3-stage `cp.async` ring through shared memory (both modules).
 //! * [`mbarrier`]: a full/empty mbarrier handshake between two warps (sm_90a).
 //! * [`wgmma`]: `wgmma.mma_async` m64nNk16 on 128B-swizzled shared memory (sm_90a).
@@ -15,6 +17,7 @@
 //!   B MN-major, as the Hopper backward's `dQ = dS K` (checked by `tests/tests/backward.rs`).
 
 pub mod cp_async;
+pub mod fp8;
 #[cfg(target_feature = "sm_90a")]
 pub mod mbarrier;
 pub mod mma;

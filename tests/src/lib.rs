@@ -17,6 +17,7 @@ use rand::rngs::StdRng;
 
 pub mod attn;
 pub mod expect;
+pub mod fp8;
 pub mod grad;
 pub mod mods;
 pub mod paged;

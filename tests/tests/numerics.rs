@@ -643,7 +643,7 @@ fn rows_without_keys_are_exactly_zero_with_minus_inf_lse_on(ex: &Exec) {
             println!(
                 "no-key rows {} {}: {} rows exactly 0 / -inf, {} others: out err {:.2e}, lse err {:.2e}",
                 describe(&p, dtype),
-                Kernel::Mma { dtype, variant: Variant::Plain, config: c, flavor: Flavor::Plain },
+                Kernel::Mma { dtype, kv: None, variant: Variant::Plain, config: c, flavor: Flavor::Plain },
                 st.empty_rows,
                 st.rows - st.empty_rows,
                 st.out_err,

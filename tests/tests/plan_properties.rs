@@ -3501,7 +3501,7 @@ fn qo_need(c: &Case, i: usize) -> usize {
 fn other_dtype(k: Kernel) -> Kernel {
     let flip = |d: DType| if d == DType::F16 { DType::Bf16 } else { DType::F16 };
     match k {
-        Kernel::Mma { dtype, variant, config, flavor } => Kernel::Mma { dtype: flip(dtype), variant, config, flavor },
+        Kernel::Mma { dtype, kv, variant, config, flavor } => Kernel::Mma { dtype: flip(dtype), kv, variant, config, flavor },
         Kernel::Sm90 { dtype, varlen, config, flavor } => Kernel::Sm90 { dtype: flip(dtype), varlen, config, flavor },
         Kernel::Bwd { dtype, step } => Kernel::Bwd { dtype: flip(dtype), step },
         Kernel::Merge { dtype } => Kernel::Merge { dtype: flip(dtype) },
@@ -3760,10 +3760,10 @@ fn model_rejects_wrong_plans() {
             }
             edits.push(("paged on the wgmma path", "on the wgmma path", Box::new(|c, _| c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None })));
         }
-        if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, variant: Variant::Plain, flavor: Flavor::Plain, .. }) = (c.p.kernel, plan.kernel) {
+        if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, kv: None, variant: Variant::Plain, flavor: Flavor::Plain, .. }) = (c.p.kernel, plan.kernel) {
             let other = CONFIGS.iter().copied().find(|k| *k != forced && k.head_dim >= m.kd && fits(k, &c.t));
             if let Some(other) = other {
-                edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, variant: Variant::Plain, config: other, flavor: Flavor::Plain }))));
+                edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, kv: None, variant: Variant::Plain, config: other, flavor: Flavor::Plain }))));
             }
         }
         if let Kernel::Sm90 { dtype, varlen, flavor, .. } = plan.kernel {
@@ -3786,7 +3786,7 @@ fn model_rejects_wrong_plans() {
                             (false, true) => varlen_config(padded(d), &t),
                             (false, false) => plain_config(d, rows, &t),
                         };
-                        with_kernel(pl, Kernel::Mma { dtype, variant, config: config.unwrap(), flavor });
+                        with_kernel(pl, Kernel::Mma { dtype, kv: None, variant, config: config.unwrap(), flavor });
                         (pl.persistent, pl.packed_rows) = (false, None);
                     }),
                 ));
@@ -3841,11 +3841,11 @@ fn mods_edits(c: &Case, m: &Model, plan: &LaunchPlan, edits: &mut Vec<PlanEdit>)
     ));
     edits.push(("window_left", "params.mods.window_left", Box::new(|_, pl| pl.params.mods.window_left ^= 1)));
     let swap = match plan.kernel {
-        Kernel::Mma { dtype, variant, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
+        Kernel::Mma { dtype, kv: None, variant, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
             let same = |k: &TileConfig| k.head_dim == config.head_dim && *k != config;
             let table = MODS_CONFIGS.iter().copied().find(|k| same(k) && fits(k, &c.t)).map(|k| (k, "config"));
             let other = table.or_else(|| CONFIGS.iter().copied().find(|k| same(k) && !MODS_CONFIGS.contains(k)).map(|k| (k, "not instantiated")));
-            other.map(|(config, want)| (Kernel::Mma { dtype, variant, config, flavor }, want))
+            other.map(|(config, want)| (Kernel::Mma { dtype, kv: None, variant, config, flavor }, want))
         }
         Kernel::Sm90 { dtype, varlen, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
             let other = sm90::CONFIGS.iter().copied().find(|k| k.head_dim == config.head_dim && *k != config);

@@ -422,3 +422,34 @@ fn probe_bulk_copy() {
         assert!(dst[n..].iter().all(|&x| x == 0.0), "past {n}");
     }
 }
+
+#[test]
+fn probe_fp8_widen() {
+    let Some(gpu) = gpu_or_skip("probe_fp8_widen") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    let bytes: Vec<u32> = (0..64u32).map(|i| u32::from_le_bytes([4 * i as u8, 4 * i as u8 + 1, 4 * i as u8 + 2, 4 * i as u8 + 3])).collect();
+    let src_d = DeviceBuffer::from_slice(&bytes).unwrap();
+    let out_d = DeviceBuffer::from_slice(&[0xdead_beefu32; 1024]).unwrap();
+    unsafe {
+        launch!(module.probe_fp8_widen<<<1, 64, 0, stream>>>(src_d.as_device_ptr(), out_d.as_device_ptr())).unwrap();
+    }
+    stream.synchronize().unwrap();
+    let mut out = [0u32; 1024];
+    out_d.copy_to(&mut out[..]).unwrap();
+    let halves: Vec<u16> = out.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).collect();
+    // Thread t's byte j (value 4t + j) lands at element 4t + j of a halves block, and at 4t +
+    // [0, 2, 1, 3][j] of an interleaved one.
+    for (block, (fmt, is_bf16)) in [(flashrs::Fp8::E4m3, false), (flashrs::Fp8::E4m3, true), (flashrs::Fp8::E5m2, false), (flashrs::Fp8::E5m2, true)].into_iter().enumerate() {
+        for b in 0..=255usize {
+            let want = flashrs::element::fp8_to_f32(fmt, b as u8);
+            let interleaved = 4 * (b / 4) + [0, 2, 1, 3][b % 4];
+            for (at, how) in [(block * 256 + b, "halves"), ((block + 4) * 256 + interleaved, "interleaved")] {
+                let bits = halves[at];
+                let got = if is_bf16 { bf16::from_bits(bits).to_f32() } else { f16::from_bits(bits).to_f32() };
+                // Exact, signed zeros and NaN included.
+                assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{fmt:?} {b:#04x} to {} ({how}): {got} != {want}", if is_bf16 { "bf16" } else { "f16" });
+            }
+        }
+    }
+}

@@ -7,10 +7,10 @@
 //! (`flashrs_tests::attn::run_case`), so any access past a tensor's extent is outside its
 //! allocation, where memcheck sees it. Each launch is also checked against the reference.
 //! The backward pass on ragged, causal, GQA, variable-length and deterministic shapes
-//! (`sanitize_backward`, with windows, softcap, ALiBi and sinks), the attention modifications' kernels (`sanitize_mods`), and the block-mask builder (`sanitize_dense_mask`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
+//! (`sanitize_backward`, with windows, softcap, ALiBi and sinks), the attention modifications' kernels (`sanitize_mods`), and the block-mask builder (`sanitize_dense_mask`), FP8 K/V caches (`sanitize_fp8_cache`). Small on purpose: the sanitizers slow kernels down 10-100x. Skips
 //! without a GPU.
 use flashrs::tiles::{CONFIGS, SMALL_D256};
-use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, KernelPath};
+use flashrs::{AttentionParams, AttentionParamsBuilder, DType, DimOrder, Fp8, KernelPath};
 use flashrs_tests::attn::{check_many, check_mods_many, check_mods_many_on};
 use flashrs_tests::mods::{HostMods, host_lists, random_bias, random_blocks, relative_bias_kernels};
 use flashrs_tests::grad::{GradCase, check_grads_on};
@@ -203,6 +203,20 @@ fn sanitize_paged() {
     // Wild table entries and counts: the kernel must stay inside the caches.
     let e = run_paged::<half::f16>(&gpu, &PagedCase::new(call(4, Some(2)), DType::F16, 16, Some(vec![300, 5, 0]), 1), TableFill::AllWild);
     assert_eq!(e.out, 0.0, "non-finite output with a wild table (seed {})", e.seed);
+}
+
+#[test]
+fn sanitize_fp8_cache() {
+    use flashrs_tests::fp8::{Case, Factors, Store, check};
+    let Some(gpu) = gpu_or_skip("sanitize_fp8_cache") else { return };
+    let case = |fp8, dtype, store, lens: Vec<(usize, usize)>, dims, factors, splits| Case { lens, heads: (8, 2), dims, causal: true, dtype, fp8, store, factors, splits };
+    let cases = [
+        case(Fp8::E4m3, DType::F16, Store::Batched, vec![(1, 300); 2], (128, 128), Factors::Scalar, None),
+        case(Fp8::E5m2, DType::Bf16, Store::Paged(16), vec![(3, 300), (3, 0), (3, 17)], (64, 64), Factors::PerHead, Some(3)),
+        case(Fp8::E4m3, DType::Bf16, Store::Varlen, vec![(70, 129), (1, 1), (0, 9)], (256, 256), Factors::PerBatch, None),
+        case(Fp8::E5m2, DType::F16, Store::VarlenPaged(64), vec![(1, 200), (5, 65)], (128, 64), Factors::PerBatch, Some(2)),
+    ];
+    check(&gpu, &cases);
 }
 
 #[test]

@@ -117,7 +117,7 @@ fn forced_configurations_fit_or_are_refused_at_plan_time() {
         for c in CONFIGS {
             let p = params(2, 300, 300, 4, c.head_dim).config(c).build().unwrap();
             match plan(&p, DType::F16, &t) {
-                Ok(pl) => assert!(c.smem_bytes() <= t.max_smem_per_block as usize && pl.kernel == Kernel::Mma { dtype: DType::F16, variant: Variant::Plain, config: c, flavor: Flavor::Plain }),
+                Ok(pl) => assert!(c.smem_bytes() <= t.max_smem_per_block as usize && pl.kernel == Kernel::Mma { dtype: DType::F16, kv: None, variant: Variant::Plain, config: c, flavor: Flavor::Plain }),
                 Err(Error::SharedMemory { needed, available, .. }) => {
                     assert!(needed as usize == c.smem_bytes() && needed > available && available == t.max_smem_per_block as u64)
                 }

@@ -558,8 +558,8 @@ mod tests {
         assert!(matches!(check_custom_kernels(sm80, &with_hopper), Err(PtxError::KernelIdentity { .. })), "Hopper entries in the sm_80 module");
         assert!(matches!(check_custom_kernels(sm80, &module(&[("m".into(), Some(merge))])), Err(PtxError::KernelIdentity { .. })));
         assert!(matches!(check_custom_kernels(sm80, &module(&[("helper".into(), None)])), Err(PtxError::KernelIdentity { .. })));
-        let Kernel::Mma { dtype, variant, config, flavor } = mma else { unreachable!() };
-        let untabled = Kernel::Mma { dtype, variant, config: flashrs_abi::TileConfig { block_n: 48, ..config }, flavor };
+        let Kernel::Mma { dtype, kv: None, variant, config, flavor } = mma else { unreachable!() };
+        let untabled = Kernel::Mma { dtype, kv: None, variant, config: flashrs_abi::TileConfig { block_n: 48, ..config }, flavor };
         assert!(matches!(check_custom_kernels(sm80, &module(&[("odd".into(), Some(untabled))])), Err(PtxError::KernelIdentity { .. })));
     }
 
@@ -574,9 +574,9 @@ mod tests {
         let mut ptx = String::from(".version 8.0\n");
         for (name, k) in entries {
             ptx += &format!(".visible .entry {name}(\n\t.param .align 8 .b8 {name}_param_0[256]\n)\n{{\n");
-            if let Some(Kernel::Mma { dtype, variant, config: c, flavor }) = k {
-                ptx += &format!("\t// begin inline asm\n\t// flashrs-kernel: mma {} {} {} {} {} {} {} {}\n\t// end inline asm\n",
-                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code());
+            if let Some(Kernel::Mma { dtype, kv, variant, config: c, flavor }) = k {
+                ptx += &format!("\t// begin inline asm\n\t// flashrs-kernel: mma {} {} {} {} {} {} {} {} {}\n\t// end inline asm\n",
+                    variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code(), flashrs_abi::Fp8::code(*kv));
             }
             if let Some(Kernel::Sm90 { dtype, varlen, config: c, flavor }) = k {
                 ptx += &format!("\t// flashrs-kernel: sm90 {} {} {} {} {} {} {} {} {}\n",

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
-use flashrs::{DType, KernelPath};
+use flashrs::{DType, Fp8, KernelPath};
 
 use super::configs::{self, ConfigChoice};
 use super::mods::{self, ModSpec, Window};
@@ -90,6 +90,24 @@ impl From<DtypeArg> for DType {
     }
 }
 
+/// K/V element type on the command line, where it differs from the queries'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KvDtypeArg {
+    /// FP8 E4M3.
+    E4m3,
+    /// FP8 E5M2.
+    E5m2,
+}
+
+impl From<KvDtypeArg> for Fp8 {
+    fn from(d: KvDtypeArg) -> Fp8 {
+        match d {
+            KvDtypeArg::E4m3 => Fp8::E4m3,
+            KvDtypeArg::E5m2 => Fp8::E5m2,
+        }
+    }
+}
+
 /// Which causal settings to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CausalArg {
@@ -170,6 +188,11 @@ pub struct BenchmarkArgs {
     /// Element type.
     #[arg(long, value_enum, default_value_t = DtypeArg::F16)]
     pub dtype: DtypeArg,
+    /// K and V as FP8 caches of this format (random values, dequantization factors 1), read by
+    /// --dtype queries; torch, which has no FP8 attention, still runs its 16-bit K and V. K+V
+    /// GB/s count the bytes read (one per element).
+    #[arg(long, value_enum, conflicts_with = "backward")]
+    pub kv_dtype: Option<KvDtypeArg>,
     /// Head dimensions, comma-separated [default: 64,128,256; with --config: its head_dim].
     #[arg(long, value_delimiter = ',')]
     pub head_dim: Vec<usize>,
@@ -396,6 +419,15 @@ mod tests {
         assert!(decode.iter().all(|s| s.head_dim_v == Some(128)));
         assert!(parse("--head-dim-v x").is_err() && parse("--head-dim-v -8").is_err());
         assert_eq!(parse("--head-dim-v 0").unwrap().spec().shapes().unwrap_err(), "--head-dim-v must be at least 1");
+    }
+
+    #[test]
+    fn kv_dtype_takes_the_fp8_formats_for_the_forward() {
+        assert_eq!(parse("").unwrap().kv_dtype, None);
+        assert_eq!(parse("--decode --kv-dtype e4m3").unwrap().kv_dtype.map(Fp8::from), Some(Fp8::E4m3));
+        assert_eq!(parse("--kv-dtype e5m2").unwrap().kv_dtype.map(Fp8::from), Some(Fp8::E5m2));
+        assert!(parse("--kv-dtype f16").is_err());
+        assert!(parse("--backward --kv-dtype e4m3").is_err());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use rand::Rng;
 
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, Gpu, LaunchPlan, PagedKv, Pages, Strides, TensorLens};
+use flashrs::element::{fp8_from_f32, fp8_to_f32};
+use flashrs::{Fp8, AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, Gpu, LaunchPlan, PagedKv, Pages, Strides, TensorLens};
 
 use crate::mods::{self, ModSpec, RowMods};
 
@@ -79,6 +80,8 @@ pub struct BenchLayout {
 pub struct BenchBuffers {
     stream: Arc<CudaStream>,
     dtype: DType,
+    /// K's and V's 8-bit format, two elements to each of their `u16` words (`None`: `dtype`).
+    kv: Option<Fp8>,
     q: CudaSlice<u16>,
     k: CudaSlice<u16>,
     v: CudaSlice<u16>,
@@ -142,11 +145,23 @@ fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
     block.iter().copied().cycle().take(n).collect()
 }
 
+/// `n` FP8 elements of format `kv` (rounded standard normal values), packed two to a word.
+fn random_fp8_words(kv: Fp8, n: usize) -> Vec<u16> {
+    let mut rng = rand::rng();
+    let block: Vec<u16> = (0..n.div_ceil(2).min(RANDOM_BLOCK))
+        .map(|_| {
+            let [a, b]: [f32; 2] = [rng.sample(rand_distr::StandardNormal), rng.sample(rand_distr::StandardNormal)];
+            u16::from_le_bytes([fp8_from_f32(kv, a), fp8_from_f32(kv, b)])
+        })
+        .collect();
+    block.iter().copied().cycle().take(n.div_ceil(2)).collect()
+}
+
 impl BenchBuffers {
     /// Allocates and fills buffers of `dtype` for the fixed-length call `p` on `ctx`'s default
     /// stream, stored as `layout` says, with the arrays `mods` needs (`p` carries its window
     /// and softcap already: see [`ModSpec::scalars`]).
-    pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, layout: BenchLayout, mods: ModSpec) -> Result<Self> {
+    pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, kv: Option<Fp8>, layout: BenchLayout, mods: ModSpec) -> Result<Self> {
         let stream = ctx.default_stream();
         let too_big = || BenchError::TooBig;
         let pages = match layout.page_size {
@@ -182,12 +197,13 @@ impl BenchBuffers {
         };
         let buffers = BenchBuffers {
             q: stream.clone_htod(&random_bits(dtype, lens.q))?,
-            k: stream.clone_htod(&random_bits(dtype, lens.k))?,
-            v: stream.clone_htod(&random_bits(dtype, lens.v))?,
+            k: stream.clone_htod(&kv.map_or_else(|| random_bits(dtype, lens.k), |kv| random_fp8_words(kv, lens.k)))?,
+            v: stream.clone_htod(&kv.map_or_else(|| random_bits(dtype, lens.v), |kv| random_fp8_words(kv, lens.v)))?,
             o: stream.alloc_zeros(lens.out)?,
             lse: stream.alloc_zeros(lens.lse)?,
             stream: stream.clone(),
             dtype,
+            kv,
             layout,
             table,
             offsets,
@@ -233,7 +249,14 @@ impl BenchBuffers {
     pub fn refs(&self, with_lse: bool) -> Buffers {
         let r = |ptr: u64, len: usize| BufferRef::new(ptr, len);
         let s = &self.stream;
-        let b = Buffers::new(self.dtype, r(self.q.device_ptr(s).0, self.q.len()), r(self.k.device_ptr(s).0, self.k.len()), r(self.v.device_ptr(s).0, self.v.len()), r(self.o.device_ptr(s).0, self.o.len()));
+        // FP8 caches count their bytes, two to a word.
+        let per_word = if self.kv.is_some() { 2 } else { 1 };
+        let (k, v) = (r(self.k.device_ptr(s).0, per_word * self.k.len()), r(self.v.device_ptr(s).0, per_word * self.v.len()));
+        let b = Buffers::new(self.dtype, r(self.q.device_ptr(s).0, self.q.len()), k, v, r(self.o.device_ptr(s).0, self.o.len()));
+        let b = match self.kv {
+            Some(kv) => b.kv(kv),
+            None => b,
+        };
         if with_lse { b.lse(r(self.lse.device_ptr(s).0, self.lse.len())) } else { b }
     }
 
@@ -263,7 +286,13 @@ impl BenchBuffers {
     /// (`p`'s shape: `d` is `head_dim` for K, `head_dim_v` for V).
     pub fn inputs_f32(&self, p: &AttentionParams) -> Result<[Vec<f32>; 3]> {
         let conv = |b: &CudaSlice<u16>| -> Result<Vec<f32>> { Ok(self.stream.clone_dtoh(b)?.into_iter().map(|x| widen(self.dtype, x)).collect()) };
-        let [q, k, v] = [conv(&self.q)?, conv(&self.k)?, conv(&self.v)?];
+        let conv_kv = |b: &CudaSlice<u16>| -> Result<Vec<f32>> {
+            match self.kv {
+                Some(kv) => Ok(self.stream.clone_dtoh(b)?.into_iter().flat_map(|w| w.to_le_bytes()).map(|x| fp8_to_f32(kv, x)).collect()),
+                None => conv(b),
+            }
+        };
+        let [q, k, v] = [conv(&self.q)?, conv_kv(&self.k)?, conv_kv(&self.v)?];
         let Some((_, table, pg)) = &self.table else { return Ok([q, k, v]) };
         let pg = *pg;
         let gather = |cache: &[f32], d: usize| -> Vec<f32> {

@@ -24,6 +24,7 @@ use super::torch::{self, TorchInfo};
 pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
     let opts = Options {
         dtype: args.dtype.into(),
+        kv: args.kv_dtype.map(Into::into),
         path: args.path,
         warmup: args.warmup as usize,
         iters: args.iters as usize,
@@ -231,6 +232,7 @@ mod tests {
         assert!(all.iter().all(|(_, configs)| !configs.is_empty() && configs == &ConfigChoice::All.for_head_dim(192)));
         let opts = Options {
             dtype: DType::F16,
+            kv: None,
             path: KernelPath::MmaSync,
             warmup: 0,
             iters: 1,

@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn tags_are_kernel_name_suffixes_and_round_trip() {
         for c in &CONFIGS {
-            assert!(Kernel::Mma { dtype: DType::Bf16, variant: Variant::Plain, config: *c, flavor: Flavor::Plain }.to_string().ends_with(&format!("_{}", tag(c))));
+            assert!(Kernel::Mma { dtype: DType::Bf16, kv: None, variant: Variant::Plain, config: *c, flavor: Flavor::Plain }.to_string().ends_with(&format!("_{}", tag(c))));
             assert_eq!(parse_tag(&tag(c)), Ok(Config::Mma(*c)));
         }
         for c in &flashrs::sm90::CONFIGS {

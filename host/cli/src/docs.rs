@@ -105,6 +105,11 @@ fn head_dims(r: &Report) -> String {
     dims.iter().map(|d| format!("D {d}, ")).collect()
 }
 
+/// `K/V <format>, ` for a run over FP8 caches, else nothing.
+fn kv_dtype(r: &Report) -> String {
+    r.records.iter().find_map(|x| x.kv_dtype.as_ref()).map_or(String::new(), |k| format!("K/V {k}, "))
+}
+
 /// The summary's timing cell: the mode, and the interleaved rounds where there were some.
 fn timing(r: &Report) -> String {
     match r.rounds {
@@ -135,7 +140,7 @@ fn summary(runs: &[(String, Report)], dir: &str) -> String {
             m if m.is_empty() => m,
             m => format!("{m}, "),
         };
-        let mods = head_dims(r) + &mods;
+        let mods = kv_dtype(r) + &head_dims(r) + &mods;
         let sweep = if decode { format!("{mods}decode") } else { format!("{pass}{}{mods}seqlen >= {LONG_SEQLEN}", forced_path(r)) };
         let ours = compare::best_ours(&r.records);
         let rows = ours.iter().filter(|o| decode || o.shape.seqlen_q >= LONG_SEQLEN).count();

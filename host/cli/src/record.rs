@@ -86,6 +86,10 @@ pub struct Record {
     /// A backward-pass row: its TFLOPS count 2.5 forward passes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub backward: bool,
+    /// K's and V's element type where it is not `dtype` (an FP8 cache: `e4m3`, `e5m2`); its
+    /// K+V GB/s count one byte per element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<String>,
 }
 
 impl Record {
@@ -108,7 +112,15 @@ impl Record {
             verified_rows: None,
             note: None,
             backward: false,
+            kv_dtype: None,
         }
+    }
+
+    /// The record of a call whose K and V are of `kv` (set before [`Record::timed`]: it
+    /// changes the bytes K and V take).
+    pub fn with_kv(mut self, kv: Option<flashrs::Fp8>) -> Self {
+        self.kv_dtype = kv.map(|k| k.name().to_string());
+        self
     }
 
     /// The record of the problem with these modifications (set before [`Record::timed`]: a
@@ -134,7 +146,9 @@ impl Record {
         let passes = if self.backward { 2.5 } else { 1.0 };
         self.tflops = Some(passes * self.mods.flops(&self.shape) / seconds / 1e12);
         self.gbps = Some(self.shape.min_bytes() / seconds / 1e9);
-        self.kv_gbps = Some(self.shape.kv_bytes() / seconds / 1e9);
+        // FP8 caches: one byte an element, not two.
+        let kv_bytes = if self.kv_dtype.is_some() { self.shape.kv_bytes() / 2.0 } else { self.shape.kv_bytes() };
+        self.kv_gbps = Some(kv_bytes / seconds / 1e9);
         self
     }
 
@@ -171,6 +185,10 @@ mod tests {
         let bytes = (8.0 * 2048.0 * 16.0 * 320.0 + 8.0 * 2048.0 * 4.0 * 320.0) * 2.0;
         assert!((r.gbps.unwrap() - bytes / 0.5e-3 / 1e9).abs() < 1e-9);
         assert!((r.kv_gbps.unwrap() - 8.0 * 2048.0 * 4.0 * 320.0 * 2.0 / 0.5e-3 / 1e9).abs() < 1e-9);
+        // FP8 K and V: one byte an element.
+        let fp8 = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").with_kv(Some(flashrs::Fp8::E4m3)).timed(0.5, 0.4);
+        assert!((fp8.kv_gbps.unwrap() - 8.0 * 2048.0 * 4.0 * 320.0 / 0.5e-3 / 1e9).abs() < 1e-9);
+        assert_eq!(fp8.kv_dtype.as_deref(), Some("e4m3"));
         assert_eq!(r.label(), "B=8 Hq=16 Hkv=4 Sq=2048 Sk=2048 D=192/128 non-causal");
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!((&v["head_dim"], &v["head_dim_v"]), (&192.into(), &128.into()));

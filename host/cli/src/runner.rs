@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
-use flashrs::{AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, GradBuffers, Kernel, KernelPath, PagedKv, Pages, Target};
+use flashrs::{Fp8, AttentionParams, BufferRef, Buffers, DType, DeviceArray, DeviceIndex, DeviceOffsets, DimOrder, Gpu, GradBuffers, Kernel, KernelPath, PagedKv, Pages, Target};
 use flashrs_reference::{Problem, RefInputs};
 
 use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_launch, time_plan};
@@ -23,6 +23,8 @@ pub type Row = (Shape, Vec<Option<Config>>);
 pub struct Options {
     /// Element type.
     pub dtype: DType,
+    /// K's and V's 8-bit element type (`None`: `dtype`).
+    pub kv: Option<Fp8>,
     /// Kernel path.
     pub path: KernelPath,
     /// Untimed launches.
@@ -87,6 +89,10 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // SAFETY: planning reads no index array.
     let index = |i: u64| unsafe { DeviceIndex::from_raw(i << 41, 1 << 40) };
     let bufs = Buffers::new(opts.dtype, stand_in(1), stand_in(2), stand_in(3), stand_in(4));
+    let bufs = match opts.kv {
+        Some(kv) => bufs.kv(kv),
+        None => bufs,
+    };
     // Last, where its f32 elements overlap nothing: a backward row's forward writes it.
     let bufs = if opts.backward { bufs.lse(stand_in(20)) } else { bufs };
     let grads = GradBuffers::new(stand_in(15), stand_in(16), stand_in(17), stand_in(18));
@@ -137,7 +143,7 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         // (zeroed) output, so that elements a kernel fails to write cannot keep the values an
         // earlier kernel left there.
         if bufs.is_none() || opts.verify {
-            bufs = Some(BenchBuffers::new(ctx, &fixed, opts.dtype, opts.layout(), opts.mods).map_err(row_err)?);
+            bufs = Some(BenchBuffers::new(ctx, &fixed, opts.dtype, opts.kv, opts.layout(), opts.mods).map_err(row_err)?);
         }
         let bufs = bufs.as_ref().expect("allocated above");
         let params = bufs.params(&fixed);
@@ -145,7 +151,7 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         // backward row's forward also writes the log-sum-exp its backward reads.
         let plan = gpu.plan_forward(&params, &bufs.refs(opts.backward)).map_err(|e| row_err(e.into()))?;
         let kernel = plan.kernel.to_string();
-        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel).with_mods(opts.mods);
+        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel).with_mods(opts.mods).with_kv(opts.kv);
         // The tile configuration describes the mma.sync kernels only.
         record.config = match plan.kernel {
             Kernel::Mma { config, .. } => Some(tag(&config)),
@@ -201,7 +207,7 @@ mod tests {
     use crate::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false, mods: ModSpec::default() }
+        Options { dtype: DType::F16, kv: None, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false, mods: ModSpec::default() }
     }
 
     #[test]

@@ -6,17 +6,33 @@
 use crate::arch::barrier::bar_warp_sync;
 use crate::arch::mma::FragC;
 use crate::arch::smem::{ld_shared_v4, st_global_v4, st_shared_b32};
-use crate::dtype::Element;
+use crate::dtype::{Element, KvElement};
 use crate::layout::SmemTile;
 
 use super::warp_merge::owns;
 
-/// Stores the warp's `16 * MT` rows of O (the columns of the fragments warp `wn` of `WN`
-/// [`owns`]), starting at tile row `row0` (sequence row `seq_row0 + row0`), into the matrix
-/// whose sequence row 0 is at `out` (`row_stride` elements between rows), skipping rows at or
-/// past `seqlen_q` and chunks past `head_dim_v`.
+/// Where a lane's accumulator values of output tiles `2g` and `2g + 1` lie, as (column, value)
+/// pairs of adjacent columns for row half `h` (rows `lane / 4` and `lane / 4 + 8`): in the
+/// usual layout tile `j` holds columns `8j + 2c`, `8j + 2c + 1` (`c = lane % 4`); in that of
+/// FP8 caches (`C` of 8 bits, see [`super::mainloop::gemm_pv_fp8`]) tile `2g` holds the group's even
+/// columns and `2g + 1` its odd ones, so that the lane's four are `16g + 4c ..= 16g + 4c + 3`.
 #[inline(always)]
-pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: usize, const D: usize, const WN: usize>(
+fn column_pairs<C: KvElement>(o: [&FragC; 2], g: usize, h: usize, lane: usize) -> [(usize, [f32; 2]); 2] {
+    let c = lane % 4;
+    if C::SHR != 0 {
+        [(16 * g + 4 * c, [o[0][2 * h], o[1][2 * h]]), (16 * g + 4 * c + 2, [o[0][2 * h + 1], o[1][2 * h + 1]])]
+    } else {
+        [(16 * g + 2 * c, [o[0][2 * h], o[0][2 * h + 1]]), (16 * g + 8 + 2 * c, [o[1][2 * h], o[1][2 * h + 1]])]
+    }
+}
+
+/// Stores the warp's `16 * MT` rows of O (the columns of the fragments warp `wn` of `WN`
+/// [`owns`], in the layout of `C`'s kernels: [`column_pairs`]), starting at tile row `row0`
+/// (sequence row `seq_row0 + row0`), into the matrix whose sequence row 0 is at `out`
+/// (`row_stride` elements between rows), skipping rows at or past `seqlen_q` and chunks past
+/// `head_dim_v`.
+#[inline(always)]
+pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: usize, const D: usize, const WN: usize, C: KvElement>(
     o: &[[FragC; ON]; MT],
     wn: usize,
     stage: SmemTile<BM, D>,
@@ -28,15 +44,33 @@ pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: us
     seqlen_q: u32,
     head_dim_v: u32,
 ) {
+    // Tiles come in pairs a warp owns together (ON / WN is even).
+    const { assert!(ON % (2 * WN) == 0) };
     for mt in 0..MT {
-        for j in 0..ON {
-            if !owns::<ON, WN>(j, wn) {
+        if C::SHR == 0 {
+            // (The 16-bit kernels' code as it was: a tile at a time.)
+            for j in 0..ON {
+                if !owns::<ON, WN>(j, wn) {
+                    continue;
+                }
+                for h in 0..2 {
+                    let row = row0 + mt * 16 + lane / 4 + 8 * h;
+                    let addr = stage.chunk_addr(row, j) + (lane % 4) as u32 * 4;
+                    unsafe { st_shared_b32(addr, T::pack2(o[mt][j][2 * h], o[mt][j][2 * h + 1])) };
+                }
+            }
+            continue;
+        }
+        for g in 0..ON / 2 {
+            if !owns::<ON, WN>(2 * g, wn) {
                 continue;
             }
             for h in 0..2 {
                 let row = row0 + mt * 16 + lane / 4 + 8 * h;
-                let addr = stage.chunk_addr(row, j) + (lane % 4) as u32 * 4;
-                unsafe { st_shared_b32(addr, T::pack2(o[mt][j][2 * h], o[mt][j][2 * h + 1])) };
+                for (col, [lo, hi]) in column_pairs::<C>([&o[mt][2 * g], &o[mt][2 * g + 1]], g, h, lane) {
+                    let addr = stage.chunk_addr(row, col / 8) + (col % 8) as u32 * 2;
+                    unsafe { st_shared_b32(addr, T::pack2(lo, hi)) };
+                }
             }
         }
     }
@@ -73,11 +107,11 @@ pub unsafe fn store_lse<const MT: usize>(lse: &[[f32; 2]; MT], dst: *mut f32, fi
 }
 
 /// Split-KV: stores the warp's rows of the (normalised) f32 partial output (the columns of the
-/// fragments warp `wn` of `WN` [`owns`]) straight from the fragments into `out` (`[seqlen_q,
-/// D]`, row-contiguous; `first_row` is the warp's first sequence row), skipping rows at or past
-/// `seqlen_q`.
+/// fragments warp `wn` of `WN` [`owns`], in the layout of `C`'s kernels: [`column_pairs`]) straight
+/// from the fragments into `out` (`[seqlen_q, D]`, row-contiguous; `first_row` is the warp's
+/// first sequence row), skipping rows at or past `seqlen_q`.
 #[inline(always)]
-pub unsafe fn store_o_f32<const MT: usize, const ON: usize, const D: usize, const WN: usize>(
+pub unsafe fn store_o_f32<const MT: usize, const ON: usize, const D: usize, const WN: usize, C: KvElement>(
     o: &[[FragC; ON]; MT],
     wn: usize,
     out: *mut f32,
@@ -88,7 +122,8 @@ pub unsafe fn store_o_f32<const MT: usize, const ON: usize, const D: usize, cons
     for mt in 0..MT {
         for h in 0..2 {
             let row = first_row + (mt * 16 + lane / 4 + 8 * h) as u32;
-            if row < seqlen_q {
+            if row < seqlen_q && C::SHR == 0 {
+                // (The 16-bit kernels' code as it was: a tile at a time.)
                 for j in 0..ON {
                     if !owns::<ON, WN>(j, wn) {
                         continue;
@@ -97,6 +132,19 @@ pub unsafe fn store_o_f32<const MT: usize, const ON: usize, const D: usize, cons
                     unsafe {
                         *dst = o[mt][j][2 * h];
                         *dst.add(1) = o[mt][j][2 * h + 1];
+                    }
+                }
+            } else if row < seqlen_q {
+                for g in 0..ON / 2 {
+                    if !owns::<ON, WN>(2 * g, wn) {
+                        continue;
+                    }
+                    for (col, [lo, hi]) in column_pairs::<C>([&o[mt][2 * g], &o[mt][2 * g + 1]], g, h, lane) {
+                        let dst = unsafe { out.add(row as usize * D + col) };
+                        unsafe {
+                            *dst = lo;
+                            *dst.add(1) = hi;
+                        }
                     }
                 }
             }

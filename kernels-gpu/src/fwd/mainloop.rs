@@ -1,9 +1,10 @@
 //! The main loop's building blocks: global -> shared tile copies (cp.async) and the two warp
 //! GEMMs, S = Q K^T and O += P V, on `mma.sync` m16n8k16 fed by `ldmatrix`.
 use crate::arch::cp_async::cp_async_cg_16;
-use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
+use crate::arch::ldmatrix::{ldmatrix_x2, ldmatrix_x4, ldmatrix_x4_trans};
 use crate::arch::mma::{FragA, FragC};
-use crate::dtype::Element;
+use crate::arch::smem::{ld_shared_v4, st_shared_v4};
+use crate::dtype::{Element, KvElement};
 use crate::layout::{LaneAddr, SmemTile};
 use flashrs_abi::FwdParams;
 
@@ -112,9 +113,11 @@ fn clamped_col(chunk: u32, cols: u32) -> u32 {
 /// so one lookup feeds both copies. The lookups run one tile ahead: a tile's copies use pages
 /// loaded when the previous tile was issued, so the table loads' latency hides behind a tile
 /// of compute instead of delaying the copies. Strides, the page shift and the clamp come from
-/// the kernel parameters at each use.
+/// the kernel parameters at each use. `C` is the cache's element type: FP8 rows are copied as
+/// rows of `D` 16-bit units holding twice as many elements, their strides and widths (in
+/// elements) shifted right by [`KvElement::SHR`].
 #[derive(Clone, Copy)]
-pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> {
+pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize, C: KvElement> {
     /// This sequence's block-table row.
     table: *const i32,
     /// This thread's chunk of (its head's) row 0 of page 0, in K and in V.
@@ -127,12 +130,14 @@ pub struct PagedCursor<const ROWS: usize, const D: usize, const THREADS: usize> 
     limit: u32,
     /// The pages of the next tile's rows, one per copy pass.
     pages: [u32; MAX_PASSES],
+    element: core::marker::PhantomData<C>,
 }
 
 /// Most copy passes per tile a [`PagedCursor`] supports (128-row tiles of 8-row passes).
 const MAX_PASSES: usize = 16;
 
-impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, D, THREADS> {
+impl<const ROWS: usize, const D: usize, const THREADS: usize, C: KvElement> PagedCursor<ROWS, D, THREADS, C> {
+    const SHR: u32 = C::SHR;
     /// The threads' rows and chunks are [`TileCursor`]'s.
     const ROWS_PER_PASS: usize = TileCursor::<ROWS, D, THREADS>::ROWS_PER_PASS;
     const PASSES: usize = ROWS / Self::ROWS_PER_PASS;
@@ -145,14 +150,17 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, 
         let (row, chunk) = TileCursor::<ROWS, D, THREADS>::lane(tid);
         // As [`TileCursor::new_within`]: chunks below either head dimension are copied, each
         // tensor's past its own from its last chunk.
-        let at = |base: u64, head_stride: i64, cols: u32| (base as *const u16).wrapping_offset((h_kv as i64 * head_stride + clamped_col(chunk, cols) as i64) as isize);
+        let at = |base: u64, head_stride: i64, cols: u32| {
+            (base as *const u16).wrapping_offset(((h_kv as i64 * head_stride >> Self::SHR) + clamped_col(chunk, cols >> Self::SHR) as i64) as isize)
+        };
         let mut cursor = PagedCursor {
             table: (p.block_table as *const i32).wrapping_add(batch as usize * p.table_stride as usize),
             k: at(p.k, p.k_strides[2], p.head_dim),
             v: at(p.v, p.v_strides[2], p.head_dim_v),
             row: row0 + row,
-            limit: if copies_chunk(chunk, [p.head_dim, p.head_dim_v]) { seqlen } else { 0 },
+            limit: if copies_chunk(chunk, [p.head_dim >> Self::SHR, p.head_dim_v >> Self::SHR]) { seqlen } else { 0 },
             pages: [0; MAX_PASSES],
+            element: core::marker::PhantomData,
         };
         cursor.pages = cursor.lookup(p);
         cursor
@@ -184,7 +192,7 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, 
         for (pass, &pg) in self.pages.iter().enumerate().take(Self::PASSES) {
             let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
             let valid = r < self.limit;
-            let off = |[page_stride, row_stride, _]: [i64; 3]| pg as i64 * page_stride + (r & in_page) as i64 * row_stride;
+            let off = |[page_stride, row_stride, _]: [i64; 3]| (pg as i64 * page_stride + (r & in_page) as i64 * row_stride) >> Self::SHR;
             // An invalid copy reads nothing, but its address must still be a mapped one.
             let (k, v) = if valid { (self.k.wrapping_offset(off(p.k_strides) as isize), self.v.wrapping_offset(off(p.v_strides) as isize)) } else { (self.k, self.v) };
             unsafe {
@@ -197,26 +205,108 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize> PagedCursor<ROWS, 
     }
 }
 
-/// The lane addresses the two GEMMs read through, one per operand (see [`LaneAddr`]).
+/// FP8 caches: permutes Q's tile in place so that the A fragments `ldmatrix` reads from it pair
+/// with the B fragments [`gemm_qk_fp8`] widens from K. A 32-bit register of an FP8 K row holds
+/// four consecutive columns (`4c..4c + 4` of a 16-column group, `c` the lane's quad position),
+/// where a 16-bit B fragment wants `2c, 2c + 1` and `2c + 8, 2c + 9`; since `Q . K` sums over
+/// the columns in any order, Q's columns are put in K's order instead: in each 16-column group,
+/// the words (column pairs) `w0..w8` become `w0 w2 w4 w6 | w1 w3 w5 w7`. Once per CTA, after Q
+/// landed; a barrier must follow.
+#[inline(always)]
+pub unsafe fn permute_q_fp8<const BM: usize, const D: usize, const THREADS: usize>(q: SmemTile<BM, D>, tid: u32) {
+    let groups = D / 16;
+    for i in 0..(BM * groups).div_ceil(THREADS) {
+        let n = i * THREADS + tid as usize;
+        if (BM * groups) % THREADS == 0 || n < BM * groups {
+            let (row, g) = (n / groups, n % groups);
+            let (lo, hi) = (q.chunk_addr(row, 2 * g), q.chunk_addr(row, 2 * g + 1));
+            let (a, b) = unsafe { (ld_shared_v4(lo), ld_shared_v4(hi)) };
+            unsafe {
+                st_shared_v4(lo, [a[0], a[2], b[0], b[2]]);
+                st_shared_v4(hi, [a[1], a[3], b[1], b[3]]);
+            }
+        }
+    }
+}
+
+/// [`gemm_qk`] with K an FP8 tile (`DC` 16-bit units wide, as copied) and Q permuted by
+/// [`permute_q_fp8`]: each `ldmatrix` of K gives a lane four columns of one key per register,
+/// widened in registers into the B fragment of a 16-column k-step; no pass over shared memory,
+/// no barrier. `k` addresses keys as V's operand does (lanes 0-7 rows `n0..`, lanes 8-15 rows
+/// `n0 + 8..`, chunk 0), so that one `x2` load serves both key halves of a k-step and only one
+/// k-step's fragments are live at a time.
+#[inline(always)]
+pub unsafe fn gemm_qk_fp8<T: Element, C: KvElement, const MT: usize, const SN: usize, const D: usize, const DC: usize>(
+    q: LaneAddr<D>,
+    k: LaneAddr<DC>,
+) -> [[FragC; SN]; MT] {
+    let mut s = [[[0.0f32; 4]; SN]; MT];
+    // 16 columns a step: 2 chunks of Q, 1 of K.
+    for ks in 0..D / 16 {
+        let mut a = [[0u32; 4]; MT];
+        for mt in 0..MT {
+            a[mt] = unsafe { ldmatrix_x4(q.at(mt * 16, 2 * ks)) };
+        }
+        for np in 0..SN / 2 {
+            // Keys n0..n0+8 and n0+8..n0+16 at columns 16ks..16ks+16. (An odd chunk flips the
+            // bit of lanes 16-31, which x2 does not read.)
+            let b = unsafe { ldmatrix_x2(k.at(np * 16, ks)) }.map(C::widen_halves::<T>);
+            for mt in 0..MT {
+                T::mma_m16n8k16(&mut s[mt][2 * np], &a[mt], &b[0]);
+                T::mma_m16n8k16(&mut s[mt][2 * np + 1], &a[mt], &b[1]);
+            }
+        }
+    }
+    s
+}
+
+/// [`gemm_pv`] with V an FP8 tile. A transposed `ldmatrix` of it gives a lane one 16-bit unit
+/// (two adjacent columns) of two keys per register; its even and odd bytes widen into the B
+/// fragments of two output tiles, of V's even and of its odd columns. So `o[mt][2g]` and
+/// `o[mt][2g + 1]` hold columns `16g + 2n` and `16g + 2n + 1` (`n` the fragment column), the
+/// layout the epilogue's `column_pairs` stores from.
+#[inline(always)]
+pub unsafe fn gemm_pv_fp8<T: Element, C: KvElement, const MT: usize, const KP: usize, const ON: usize, const D: usize, const DC: usize>(
+    p: &[[FragA; KP]; MT],
+    v: LaneAddr<DC>,
+    o: &mut [[FragC; ON]; MT],
+) {
+    const { assert!(ON % 4 == 0) };
+    for kk in 0..KP {
+        for dq in 0..D / 32 {
+            // Keys 0-8 and 8-16 of the step at columns 32dq.., then at 32dq+16...
+            let b = unsafe { ldmatrix_x4_trans(v.at(kk * 16, 2 * dq)) }.map(C::widen_interleaved::<T>);
+            for mt in 0..MT {
+                T::mma_m16n8k16(&mut o[mt][4 * dq], &p[mt][kk], &[b[0][0], b[1][0]]);
+                T::mma_m16n8k16(&mut o[mt][4 * dq + 1], &p[mt][kk], &[b[0][1], b[1][1]]);
+                T::mma_m16n8k16(&mut o[mt][4 * dq + 2], &p[mt][kk], &[b[2][0], b[3][0]]);
+                T::mma_m16n8k16(&mut o[mt][4 * dq + 3], &p[mt][kk], &[b[2][1], b[3][1]]);
+            }
+        }
+    }
+}
+
+/// The lane addresses the two GEMMs read through, one per operand (see [`LaneAddr`]); K's and
+/// V's tiles are `DKV` 16-bit units wide (`D`, or half of it for FP8 caches).
 #[derive(Clone, Copy)]
-pub struct WarpOperands<const D: usize> {
+pub struct WarpOperands<const D: usize, const DKV: usize = D> {
     /// Q as the A operand: lanes 0-15 address rows 0-15 at chunk 0, lanes 16-31 at chunk 1.
     pub q: LaneAddr<D>,
     /// K as the B operand of S = QK^T: matrices (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8).
-    pub k: LaneAddr<D>,
+    pub k: LaneAddr<DKV>,
     /// V as the B operand of O = PV (row-major, loaded transposed): matrices (k0, d0),
     /// (k0+8, d0), (k0, d0+8), (k0+8, d0+8).
-    pub v: LaneAddr<D>,
+    pub v: LaneAddr<DKV>,
 }
 
-impl<const D: usize> WarpOperands<D> {
+impl<const D: usize, const DKV: usize> WarpOperands<D, DKV> {
     /// Lane addresses for a warp whose rows start at `q_row0` in the Q tile and whose keys
     /// start at `key0` (a multiple of 16) in each K/V tile.
     #[inline(always)]
     pub fn new<const BM: usize, const BN: usize>(
         q: SmemTile<BM, D>,
-        k: SmemTile<BN, D>,
-        v: SmemTile<BN, D>,
+        k: SmemTile<BN, DKV>,
+        v: SmemTile<BN, DKV>,
         q_row0: usize,
         key0: usize,
         lane: usize,
@@ -231,7 +321,7 @@ impl<const D: usize> WarpOperands<D> {
     /// The same operands with K and V moved `bytes` further (another pipeline stage).
     #[inline(always)]
     pub fn kv_shifted(self, bytes: u32) -> Self {
-        let shift = |a: LaneAddr<D>| LaneAddr::<D>::from_raw(a.raw() + bytes);
+        let shift = |a: LaneAddr<DKV>| LaneAddr::<DKV>::from_raw(a.raw() + bytes);
         WarpOperands { q: self.q.opaque(), k: shift(self.k).opaque(), v: shift(self.v).opaque() }
     }
 }

@@ -1,0 +1,94 @@
+//! The dequantization factors of an FP8 K/V cache ([`KvDescale`]): K's and V's stored 8-bit
+//! values times them are K and V, as FlashAttention-3's `k_descale` / `v_descale`.
+//!
+//! A factor is one f32 for the whole tensor, or one per K/V head (`[heads_kv]`) or per
+//! (sequence, K/V head) (`[batch, heads_kv]`) on the GPU. The kernels fold K's into the softmax
+//! scale and V's into the output, so factors cost nothing per element and widening the 8-bit
+//! values stays exact.
+use flashrs_abi::KvDescale as Params;
+
+use crate::error::{Error, Result};
+use crate::layout::DeviceArray;
+
+/// One tensor's factor (see the module docs); [`Descale::default`] is 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Descale<'a> {
+    /// One factor for every element: finite.
+    Scalar(f32),
+    /// f32 factors on the GPU: `[heads_kv]`, or `[batch, heads_kv]` with `per_batch`. Read
+    /// unchecked by the kernels: each should be finite.
+    Device {
+        /// The factors.
+        factors: DeviceArray<'a, f32>,
+        /// One factor per (sequence, K/V head) rather than per K/V head.
+        per_batch: bool,
+    },
+}
+
+impl Default for Descale<'_> {
+    fn default() -> Self {
+        Descale::Scalar(1.0)
+    }
+}
+
+/// The factors of K and V; [`KvDescale::default`] is none (both 1). Set through
+/// [`crate::AttentionParamsBuilder::kv_descale`]; only calls whose K and V are FP8
+/// ([`crate::Buffers::kv`], [`crate::KvElement`]) take any other.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KvDescale<'a> {
+    /// K's factor.
+    pub k: Descale<'a>,
+    /// V's factor.
+    pub v: Descale<'a>,
+}
+
+impl<'a> KvDescale<'a> {
+    /// True when neither tensor is scaled.
+    pub fn is_none(&self) -> bool {
+        *self == KvDescale::default()
+    }
+
+    /// The device arrays a launch reads.
+    pub fn device_arrays(&self) -> impl Iterator<Item = DeviceArray<'a, f32>> {
+        [self.k, self.v].into_iter().filter_map(|d| match d {
+            Descale::Device { factors, .. } => Some(factors),
+            Descale::Scalar(_) => None,
+        })
+    }
+
+    /// Each device array with its name and the entries a launch of `batch` sequences and
+    /// `heads_kv` heads reads of it.
+    pub(crate) fn arrays(&self, batch: usize, heads_kv: usize) -> Result<Vec<(&'static str, DeviceArray<'a, f32>, usize)>> {
+        let mut out = vec![];
+        for (name, d) in [("k_descale", self.k), ("v_descale", self.v)] {
+            if let Descale::Device { factors, per_batch } = d {
+                let n = if per_batch { batch.checked_mul(heads_kv) } else { Some(heads_kv) };
+                let n = n.ok_or_else(|| Error::InvalidShape { what: name, reason: "entries overflow".into() })?;
+                out.push((name, factors, n));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks the scalars: finite (the arrays are checked with the buffers).
+    pub(crate) fn check(&self) -> Result<()> {
+        for (name, d) in [("k_descale", self.k), ("v_descale", self.v)] {
+            if let Descale::Scalar(x) = d
+                && !x.is_finite()
+            {
+                return Err(Error::InvalidShape { what: name, reason: format!("{x} is not finite") });
+            }
+        }
+        Ok(())
+    }
+
+    /// What the kernels take, for a call of `heads_kv` K/V heads.
+    pub(crate) fn params(&self, heads_kv: usize) -> Params {
+        let one = |d: Descale| match d {
+            Descale::Scalar(x) => (0, x, 0),
+            Descale::Device { factors, per_batch } => (factors.buffer().ptr, 1.0, if per_batch { heads_kv as u32 } else { 0 }),
+        };
+        let (k, v) = (one(self.k), one(self.v));
+        Params { ptrs: [k.0, v.0], scale: [k.1, v.1], batch_strides: [k.2, v.2] }
+    }
+}
