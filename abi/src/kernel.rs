@@ -181,8 +181,12 @@ pub enum Kernel {
     },
     /// A FlashAttention-3-style Hopper kernel (TMA, wgmma; in the sm_90a module only).
     Sm90 {
-        /// Element type.
+        /// Element type of the output (and of Q, K and V where `inputs` is `None`).
         dtype: DType,
+        /// The 8-bit element type of Q, K and V, or `None` for `dtype`'s. FP8 kernels exist for
+        /// [`Fp8::E4m3`] in the configurations of [`sm90::FP8_CONFIGS`], fixed and variable
+        /// length, plain flavor only.
+        inputs: Option<Fp8>,
         /// The variable-length twin (only the defaults have one, [`sm90::is_default`]).
         varlen: bool,
         /// Its tile configuration, one of [`sm90::CONFIGS`].
@@ -322,9 +326,15 @@ impl Kernel {
         let sm90 = sm90::CONFIGS.into_iter().flat_map(|config| {
             let kinds = Flavor::ALL.into_iter().flat_map(|flavor| [(false, flavor), (true, flavor)]);
             kinds.filter(move |&(varlen, flavor)| sm90_twin(&config, varlen, flavor)).flat_map(move |(varlen, flavor)| {
-                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, varlen, config, flavor })
+                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, inputs: None, varlen, config, flavor })
             })
         });
+        let sm90_fp8 = sm90::FP8_CONFIGS.into_iter().flat_map(|config| {
+            [false, true].into_iter().flat_map(move |varlen| {
+                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, inputs: Some(Fp8::E4m3), varlen, config, flavor: Flavor::Plain })
+            })
+        });
+        let sm90 = sm90.chain(sm90_fp8);
         let bwd = BwdStep::all().flat_map(|step| DType::ALL.into_iter().map(move |dtype| Kernel::Bwd { dtype, step }));
         let merge = DType::ALL.into_iter().map(|dtype| Kernel::Merge { dtype });
         mma.chain(sm90).chain(bwd).chain(merge)
@@ -334,7 +344,8 @@ impl Kernel {
     pub fn is_instantiated(&self) -> bool {
         match *self {
             Kernel::Mma { variant, config, flavor, kv, .. } => variant.configs_for(flavor.mods(), kv.is_some()).contains(&config),
-            Kernel::Sm90 { varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
+            Kernel::Sm90 { inputs: None, varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
+            Kernel::Sm90 { inputs: Some(f), config, flavor, .. } => f == Fp8::E4m3 && flavor == Flavor::Plain && sm90::FP8_CONFIGS.contains(&config),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Plain }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
                 flavor.mods() && (accum == AccumLayout::Rows || config.fragments()) && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
@@ -364,7 +375,7 @@ impl Kernel {
     /// tables ([`Kernel::is_instantiated`]), the ones instantiated with a score modification and
     /// a mask.
     pub fn replaceable(&self) -> bool {
-        matches!(self, Kernel::Mma { kv: None, .. } | Kernel::Sm90 { .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. }) && self.is_instantiated()
+        matches!(self, Kernel::Mma { kv: None, .. } | Kernel::Sm90 { inputs: None, .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. }) && self.is_instantiated()
     }
 
     /// True for kernels only the sm_90a module holds.
@@ -383,6 +394,16 @@ impl Kernel {
     pub const fn kv(&self) -> Option<Fp8> {
         match *self {
             Kernel::Mma { kv, .. } => kv,
+            Kernel::Sm90 { inputs, .. } => inputs,
+            _ => None,
+        }
+    }
+
+    /// The 8-bit element type of Q, where it is not of [`Kernel::dtype`] (then K and V are
+    /// of that type too).
+    pub const fn query_fp8(&self) -> Option<Fp8> {
+        match *self {
+            Kernel::Sm90 { inputs, .. } => inputs,
             _ => None,
         }
     }
@@ -440,7 +461,8 @@ impl Kernel {
     pub const fn smem_bytes(&self) -> usize {
         match self {
             Kernel::Mma { config, .. } => config.smem_bytes(),
-            Kernel::Sm90 { config, .. } => config.smem_bytes(),
+            Kernel::Sm90 { config, inputs: None, .. } => config.smem_bytes(),
+            Kernel::Sm90 { config, inputs: Some(_), .. } => config.fp8_smem_bytes(),
             Kernel::Bwd { step: BwdStep::Main { config, .. }, .. } => config.smem_bytes(),
             Kernel::Bwd { step: BwdStep::MainSm90 { config, .. }, .. } => config.smem_bytes(),
             Kernel::Bwd { .. } | Kernel::Merge { .. } => 0,
@@ -458,9 +480,10 @@ impl Kernel {
         let fields = match family {
             "bwd" => 7,
             "merge" => 1,
+            "sm90" => 10,
             _ => 9,
         };
-        let mut n = [0usize; 9];
+        let mut n = [0usize; 10];
         for x in n.iter_mut().take(fields) {
             *x = words.next()?.parse().ok()?;
         }
@@ -485,7 +508,8 @@ impl Kernel {
             }
             "sm90" => {
                 let config = HopperConfig { head_dim: n[2], head_dim_v: n[3], block_n: n[4], stages: n[5], consumers: n[6], pipelined: flag(n[7])? };
-                Some(Kernel::Sm90 { dtype, varlen: flag(n[0])?, config, flavor: Flavor::from_code(n[8])? })
+                let inputs = Fp8::from_code(u32::try_from(n[9]).ok()?)?;
+                Some(Kernel::Sm90 { dtype, inputs, varlen: flag(n[0])?, config, flavor: Flavor::from_code(n[8])? })
             }
             "bwd" => {
                 let config = BwdConfig { head_dim: n[2], block_m: n[3], block_n: n[4], stages: n[5] };
@@ -550,10 +574,14 @@ impl fmt::Display for Kernel {
                 });
                 write!(f, "flash_fwd_{v}{m}{t}{kv}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
             }
-            Kernel::Sm90 { dtype, varlen, config: c, flavor } => {
+            Kernel::Sm90 { dtype, inputs, varlen, config: c, flavor } => {
                 let (v, m, t) = (if *varlen { "varlen_" } else { "" }, flavor.infix(), dtype.name());
                 let serial = if c.pipelined { "" } else { "_serial" };
-                write!(f, "flash_fwd_sm90_{v}{m}{t}_d{}", c.head_dim)?;
+                let inputs = inputs.map_or("", |i| match i {
+                    Fp8::E4m3 => "_e4m3",
+                    Fp8::E5m2 => "_e5m2",
+                });
+                write!(f, "flash_fwd_sm90_{v}{m}{t}{inputs}_d{}", c.head_dim)?;
                 if c.head_dim_v != c.head_dim {
                     write!(f, "v{}", c.head_dim_v)?;
                 }
@@ -602,20 +630,20 @@ mod tests {
         let m = Kernel::Mma { kv: None, dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Mods };
         assert_eq!(m.to_string(), "flash_fwd_varlen_mods_bf16_d128_128x64w8s2");
         assert!(m.mods() && m.is_instantiated() && !m.needs_sm90a());
-        let h = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Plain };
+        let h = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Plain };
         assert_eq!(h.to_string(), "flash_fwd_sm90_varlen_f16_d64_192x128s3");
-        let hm = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[1], flavor: Flavor::Mods };
+        let hm = Kernel::Sm90 { inputs: None, dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[1], flavor: Flavor::Mods };
         assert_eq!(hm.to_string(), "flash_fwd_sm90_mods_bf16_d128_128x128s2");
-        let hm64 = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Mods };
+        let hm64 = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Mods };
         assert_eq!(hm64.to_string(), "flash_fwd_sm90_varlen_mods_f16_d64_128x128s3");
-        let sparse = Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Sparse };
+        let sparse = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Sparse };
         assert_eq!(sparse.to_string(), "flash_fwd_sm90_varlen_sparse_f16_d64_128x128s3");
         assert!(sparse.mods() && sparse.is_instantiated() && sparse.flavor() == Flavor::Sparse);
         let mma_sparse = Kernel::Mma { kv: None, dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Sparse };
         assert_eq!(mma_sparse.to_string(), "flash_fwd_varlen_sparse_bf16_d128_128x64w8s2");
         assert!(!Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Split, config: tiles::SPLIT_CONFIGS[0], flavor: Flavor::Sparse }.is_instantiated());
-        assert!(hm64.is_instantiated() && !Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
-        let serial = Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], flavor: Flavor::Plain };
+        assert!(hm64.is_instantiated() && !Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
+        let serial = Kernel::Sm90 { inputs: None, dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], flavor: Flavor::Plain };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[1], accum: AccumLayout::Rows, flavor: Flavor::Plain } };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s3");
@@ -667,7 +695,7 @@ mod tests {
         // FP8 caches: both formats on the split-capable variants' plain tables.
         let fp8 = 2 * Variant::ALL.iter().map(|v| v.fp8_configs().len()).sum::<usize>();
         let mma = fp8 + Variant::ALL.iter().map(|v| v.configs().len() + 2 * v.mods_configs().len()).sum::<usize>();
-        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len();
+        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len() + 2 * sm90::FP8_CONFIGS.len();
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
         let mods_frag = BWD_MODS.iter().filter(|&&i| BWD_CONFIGS[i].fragments()).count();
@@ -682,9 +710,9 @@ mod tests {
                     "\t// {MARKER} mma {} {} {} {} {} {} {} {} {}",
                     variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code(), Fp8::code(kv)
                 ),
-                Kernel::Sm90 { dtype, varlen, config: c, flavor } => std::format!(
-                    "// {MARKER} sm90 {} {} {} {} {} {} {} {} {}",
-                    varlen as u32, dtype.code(), c.head_dim, c.head_dim_v, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code()
+                Kernel::Sm90 { dtype, inputs, varlen, config: c, flavor } => std::format!(
+                    "// {MARKER} sm90 {} {} {} {} {} {} {} {} {} {}",
+                    varlen as u32, dtype.code(), c.head_dim, c.head_dim_v, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code(), Fp8::code(inputs)
                 ),
                 Kernel::Bwd { dtype, step } => {
                     let (c, flag) = match step {
@@ -699,8 +727,17 @@ mod tests {
             assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
         }
         // Not instantiated: a variable-length twin of a non-default, a config from another table.
-        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Plain }.is_instantiated());
-        assert!(!Kernel::Sm90 { dtype: DType::F16, varlen: false, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
+        assert!(!Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Plain }.is_instantiated());
+        assert!(!Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: false, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
+        // FP8 inputs: e4m3 on their own table, plain flavor, not replaceable.
+        let fp8 = |inputs, config, flavor| Kernel::Sm90 { dtype: DType::Bf16, inputs: Some(inputs), varlen: true, config, flavor };
+        let e4m3 = fp8(Fp8::E4m3, sm90::FP8_CONFIGS[1], Flavor::Plain);
+        assert!(e4m3.is_instantiated() && !e4m3.replaceable() && e4m3.kv() == Some(Fp8::E4m3) && e4m3.query_fp8() == Some(Fp8::E4m3));
+        assert_eq!(e4m3.to_string(), "flash_fwd_sm90_varlen_bf16_e4m3_d128_128x128s2");
+        assert_eq!(e4m3.smem_bytes(), 1024 + 2 * 128 * 128 + 2 * 128 * 3 * 128 + 1024);
+        assert!(!fp8(Fp8::E5m2, sm90::FP8_CONFIGS[1], Flavor::Plain).is_instantiated());
+        assert!(!fp8(Fp8::E4m3, sm90::FP8_CONFIGS[1], Flavor::Mods).is_instantiated());
+        assert!(!fp8(Fp8::E4m3, sm90::CONFIGS[0], Flavor::Plain).is_instantiated());
         let c = tiles::CONFIGS[6];
         assert!(!tiles::SPLIT_CONFIGS.contains(&c) && !Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Split, config: c, flavor: Flavor::Plain }.is_instantiated());
         // Modifications: not on split-capable or paged variants, nor on tiles outside their table.
@@ -726,7 +763,7 @@ mod tests {
             "flashrs-kernel: mma 0 7 64 128 64 4 2 0 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 0 3", "flashrs-kernel: mma 0 0 64 128 64 4 2 0", "flashrs-kernel: sm90 2 0 64 128 3 3 1 0", "flashrs-kernel: tc 0 0 64 128 64 4 2 0",
             "flashrs-kernel: mma 0 0 64 128 64 4 2 0 1 0", "flashrs-kernel: mma 0 0 64 128 x 4 2 0 0", "flashrs-kernel: mma 0 0 64 128 64 4 2 3 0",
             "flashrs-kernel: sm90 0 0 64 128 3 3 1 3", "flashrs-kernel: sm90 0 0 64 128 3 3 1", "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 3",
-            "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 0 0",
+            "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 0 0 0", "flashrs-kernel: sm90 0 0 64 64 128 3 3 1 0 3",
             "flashrs-kernel: bwd 0 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 0 0 0 0 0", "flashrs-kernel: bwd 1 0 64 64 128 2 2",
             "flashrs-kernel: bwd 3 0 128 64 64 2 0", "flashrs-kernel: bwd 4 0 64 0 0 0 0", "flashrs-kernel: bwd 3 0 128 64 128 2 2",
             "flashrs-kernel: bwd 6 0 128 64 128 2 2", "flashrs-kernel: bwd 7 0 128 64 128 2 0",

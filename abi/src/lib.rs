@@ -39,6 +39,6 @@ pub use bwd::{AccumLayout, BwdConfig, BwdParams, BwdSm90Config, BwdSm90Split, Fr
 pub use dtype::{DType, Fp8};
 pub use kernel::{BwdStep, Flavor, Kernel, Variant};
 pub use merge::MergeParams;
-pub use params::{BlockSparse, DenseBlockMask, FwdParams, KvDescale, ModParams};
+pub use params::{BlockSparse, DenseBlockMask, Descales, FwdParams, ModParams};
 pub use sm90::HopperConfig;
 pub use tiles::TileConfig;

@@ -116,51 +116,58 @@ pub struct FwdParams {
     /// What the modification kernels (`flash_fwd_*mods_*`) compute beyond plain attention;
     /// the other kernels ignore it.
     pub mods: ModParams,
-    /// FP8 K/V kernels (`flash_fwd_*_e4m3_*`, `*_e5m2_*`): the dequantization factors of K and
-    /// V ([`KvDescale`]); the other kernels ignore it.
-    pub descale: KvDescale,
+    /// FP8 kernels (`flash_fwd_*_e4m3_*`, `*_e5m2_*`): the dequantization factors of K, V and,
+    /// where the queries are FP8 too, Q ([`Descales`]); the other kernels ignore it.
+    pub descale: Descales,
 }
 
-/// The factors that turn an FP8 cache's stored values into K's and V's (as FlashAttention-3's
-/// `k_descale` / `v_descale`): for each (sequence, K/V head), `scale[0]` (K) or `scale[1]` (V)
-/// times the f32 at `ptrs[i] + batch * batch_strides[i] + head_kv` when `ptrs[i]` is non-zero.
+/// The factors that turn FP8 tensors' stored values into K's, V's and Q's (as
+/// FlashAttention-3's `k_descale` / `v_descale` / `q_descale`): for each (sequence, K/V head),
+/// `scale[i]` (0: K, 1: V, 2: Q) times the f32 at `ptrs[i] + batch * batch_strides[i] +
+/// head_kv` when `ptrs[i]` is non-zero.
 ///
-/// The kernels fold K's factor into the softmax scale and V's into the output, so a factor
-/// costs nothing per element; both are uniform over a (sequence, head) and exact in f32.
+/// The kernels fold K's and Q's factors into the softmax scale and V's into the output, so a
+/// factor costs nothing per element; each is uniform over a (sequence, K/V head).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct KvDescale {
-    /// Device addresses of the f32 per-(sequence, head) factors of K and V, or 0 for none.
-    pub ptrs: [u64; 2],
-    /// Factors of K and V for every (sequence, head), multiplied into the per-head ones.
-    pub scale: [f32; 2],
+pub struct Descales {
+    /// Device addresses of the f32 per-(sequence, head) factors of K, V and Q, or 0 for none.
+    pub ptrs: [u64; 3],
+    /// Factors of K, V and Q for every (sequence, head), multiplied into the per-head ones.
+    pub scale: [f32; 3],
     /// Entries between sequences in each array: `heads_kv` for `[batch, heads_kv]` factors, 0
     /// for one per head shared by every sequence.
-    pub batch_strides: [u32; 2],
+    pub batch_strides: [u32; 3],
 }
 
-impl KvDescale {
-    /// Stored values are K's and V's.
-    pub const NONE: KvDescale = KvDescale { ptrs: [0; 2], scale: [1.0; 2], batch_strides: [0; 2] };
-}
+impl Descales {
+    /// Stored values are K's, V's and Q's.
+    pub const NONE: Descales = Descales { ptrs: [0; 3], scale: [1.0; 3], batch_strides: [0; 3] };
 
-impl KvDescale {
-    /// The factors of K and V for sequence `batch`, K/V head `head_kv` (one load per present
-    /// array).
+    /// The factor of tensor `i` (0: K, 1: V, 2: Q) for sequence `batch`, K/V head `head_kv`
+    /// (one load where an array is present).
     ///
     /// # Safety
-    /// Each non-zero address holds the entry this (sequence, head) reads.
+    /// A non-zero address holds the entry this (sequence, head) reads.
+    #[inline(always)]
+    pub unsafe fn factor(&self, i: usize, batch: u32, head_kv: u32) -> f32 {
+        let at = batch as usize * self.batch_strides[i] as usize + head_kv as usize;
+        if self.ptrs[i] == 0 { self.scale[i] } else { self.scale[i] * unsafe { *(self.ptrs[i] as *const f32).add(at) } }
+    }
+
+    /// The factors of K and V for sequence `batch`, K/V head `head_kv`.
+    ///
+    /// # Safety
+    /// As [`Descales::factor`].
     #[inline(always)]
     pub unsafe fn factors(&self, batch: u32, head_kv: u32) -> [f32; 2] {
-        let at = |i: usize| batch as usize * self.batch_strides[i] as usize + head_kv as usize;
-        let one = |i: usize| if self.ptrs[i] == 0 { self.scale[i] } else { self.scale[i] * unsafe { *(self.ptrs[i] as *const f32).add(at(i)) } };
-        [one(0), one(1)]
+        unsafe { [self.factor(0, batch, head_kv), self.factor(1, batch, head_kv)] }
     }
 }
 
-impl Default for KvDescale {
+impl Default for Descales {
     fn default() -> Self {
-        KvDescale::NONE
+        Descales::NONE
     }
 }
 

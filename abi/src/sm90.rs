@@ -86,6 +86,19 @@ impl HopperConfig {
     pub const fn smem_bytes(&self) -> usize {
         smem_bytes(self.q_bytes(), self.k_bytes() + self.v_bytes(), self.stages, self.q_buffers())
     }
+    /// Bytes per stage of the FP8 kernels ([`FP8_CONFIGS`]): K, V as loaded, and V transposed
+    /// (the K-major operand FP8 wgmma needs), one byte per element.
+    pub const fn fp8_stage_bytes(&self) -> usize {
+        self.block_n * (self.head_dim + 2 * self.head_dim_v)
+    }
+    /// Q tiles of the FP8 kernels ([`q_buffers`]).
+    pub const fn fp8_q_buffers(&self) -> usize {
+        q_buffers(self.block_m() * self.head_dim, self.fp8_stage_bytes(), self.stages)
+    }
+    /// Dynamic shared memory of the FP8 kernels, as [`Self::smem_bytes`].
+    pub const fn fp8_smem_bytes(&self) -> usize {
+        smem_bytes(self.block_m() * self.head_dim, self.fp8_stage_bytes(), self.stages, self.fp8_q_buffers())
+    }
 }
 
 /// Registers per thread a CTA of `threads` threads starts with: 65536 / threads, rounded down
@@ -129,6 +142,26 @@ pub const CONFIGS: [HopperConfig; 9] = [
     // one Q tile (two do not fit beside the K/V ring).
     HopperConfig { head_dim: 192, head_dim_v: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true },
 ];
+
+/// The FP8 kernels' configurations (e4m3 Q, K and V; `flash_fwd_sm90_[varlen_]<out>_e4m3_*`),
+/// one per padded head dimension, each fixed and variable length. Every one has 128-row tiles
+/// of two consumer warpgroups, whose producer warpgroup has registers to spare for transposing
+/// V (three consumers leave it 32). Key tiles are 128 wide (the transposed V's rows one
+/// 128-byte swizzle span) but at head_dim 256, where 64 keep S and O within the consumers'
+/// registers.
+pub const FP8_CONFIGS: [HopperConfig; 3] = [
+    HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 128, head_dim_v: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 256, head_dim_v: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true },
+];
+
+/// The FP8 configuration for `head_dim` (padded up to 64, 128 or 256), if any serves it.
+pub const fn fp8_config(head_dim: usize) -> Option<HopperConfig> {
+    match head_dim_slot(head_dim) {
+        Some(i) => Some(FP8_CONFIGS[i]),
+        None => None,
+    }
+}
 
 /// Index into [`CONFIGS`] of the kernels for V narrower than Q and K, as (padded head_dim,
 /// padded head_dim_v) pairs: with plain attention, modifications and block masks, fixed and
@@ -201,11 +234,19 @@ pub const fn has_mods(c: &HopperConfig) -> bool {
 /// The configuration `table` (indices into [`CONFIGS`], one per padded head dimension) has for
 /// `head_dim` padded up, if any.
 const fn of_head_dim(table: &[usize; 3], head_dim: usize) -> Option<HopperConfig> {
+    match head_dim_slot(head_dim) {
+        Some(i) => Some(CONFIGS[table[i]]),
+        None => None,
+    }
+}
+
+/// Index into [`crate::tiles::HEAD_DIMS`] of `head_dim` padded up, if it is at most the largest.
+const fn head_dim_slot(head_dim: usize) -> Option<usize> {
     let dims = crate::tiles::HEAD_DIMS;
     let mut i = 0;
     while i < dims.len() {
         if head_dim <= dims[i] {
-            return Some(CONFIGS[table[i]]);
+            return Some(i);
         }
         i += 1;
     }

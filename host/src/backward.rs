@@ -20,7 +20,7 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::layout::Kv;
 use crate::memory::{DeviceRead, DeviceWrite, LaunchStream};
-use crate::launch::encode_map;
+use crate::launch::{MapElement, encode_map};
 use crate::params::{AttentionParams, KernelChoice, Strides};
 use crate::select::tma_describable;
 use crate::target::{Arch, Target};
@@ -733,8 +733,9 @@ fn encode_bwd_maps(plan: &BackwardPlan) -> Result<[TensorMapParam; 4]> {
     };
     // Each map of its tensor's head dimension (Q, K: `head_dim`; V, dO: `head_dim_v`): the
     // boxes past it read zeros.
-    let kv = |ptr, strides, d| encode_map(dtype, ptr, strides, [batch, rows_k, hkv], d, bn).map(|m| m.param());
-    let rows = |ptr, strides, d| encode_map(dtype, ptr, strides, [batch, rows_q, hq], d, bm).map(|m| m.param());
+    let elem = MapElement::of(dtype)?;
+    let kv = |ptr, strides, d| encode_map(elem, ptr, strides, [batch, rows_k, hkv], d, bn).map(|m| m.param());
+    let rows = |ptr, strides, d| encode_map(elem, ptr, strides, [batch, rows_q, hq], d, bm).map(|m| m.param());
     match (rows_q, rows_k) {
         (0, _) => {
             let (k, v) = (kv(f.k, f.k_strides, d)?, kv(f.v, f.v_strides, dv)?);

@@ -1,11 +1,12 @@
-//! The dequantization factors of an FP8 K/V cache ([`KvDescale`]): K's and V's stored 8-bit
-//! values times them are K and V, as FlashAttention-3's `k_descale` / `v_descale`.
+//! The dequantization factors of FP8 tensors ([`Descales`]): K's, V's and Q's stored 8-bit
+//! values times them are K, V and Q, as FlashAttention-3's `k_descale` / `v_descale` /
+//! `q_descale`.
 //!
 //! A factor is one f32 for the whole tensor, or one per K/V head (`[heads_kv]`) or per
-//! (sequence, K/V head) (`[batch, heads_kv]`) on the GPU. The kernels fold K's into the softmax
-//! scale and V's into the output, so factors cost nothing per element and widening the 8-bit
-//! values stays exact.
-use flashrs_abi::KvDescale as Params;
+//! (sequence, K/V head) (`[batch, heads_kv]`) on the GPU (Q's too are indexed by K/V head, as
+//! FA3's). The kernels fold K's and Q's into the softmax scale and V's into the output, so
+//! factors cost nothing per element.
+use flashrs_abi::Descales as Params;
 
 use crate::error::{Error, Result};
 use crate::layout::DeviceArray;
@@ -31,26 +32,38 @@ impl Default for Descale<'_> {
     }
 }
 
-/// The factors of K and V; [`KvDescale::default`] is none (both 1). Set through
-/// [`crate::AttentionParamsBuilder::kv_descale`]; only calls whose K and V are FP8
-/// ([`crate::Buffers::kv`], [`crate::KvElement`]) take any other.
+/// The factors of K, V and Q; [`Descales::default`] is none (all 1). Set through
+/// [`crate::AttentionParamsBuilder::kv_descale`] and [`crate::AttentionParamsBuilder::q_descale`];
+/// only calls whose K and V (for `q`: Q) are FP8 ([`crate::Buffers::kv`],
+/// [`crate::Buffers::fp8_queries`], [`crate::KvElement`], [`crate::QueryElement`]) take any other.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct KvDescale<'a> {
+pub struct Descales<'a> {
     /// K's factor.
     pub k: Descale<'a>,
     /// V's factor.
     pub v: Descale<'a>,
+    /// Q's factor.
+    pub q: Descale<'a>,
 }
 
-impl<'a> KvDescale<'a> {
-    /// True when neither tensor is scaled.
+impl<'a> Descales<'a> {
+    /// True when no tensor is scaled.
     pub fn is_none(&self) -> bool {
-        *self == KvDescale::default()
+        *self == Descales::default()
+    }
+
+    /// True when K and V are not scaled.
+    pub fn kv_is_none(&self) -> bool {
+        self.k == Descale::default() && self.v == Descale::default()
+    }
+
+    fn named(&self) -> [(&'static str, Descale<'a>); 3] {
+        [("k_descale", self.k), ("v_descale", self.v), ("q_descale", self.q)]
     }
 
     /// The device arrays a launch reads.
     pub fn device_arrays(&self) -> impl Iterator<Item = DeviceArray<'a, f32>> {
-        [self.k, self.v].into_iter().filter_map(|d| match d {
+        [self.k, self.v, self.q].into_iter().filter_map(|d| match d {
             Descale::Device { factors, .. } => Some(factors),
             Descale::Scalar(_) => None,
         })
@@ -60,7 +73,7 @@ impl<'a> KvDescale<'a> {
     /// `heads_kv` heads reads of it.
     pub(crate) fn arrays(&self, batch: usize, heads_kv: usize) -> Result<Vec<(&'static str, DeviceArray<'a, f32>, usize)>> {
         let mut out = vec![];
-        for (name, d) in [("k_descale", self.k), ("v_descale", self.v)] {
+        for (name, d) in self.named() {
             if let Descale::Device { factors, per_batch } = d {
                 let n = if per_batch { batch.checked_mul(heads_kv) } else { Some(heads_kv) };
                 let n = n.ok_or_else(|| Error::InvalidShape { what: name, reason: "entries overflow".into() })?;
@@ -72,7 +85,7 @@ impl<'a> KvDescale<'a> {
 
     /// Checks the scalars: finite (the arrays are checked with the buffers).
     pub(crate) fn check(&self) -> Result<()> {
-        for (name, d) in [("k_descale", self.k), ("v_descale", self.v)] {
+        for (name, d) in self.named() {
             if let Descale::Scalar(x) = d
                 && !x.is_finite()
             {
@@ -88,7 +101,7 @@ impl<'a> KvDescale<'a> {
             Descale::Scalar(x) => (0, x, 0),
             Descale::Device { factors, per_batch } => (factors.buffer().ptr, 1.0, if per_batch { heads_kv as u32 } else { 0 }),
         };
-        let (k, v) = (one(self.k), one(self.v));
-        Params { ptrs: [k.0, v.0], scale: [k.1, v.1], batch_strides: [k.2, v.2] }
+        let [k, v, q] = [self.k, self.v, self.q].map(one);
+        Params { ptrs: [k.0, v.0, q.0], scale: [k.1, v.1, q.1], batch_strides: [k.2, v.2, q.2] }
     }
 }

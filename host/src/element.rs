@@ -65,6 +65,25 @@ impl<T: Element> KvElement<T> for T {
     const FP8: Option<Fp8> = None;
 }
 
+/// The element type of Q for output type `T` and K/V type `C`: `T` itself, or [`E4m3`] with
+/// K and V of [`E4m3`] too: FP8 attention on sm_90a's FP8 tensor cores, dequantized by the
+/// call's [`crate::AttentionParamsBuilder::q_descale`] and
+/// [`crate::AttentionParamsBuilder::kv_descale`], its output of type `T`.
+///
+/// Sealed: the kernels exist for these combinations only.
+pub trait QueryElement<T: Element, C: KvElement<T>>: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// The 8-bit format, or `None` for `T`'s.
+    const FP8: Option<Fp8>;
+}
+
+impl<T: Element, C: KvElement<T>> QueryElement<T, C> for T {
+    const FP8: Option<Fp8> = None;
+}
+
+impl<T: Element> QueryElement<T, E4m3> for E4m3 {
+    const FP8: Option<Fp8> = Some(Fp8::E4m3);
+}
+
 /// Bits of an FP8 value as stored, and its value (exact, in f32).
 macro_rules! fp8 {
     ($name:ident, $fmt:expr, $doc:literal) => {

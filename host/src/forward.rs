@@ -7,7 +7,7 @@ use flashrs_abi::Kernel;
 use crate::buffers::Buffers;
 use crate::custom::CustomKernels;
 use crate::device::Gpu;
-use crate::element::{Element, KvElement};
+use crate::element::{Element, KvElement, QueryElement};
 use crate::error::Result;
 use crate::memory::{DeviceRead, DeviceWrite, Guards, LaunchStream};
 use crate::params::{AttentionParams, KernelChoice, KernelPath};
@@ -25,7 +25,7 @@ impl Gpu {
         for index in params.layout.device_indices() {
             stream.track(&index, &mut guards);
         }
-        for array in params.mods.device_arrays().chain(params.kv_descale.device_arrays()) {
+        for array in params.mods.device_arrays().chain(params.descale.device_arrays()) {
             stream.track(&array, &mut guards);
         }
         for index in params.mods.device_indices() {
@@ -52,10 +52,13 @@ impl Gpu {
     /// `DeviceBuffer` / `DeviceSlice` on a cust `Stream` (feature `cust`), cudarc's
     /// `CudaSlice` / `CudaView` / `CudaViewMut` on a `CudaStream` (feature `cudarc`, which
     /// also records each access for cudarc's stream synchronisation). The element type `T`
-    /// (`f16` or `bf16`) is Q's and the output's; K and V are of `T` too, or FP8 caches
-    /// ([`crate::E4m3`], [`crate::E5m2`]) dequantized by the call's
+    /// (`f16` or `bf16`) is the output's and, as a rule, Q's; K and V are of `T` too, or FP8
+    /// caches ([`crate::E4m3`], [`crate::E5m2`]) dequantized by the call's
     /// [`crate::AttentionParamsBuilder::kv_descale`], run on the `mma.sync` path (split-capable
-    /// kernels; head dimensions multiples of 16, no attention modifications).
+    /// kernels; head dimensions multiples of 16, no attention modifications). With K and V of
+    /// [`crate::E4m3`], Q may be [`crate::E4m3`] too ([`QueryElement`]): FP8 attention on
+    /// sm_90a's `wgmma`, dequantized by [`crate::AttentionParamsBuilder::q_descale`] as well
+    /// (contiguous or variable-length K/V, no modifications, unsplit).
     ///
     /// `q`, `k`, `v` and `out` hold the tensors the call's [`crate::Layout`] describes: `[batch,
     /// seqlen, heads, head_dim]` with the strides of `params` (contiguous by default), packed
@@ -71,7 +74,7 @@ impl Gpu {
     /// Returns the first validation error without launching anything. `Ok` means the kernel was
     /// queued: errors while it runs surface at the next synchronisation.
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_forward<T, C, S, Q, K, V, O>(
+    pub fn attention_forward<T, C, E, S, Q, K, V, O>(
         &self,
         stream: &S,
         params: &AttentionParams,
@@ -84,14 +87,15 @@ impl Gpu {
     where
         T: Element,
         C: KvElement<T>,
+        E: QueryElement<T, C>,
         S: LaunchStream + ?Sized,
-        Q: DeviceRead<T, S> + ?Sized,
+        Q: DeviceRead<E, S> + ?Sized,
         K: DeviceRead<C, S> + ?Sized,
         V: DeviceRead<C, S> + ?Sized,
         O: DeviceWrite<T, S> + ?Sized,
     {
         // SAFETY: the shipped kernels.
-        unsafe { self.forward_typed::<T, C, S, Q, K, V, O>(None, stream, params, q, k, v, out, lse) }
+        unsafe { self.forward_typed::<T, C, E, S, Q, K, V, O>(None, stream, params, q, k, v, out, lse) }
     }
 
     /// [`Gpu::attention_forward`] on the caller's own kernels ([`crate::custom`]), for a call
@@ -128,7 +132,7 @@ impl Gpu {
     {
         let mma = (!kernels.has_hopper() && params.kernel == KernelChoice::Auto).then(|| params.to_builder().path(KernelPath::MmaSync).build()).transpose()?;
         // SAFETY: per this function's contract.
-        unsafe { self.forward_typed::<T, T, S, Q, K, V, O>(Some(kernels), stream, mma.as_ref().unwrap_or(params), q, k, v, out, lse) }
+        unsafe { self.forward_typed::<T, T, T, S, Q, K, V, O>(Some(kernels), stream, mma.as_ref().unwrap_or(params), q, k, v, out, lse) }
     }
 
     /// The typed entry points' body: borrow the buffers for `stream`, plan, launch on the
@@ -137,7 +141,7 @@ impl Gpu {
     /// # Safety
     /// As for [`Gpu::attention_forward_custom`] where `custom` is given.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn forward_typed<T, C, S, Q, K, V, O>(
+    unsafe fn forward_typed<T, C, E, S, Q, K, V, O>(
         &self,
         custom: Option<&CustomKernels>,
         stream: &S,
@@ -151,8 +155,9 @@ impl Gpu {
     where
         T: Element,
         C: KvElement<T>,
+        E: QueryElement<T, C>,
         S: LaunchStream + ?Sized,
-        Q: DeviceRead<T, S> + ?Sized,
+        Q: DeviceRead<E, S> + ?Sized,
         K: DeviceRead<C, S> + ?Sized,
         V: DeviceRead<C, S> + ?Sized,
         O: DeviceWrite<T, S> + ?Sized,
@@ -160,6 +165,7 @@ impl Gpu {
         let mut guards = self.enter_typed_call(stream, params)?;
         let mut bufs = Buffers::new(T::DTYPE, q.read(stream, &mut guards), k.read(stream, &mut guards), v.read(stream, &mut guards), out.write(stream, &mut guards));
         bufs.kv = C::FP8;
+        bufs.query_fp8 = E::FP8;
         bufs.lse = lse.map(|l| l.write(stream, &mut guards));
         let plan = self.plan_forward(params, &bufs)?;
         // SAFETY: the plan checked every address the kernel forms against these borrowed

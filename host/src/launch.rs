@@ -70,7 +70,13 @@ impl Gpu {
         }
         let func = self.function_of(plan.kernel, plan.smem, custom)?;
         let maps = match plan.kernel {
-            Kernel::Sm90 { dtype, .. } => Some(encode_maps(dtype, plan)?),
+            Kernel::Sm90 { dtype, inputs, config, .. } => {
+                let elem = match inputs {
+                    None => MapElement::of(dtype)?,
+                    Some(_) => MapElement::fp8(config.head_dim),
+                };
+                Some(encode_maps(elem, plan)?)
+            }
             Kernel::Mma { .. } | Kernel::Bwd { .. } | Kernel::Merge { .. } => None,
         };
         let run = |ws: WorkspaceAddrs| {
@@ -154,35 +160,59 @@ unsafe fn launch_raw(d: &Driver, func: Handle, stream: *mut c_void, plan: &Launc
     d.check("cuLaunchKernel", r)
 }
 
+/// What a tensor map's element and box are: 16-bit elements in boxes of 64 columns (128
+/// bytes), or FP8 bytes in boxes of the kernel's slab width (64 or 128 bytes), each swizzled by
+/// its box's span.
+#[derive(Clone, Copy)]
+pub(crate) struct MapElement {
+    data_type: TensorDataType,
+    bytes: u64,
+    box_cols: u32,
+    swizzle: Swizzle,
+}
+
+impl MapElement {
+    /// 16-bit elements of `dtype`.
+    pub(crate) fn of(dtype: DType) -> Result<Self> {
+        let data_type = match dtype {
+            DType::F16 => TensorDataType::F16,
+            DType::Bf16 => TensorDataType::Bf16,
+            other => return Err(Error::Kernels(format!("no Hopper kernel takes {other:?}"))),
+        };
+        Ok(MapElement { data_type, bytes: 2, box_cols: 64, swizzle: Swizzle::B128 })
+    }
+
+    /// FP8 bytes for a kernel of padded head dimension `head_dim`.
+    fn fp8(head_dim: usize) -> Self {
+        let (box_cols, swizzle) = if head_dim >= 128 { (128, Swizzle::B128) } else { (64, Swizzle::B64) };
+        MapElement { data_type: TensorDataType::U8, bytes: 1, box_cols, swizzle }
+    }
+}
+
 /// The map of one `[batch, seqlen, heads, head_dim]` tensor: 4-D `[head_dim, seqlen, heads,
-/// batch]`, boxes of 64 columns x `box_rows` rows, 128-byte swizzle, zero fill.
-pub(crate) fn encode_map(dtype: DType, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_dim: usize, box_rows: u32) -> Result<TensorMap> {
-    let data_type = match dtype {
-        DType::F16 => TensorDataType::F16,
-        DType::Bf16 => TensorDataType::Bf16,
-        other => return Err(Error::Kernels(format!("no Hopper kernel takes {other:?}"))),
-    };
+/// batch]`, boxes of `elem`'s columns x `box_rows` rows, its swizzle, zero fill.
+pub(crate) fn encode_map(elem: MapElement, ptr: u64, strides: [i64; 3], dims: [usize; 3], head_dim: usize, box_rows: u32) -> Result<TensorMap> {
     let [batch, seqlen, heads] = dims;
     let [sb, sr, sh] = strides;
     // A dimension of one index is never stepped: any legal stride describes it.
     let bytes = |stride: i64, extent: usize| {
-        let b = stride as u64 * 2;
+        let b = stride as u64 * elem.bytes;
         if extent <= 1 && (b == 0 || b >= MAX_STRIDE_BYTES) { 16 } else { b }
     };
     TensorMap::tiled(
-        data_type,
+        elem.data_type,
         ptr,
         &[head_dim as u64, seqlen as u64, heads as u64, batch as u64],
         &[bytes(sr, seqlen), bytes(sh, heads), bytes(sb, batch)],
-        &[64, box_rows, 1, 1],
+        &[elem.box_cols, box_rows, 1, 1],
     )
-    .swizzle(Swizzle::B128)
+    .swizzle(elem.swizzle)
     .encode()
 }
 
 /// The Q, K and V maps of a Hopper launch. With no keys, K and V are never read (and their
 /// strides were never validated): Q's map stands in for them.
-fn encode_maps(dtype: DType, plan: &LaunchPlan) -> Result<[TensorMapParam; 3]> {
+fn encode_maps(elem: MapElement, plan: &LaunchPlan) -> Result<[TensorMapParam; 3]> {
     let p = &plan.params;
     let d = p.head_dim as usize;
     let (hq, hkv) = (p.heads_q as usize, (p.heads_q / p.group) as usize);
@@ -192,12 +222,12 @@ fn encode_maps(dtype: DType, plan: &LaunchPlan) -> Result<[TensorMapParam; 3]> {
         Some(rows) => (1, rows),
         None => (p.batch as usize, [p.seqlen_q as usize, p.seqlen_k as usize]),
     };
-    let q = encode_map(dtype, p.q, p.q_strides, [batch, rows_q, hq], d, plan.kernel.block_m() as u32)?;
+    let q = encode_map(elem, p.q, p.q_strides, [batch, rows_q, hq], d, plan.kernel.block_m() as u32)?;
     if rows_k == 0 {
         return Ok([q.param(), q.param(), q.param()]);
     }
     let bn = plan.kernel.block_n() as u32;
-    let k = encode_map(dtype, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
-    let v = encode_map(dtype, p.v, p.v_strides, [batch, rows_k, hkv], p.head_dim_v as usize, bn)?;
+    let k = encode_map(elem, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
+    let v = encode_map(elem, p.v, p.v_strides, [batch, rows_k, hkv], p.head_dim_v as usize, bn)?;
     Ok([q.param(), k.param(), v.param()])
 }

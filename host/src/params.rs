@@ -4,7 +4,7 @@
 //! mask) V` per (batch, head), tensors `[batch, seqlen, heads, head_dim]` with explicit strides,
 //! grouped-query attention when `heads_q` is a multiple of `heads_kv`, and causal masking
 //! aligned to the bottom-right corner when `seqlen_q != seqlen_k`.
-use crate::descale::{Descale, KvDescale};
+use crate::descale::{Descale, Descales};
 use flashrs_abi::{HopperConfig, TileConfig};
 
 use crate::error::{Error, Result};
@@ -208,9 +208,9 @@ pub struct AttentionParams<'a> {
     pub deterministic: bool,
     /// Attention modifications: sliding window, softcap, ALiBi, sinks (see [`crate::mods`]).
     pub mods: Mods<'a>,
-    /// FP8 K/V caches: the factors that dequantize K and V (see [`crate::descale`]); none by
-    /// default, and none for 16-bit K and V.
-    pub kv_descale: KvDescale<'a>,
+    /// FP8 inputs: the factors that dequantize K, V and Q (see [`crate::descale`]); none by
+    /// default.
+    pub descale: Descales<'a>,
 }
 
 /// Elements of each buffer of a call with contiguous tensors
@@ -287,7 +287,7 @@ impl<'a> AttentionParams<'a> {
                 layout: Layout::default(),
                 deterministic: false,
                 mods: Mods::default(),
-                kv_descale: KvDescale::default(),
+                descale: Descales::default(),
             },
         }
     }
@@ -556,7 +556,14 @@ impl<'a> AttentionParamsBuilder<'a> {
     /// FP8 K/V caches ([`crate::E4m3`], [`crate::E5m2`]): K's and V's dequantization factors,
     /// as FlashAttention-3's `k_descale` / `v_descale` (see [`crate::descale`]).
     pub fn kv_descale(mut self, k: Descale<'a>, v: Descale<'a>) -> Self {
-        self.params.kv_descale = KvDescale { k, v };
+        self.params.descale.k = k;
+        self.params.descale.v = v;
+        self
+    }
+    /// FP8 queries ([`crate::Buffers::fp8_queries`], [`crate::QueryElement`]): Q's
+    /// dequantization factor, as FlashAttention-3's `q_descale` (indexed by K/V head).
+    pub fn q_descale(mut self, q: Descale<'a>) -> Self {
+        self.params.descale.q = q;
         self
     }
     /// Learnable sinks: f32 logits on the GPU, `[heads_q]`, that join every row's softmax

@@ -203,7 +203,7 @@ fn build(call: &Call, s: Selection, target: &Target) -> Result<LaunchPlan> {
         total_k: if call.paged.is_some() { i32::MAX as u32 } else { u32_field("total_k", call.packed.as_ref().map_or(p.seqlen_k, |v| v.total_k))? },
         split_tiles: u32_field("split_tiles", p.seqlen_k.div_ceil(block_n).div_ceil(splits).max(1))?,
         mods: call.mods.unwrap_or_default(),
-        descale: p.kv_descale.params(p.heads_kv),
+        descale: p.descale.params(p.heads_kv),
         ..FwdParams::default()
     };
     if let Some(pg) = call.paged {

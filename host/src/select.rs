@@ -22,7 +22,7 @@
 //!   variable-length, one CTA per query block (no split, no GQA packing, no decode tile), from
 //!   [`tiles::MODS_CONFIGS`] or [`sm90::MODS`].
 use flashrs_abi::tiles::{self, CONFIGS, FP8_CONFIGS, MAX_SPLITS, MODS_CONFIGS, SPLIT_CONFIGS, TileConfig, VARLEN_CONFIGS};
-use flashrs_abi::{Flavor, HopperConfig, Kernel, Variant, sm90};
+use flashrs_abi::{Flavor, Fp8, HopperConfig, Kernel, Variant, sm90};
 
 use crate::error::{Error, Result};
 use crate::params::KernelChoice;
@@ -75,6 +75,9 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         return Err(Error::PathUnavailable { path: "wgmma", needs: "an sm_90a GPU (H100/H200)", major: major as i32, minor: minor as i32 });
     }
     let padded = tiles::padded_head_dim(call.kernel_head_dim()).ok_or(Error::UnsupportedHeadDim(p.head_dim))?;
+    if let Some(inputs) = call.bufs.query_fp8 {
+        return select_fp8(call, inputs, wgmma, t);
+    }
     let (varlen, paged) = (call.packed.is_some(), call.paged.is_some());
     // Block-sparse calls have kernels of their own, so that the other modification kernels
     // carry none of their work.
@@ -151,7 +154,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         match (hopper, wgmma) {
             (Ok(config), _) => {
                 let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal || flavor == Flavor::Sparse, p.seqlen_k));
-                let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, varlen, config, flavor };
+                let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, inputs: None, varlen, config, flavor };
                 return Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent });
             }
             (Err(reason), Some(_)) => return Err(shape_err("wgmma path", reason)),
@@ -164,6 +167,43 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         return Err(too_big(kernel, t));
     }
     Ok(Selection { kernel, num_splits, pack_gqa, persistent: false })
+}
+
+/// The kernel of a call with FP8 queries (the validation checked that K and V are of the same
+/// format and that nothing else comes with them): the Hopper FP8 kernel of the padded head
+/// dimension, whole, one CTA per work tile.
+fn select_fp8(call: &Call, inputs: Fp8, wgmma: Option<(Option<HopperConfig>, Option<bool>)>, t: &Target) -> Result<Selection> {
+    let p = call.p;
+    if t.arch != Arch::Sm90a {
+        let (major, minor) = t.compute_capability;
+        return Err(Error::PathUnavailable { path: "FP8 queries", needs: "an sm_90a GPU (H100/H200)", major: major as i32, minor: minor as i32 });
+    }
+    if matches!(p.kernel, KernelChoice::MmaSync { .. }) {
+        return Err(shape_err("kernel", "FP8 queries run on the wgmma path only"));
+    }
+    if call.num_splits.is_some_and(|n| n > 1) {
+        return Err(shape_err("num_splits", "calls with FP8 queries run unsplit"));
+    }
+    let wide = call.kernel_head_dim();
+    let config = match wgmma.and_then(|w| w.0) {
+        Some(c) if !sm90::FP8_CONFIGS.contains(&c) => return Err(shape_err("wgmma path", format!("{c:?} is not an FP8 configuration"))),
+        Some(c) if c.head_dim < wide => return Err(shape_err("wgmma path", format!("head_dim {wide} does not fit {c:?}"))),
+        Some(c) => c,
+        None => sm90::fp8_config(wide).ok_or(Error::UnsupportedHeadDim(wide))?,
+    };
+    if !call.empty {
+        tma_describable(call).map_err(|reason| shape_err("strides", reason))?;
+    }
+    let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, inputs: Some(inputs), varlen: call.packed.is_some(), config, flavor: Flavor::Plain };
+    if kernel.smem_bytes() > t.max_smem_per_block as usize {
+        return Err(too_big(kernel, t));
+    }
+    // One CTA per work tile: a CTA walking several (persistent) has not been run on a GPU
+    // with these kernels yet.
+    if wgmma.and_then(|w| w.1) == Some(true) {
+        return Err(shape_err("wgmma path", "the FP8 kernels run one CTA per work tile, not persistent"));
+    }
+    Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent: false })
 }
 
 fn variant_name(v: Variant, pack_gqa: bool) -> &'static str {

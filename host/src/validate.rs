@@ -5,6 +5,8 @@
 //! ([`crate::plan`]), which then checks the buffers (`Call::check_buffers`: every tensor's
 //! strides, alignment and extent, the index arrays, overlaps).
 use crate::buffers::{BufferRef, Buffers};
+use crate::descale::Descale;
+use crate::element::Fp8;
 use crate::error::{Error, Result};
 use crate::layout::{Kv, Offsets, Pages, Rows};
 use crate::params::{AttentionParams, KernelChoice, Strides};
@@ -181,7 +183,8 @@ impl Call<'_> {
             None => (nb, rows_k),
         };
         let [q_s, k_s, v_s, o_s] = self.strides.map(strides);
-        let q_end = check_tensor("q", bufs.q, q_s, [nb, rows_q, p.heads_q, d], 2)?;
+        let q_bytes = if bufs.query_fp8.is_some() { 1 } else { 2 };
+        let q_end = check_tensor("q", bufs.q, q_s, [nb, rows_q, p.heads_q, d], q_bytes)?;
         let o_end = check_tensor("out", bufs.o, o_s, [nb, rows_q, p.heads_q, dv], 2)?;
         if !no_self_overlap(o_s, [nb, rows_q, p.heads_q, dv]) {
             let reason = format!("{o_s:?} put distinct output elements at the same address");
@@ -238,7 +241,7 @@ impl Call<'_> {
         if let Some(sinks) = p.mods.sinks {
             spans.push(check_i32("sinks", sinks.buffer(), p.heads_q)?);
         }
-        for (name, array, n) in p.kv_descale.arrays(p.batch, p.heads_kv)? {
+        for (name, array, n) in p.descale.arrays(p.batch, p.heads_kv)? {
             spans.push(check_i32(name, array.buffer(), n)?);
         }
         if let Some(user) = p.mods.user {
@@ -356,12 +359,23 @@ fn check_mods(p: &AttentionParams, scale: f32, paged: bool) -> Result<Option<Mod
 /// Checks what FP8 K/V caches need: head dimensions of whole 16-byte chunks, no modifications,
 /// finite scalar factors; and that 16-bit K and V come with none.
 fn check_kv(p: &AttentionParams, bufs: &Buffers) -> Result<()> {
+    if bufs.query_fp8.is_none() && p.descale.q != Descale::default() {
+        return Err(shape_err("q_descale", "16-bit queries take no dequantization factor"));
+    }
     let Some(kv) = bufs.kv else {
-        if !p.kv_descale.is_none() {
+        if !p.descale.kv_is_none() {
             return Err(shape_err("kv_descale", "K and V of the queries' type take no dequantization factors"));
         }
         return Ok(());
     };
+    if let Some(q) = bufs.query_fp8 {
+        if q != Fp8::E4m3 || kv != q {
+            return Err(shape_err("dtype", format!("FP8 queries run as e4m3 Q, K and V; not {} Q with {} K/V", q.name(), kv.name())));
+        }
+        if matches!(p.layout.kv, Kv::Paged(_)) {
+            return Err(shape_err("layout", "FP8 queries take contiguous K and V (paged caches take 16-bit queries)"));
+        }
+    }
     let (d, dv) = (p.head_dim, p.head_dim_v());
     if !d.is_multiple_of(16) || !dv.is_multiple_of(16) {
         return Err(shape_err("head_dim", format!("{} K/V caches need head dimensions that are multiples of 16, not {d} and {dv}", kv.name())));
@@ -369,7 +383,7 @@ fn check_kv(p: &AttentionParams, bufs: &Buffers) -> Result<()> {
     if !p.mods.is_plain() {
         return Err(shape_err("mods", format!("{} K/V caches take no attention modifications (window, softcap, ALiBi, sinks, block masks) yet", kv.name())));
     }
-    p.kv_descale.check()
+    p.descale.check()
 }
 
 /// Checks a paged call's page geometry.

@@ -104,7 +104,7 @@ fn widen_fp8x2<T: Element, const MANTISSA: u32, const BIAS: i32, const SPECIAL: 
 /// [`E5m2`]) that the kernels copy into shared memory as it is stored and widen in registers,
 /// as the GEMMs read it, to the queries' type (see [`crate::fwd::mainloop::gemm_qk_fp8`]).
 /// Every value of either FP8 format is an f16 and a bf16, so widening is exact, and the
-/// dequantization factors apply to scores and outputs instead ([`flashrs_abi::KvDescale`]).
+/// dequantization factors apply to scores and outputs instead ([`flashrs_abi::Descales`]).
 pub trait KvElement: Copy {
     /// Its identity in the ABI (entry names, kernel markers).
     const KV: Option<Fp8>;

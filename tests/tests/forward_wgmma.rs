@@ -227,7 +227,7 @@ fn non_default_configs() {
                 cases.push((params(4, 1000, 700, 16, d).head_dim_v(dv).heads_kv(4).causal(causal).kernel(choice).build().unwrap(), dtype));
             }
         }
-        let name = Kernel::Sm90 { dtype: DType::F16, varlen: false, config, flavor: Flavor::Plain };
+        let name = Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: false, config, flavor: Flavor::Plain };
         println!("{name} (head_dim {d}/{dv}, pipelined {}, persistent {persistent}):", config.pipelined);
         check_many(&gpu, &cases);
     }

@@ -38,6 +38,7 @@ fn decode_and_prefill_on_every_layout() {
                     store,
                     factors: factors[i % 3],
                     splits: if decode && i % 4 == 1 { Some(3) } else { None },
+                    fp8_queries: false,
                 });
             }
         }
@@ -61,6 +62,7 @@ fn long_caches_split_across_ctas() {
                 store: Store::Paged(128),
                 factors: Factors::PerBatch,
                 splits,
+                fp8_queries: false,
             });
         }
     }

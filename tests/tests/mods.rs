@@ -51,7 +51,7 @@ fn modification_calls_plan_their_own_kernels() {
         let p = win(params(2, 1000, 1000, 8, d));
         let plan = p.plan(&fake::buffers(), &H100).unwrap();
         let want = sm90::mods_config(d).unwrap();
-        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: want, flavor: Flavor::Mods }, "d{d}");
+        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, config: want, flavor: Flavor::Mods }, "d{d}");
         assert_eq!(plan.params.mods.window_left, 128);
         for t in [Target::A100, Target::L4] {
             let plan = p.plan(&fake::buffers(), &t).unwrap();
@@ -87,7 +87,7 @@ fn modification_calls_plan_their_own_kernels() {
     for d in [64, 128, 256] {
         let sparse = params(2, 1000, 1000, 8, d).block_mask(planning_mask(1, 8, 8, 8)).build().unwrap();
         let plan = sparse.plan(&fake::buffers(), &H100).unwrap();
-        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, varlen: false, config: sm90::mods_config(d).unwrap(), flavor: Flavor::Sparse });
+        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, config: sm90::mods_config(d).unwrap(), flavor: Flavor::Sparse });
         let b = plan.params.mods.blocks;
         assert_eq!((b.counts, b.full_counts, b.batch_stride, b.head_stride, b.kv_blocks), (MASK, MASK + (2 << 36), 0, 8, 8));
         let mma = sparse.to_builder().softcap(30.0).path(KernelPath::MmaSync).build().unwrap().plan(&fake::buffers(), &Target::A100).unwrap();

@@ -3502,7 +3502,7 @@ fn other_dtype(k: Kernel) -> Kernel {
     let flip = |d: DType| if d == DType::F16 { DType::Bf16 } else { DType::F16 };
     match k {
         Kernel::Mma { dtype, kv, variant, config, flavor } => Kernel::Mma { dtype: flip(dtype), kv, variant, config, flavor },
-        Kernel::Sm90 { dtype, varlen, config, flavor } => Kernel::Sm90 { dtype: flip(dtype), varlen, config, flavor },
+        Kernel::Sm90 { dtype, inputs, varlen, config, flavor } => Kernel::Sm90 { dtype: flip(dtype), inputs, varlen, config, flavor },
         Kernel::Bwd { dtype, step } => Kernel::Bwd { dtype: flip(dtype), step },
         Kernel::Merge { dtype } => Kernel::Merge { dtype: flip(dtype) },
     }
@@ -3847,9 +3847,9 @@ fn mods_edits(c: &Case, m: &Model, plan: &LaunchPlan, edits: &mut Vec<PlanEdit>)
             let other = table.or_else(|| CONFIGS.iter().copied().find(|k| same(k) && !MODS_CONFIGS.contains(k)).map(|k| (k, "not instantiated")));
             other.map(|(config, want)| (Kernel::Mma { dtype, kv: None, variant, config, flavor }, want))
         }
-        Kernel::Sm90 { dtype, varlen, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
+        Kernel::Sm90 { dtype, inputs, varlen, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
             let other = sm90::CONFIGS.iter().copied().find(|k| k.head_dim == config.head_dim && *k != config);
-            other.map(|config| (Kernel::Sm90 { dtype, varlen, config, flavor }, "not instantiated"))
+            other.map(|config| (Kernel::Sm90 { dtype, inputs, varlen, config, flavor }, "not instantiated"))
         }
         _ => None,
     };

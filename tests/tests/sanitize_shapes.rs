@@ -209,12 +209,27 @@ fn sanitize_paged() {
 fn sanitize_fp8_cache() {
     use flashrs_tests::fp8::{Case, Factors, Store, check};
     let Some(gpu) = gpu_or_skip("sanitize_fp8_cache") else { return };
-    let case = |fp8, dtype, store, lens: Vec<(usize, usize)>, dims, factors, splits| Case { lens, heads: (8, 2), dims, causal: true, dtype, fp8, store, factors, splits };
+    let case = |fp8, dtype, store, lens: Vec<(usize, usize)>, dims, factors, splits| Case { lens, heads: (8, 2), dims, causal: true, dtype, fp8, store, factors, splits, fp8_queries: false };
     let cases = [
         case(Fp8::E4m3, DType::F16, Store::Batched, vec![(1, 300); 2], (128, 128), Factors::Scalar, None),
         case(Fp8::E5m2, DType::Bf16, Store::Paged(16), vec![(3, 300), (3, 0), (3, 17)], (64, 64), Factors::PerHead, Some(3)),
         case(Fp8::E4m3, DType::Bf16, Store::Varlen, vec![(70, 129), (1, 1), (0, 9)], (256, 256), Factors::PerBatch, None),
         case(Fp8::E5m2, DType::F16, Store::VarlenPaged(64), vec![(1, 200), (5, 65)], (128, 64), Factors::PerBatch, Some(2)),
+    ];
+    check(&gpu, &cases);
+}
+
+#[test]
+fn sanitize_fp8_forward() {
+    use flashrs_tests::fp8::{Case, Factors, Store, check};
+    let Some(gpu) = flashrs_tests::hopper_or_skip("sanitize_fp8_forward") else { return };
+    let case = |dtype, store, lens: Vec<(usize, usize)>, d, factors, causal| Case {
+        lens, heads: (8, 2), dims: (d, d), causal, dtype, fp8: Fp8::E4m3, store, factors, splits: None, fp8_queries: true,
+    };
+    let cases = [
+        case(DType::Bf16, Store::Batched, vec![(300, 300); 2], 128, Factors::Scalar, true),
+        case(DType::F16, Store::Batched, vec![(130, 77)], 64, Factors::PerHead, false),
+        case(DType::Bf16, Store::Varlen, vec![(70, 129), (1, 1), (0, 9), (200, 65)], 256, Factors::PerBatch, true),
     ];
     check(&gpu, &cases);
 }

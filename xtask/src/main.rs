@@ -121,7 +121,7 @@ fn build_ptx(root: &Path, check: bool) -> Result<(), Box<dyn std::error::Error>>
 
 fn print_table(reports: &[KernelReport], sass: Option<&Vec<(String, SassCounts)>>) {
     println!(
-        "  {:<44} {:>5} {:>7} {:>7} {:>6} {:>7}  sass(HMMA/HGMMA/UTMALDG/LDL+STL)",
+        "  {:<44} {:>5} {:>7} {:>7} {:>6} {:>7}  sass(HMMA/xGMMA/UTMALDG/LDL+STL)",
         "kernel", "regs", "spill-s", "spill-l", "stack", "smem"
     );
     for r in reports {
@@ -160,7 +160,8 @@ fn sass_counts(nvdisasm: &Path, cubin: &Path) -> Vec<(String, SassCounts)> {
         } else if let Some((_, c)) = all.last_mut() {
             let has = |op: &str| line.split_whitespace().any(|w| w.starts_with(op));
             c.hmma += has("HMMA.") as usize;
-            c.hgmma += has("HGMMA.") as usize;
+            // HGMMA for 16-bit operands, QGMMA for FP8.
+            c.hgmma += (has("HGMMA.") || has("QGMMA.")) as usize;
             c.utmaldg += has("UTMALDG") as usize;
             c.local += (has("LDL") || has("STL")) as usize;
         }

@@ -70,7 +70,12 @@ Records name a row's modifications (`mods`). With --compare torch, SDPA's backen
 for such rows (they take none of them), FlashAttention-3 runs the same window and softcap \
 (not ALiBi, sinks or block masks), and FlexAttention (compiled per shape) the same window, \
 softcap, ALiBi and block sparsity (its own random blocks, as many per query block; not sinks), \
-forward and, with --backward, its compiled backward.";
+forward and, with --backward, its compiled backward.
+
+--dtype e4m3 runs FP8 attention: E4M3 Q, K and V (random, dequantization factors 1) with a \
+bf16 output, forward only, on the sm_90a Hopper kernels; GB/s count Q, K and V at one byte an \
+element. With --compare, FlashAttention-3 runs its own FP8 forward (E4M3 Q, K and V, bf16 \
+output); SDPA's backends, which take no FP8 inputs, are n/a.";
 
 /// Element type on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -79,13 +84,33 @@ pub enum DtypeArg {
     F16,
     /// bfloat16.
     Bf16,
+    /// E4M3 Q, K and V with a bf16 output (FP8 attention: forward only, sm_90a only).
+    E4m3,
 }
 
+impl DtypeArg {
+    /// Q's, K's and V's FP8 format, where the inputs are FP8 (`None`: 16-bit throughout).
+    pub fn fp8_inputs(self) -> Option<Fp8> {
+        match self {
+            DtypeArg::F16 | DtypeArg::Bf16 => None,
+            DtypeArg::E4m3 => Some(Fp8::E4m3),
+        }
+    }
+
+    /// Parses a 16-bit element type only, listing those in `--help` as `value_enum` would,
+    /// for commands with no FP8 path.
+    pub fn sixteen_bit() -> impl TypedValueParser<Value = DtypeArg> {
+        let values = DtypeArg::value_variants().iter().filter(|d| d.fp8_inputs().is_none()).filter_map(ValueEnum::to_possible_value);
+        PossibleValuesParser::new(values).map(|name| DtypeArg::from_str(&name, false).expect("clap admits only DtypeArg's names"))
+    }
+}
+
+/// The output's element type: the inputs' unless they are FP8, whose output is bf16.
 impl From<DtypeArg> for DType {
     fn from(d: DtypeArg) -> DType {
         match d {
             DtypeArg::F16 => DType::F16,
-            DtypeArg::Bf16 => DType::Bf16,
+            DtypeArg::Bf16 | DtypeArg::E4m3 => DType::Bf16,
         }
     }
 }
@@ -164,11 +189,12 @@ impl From<TimingArg> for crate::bench::TimingMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CompareArg {
     /// PyTorch SDPA's FlashAttention-2 and cuDNN backends, and FlashAttention-3 (the `fa3-fwd`
-    /// package: bf16 only) where it is installed, through `python3`; on rows with attention
-    /// modifications also PyTorch's FlexAttention.
+    /// package: bf16 and e4m3 only) where it is installed, through `python3`; on rows with
+    /// attention modifications also PyTorch's FlexAttention. With --dtype e4m3 FlashAttention-3
+    /// alone runs (SDPA takes no FP8 inputs).
     Torch,
-    /// FlashAttention-3 alone (the `fa3-fwd` package, importable as `fa3_fwd_interface`: bf16,
-    /// forward only), through `python3` and torch.
+    /// FlashAttention-3 alone (the `fa3-fwd` package, importable as `fa3_fwd_interface`: bf16
+    /// or e4m3 with a bf16 output, forward only), through `python3` and torch.
     Fa3,
 }
 
@@ -185,7 +211,8 @@ impl CompareArg {
 /// `flashrs benchmark` options.
 #[derive(Args, Debug, Clone)]
 pub struct BenchmarkArgs {
-    /// Element type.
+    /// Element type of Q, K, V and the output (e4m3: of Q, K and V, the output bf16; without
+    /// --backward, --kv-dtype, modifications, paged or split K/V, --decode or --all-configs).
     #[arg(long, value_enum, default_value_t = DtypeArg::F16)]
     pub dtype: DtypeArg,
     /// K and V as FP8 caches of this format (random values, dequantization factors 1), read by
@@ -337,7 +364,7 @@ impl BenchmarkArgs {
     /// would refuse only once the GPU is open or deep in a row (paged caches take no
     /// modification), where its error would not name the options at fault.
     pub fn mods(&self) -> Result<ModSpec, String> {
-        let spec = ModSpec { window: self.window.unwrap_or_default(), softcap: self.softcap, alibi: self.alibi, sinks: self.sinks, block_sparsity: self.block_sparsity };
+        let spec = self.mod_spec();
         if spec.is_plain() {
             return Ok(spec);
         }
@@ -346,6 +373,34 @@ impl BenchmarkArgs {
             return Err(format!("--page-size takes no attention modifications ({given}): the library's paged kernels have none yet"));
         }
         Ok(spec)
+    }
+
+    /// The modifications as given, unchecked.
+    fn mod_spec(&self) -> ModSpec {
+        ModSpec { window: self.window.unwrap_or_default(), softcap: self.softcap, alibi: self.alibi, sinks: self.sinks, block_sparsity: self.block_sparsity }
+    }
+
+    /// Q's, K's and V's FP8 format (`--dtype e4m3`; `None`: 16-bit inputs). Refuses the
+    /// options the FP8 kernels cannot run with, which the library would refuse only once rows
+    /// are planned, in words that do not name the option.
+    pub fn fp8_queries(&self) -> Result<Option<Fp8>, String> {
+        let Some(fp8) = self.dtype.fp8_inputs() else { return Ok(None) };
+        let mods = "--window, --softcap, --alibi, --sinks, --block-sparsity";
+        let refused = [
+            (self.backward, "--backward", "the FP8 kernels are forward-only"),
+            (self.kv_dtype.is_some(), "--kv-dtype", "K and V are E4M3 already (FP8 caches read by 16-bit queries: --dtype bf16 --kv-dtype e4m3)"),
+            (!self.mod_spec().is_plain(), mods, "the FP8 kernels take no attention modifications"),
+            (self.page_size.is_some(), "--page-size", "the FP8 kernels read contiguous K and V"),
+            (self.num_splits.is_some_and(|n| n > 1), "--num-splits", "the FP8 kernels run unsplit"),
+            (self.decode, "--decode", "the FP8 kernels run unsplit in 128-row query tiles, which one-row decode queries leave idle (FP8 caches read by 16-bit queries: --kv-dtype e4m3)"),
+            (self.path == KernelPath::MmaSync, "--path mma-sync", "the FP8 kernels are Hopper (wgmma) kernels"),
+            (matches!(self.config, Some(configs::Config::Mma(_))), "an mma.sync --config", "the FP8 kernels are Hopper (wgmma) kernels"),
+            (self.all_configs, "--all-configs", "the FP8 kernels have one configuration per head dimension"),
+        ];
+        match refused.into_iter().find(|r| r.0) {
+            Some((_, given, why)) => Err(format!("--dtype {} takes no {given}: {why}", fp8.name())),
+            None => Ok(Some(fp8)),
+        }
     }
 
     /// The shapes asked for.

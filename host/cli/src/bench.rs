@@ -82,6 +82,8 @@ pub struct BenchBuffers {
     dtype: DType,
     /// K's and V's 8-bit format, two elements to each of their `u16` words (`None`: `dtype`).
     kv: Option<Fp8>,
+    /// Q's 8-bit format, packed likewise (`None`: `dtype`); `kv` is then the same.
+    queries: Option<Fp8>,
     q: CudaSlice<u16>,
     k: CudaSlice<u16>,
     v: CudaSlice<u16>,
@@ -159,9 +161,11 @@ fn random_fp8_words(kv: Fp8, n: usize) -> Vec<u16> {
 
 impl BenchBuffers {
     /// Allocates and fills buffers of `dtype` for the fixed-length call `p` on `ctx`'s default
-    /// stream, stored as `layout` says, with the arrays `mods` needs (`p` carries its window
-    /// and softcap already: see [`ModSpec::scalars`]).
-    pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, kv: Option<Fp8>, layout: BenchLayout, mods: ModSpec) -> Result<Self> {
+    /// stream (K and V of `kv` where given; Q, K and V of `queries` where given, the output
+    /// staying `dtype`), stored as `layout` says, with the arrays `mods` needs (`p` carries its
+    /// window and softcap already: see [`ModSpec::scalars`]).
+    pub fn new(ctx: &Arc<CudaContext>, p: &AttentionParams, dtype: DType, kv: Option<Fp8>, queries: Option<Fp8>, layout: BenchLayout, mods: ModSpec) -> Result<Self> {
+        let kv = queries.or(kv);
         let stream = ctx.default_stream();
         let too_big = || BenchError::TooBig;
         let pages = match layout.page_size {
@@ -196,7 +200,7 @@ impl BenchBuffers {
             None => None,
         };
         let buffers = BenchBuffers {
-            q: stream.clone_htod(&random_bits(dtype, lens.q))?,
+            q: stream.clone_htod(&queries.map_or_else(|| random_bits(dtype, lens.q), |f| random_fp8_words(f, lens.q)))?,
             k: stream.clone_htod(&kv.map_or_else(|| random_bits(dtype, lens.k), |kv| random_fp8_words(kv, lens.k)))?,
             v: stream.clone_htod(&kv.map_or_else(|| random_bits(dtype, lens.v), |kv| random_fp8_words(kv, lens.v)))?,
             o: stream.alloc_zeros(lens.out)?,
@@ -204,6 +208,7 @@ impl BenchBuffers {
             stream: stream.clone(),
             dtype,
             kv,
+            queries,
             layout,
             table,
             offsets,
@@ -249,13 +254,15 @@ impl BenchBuffers {
     pub fn refs(&self, with_lse: bool) -> Buffers {
         let r = |ptr: u64, len: usize| BufferRef::new(ptr, len);
         let s = &self.stream;
-        // FP8 caches count their bytes, two to a word.
+        // FP8 tensors count their bytes, two to a word.
         let per_word = if self.kv.is_some() { 2 } else { 1 };
+        let q_per_word = if self.queries.is_some() { 2 } else { 1 };
         let (k, v) = (r(self.k.device_ptr(s).0, per_word * self.k.len()), r(self.v.device_ptr(s).0, per_word * self.v.len()));
-        let b = Buffers::new(self.dtype, r(self.q.device_ptr(s).0, self.q.len()), k, v, r(self.o.device_ptr(s).0, self.o.len()));
-        let b = match self.kv {
-            Some(kv) => b.kv(kv),
-            None => b,
+        let b = Buffers::new(self.dtype, r(self.q.device_ptr(s).0, q_per_word * self.q.len()), k, v, r(self.o.device_ptr(s).0, self.o.len()));
+        let b = match (self.queries, self.kv) {
+            (Some(f), _) => b.fp8_queries(f),
+            (None, Some(kv)) => b.kv(kv),
+            (None, None) => b,
         };
         if with_lse { b.lse(r(self.lse.device_ptr(s).0, self.lse.len())) } else { b }
     }
@@ -286,13 +293,13 @@ impl BenchBuffers {
     /// (`p`'s shape: `d` is `head_dim` for K, `head_dim_v` for V).
     pub fn inputs_f32(&self, p: &AttentionParams) -> Result<[Vec<f32>; 3]> {
         let conv = |b: &CudaSlice<u16>| -> Result<Vec<f32>> { Ok(self.stream.clone_dtoh(b)?.into_iter().map(|x| widen(self.dtype, x)).collect()) };
-        let conv_kv = |b: &CudaSlice<u16>| -> Result<Vec<f32>> {
-            match self.kv {
-                Some(kv) => Ok(self.stream.clone_dtoh(b)?.into_iter().flat_map(|w| w.to_le_bytes()).map(|x| fp8_to_f32(kv, x)).collect()),
+        let conv_fp8 = |b: &CudaSlice<u16>, fp8: Option<Fp8>| -> Result<Vec<f32>> {
+            match fp8 {
+                Some(f) => Ok(self.stream.clone_dtoh(b)?.into_iter().flat_map(|w| w.to_le_bytes()).map(|x| fp8_to_f32(f, x)).collect()),
                 None => conv(b),
             }
         };
-        let [q, k, v] = [conv(&self.q)?, conv_kv(&self.k)?, conv_kv(&self.v)?];
+        let [q, k, v] = [conv_fp8(&self.q, self.queries)?, conv_fp8(&self.k, self.kv)?, conv_fp8(&self.v, self.kv)?];
         let Some((_, table, pg)) = &self.table else { return Ok([q, k, v]) };
         let pg = *pg;
         let gather = |cache: &[f32], d: usize| -> Vec<f32> {

@@ -9,7 +9,7 @@ use flashrs::Gpu;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::CliError;
-use super::args::{BenchmarkArgs, CompareArg, LayoutArg};
+use super::args::{BenchmarkArgs, CompareArg, DtypeArg, LayoutArg};
 use super::compare::{self, Interleaved};
 use super::configs::{Config, ConfigChoice};
 use super::plot;
@@ -22,26 +22,7 @@ use super::torch::{self, TorchInfo};
 
 /// Runs the benchmark described by `args`.
 pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
-    let opts = Options {
-        dtype: args.dtype.into(),
-        kv: args.kv_dtype.map(Into::into),
-        path: args.path,
-        warmup: args.warmup as usize,
-        iters: args.iters as usize,
-        verify: args.verify,
-        num_splits: args.num_splits,
-        page_size: args.page_size,
-        bhsd: args.layout == LayoutArg::Bhsd,
-        varlen: args.varlen,
-        device_offsets: args.device_offsets,
-        timing: args.timing.into(),
-        backward: args.backward,
-        deterministic: args.deterministic,
-        mods: args.mods().map_err(CliError::Usage)?,
-    };
-    if args.compare == Some(CompareArg::Fa3) && (args.backward || args.dtype != super::args::DtypeArg::Bf16) {
-        return Err(CliError::Usage("--compare fa3 times FlashAttention-3's fa3-fwd package, which has a bf16 forward only: add --dtype bf16, drop --backward".into()));
-    }
+    let opts = options(args)?;
     let shapes = args.spec().shapes().map_err(CliError::Usage)?;
     let choice = args.config_choice();
     if args.path == flashrs::KernelPath::Wgmma && matches!(choice, ConfigChoice::Forced(Config::Mma(_))) {
@@ -74,10 +55,38 @@ pub fn run(args: &BenchmarkArgs) -> Result<(), CliError> {
         startup: Some(startup),
         date: Some(super::report::today()),
         command: Some(std::env::args().skip(1).fold("flashrs".to_string(), |c, a| c + " " + &a)),
-        ..Report::new(device, opts.dtype.name(), opts.warmup, opts.iters, ran.records)
+        ..Report::new(device, opts.precision().name(), opts.warmup, opts.iters, ran.records)
     };
     print!("{}", report.table());
     write_outputs(args, &report)
+}
+
+/// How every row runs, from `args`; refuses the options no row can run with (before the GPU
+/// is opened).
+fn options(args: &BenchmarkArgs) -> Result<Options, CliError> {
+    let mods = args.mods().map_err(CliError::Usage)?;
+    let fp8_queries = args.fp8_queries().map_err(CliError::Usage)?;
+    if args.compare == Some(CompareArg::Fa3) && (args.backward || !matches!(args.dtype, DtypeArg::Bf16 | DtypeArg::E4m3)) {
+        return Err(CliError::Usage("--compare fa3 times FlashAttention-3's fa3-fwd package, which has a bf16 and an e4m3 forward only: add --dtype bf16 or --dtype e4m3, drop --backward".into()));
+    }
+    Ok(Options {
+        dtype: args.dtype.into(),
+        kv: args.kv_dtype.map(Into::into),
+        fp8_queries,
+        path: args.path,
+        warmup: args.warmup as usize,
+        iters: args.iters as usize,
+        verify: args.verify,
+        num_splits: args.num_splits,
+        page_size: args.page_size,
+        bhsd: args.layout == LayoutArg::Bhsd,
+        varlen: args.varlen,
+        device_offsets: args.device_offsets,
+        timing: args.timing.into(),
+        backward: args.backward,
+        deterministic: args.deterministic,
+        mods,
+    })
 }
 
 /// Each shape with the tile configurations `choice` gives it: those of the wider of its two
@@ -175,11 +184,13 @@ fn run_ours(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options) -> 
 /// Runs the torch script on `shapes`, with a progress bar.
 fn run_torch(shapes: &[Shape], opts: &Options, peers: torch::Peers) -> torch::Outcome {
     let progress = bar(shapes.len(), "torch  ");
-    progress.set_message(match peers {
-        torch::Peers::All => "SDPA flash + cuDNN backends, FlashAttention-3",
-        torch::Peers::Fa3 => "FlashAttention-3",
+    progress.set_message(match (peers, opts.fp8_queries) {
+        (torch::Peers::All, None) => "SDPA flash + cuDNN backends, FlashAttention-3",
+        (torch::Peers::Fa3, None) => "FlashAttention-3",
+        // SDPA takes no FP8 inputs.
+        (_, Some(_)) => "FlashAttention-3 (FP8)",
     });
-    let outcome = torch::run(shapes, opts.dtype, (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, peers, || progress.inc(1));
+    let outcome = torch::run(shapes, opts.precision(), (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, peers, || progress.inc(1));
     progress.finish_and_clear();
     outcome
 }
@@ -210,19 +221,66 @@ mod tests {
     use crate::runner::preflight;
     use flashrs::{DType, KernelPath};
 
-    #[test]
-    fn fa3_alone_needs_bf16_forward_rows_before_the_gpu_opens() {
+    fn args(line: &str) -> BenchmarkArgs {
         use clap::Parser;
-        let args = |line: &str| match crate::Cli::try_parse_from(["flashrs", "benchmark"].into_iter().chain(line.split_whitespace())).unwrap().command {
+        match crate::Cli::try_parse_from(["flashrs", "benchmark"].into_iter().chain(line.split_whitespace())).unwrap().command {
             crate::Command::Benchmark(b) => b,
             other => panic!("parsed as {other:?}"),
-        };
-        for line in ["--compare fa3", "--compare fa3 --dtype bf16 --backward"] {
+        }
+    }
+
+    #[test]
+    fn fa3_alone_needs_bf16_or_e4m3_forward_rows_before_the_gpu_opens() {
+        for line in ["--compare fa3", "--compare fa3 --dtype bf16 --backward", "--compare fa3 --dtype f16"] {
             match run(&args(line)) {
-                Err(CliError::Usage(why)) => assert!(why.contains("--dtype bf16") && why.contains("--backward"), "{line}: {why}"),
+                Err(CliError::Usage(why)) => assert!(why.contains("--dtype bf16 or --dtype e4m3") && why.contains("--backward"), "{line}: {why}"),
                 other => panic!("{line}: {other:?}"),
             }
         }
+        // FP8 inputs: FA3's own FP8 forward, the output bf16.
+        for line in ["--compare fa3 --dtype e4m3", "--compare torch --dtype e4m3", "--compare fa3 --dtype bf16"] {
+            let o = options(&args(line)).unwrap();
+            assert_eq!(o.dtype, DType::Bf16, "{line}");
+            assert_eq!((o.fp8_queries, o.kv), (line.contains("e4m3").then_some(flashrs::Fp8::E4m3), None), "{line}");
+        }
+        match run(&args("--compare fa3 --dtype e4m3 --backward")) {
+            Err(CliError::Usage(why)) => assert!(why.contains("--dtype e4m3 takes no --backward"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn e4m3_rows_plan_on_the_fp8_kernels_and_the_rest_is_refused_before_the_gpu_opens() {
+        let o = options(&args("--dtype e4m3")).unwrap();
+        assert_eq!((o.precision().name(), o.kv), ("e4m3", None));
+        let shapes = args("--dtype e4m3").spec().shapes().unwrap();
+        preflight(&rows(&shapes, ConfigChoice::Default), &o).unwrap();
+        let varlen = options(&args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s2")).unwrap();
+        let a = args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s2");
+        preflight(&rows(&a.spec().shapes().unwrap(), a.config_choice()), &varlen).unwrap();
+        // What the planner refuses deep in a row is a usage error naming the option.
+        for (line, why) in [
+            ("--backward", "forward-only"),
+            ("--kv-dtype e4m3", "E4M3 already"),
+            ("--softcap 30", "no attention modifications"),
+            ("--window 128,0", "no attention modifications"),
+            ("--page-size 64", "contiguous K and V"),
+            ("--num-splits 4", "unsplit"),
+            ("--decode", "one-row decode queries"),
+            ("--path mma-sync", "Hopper (wgmma)"),
+            ("--all-configs", "one configuration per head dimension"),
+        ] {
+            match run(&args(&format!("--dtype e4m3 {line}"))) {
+                Err(CliError::Usage(msg)) => assert!(msg.starts_with("--dtype e4m3 takes no") && msg.contains(why), "{line}: {msg}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        // A split count of 1 is no split.
+        assert!(options(&args("--dtype e4m3 --num-splits 1")).is_ok());
+        // A Hopper configuration other than the FP8 kernels' is the planner's to refuse.
+        let a = args("--dtype e4m3 --config d64_192x128s3");
+        let err = preflight(&rows(&a.spec().shapes().unwrap(), a.config_choice()), &options(&a).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("FP8"), "{err}");
     }
 
     #[test]
@@ -233,6 +291,7 @@ mod tests {
         let opts = Options {
             dtype: DType::F16,
             kv: None,
+            fp8_queries: None,
             path: KernelPath::MmaSync,
             warmup: 0,
             iters: 1,

@@ -197,7 +197,7 @@ mod tests {
         let window = crate::mods::ModSpec { window: (Some(64), Some(0)), ..Default::default() };
         let ours = rec(Flashrs, 512, Some(1.0)).with_mods(window);
         let plain = rec(TorchFa2, 512, Some(2.0));
-        assert!(find(&[plain.clone()], TorchFa2, &ours).is_none());
+        assert!(find(std::slice::from_ref(&plain), TorchFa2, &ours).is_none());
         let records = vec![ours.clone(), rec(Flashrs, 512, Some(3.0)), plain];
         assert_eq!(best_ours(&records).len(), 2);
         assert_eq!(summarize(&records)[0].rows, 1);

@@ -105,9 +105,10 @@ fn head_dims(r: &Report) -> String {
     dims.iter().map(|d| format!("D {d}, ")).collect()
 }
 
-/// `K/V <format>, ` for a run over FP8 caches, else nothing.
+/// `K/V <format>, ` for a run over FP8 caches, else nothing (FP8 inputs: the run's dtype
+/// says it).
 fn kv_dtype(r: &Report) -> String {
-    r.records.iter().find_map(|x| x.kv_dtype.as_ref()).map_or(String::new(), |k| format!("K/V {k}, "))
+    r.records.iter().find_map(|x| x.kv_dtype.as_ref()).filter(|k| **k != r.dtype).map_or(String::new(), |k| format!("K/V {k}, "))
 }
 
 /// The summary's timing cell: the mode, and the interleaved rounds where there were some.

@@ -1,9 +1,33 @@
 //! One measured (or unavailable) result: the unit of every output format.
 
+use flashrs::{DType, Fp8};
 use serde::{Deserialize, Serialize};
 
 use super::mods::ModSpec;
 use super::sweep::Shape;
+
+/// The element types of a run: 16-bit throughout, or FP8 Q, K and V with a 16-bit output
+/// (`--dtype e4m3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Precision {
+    /// The output's element type, and the inputs' unless `fp8_inputs` is set.
+    pub out: DType,
+    /// Q's, K's and V's FP8 format (`None`: `out`).
+    pub fp8_inputs: Option<Fp8>,
+}
+
+impl Precision {
+    /// The inputs' element type, as records and reports name it: `f16`, `bf16`, `e4m3`.
+    pub fn name(self) -> &'static str {
+        self.fp8_inputs.map_or(self.out.name(), Fp8::name)
+    }
+}
+
+impl From<DType> for Precision {
+    fn from(out: DType) -> Self {
+        Precision { out, fp8_inputs: None }
+    }
+}
 
 /// Who computed a result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -18,7 +42,7 @@ pub enum Implementation {
     #[serde(rename = "torch-cudnn")]
     TorchCudnn,
     /// FlashAttention-3's forward (the `fa3-fwd` package, `fa3_fwd_interface.flash_attn_func`;
-    /// bf16 only), called from PyTorch.
+    /// bf16, or E4M3 inputs with a bf16 output), called from PyTorch.
     #[serde(rename = "fa3")]
     Fa3,
     /// PyTorch's FlexAttention (`torch.nn.attention.flex_attention`, compiled), timed on rows
@@ -57,7 +81,8 @@ pub struct Record {
     /// plain attention, and in files written before modifications existed).
     #[serde(default)]
     pub mods: ModSpec,
-    /// Element type name (`f16`, `bf16`).
+    /// Element type name of Q (and, unless `kv_dtype` says otherwise, of K and V): `f16`,
+    /// `bf16`, or for FP8 inputs `e4m3` (whose output is 16-bit).
     pub dtype: String,
     /// Our kernel path (`auto`, `mma.sync`, ...) or `torch`.
     pub path: String,
@@ -72,7 +97,7 @@ pub struct Record {
     /// Tera floating-point operations per second at the median time.
     pub tflops: Option<f64>,
     /// Gigabytes per second of the minimum traffic (Q, K, V read once, O written once) at the
-    /// median time.
+    /// median time: 2 bytes an element, but 1 for FP8 inputs (an FP8 `dtype`).
     pub gbps: Option<f64>,
     /// Gigabytes per second of K and V read once (`B * Sk * Hkv * (D + Dv) * 2` bytes, `Dv`
     /// V's head dimension) at the median time: the decode bandwidth figure.
@@ -86,8 +111,8 @@ pub struct Record {
     /// A backward-pass row: its TFLOPS count 2.5 forward passes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub backward: bool,
-    /// K's and V's element type where it is not `dtype` (an FP8 cache: `e4m3`, `e5m2`); its
-    /// K+V GB/s count one byte per element.
+    /// K's and V's element type where it is FP8 (a cache: `e4m3`, `e5m2`, or with FP8 inputs
+    /// `dtype` itself); its K+V GB/s count one byte per element.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_dtype: Option<String>,
 }
@@ -145,11 +170,29 @@ impl Record {
         self.min_ms = Some(min_ms);
         let passes = if self.backward { 2.5 } else { 1.0 };
         self.tflops = Some(passes * self.mods.flops(&self.shape) / seconds / 1e12);
-        self.gbps = Some(self.shape.min_bytes() / seconds / 1e9);
+        self.gbps = Some(self.min_bytes() / seconds / 1e9);
         // FP8 caches: one byte an element, not two.
         let kv_bytes = if self.kv_dtype.is_some() { self.shape.kv_bytes() / 2.0 } else { self.shape.kv_bytes() };
         self.kv_gbps = Some(kv_bytes / seconds / 1e9);
         self
+    }
+
+    /// Whether Q (and with it K and V) is FP8: `dtype` names an FP8 format.
+    fn fp8_inputs(&self) -> bool {
+        Fp8::ALL.iter().any(|f| f.name() == self.dtype)
+    }
+
+    /// The least traffic of the call ([`Shape::min_bytes`]), at one byte an element of FP8
+    /// inputs. (FP8 caches read by 16-bit queries still count two here, as their records
+    /// always have; their K+V GB/s count one.)
+    fn min_bytes(&self) -> f64 {
+        if !self.fp8_inputs() {
+            return self.shape.min_bytes();
+        }
+        let s = &self.shape;
+        let q = (s.batch * s.seqlen_q * s.heads_q * s.head_dim) as f64;
+        let out = (s.batch * s.seqlen_q * s.heads_q * s.head_dim_v() * 2) as f64;
+        q + s.kv_bytes() / 2.0 + out
     }
 
     /// Marks the shape as refused, with the reason.
@@ -198,6 +241,25 @@ mod tests {
         let p = serde_json::to_value(Record::new(Implementation::Flashrs, plain, "bf16", "auto", "k")).unwrap();
         assert!(p.get("head_dim_v").is_none());
         assert_eq!(serde_json::from_value::<Record>(p).unwrap().shape, plain);
+    }
+
+    #[test]
+    fn fp8_inputs_count_a_byte_an_input_element_and_the_same_flops() {
+        let shape = Shape { batch: 8, heads_q: 16, heads_kv: 4, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, head_dim_v: None, causal: true };
+        let e4m3 = Precision { out: DType::Bf16, fp8_inputs: Some(Fp8::E4m3) };
+        assert_eq!((e4m3.name(), Precision::from(DType::Bf16).name(), Precision::from(DType::F16).name()), ("e4m3", "bf16", "f16"));
+        let bf16 = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").timed(0.5, 0.4);
+        let fp8 = Record::new(Implementation::Flashrs, shape, e4m3.name(), "auto", "k").with_kv(e4m3.fp8_inputs).timed(0.5, 0.4);
+        assert_eq!(fp8.tflops, bf16.tflops);
+        // Q, K and V one byte an element, the bf16 output two.
+        let (q_rows, kv_rows) = (8.0 * 2048.0 * 16.0, 8.0 * 2048.0 * 4.0);
+        let bytes = q_rows * 128.0 + 2.0 * kv_rows * 128.0 + 2.0 * q_rows * 128.0;
+        assert!((fp8.gbps.unwrap() - bytes / 0.5e-3 / 1e9).abs() < 1e-9);
+        assert!((fp8.kv_gbps.unwrap() - bf16.kv_gbps.unwrap() / 2.0).abs() < 1e-9);
+        assert_eq!((fp8.dtype.as_str(), fp8.kv_dtype.as_deref()), ("e4m3", Some("e4m3")));
+        // An FP8 cache read by bf16 queries: GB/s as before, K+V GB/s at a byte.
+        let cache = Record::new(Implementation::Flashrs, shape, "bf16", "auto", "k").with_kv(Some(Fp8::E4m3)).timed(0.5, 0.4);
+        assert_eq!((cache.gbps, cache.kv_gbps), (bf16.gbps, fp8.kv_gbps));
     }
 
     #[test]

@@ -90,7 +90,8 @@ pub struct RingArgs {
     #[arg(long, value_enum, default_value_t = Switch::On)]
     pub causal: Switch,
     /// Element type.
-    #[arg(long, value_enum, default_value_t = DtypeArg::Bf16)]
+    // 16-bit only: the ring's calls have no FP8 form.
+    #[arg(long, default_value = "bf16", value_parser = DtypeArg::sixteen_bit())]
     pub dtype: DtypeArg,
     /// Untimed calls before timing (they also set up NCCL's connections).
     #[arg(long, default_value_t = 1)]
@@ -428,6 +429,7 @@ fn measure(args: &RingArgs, run: RunSpec) -> Result<(Measured, String), CliError
     let ranks = match args.dtype {
         DtypeArg::Bf16 => flashrs::ring::launch(&ordinals, |rc| rank::<half::bf16>(rc, &shape, run, reps, &lockstep))?,
         DtypeArg::F16 => flashrs::ring::launch(&ordinals, |rc| rank::<half::f16>(rc, &shape, run, reps, &lockstep))?,
+        DtypeArg::E4m3 => return Err(CliError::Usage("flashrs ring runs f16 or bf16 only".into())),
     };
     // A rank that stopped for another's failure returns `None`: report the failure itself.
     let mut times = Vec::with_capacity(ranks.len());
@@ -629,7 +631,7 @@ mod tests {
         assert_eq!((a.dtype, a.warmup, a.iters), (DtypeArg::F16, 0, 5));
         assert_eq!(a.json, Some(PathBuf::from("r.json")));
         assert_eq!(a.runs().unwrap().iter().map(|r| (r.seqlen, r.gpus)).collect::<Vec<_>>(), [(4096, 2), (4096, 8), (8192, 2), (8192, 8)]);
-        for bad in ["--iters 0", "--causal both", "--dtype f32", "--gpus x", "--seqlen -1", "--gpus"] {
+        for bad in ["--iters 0", "--causal both", "--dtype f32", "--dtype e4m3", "--gpus x", "--seqlen -1", "--gpus"] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

@@ -40,7 +40,7 @@ pub fn run(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options, roun
         let (mut ours, mut theirs) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
         for round in 0..rounds {
             let once = Options { verify: opts.verify && round == 0, ..*opts };
-            let mut run_theirs = || match session.run(&[row.0], opts.dtype, (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, || {}) {
+            let mut run_theirs = || match session.run(&[row.0], opts.precision(), (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, || {}) {
                 torch::Outcome::Ran { records, problem, .. } => {
                     out.problem = out.problem.take().or(problem);
                     records

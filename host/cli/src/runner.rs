@@ -11,7 +11,7 @@ use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_launch, time_plan
 use super::CliError;
 use super::configs::{Config, tag};
 use super::mods::{self, ModSpec};
-use super::record::{Implementation, Record};
+use super::record::{Implementation, Precision, Record};
 use super::sweep::Shape;
 use super::verify::{self, Tolerance};
 
@@ -21,10 +21,12 @@ pub type Row = (Shape, Vec<Option<Config>>);
 /// How every row runs.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    /// Element type.
+    /// Element type (with `fp8_queries`: the output's).
     pub dtype: DType,
-    /// K's and V's 8-bit element type (`None`: `dtype`).
+    /// K's and V's 8-bit element type, read by `dtype` queries (`None`: `dtype`).
     pub kv: Option<Fp8>,
+    /// Q's, K's and V's 8-bit element type, where the inputs are FP8 (`kv` is then `None`).
+    pub fp8_queries: Option<Fp8>,
     /// Kernel path.
     pub path: KernelPath,
     /// Untimed launches.
@@ -54,6 +56,11 @@ pub struct Options {
 }
 
 impl Options {
+    /// The element types of every row.
+    pub fn precision(&self) -> Precision {
+        Precision { out: self.dtype, fp8_inputs: self.fp8_queries }
+    }
+
     /// Our fixed-length parameters for `shape` with `config` under these options (the
     /// benchmark's variable-length and paged rows are this batch, packed or paged: see
     /// [`Options::layout`]), with the window and softcap; ALiBi slopes and sinks are the
@@ -89,9 +96,10 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     // SAFETY: planning reads no index array.
     let index = |i: u64| unsafe { DeviceIndex::from_raw(i << 41, 1 << 40) };
     let bufs = Buffers::new(opts.dtype, stand_in(1), stand_in(2), stand_in(3), stand_in(4));
-    let bufs = match opts.kv {
-        Some(kv) => bufs.kv(kv),
-        None => bufs,
+    let bufs = match (opts.fp8_queries, opts.kv) {
+        (Some(f), _) => bufs.fp8_queries(f),
+        (None, Some(kv)) => bufs.kv(kv),
+        (None, None) => bufs,
     };
     // Last, where its f32 elements overlap nothing: a backward row's forward writes it.
     let bufs = if opts.backward { bufs.lse(stand_in(20)) } else { bufs };
@@ -143,7 +151,7 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         // (zeroed) output, so that elements a kernel fails to write cannot keep the values an
         // earlier kernel left there.
         if bufs.is_none() || opts.verify {
-            bufs = Some(BenchBuffers::new(ctx, &fixed, opts.dtype, opts.kv, opts.layout(), opts.mods).map_err(row_err)?);
+            bufs = Some(BenchBuffers::new(ctx, &fixed, opts.dtype, opts.kv, opts.fp8_queries, opts.layout(), opts.mods).map_err(row_err)?);
         }
         let bufs = bufs.as_ref().expect("allocated above");
         let params = bufs.params(&fixed);
@@ -151,7 +159,7 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         // backward row's forward also writes the log-sum-exp its backward reads.
         let plan = gpu.plan_forward(&params, &bufs.refs(opts.backward)).map_err(|e| row_err(e.into()))?;
         let kernel = plan.kernel.to_string();
-        let mut record = Record::new(Implementation::Flashrs, *shape, opts.dtype.name(), opts.path.name(), &kernel).with_mods(opts.mods).with_kv(opts.kv);
+        let mut record = Record::new(Implementation::Flashrs, *shape, opts.precision().name(), opts.path.name(), &kernel).with_mods(opts.mods).with_kv(opts.fp8_queries.or(opts.kv));
         // The tile configuration describes the mma.sync kernels only.
         record.config = match plan.kernel {
             Kernel::Mma { config, .. } => Some(tag(&config)),
@@ -171,7 +179,8 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
             // The packed rows of a variable-length row, and a paged row's gathered caches, are
             // the contiguous batch's; the modifications are the values the buffers uploaded.
             let x = RefInputs { q: &q, k: &k, v: &v };
-            let outcome = verify::check(&Problem::from(&fixed), &bufs.mods().variants(), &x, &out, Tolerance::for_dtype(opts.dtype))
+            let tolerance = if opts.fp8_queries.is_some() { Tolerance::FP8_INPUTS } else { Tolerance::for_dtype(opts.dtype) };
+            let outcome = verify::check(&Problem::from(&fixed), &bufs.mods().variants(), &x, &out, tolerance)
                 .into_result(&what)
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
@@ -207,7 +216,7 @@ mod tests {
     use crate::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, kv: None, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false, mods: ModSpec::default() }
+        Options { dtype: DType::F16, kv: None, fp8_queries: None, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false, mods: ModSpec::default() }
     }
 
     #[test]

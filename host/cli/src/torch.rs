@@ -6,19 +6,20 @@
 //! ([`refusal`]) rather than timed on another problem: SDPA's backends take none,
 //! FlashAttention-3 the window and softcap, FlexAttention all but sinks. Rows with a V head
 //! dimension of their own (`--head-dim-v`) give every backend V that wide; the script reports
-//! a backend that refuses it (SDPA's flash backend does) as n/a with its error.
+//! a backend that refuses it (SDPA's flash backend does) as n/a with its error. With FP8
+//! inputs (`--dtype e4m3`) FlashAttention-3 alone runs, its own FP8 forward; the others are
+//! n/a ([`dtype_refusal`]).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Lines, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::thread::JoinHandle;
 
-use flashrs::DType;
 use crate::bench::TimingMode;
 use serde::{Deserialize, Serialize};
 
 use super::mods::ModSpec;
-use super::record::{Implementation, Record};
+use super::record::{Implementation, Precision, Record};
 use super::sweep::Shape;
 
 /// The script, written to a temporary file for each run.
@@ -51,14 +52,31 @@ pub fn refusal(implementation: Implementation, mods: &ModSpec) -> Option<String>
     .collect();
     let (last, rest) = missing.split_last()?;
     let missing = if rest.is_empty() { last.to_string() } else { format!("{} or {last}", rest.join(", ")) };
-    let who = match implementation {
+    Some(format!("{} takes no {missing} (not timed on another problem)", who(implementation)))
+}
+
+/// Why `implementation` cannot run inputs of `precision`, if it cannot: FlashAttention-3 alone
+/// has an FP8 forward (E4M3 Q, K and V, bf16 output); SDPA's backends and FlexAttention take
+/// 16-bit inputs only.
+pub fn dtype_refusal(implementation: Implementation, precision: Precision) -> Option<String> {
+    let fp8 = precision.fp8_inputs?;
+    (implementation != Implementation::Fa3).then(|| format!("{} takes no {} inputs (not timed on another problem)", who(implementation), fp8.name()))
+}
+
+/// `implementation` in messages.
+fn who(implementation: Implementation) -> &'static str {
+    match implementation {
         Implementation::TorchFa2 => "PyTorch SDPA's flash backend",
         Implementation::TorchCudnn => "PyTorch SDPA's cuDNN backend",
         Implementation::Fa3 => "FlashAttention-3's flash_attn_func",
         Implementation::TorchFlex => "PyTorch's FlexAttention",
         Implementation::Flashrs => "flashrs",
-    };
-    Some(format!("{who} takes no {missing} (not timed on another problem)"))
+    }
+}
+
+/// Why `implementation` cannot run the problem, if it cannot ([`refusal`], [`dtype_refusal`]).
+fn why_not(implementation: Implementation, precision: Precision, mods: &ModSpec) -> Option<String> {
+    dtype_refusal(implementation, precision).or_else(|| refusal(implementation, mods))
 }
 
 /// What the script found about its torch (part of the JSON output).
@@ -91,7 +109,8 @@ pub enum Outcome {
 /// The script's input (see the protocol at the top of `torch_sdpa.py`).
 #[derive(Serialize)]
 struct Request<'a> {
-    /// Element type name.
+    /// Element type name of Q, K and V ([`Precision::name`]: `e4m3` for FP8 inputs, whose
+    /// output is bf16).
     dtype: &'a str,
     /// Untimed calls per backend and shape.
     warmup: usize,
@@ -118,16 +137,16 @@ struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
-    /// The request for `shapes` under `mods`, asking only for the backends of `backends`
-    /// that can run them.
-    fn new(shapes: &'a [Shape], dtype: DType, (warmup, iters, timing): (usize, usize, TimingMode), backward: bool, mods: &ModSpec, backends: &[(&'a str, Implementation)]) -> Self {
+    /// The request for `shapes` under `mods` in `precision`, asking only for the backends of
+    /// `backends` that can run them.
+    fn new(shapes: &'a [Shape], precision: Precision, (warmup, iters, timing): (usize, usize, TimingMode), backward: bool, mods: &ModSpec, backends: &[(&'a str, Implementation)]) -> Self {
         let side = |s: Option<usize>| s.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         Request {
-            dtype: dtype.name(),
+            dtype: precision.name(),
             warmup,
             iters,
             timing: timing.name(),
-            backends: backends.iter().filter(|b| refusal(b.1, mods).is_none()).map(|b| b.0).collect(),
+            backends: backends.iter().filter(|b| why_not(b.1, precision, mods).is_none()).map(|b| b.0).collect(),
             backward,
             window: [side(mods.window.0), side(mods.window.1)],
             softcap: mods.softcap.unwrap_or(0.0),
@@ -203,8 +222,9 @@ fn parse_line(line: &str) -> Option<Line> {
 }
 
 /// Gathers a reply into an outcome: a record per shape and backend, those that cannot run
-/// `mods` n/a with the reason. `problem` describes an early stop of the script, if any.
-fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType, (backward, mods, peers): (bool, &ModSpec, Peers), problem: Option<String>) -> Outcome {
+/// `mods` or `precision` n/a with the reason. `problem` describes an early stop of the script,
+/// if any.
+fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], precision: Precision, (backward, mods, peers): (bool, &ModSpec, Peers), problem: Option<String>) -> Outcome {
     let mut info = None;
     let mut results: Vec<Option<BTreeMap<String, BackendResult>>> = vec![None; shapes.len()];
     for line in lines {
@@ -227,9 +247,9 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
         for (key, implementation) in backends(peers, backward, mods) {
             let r = result.as_ref().and_then(|b| b.get(key));
             let kernel = r.and_then(|r| r.call.as_deref()).unwrap_or("");
-            let mut record = Record::new(implementation, *shape, dtype.name(), "torch", kernel).with_mods(*mods);
+            let mut record = Record::new(implementation, *shape, precision.name(), "torch", kernel).with_mods(*mods).with_kv(precision.fp8_inputs);
             record.backward = backward;
-            if let Some(why) = refusal(implementation, mods) {
+            if let Some(why) = why_not(implementation, precision, mods) {
                 records.push(record.unavailable(why));
                 continue;
             }
@@ -246,12 +266,12 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], dtype: DType
 /// Runs the script with `python3` on `shapes` under `mods`; `on_result` is called as each
 /// shape finishes (for a progress bar). Never fails: whatever goes wrong becomes
 /// [`Outcome::Unavailable`] or the `problem` of a partial run.
-pub fn run(shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, peers: Peers, on_result: impl FnMut()) -> Outcome {
+pub fn run(shapes: &[Shape], precision: Precision, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, peers: Peers, on_result: impl FnMut()) -> Outcome {
     let mut session = match Session::start(peers) {
         Ok(s) => s,
         Err(why) => return Outcome::Unavailable(why),
     };
-    let outcome = session.run(shapes, dtype, timing, backward, mods, on_result);
+    let outcome = session.run(shapes, precision, timing, backward, mods, on_result);
     match (outcome, session.finish()) {
         (Outcome::Ran { info, records, problem: None }, Some(p)) => Outcome::Ran { info, records, problem: Some(p) },
         (outcome, _) => outcome,
@@ -337,11 +357,11 @@ impl Session {
         &self.info
     }
 
-    /// Times `shapes` under `mods` (one request); `on_result` is called as each shape
-    /// finishes. A script that stops midway leaves the shapes it did not reach n/a and says
+    /// Times `shapes` under `mods` in `precision` (one request); `on_result` is called as
+    /// each shape finishes. A script that stops midway leaves the shapes it did not reach n/a and says
     /// why in the outcome's `problem`, as every later call does.
-    pub fn run(&mut self, shapes: &[Shape], dtype: DType, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
-        let request = Request::new(shapes, dtype, timing, backward, mods, &backends(self.peers, backward, mods));
+    pub fn run(&mut self, shapes: &[Shape], precision: Precision, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
+        let request = Request::new(shapes, precision, timing, backward, mods, &backends(self.peers, backward, mods));
         let mut lines = vec![Line::Info(self.info.clone())];
         if !self.exited {
             let line = serde_json::to_string(&request).expect("the request is plain data") + "\n";
@@ -362,7 +382,7 @@ impl Session {
                 }
             }
         }
-        collect(lines, shapes, dtype, (backward, mods, self.peers), self.stopped.clone())
+        collect(lines, shapes, precision, (backward, mods, self.peers), self.stopped.clone())
     }
 
     /// Closes the script's input and waits for it: why it failed, if it did.
@@ -415,6 +435,7 @@ fn tail(text: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flashrs::{DType, Fp8};
 
     fn shapes() -> Vec<Shape> {
         let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 512, seqlen_k: 512, head_dim: 64, head_dim_v: None, causal: true };
@@ -435,7 +456,7 @@ mod tests {
                \"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa+enable_gqa\"}},\
                \"cudnn\": {{\"error\": \"sdpa+enable_gqa: No available kernel.\"}}}}}}\n"
         );
-        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16, (false, &ModSpec::default(), Peers::All), None) else { panic!() };
+        let Outcome::Ran { info, records, problem } = collect(lines(&reply), &shapes(), DType::F16.into(), (false, &ModSpec::default(), Peers::All), None) else { panic!() };
         assert_eq!(info.cudnn, Some(91900));
         assert_eq!(problem, None);
         // A plain row: every backend but FlexAttention.
@@ -456,11 +477,11 @@ mod tests {
     #[test]
     fn unavailable_and_silent_scripts() {
         let reply = r#"{"kind": "unavailable", "reason": "torch 2.11.0 sees no CUDA GPU"}"#;
-        match collect(lines(reply), &shapes(), DType::F16, (false, &ModSpec::default(), Peers::All), None) {
+        match collect(lines(reply), &shapes(), DType::F16.into(), (false, &ModSpec::default(), Peers::All), None) {
             Outcome::Unavailable(r) => assert_eq!(r, "torch 2.11.0 sees no CUDA GPU"),
             o => panic!("{o:?}"),
         }
-        match collect(lines(""), &shapes(), DType::F16, (false, &ModSpec::default(), Peers::All), Some("exited with 1: Traceback".into())) {
+        match collect(lines(""), &shapes(), DType::F16.into(), (false, &ModSpec::default(), Peers::All), Some("exited with 1: Traceback".into())) {
             Outcome::Unavailable(r) => assert!(r.contains("Traceback")),
             o => panic!("{o:?}"),
         }
@@ -469,7 +490,7 @@ mod tests {
     #[test]
     fn request_uses_the_shape_field_names_the_script_reads() {
         let s = shapes();
-        let req = Request::new(&s, DType::Bf16, (5, 20, TimingMode::Queued), true, &ModSpec::default(), &backends(Peers::All, true, &ModSpec::default()));
+        let req = Request::new(&s, DType::Bf16.into(), (5, 20, TimingMode::Queued), true, &ModSpec::default(), &backends(Peers::All, true, &ModSpec::default()));
         let v = serde_json::to_value(&req).unwrap();
         assert_eq!(v["backends"], serde_json::json!(["flash", "cudnn"]));
         assert_eq!((&v["window"], &v["softcap"]), (&serde_json::json!([-1, -1]), &serde_json::json!(0.0)));
@@ -498,10 +519,10 @@ mod tests {
     #[test]
     fn the_request_gives_the_script_v_of_its_own_width_and_the_reply_counts_it() {
         let plain = shapes();
-        let v = serde_json::to_value(Request::new(&plain, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(Peers::All, false, &ModSpec::default()))).unwrap();
+        let v = serde_json::to_value(Request::new(&plain, DType::Bf16.into(), (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(Peers::All, false, &ModSpec::default()))).unwrap();
         assert!(v["shapes"][0].get("head_dim_v").is_none(), "plain requests are as they were");
         let dv: Vec<Shape> = plain.iter().map(|s| Shape { head_dim: 192, head_dim_v: Some(128), ..*s }).collect();
-        let v = serde_json::to_value(Request::new(&dv, DType::Bf16, (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(Peers::All, false, &ModSpec::default()))).unwrap();
+        let v = serde_json::to_value(Request::new(&dv, DType::Bf16.into(), (5, 20, TimingMode::Call), false, &ModSpec::default(), &backends(Peers::All, false, &ModSpec::default()))).unwrap();
         assert_eq!((&v["shapes"][0]["head_dim"], &v["shapes"][0]["head_dim_v"]), (&serde_json::json!(192), &serde_json::json!(128)));
         assert!(SCRIPT.contains("shape.get(\"head_dim_v\") or d"));
         // A backend that refuses the width is n/a with its reason; one that runs counts the
@@ -511,7 +532,7 @@ mod tests {
                \"flash\": {{\"error\": \"sdpa: RuntimeError: No available kernel.\"}},\
                \"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func\"}}}}}}\n"
         );
-        let Outcome::Ran { records, .. } = collect(lines(&reply), &dv, DType::Bf16, (false, &ModSpec::default(), Peers::All), None) else { panic!() };
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &dv, DType::Bf16.into(), (false, &ModSpec::default(), Peers::All), None) else { panic!() };
         let (fa2, fa3) = (&records[0], &records[2]);
         assert_eq!((fa2.median_ms, fa2.note.as_deref()), (None, Some("sdpa: RuntimeError: No available kernel.")));
         assert_eq!(fa3.shape, dv[0]);
@@ -523,17 +544,17 @@ mod tests {
     fn the_request_carries_the_modifications_to_the_backends_that_take_them() {
         let s = shapes();
         let local = ModSpec { window: (Some(4096), None), softcap: Some(30.0), ..ModSpec::default() };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &local, &backends(Peers::All, false, &local))).unwrap();
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16.into(), (5, 20, TimingMode::Call), false, &local, &backends(Peers::All, false, &local))).unwrap();
         assert_eq!(v["backends"], serde_json::json!(["fa3", "flex"]));
         assert_eq!((&v["window"], &v["softcap"], &v["alibi"]), (&serde_json::json!([4096, -1]), &serde_json::json!(30.0), &serde_json::json!(false)));
         // The script's documented protocol names the fields.
         assert!(SCRIPT.contains("\"window\": [left, right]") && SCRIPT.contains("\"softcap\": float") && SCRIPT.contains("\"alibi\": bool"));
         // ALiBi: FlexAttention alone; sinks: nothing can run them.
         let alibi = ModSpec { alibi: true, ..local };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &alibi, &backends(Peers::All, false, &alibi))).unwrap();
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16.into(), (5, 20, TimingMode::Call), false, &alibi, &backends(Peers::All, false, &alibi))).unwrap();
         assert_eq!((&v["backends"], &v["alibi"]), (&serde_json::json!(["flex"]), &serde_json::json!(true)));
         let sinks = ModSpec { sinks: true, ..alibi };
-        let v = serde_json::to_value(Request::new(&s, DType::Bf16, (5, 20, TimingMode::Call), false, &sinks, &backends(Peers::All, false, &sinks))).unwrap();
+        let v = serde_json::to_value(Request::new(&s, DType::Bf16.into(), (5, 20, TimingMode::Call), false, &sinks, &backends(Peers::All, false, &sinks))).unwrap();
         assert_eq!(v["backends"], serde_json::json!([]));
     }
 
@@ -542,7 +563,7 @@ mod tests {
         let local = ModSpec { window: (Some(128), Some(0)), ..ModSpec::default() };
         // The script timed FA3 (the only backend asked for) on the windowed problem.
         let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func+window_size\"}}}}}}\n");
-        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local, Peers::All), None) else { panic!() };
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16.into(), (false, &local, Peers::All), None) else { panic!() };
         assert!(records.iter().all(|r| r.mods == local));
         let (fa2, cudnn, fa3, flex) = (&records[0], &records[1], &records[2], &records[3]);
         // Asked for but not reported: n/a, not a time.
@@ -562,7 +583,7 @@ mod tests {
         assert!(BACKENDS.iter().all(|b| refusal(b.1, &ModSpec::default()).is_none()));
         // Even a script that reports a time for a refused backend does not make it count.
         let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"flash\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"sdpa\"}}}}}}\n");
-        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &local, Peers::All), None) else { panic!() };
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16.into(), (false, &local, Peers::All), None) else { panic!() };
         assert_eq!(records[0].median_ms, None);
     }
 
@@ -571,7 +592,7 @@ mod tests {
         // Here: no torch (or no python3, or no GPU) gives a reason; with torch and a GPU, times.
         let tiny = [Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 128, seqlen_k: 128, head_dim: 64, head_dim_v: None, causal: true }];
         let mut reported = 0;
-        match run(&tiny, DType::F16, (1, 2, TimingMode::Queued), false, &ModSpec::default(), Peers::All, || reported += 1) {
+        match run(&tiny, DType::F16.into(), (1, 2, TimingMode::Queued), false, &ModSpec::default(), Peers::All, || reported += 1) {
             Outcome::Unavailable(why) => assert!(!why.is_empty() && reported == 0),
             Outcome::Ran { records, .. } => assert!(records.len() == BACKENDS.len() - 1 && reported == 1),
         }
@@ -610,7 +631,7 @@ for line in sys.stdin:
         let timing = (1, 2, TimingMode::Call);
         let mut reported = 0;
         for round in 1..=3 {
-            let Outcome::Ran { records, problem, .. } = session.run(&shapes(), DType::F16, timing, false, &ModSpec::default(), || reported += 1) else { panic!() };
+            let Outcome::Ran { records, problem, .. } = session.run(&shapes(), DType::F16.into(), timing, false, &ModSpec::default(), || reported += 1) else { panic!() };
             assert_eq!(problem, None);
             // Shape i of request n took i + n ms: each request was answered in turn.
             let fa2: Vec<Option<f64>> = records.iter().filter(|r| r.implementation == Implementation::TorchFa2).map(|r| r.median_ms).collect();
@@ -627,11 +648,11 @@ for line in sys.stdin:
             return;
         }
         let mut session = Session::start_script(FAKE, Peers::All).unwrap();
-        let Outcome::Ran { records, problem, .. } = session.run(&shapes(), DType::F16, (99, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
+        let Outcome::Ran { records, problem, .. } = session.run(&shapes(), DType::F16.into(), (99, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
         assert!(problem.as_deref().unwrap().starts_with("the torch script stopped early"), "{problem:?}");
         assert_eq!(records[0].median_ms, Some(1.0));
         assert_eq!((records[3].shape, records[3].median_ms), (shapes()[1], None));
-        let Outcome::Ran { records, problem: again, .. } = session.run(&shapes(), DType::F16, (1, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
+        let Outcome::Ran { records, problem: again, .. } = session.run(&shapes(), DType::F16.into(), (1, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
         assert_eq!(again, problem);
         assert!(records.iter().all(|r| r.median_ms.is_none()));
         assert_eq!(session.finish(), problem);
@@ -646,12 +667,37 @@ for line in sys.stdin:
         let window = ModSpec { window: (Some(64), Some(0)), ..plain };
         assert_eq!(backends(Peers::Fa3, false, &window), [("fa3", Implementation::Fa3)]);
         assert!(backends(Peers::Fa3, true, &plain).is_empty());
-        let v = serde_json::to_value(Request::new(&shapes(), DType::Bf16, (5, 20, TimingMode::Call), false, &plain, &backends(Peers::Fa3, false, &plain))).unwrap();
+        let v = serde_json::to_value(Request::new(&shapes(), DType::Bf16.into(), (5, 20, TimingMode::Call), false, &plain, &backends(Peers::Fa3, false, &plain))).unwrap();
         assert_eq!(v["backends"], serde_json::json!(["fa3"]));
         let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3\"}}}}}}\n");
-        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16, (false, &plain, Peers::Fa3), None) else { panic!() };
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), DType::Bf16.into(), (false, &plain, Peers::Fa3), None) else { panic!() };
         assert!(records.iter().all(|r| r.implementation == Implementation::Fa3));
         assert_eq!(records.iter().map(|r| r.median_ms).collect::<Vec<_>>(), [Some(0.5), None]);
+    }
+
+    #[test]
+    fn fp8_inputs_ask_fa3_alone_and_the_rest_are_na_with_the_reason() {
+        let e4m3 = Precision { out: DType::Bf16, fp8_inputs: Some(Fp8::E4m3) };
+        let plain = ModSpec::default();
+        let v = serde_json::to_value(Request::new(&shapes(), e4m3, (5, 20, TimingMode::Call), false, &plain, &backends(Peers::All, false, &plain))).unwrap();
+        assert_eq!((&v["dtype"], &v["backends"]), (&serde_json::json!("e4m3"), &serde_json::json!(["fa3"])));
+        let v = serde_json::to_value(Request::new(&shapes(), e4m3, (5, 20, TimingMode::Call), false, &plain, &backends(Peers::Fa3, false, &plain))).unwrap();
+        assert_eq!(v["backends"], serde_json::json!(["fa3"]));
+        // The script converts FA3's inputs to E4M3 and refuses FP8 on every other backend.
+        assert!(SCRIPT.contains("\"e4m3\": torch.bfloat16") && SCRIPT.contains("torch.float8_e4m3fn") && SCRIPT.contains("\"(e4m3)\" if fp8"));
+        let reply = format!("{INFO}\n{{\"kind\": \"result\", \"index\": 0, \"backends\": {{\"fa3\": {{\"median_ms\": 0.5, \"min_ms\": 0.4, \"call\": \"fa3_fwd_interface.flash_attn_func(e4m3)\"}}}}}}\n");
+        let Outcome::Ran { records, .. } = collect(lines(&reply), &shapes(), e4m3, (false, &plain, Peers::All), None) else { panic!() };
+        assert_eq!(records.len(), 2 * (BACKENDS.len() - 1));
+        let (fa2, cudnn, fa3) = (&records[0], &records[1], &records[2]);
+        assert_eq!(fa2.note.as_deref(), Some("PyTorch SDPA's flash backend takes no e4m3 inputs (not timed on another problem)"));
+        assert!(cudnn.median_ms.is_none() && cudnn.note.as_deref().unwrap().starts_with("PyTorch SDPA's cuDNN backend takes no e4m3"));
+        assert_eq!((fa3.median_ms, fa3.kernel.as_str()), (Some(0.5), "fa3_fwd_interface.flash_attn_func(e4m3)"));
+        assert_eq!((fa3.dtype.as_str(), fa3.kv_dtype.as_deref()), ("e4m3", Some("e4m3")));
+        assert_eq!(dtype_refusal(Implementation::TorchFlex, e4m3).unwrap(), "PyTorch's FlexAttention takes no e4m3 inputs (not timed on another problem)");
+        assert!(BACKENDS.iter().all(|b| dtype_refusal(b.1, DType::Bf16.into()).is_none()));
+        // 16-bit requests are as they were.
+        let v = serde_json::to_value(Request::new(&shapes(), DType::Bf16.into(), (5, 20, TimingMode::Call), false, &plain, &backends(Peers::All, false, &plain))).unwrap();
+        assert_eq!((&v["dtype"], &v["backends"]), (&serde_json::json!("bf16"), &serde_json::json!(["flash", "cudnn", "fa3"])));
     }
 
     #[test]

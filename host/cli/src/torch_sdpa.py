@@ -3,11 +3,14 @@
 
 Requests on stdin, one JSON document per line (the script answers each in turn, so that a
 caller can keep it running and alternate its rows with its own; it exits at the end of input):
-  {"dtype": "f16" | "bf16", "warmup": int, "iters": int, "timing": "call" | "queued",
+  {"dtype": "f16" | "bf16" | "e4m3", "warmup": int, "iters": int, "timing": "call" | "queued",
    "backends": ["flash", "cudnn", "fa3", "flex"], "backward": bool,
    "window": [left, right], "softcap": float, "alibi": bool, "block_sparsity": float,
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal",
                "head_dim_v" (optional)}, ...]}
+"e4m3" asks for FP8 attention: E4M3 Q, K and V (the bf16 inputs rounded) with a bf16 output,
+which only "fa3" runs (FlashAttention-3's FP8 forward); any other backend asked answers with an
+error rather than timing 16-bit attention.
 A shape's "head_dim_v" is the head dimension of V and the output (absent: "head_dim"); every
 backend gets V that wide, and one that refuses it (SDPA's flash backend does, cuDNN and
 FlashAttention-3 accept some pairs, e.g. 192 / 128) answers with the error.
@@ -155,9 +158,10 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued, bac
     return {"error": " | ".join(reasons)[:600] or "no call to try"}
 
 
-def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0):
+def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0, fp8=False):
     """Times FlashAttention-3's forward (package fa3-fwd), or says why it cannot run, with the
-    request's sliding window and softcap (its own `window_size` and `softcap`)."""
+    request's sliding window and softcap (its own `window_size` and `softcap`). With `fp8`, its
+    FP8 forward: the bf16 inputs rounded to E4M3 (dequantization factors 1), a bf16 output."""
     try:
         import fa3_fwd_interface as fa3
     except Exception as e:  # noqa: BLE001
@@ -165,6 +169,8 @@ def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softc
     if q.dtype != torch.bfloat16:
         return {"error": "the fa3-fwd package has bf16 (and FP8) kernels only"}
     qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    if fp8:
+        qs, ks, vs = (t.to(torch.float8_e4m3fn) for t in (qs, ks, vs))
     causal = bool(shape["causal"])
     # num_splits=0: FA3 chooses its split-KV count (its default, 1, never splits a decode row).
     # Its window is bottom-right aligned like flashrs's, and causal caps its right side at 0.
@@ -173,7 +179,7 @@ def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softc
     torch.cuda.synchronize()
     median, fastest = time_call(torch, call, warmup, iters, queued)
     # The label says which modifications the call took, so a record shows they were passed.
-    label = "fa3_fwd_interface.flash_attn_func" + ("+window_size" if window != (-1, -1) else "") + ("+softcap" if softcap else "")
+    label = "fa3_fwd_interface.flash_attn_func" + ("(e4m3)" if fp8 else "") + ("+window_size" if window != (-1, -1) else "") + ("+softcap" if softcap else "")
     return {"median_ms": median, "min_ms": fastest, "call": label}
 
 
@@ -265,7 +271,9 @@ def main():
 
 def answer(torch, SDPBackend, request):
     """Times every shape of one request on every backend it asks for."""
-    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[request["dtype"]]
+    # FP8 inputs are drawn in bf16 and rounded where a backend takes them.
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "e4m3": torch.bfloat16}[request["dtype"]]
+    fp8 = request["dtype"] == "e4m3"
     warmup, iters = int(request["warmup"]), int(request["iters"])
     queued = request.get("timing", "call") == "queued"
     backward = bool(request.get("backward", False))
@@ -294,6 +302,9 @@ def answer(torch, SDPBackend, request):
                 if name == "fa3" and backward:
                     results[name] = {"error": "the fa3-fwd package is forward-only"}
                     continue
+                if name != "fa3" and fp8:
+                    results[name] = {"error": f"{name} takes no FP8 (e4m3) inputs"}
+                    continue
                 if name not in ("fa3", "flex") and modified:
                     # SDPA has no window, softcap or ALiBi: timing it would time another problem.
                     results[name] = {"error": f"SDPA's {name} backend takes no sliding window, softcap, ALiBi or block mask"}
@@ -309,7 +320,7 @@ def answer(torch, SDPBackend, request):
                     continue
                 if name == "fa3":
                     try:
-                        results[name] = run_fa3(torch, shape, q, k, v, warmup, iters, queued, window, softcap)
+                        results[name] = run_fa3(torch, shape, q, k, v, warmup, iters, queued, window, softcap, fp8)
                     except Exception as e:  # noqa: BLE001 - a refusal or out of memory
                         results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
                     continue

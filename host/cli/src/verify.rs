@@ -23,6 +23,11 @@ pub struct Tolerance {
 }
 
 impl Tolerance {
+    /// The tolerance for FP8 inputs with a 16-bit output: the kernels round P to E4M3 (3
+    /// mantissa bits) for the FP8 `P V`, where the reference keeps it exact; relative part as
+    /// for bf16.
+    pub const FP8_INPUTS: Tolerance = Tolerance { atol: 8e-2, rtol: 8e-3 };
+
     /// The tolerance for outputs stored as `dtype`.
     pub fn for_dtype(dtype: DType) -> Self {
         match dtype {

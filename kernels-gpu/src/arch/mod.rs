@@ -14,6 +14,7 @@ pub mod ids;
 pub mod ldmatrix;
 pub mod mbarrier;
 pub mod mma;
+pub mod prmt;
 #[cfg(target_feature = "sm_90a")]
 pub mod setmaxnreg;
 pub mod shfl;

@@ -259,3 +259,61 @@ wgmma_shape!("m64n256k16", AccN256,
     wgmma_mma_async_m64n256k16_f32_f16_rs_tb, wgmma_mma_async_m64n256k16_f32_bf16_rs_tb,
     wgmma_mma_async_m64n256k16_f32_f16_ss_tt, wgmma_mma_async_m64n256k16_f32_bf16_ss_tt,
     wgmma_mma_async_m64n256k16_f32_f16_ss_tb, wgmma_mma_async_m64n256k16_f32_bf16_ss_tb);
+
+// FP8 (`.e4m3` A and B, k32 per instruction): K-major operands only (FP8 wgmma has no
+// transposed forms), A from shared memory (`ss`) or registers (`rs`, [`FragA`] holding 64x32
+// bytes over the warpgroup: `a[0]` = (row g, k 4t..4t+3), `a[1]` = (row g+8, same k), `a[2]`
+// = (row g, k 16+4t..), `a[3]` = (row g+8, k 16+4t..), lowest k in the low byte).
+macro_rules! wgmma_fp8_shape {
+    (@ss $shape:literal, $acc:ty, [$($i:literal)+], $name:ident) => {
+        #[doc = concat!("`wgmma.mma_async.sync.aligned.", $shape, ".f32.e4m3.e4m3`, A and B from shared memory (K-major descriptors): `d = a * b^T + (scale_d ? d : 0)`.")]
+        #[inline(always)]
+        pub unsafe fn $name(d: &mut $acc, a: SmemDesc, b: SmemDesc, scale_d: bool) {
+            unsafe {
+                core::arch::asm!(
+                    concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.",
+                        $shape, ".f32.e4m3.e4m3 {{", wgmma_regs!($($i)+), "}}, {a}, {b}, p, 1, 1; }}"),
+                    $(inout(reg32) d[$i],)+
+                    a = in(reg64) a.0, b = in(reg64) b.0, sd = in(reg32) scale_d as u32,
+                    options(nostack))
+            }
+        }
+    };
+    (@rs $shape:literal, $acc:ty, [$($i:literal)+], $name:ident) => {
+        #[doc = concat!("`wgmma.mma_async.sync.aligned.", $shape, ".f32.e4m3.e4m3`, A from registers ([`FragA`], 8-bit), B from shared memory (K-major descriptor): `d = a * b^T + (scale_d ? d : 0)`.")]
+        #[inline(always)]
+        pub unsafe fn $name(d: &mut $acc, a: &FragA, b: SmemDesc, scale_d: bool) {
+            unsafe {
+                core::arch::asm!(
+                    concat!("{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.",
+                        $shape, ".f32.e4m3.e4m3 {{", wgmma_regs!($($i)+),
+                        "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1; }}"),
+                    $(inout(reg32) d[$i],)+
+                    a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                    b = in(reg64) b.0, sd = in(reg32) scale_d as u32,
+                    options(nostack))
+            }
+        }
+    };
+}
+
+wgmma_fp8_shape!(@ss "m64n64k32", AccN64,
+    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
+    wgmma_mma_async_m64n64k32_f32_e4m3);
+wgmma_fp8_shape!(@ss "m64n128k32", AccN128,
+    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
+    wgmma_mma_async_m64n128k32_f32_e4m3);
+wgmma_fp8_shape!(@rs "m64n64k32", AccN64,
+    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
+    wgmma_mma_async_m64n64k32_f32_e4m3_rs);
+wgmma_fp8_shape!(@rs "m64n128k32", AccN128,
+    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
+    wgmma_mma_async_m64n128k32_f32_e4m3_rs);
+wgmma_fp8_shape!(@rs "m64n256k32", AccN256,
+    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+     64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
+     96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127],
+    wgmma_mma_async_m64n256k32_f32_e4m3_rs);

@@ -8,8 +8,8 @@
 //!   cores compute `P V` of tile `t - 1` (`S(t)` and `P V(t-1)` are issued back to back, then
 //!   waited for one after the other), and the consumer warpgroups take turns issuing their
 //!   GEMMs ([`Pingpong`]), so that one's softmax overlaps the others' GEMMs.
-use super::epilogue::{store_lse, store_o};
-use super::gemm::{WgElement, gemm_pv, gemm_qk, pack_p, wait};
+use super::epilogue::{store_lse, store_o, store_o_direct};
+use super::gemm::{Operands, wait};
 use super::mask;
 use super::pipeline::{PipeState, release, wait_full};
 use super::scheduler::{tile_count, work_for_tile};
@@ -21,6 +21,7 @@ use crate::arch::shfl::shfl_sync_idx_u32;
 use crate::arch::smem::ld_shared_b32;
 use crate::arch::wgmma::FragA;
 use crate::hopper::gemm::opaque;
+use crate::dtype::Element;
 use crate::mods::{MaskMod, ScoreMod};
 use flashrs_abi::FwdParams;
 
@@ -91,8 +92,8 @@ impl Pingpong {
 /// What both main loops need: the operands' shared-memory addresses, the score modification
 /// and the masking.
 #[derive(Clone, Copy)]
-struct Rows<S, M, const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> {
-    smem: Smem<D, DV, BM, BN, STAGES>,
+struct Rows<S, M, const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize, const EB: usize> {
+    smem: Smem<D, DV, BM, BN, STAGES, EB>,
     /// This warpgroup's first Q row in slab 0.
     q: u32,
     score: S,
@@ -110,7 +111,9 @@ struct Rows<S, M, const D: usize, const DV: usize, const BM: usize, const BN: us
     n_tiles: u32,
 }
 
-impl<S: ScoreMod, M: MaskMod, const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> Rows<S, M, D, DV, BM, BN, STAGES> {
+impl<S: ScoreMod, M: MaskMod, const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize, const EB: usize>
+    Rows<S, M, D, DV, BM, BN, STAGES, EB>
+{
     /// The first key of the tile in K stage `stage`, as the producer gave it when the mask has
     /// [`MaskMod::BLOCKS`] ([`Smem::key_slot`]; read before the stage is released). Read by the
     /// lane that releases the stage for the warp, so that its arrival orders the read before
@@ -149,7 +152,7 @@ impl<S: ScoreMod, M: MaskMod, const D: usize, const DV: usize, const BM: usize, 
 /// The serial schedule (see the module docs).
 #[inline(always)]
 unsafe fn mainloop_serial<
-    T: WgElement,
+    I: Operands,
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
@@ -157,11 +160,12 @@ unsafe fn mainloop_serial<
     const BM: usize,
     const BN: usize,
     const STAGES: usize,
+    const EB: usize,
     const SN: usize,
     const ON: usize,
     const KP: usize,
 >(
-    r: &Rows<S, M, D, DV, BM, BN, STAGES>,
+    r: &Rows<S, M, D, DV, BM, BN, STAGES, EB>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     start: PipeState<STAGES>,
@@ -172,7 +176,7 @@ unsafe fn mainloop_serial<
         let mut s = [0.0f32; SN];
         unsafe {
             wait_full(r.smem.k_full(stage), pipe.phase);
-            gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, r.smem.k(stage));
+            I::qk::<D, BM, BN, SN>(&mut s, r.q, r.smem.k(stage));
             wait::<0, SN>(&mut s);
         }
         let key = r.slot_key(stage);
@@ -180,12 +184,12 @@ unsafe fn mainloop_serial<
         r.modify(&mut s, t, key);
         let alpha = softmax.update(&mut s, r.scale_log2);
         rescale(o, alpha);
-        let mut p = pack_p::<T, SN, KP>(&s);
+        let mut p = I::pack_p::<SN, KP>(&s);
         unsafe {
-            wait_full(r.smem.v_full(stage), pipe.phase);
-            gemm_pv::<T, DV, BN, ON, KP>(o, &mut p, r.smem.v(stage));
+            wait_full(r.smem.pv_full(stage), pipe.phase);
+            I::pv::<DV, BN, ON, KP>(o, &mut p, r.smem.pv(stage));
             wait::<0, ON>(o);
-            release(r.smem.v_empty(stage), r.lane);
+            release(r.smem.pv_empty(stage), r.lane);
         }
         pipe.advance();
     }
@@ -205,7 +209,7 @@ unsafe fn mainloop_serial<
 /// next K, and there the softmax waits for `P V` first.)
 #[inline(always)]
 unsafe fn mainloop_pipelined<
-    T: WgElement,
+    I: Operands,
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
@@ -213,11 +217,12 @@ unsafe fn mainloop_pipelined<
     const BM: usize,
     const BN: usize,
     const STAGES: usize,
+    const EB: usize,
     const SN: usize,
     const ON: usize,
     const KP: usize,
 >(
-    r: &Rows<S, M, D, DV, BM, BN, STAGES>,
+    r: &Rows<S, M, D, DV, BM, BN, STAGES, EB>,
     o: &mut [f32; ON],
     softmax: &mut OnlineSoftmax,
     turns: Pingpong,
@@ -235,7 +240,7 @@ unsafe fn mainloop_pipelined<
     unsafe {
         wait_full(smem.k_full(pk.stage), pk.phase);
         turns.wait_turn();
-        gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
+        I::qk::<D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
         turns.pass_turn();
         wait::<0, SN>(&mut s);
     }
@@ -244,7 +249,7 @@ unsafe fn mainloop_pipelined<
     r.modify(&mut s, 0, key);
     // O is still zero: no rescale for the first tile.
     softmax.update(&mut s, r.scale_log2);
-    let mut p: [FragA; KP] = pack_p::<T, SN, KP>(&s);
+    let mut p: [FragA; KP] = I::pack_p::<SN, KP>(&s);
     if n > 1 {
         pk.advance();
         unsafe { wait_full(smem.k_full(pk.stage), pk.phase) };
@@ -252,9 +257,9 @@ unsafe fn mainloop_pipelined<
     for t in 1..n {
         unsafe {
             turns.wait_turn();
-            gemm_qk::<T, D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
-            wait_full(smem.v_full(pv.stage), pv.phase);
-            gemm_pv::<T, DV, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
+            I::qk::<D, BM, BN, SN>(&mut s, r.q, smem.k(pk.stage));
+            wait_full(smem.pv_full(pv.stage), pv.phase);
+            I::pv::<DV, BN, ON, KP>(o, &mut p, smem.pv(pv.stage));
             turns.pass_turn();
             wait::<1, SN>(&mut s);
         }
@@ -272,19 +277,19 @@ unsafe fn mainloop_pipelined<
             unsafe { wait_full(smem.k_full(pk.stage), pk.phase) };
         }
         wait::<0, ON>(o);
-        unsafe { release(smem.v_empty(pv.stage), lane) };
+        unsafe { release(smem.pv_empty(pv.stage), lane) };
         pv.advance();
         pin(&mut s);
-        p = pack_p::<T, SN, KP>(&s);
+        p = I::pack_p::<SN, KP>(&s);
         rescale(o, alpha);
     }
     unsafe {
         turns.wait_turn();
-        wait_full(smem.v_full(pv.stage), pv.phase);
-        gemm_pv::<T, DV, BN, ON, KP>(o, &mut p, smem.v(pv.stage));
+        wait_full(smem.pv_full(pv.stage), pv.phase);
+        I::pv::<DV, BN, ON, KP>(o, &mut p, smem.pv(pv.stage));
         turns.pass_turn();
         wait::<0, ON>(o);
-        release(smem.v_empty(pv.stage), lane);
+        release(smem.pv_empty(pv.stage), lane);
     }
     pv.advance();
     pv
@@ -294,7 +299,8 @@ unsafe fn mainloop_pipelined<
 /// tiles (`VARLEN`: of a variable-length launch); `tid` is the thread's index in the warpgroup.
 #[inline(always)]
 pub unsafe fn run<
-    T: WgElement,
+    I: Operands,
+    T: Element,
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
@@ -302,6 +308,7 @@ pub unsafe fn run<
     const BM: usize,
     const BN: usize,
     const STAGES: usize,
+    const EB: usize,
     const SN: usize,
     const ON: usize,
     const KP: usize,
@@ -309,7 +316,7 @@ pub unsafe fn run<
     const VARLEN: bool,
 >(
     p: &FwdParams,
-    smem: Smem<D, DV, BM, BN, STAGES>,
+    smem: Smem<D, DV, BM, BN, STAGES, EB>,
     wg: u32,
     tid: u32,
 ) {
@@ -328,7 +335,7 @@ pub unsafe fn run<
     let mut i = 0u32;
     loop {
         // Q tile `b` holds work tile `i`'s Q; its slot names the work tile (or none is left).
-        let (b, phase) = Smem::<D, DV, BM, BN, STAGES>::q_turn(i);
+        let (b, phase) = Smem::<D, DV, BM, BN, STAGES, EB>::q_turn(i);
         unsafe { wait_full(smem.q_full(b), phase) };
         // Read by the lane that releases the Q tile for the warp (so the release covers the
         // read that the producer's next store to the slot must follow), then shared.
@@ -340,27 +347,40 @@ pub unsafe fn run<
         let work = work_of(tile);
         let wg_row0 = work.m0 + 64 * wg;
         let row = wg_row0 + 16 * (tid / 32) + lane / 4;
-        let rows = Rows::<S, M, D, DV, BM, BN, STAGES> {
+        // FP8: Q's and K's factors join the softmax scale (V's scales the output below).
+        let scale_log2 = if EB == 1 {
+            let (h, d) = (work.head_kv, &p.descale);
+            p.scale_log2 * unsafe { d.factor(0, work.batch, h) * d.factor(2, work.batch, h) }
+        } else {
+            p.scale_log2
+        };
+        let rows = Rows::<S, M, D, DV, BM, BN, STAGES, EB> {
             smem,
-            q: smem.q(b) + 64 * wg * 128,
+            q: smem.q_rows(b, wg),
             score: S::new(p, work.batch, work.head, &work.extent),
             mask: M::new(p, work.batch, work.head, &work.extent),
             wg_row0: wg_row0 as i32,
             row: row as i32,
             col: 2 * (lane % 4) as i32,
             lane,
-            scale_log2: p.scale_log2,
+            scale_log2,
             first_tile: work.first_tile,
             n_tiles: work.n_tiles,
         };
         let mut o = [0.0f32; ON];
         let mut softmax = OnlineSoftmax::new();
         pipe = if PIPELINED {
-            unsafe { mainloop_pipelined::<T, S, M, D, DV, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
+            unsafe { mainloop_pipelined::<I, S, M, D, DV, BM, BN, STAGES, EB, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
         } else {
-            unsafe { mainloop_serial::<T, S, M, D, DV, BM, BN, STAGES, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
+            unsafe { mainloop_serial::<I, S, M, D, DV, BM, BN, STAGES, EB, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
         };
-        let lse = if S::SINK { softmax.finish_with_sink(&mut o, p.scale_log2, rows.score.sink_log2()) } else { softmax.finish(&mut o, p.scale_log2) };
+        let lse = if S::SINK { softmax.finish_with_sink(&mut o, p.scale_log2, rows.score.sink_log2()) } else { softmax.finish(&mut o, if EB == 1 { rows.scale_log2 } else { p.scale_log2 }) };
+        if EB == 1 {
+            let v_descale = unsafe { p.descale.factor(1, work.batch, work.head_kv) } / super::fp8::P_SCALE;
+            for x in o.iter_mut() {
+                *x *= v_descale;
+            }
+        }
 
         // The epilogue's indices are derived afresh from opaque copies: computed before the
         // main loop (LLVM hoists what does not change from tile to tile), they would sit in
@@ -374,7 +394,12 @@ pub unsafe fn run<
         let [ob, or, oh] = p.o_strides;
         let out = (p.o as *mut u16).wrapping_offset((bi * ob + h * oh + e.q_start as i64 * or) as isize);
         unsafe {
-            store_o::<T, DV, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, e.seqlen_q, p.head_dim_v);
+            if EB == 1 {
+                // The output's two bytes per element outgrow the FP8 Q tile it would be staged in.
+                store_o_direct::<T, ON>(&o, tid, out, or, work.m0 + 64 * wg, e.seqlen_q, p.head_dim_v);
+            } else {
+                store_o::<T, DV, BM, ON>(&o, smem.q(b), wg, tid, out, or, work.m0, e.seqlen_q, p.head_dim_v);
+            }
             if p.lse != 0 {
                 let dst = (p.lse as *mut f32).add(e.lse_first(p, work.batch, work.head, VARLEN));
                 store_lse(lse, dst, row, e.seqlen_q, lane);

@@ -64,6 +64,29 @@ pub unsafe fn store_o<T: Element, const D: usize, const BM: usize, const ON: usi
     }
 }
 
+/// Stores the warpgroup's 64 rows of O (first sequence row `row0`) straight from the
+/// accumulator, a pair of elements per 4-byte store, skipping rows at or past `seqlen_q` and
+/// columns at or past `head_dim_v` (a multiple of 8 past which nothing is stored: the host
+/// checks). For the FP8 kernels, whose Q tile is too small to stage the output in.
+#[inline(always)]
+pub unsafe fn store_o_direct<T: Element, const ON: usize>(o: &[f32; ON], tid: u32, out: *mut u16, row_stride: i64, row0: u32, seqlen_q: u32, head_dim_v: u32) {
+    let (warp, lane) = (tid / 32, tid % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    for h in 0..2 {
+        let r = row0 + 16 * warp + g + 8 * h as u32;
+        if r >= seqlen_q {
+            continue;
+        }
+        let dst = out.wrapping_offset((r as i64 * row_stride) as isize);
+        for i in 0..ON / 4 {
+            let col = 8 * i as u32 + 2 * t;
+            if col < head_dim_v {
+                unsafe { *(dst.add(col as usize) as *mut u32) = T::pack2(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]) };
+            }
+        }
+    }
+}
+
 /// Stores the log-sum-exp of the thread's two rows (lanes with `t = 0` hold each row once).
 /// `dst` is the (batch, head)'s `seqlen_q` values; `row` is the thread's first sequence row.
 #[inline(always)]

@@ -11,7 +11,9 @@
 //! MN-major ([`gemm_tt_n64`]), and `A B` with A K-major from shared memory ([`gemm_ss_tb_n128`]).
 //!
 //! Issue and wait are separate so that callers can overlap other work with the tensor cores:
-//! each `gemm_*` commits one wgmma group; [`wait`] then waits.
+//! each `gemm_*` commits one wgmma group; [`wait`] then waits. The forward kernel reaches its
+//! two GEMMs through [`Operands`], implemented here for the 16-bit types and in [`super::fp8`]
+//! for E4M3 inputs.
 use crate::arch::wgmma::*;
 use crate::arch::wgmma_mn::*;
 use crate::dtype::{Bf16, Element, F16};
@@ -93,9 +95,40 @@ wg_element!(Bf16,
     wgmma_mma_async_m64n256k16_f32_bf16_rs_tb, wgmma_mma_async_m64n64k16_f32_bf16_ss_tt,
     wgmma_mma_async_m64n128k16_f32_bf16_ss_tb);
 
+/// The forward's two GEMMs and P's rounding for one input element type: the 16-bit ones
+/// (below, on [`WgElement`]) or FP8 ([`super::fp8`]). `q`, `k` and `v` are the Q rows, K stage
+/// and P V operand in shared memory ([`super::smem::Smem::q_rows`], [`super::smem::Smem::pv`]).
+pub trait Operands {
+    /// Bytes per element.
+    const BYTES: usize;
+    /// Issues `S = Q K^T` (one committed group; `s`'s previous contents are ignored).
+    unsafe fn qk<const D: usize, const BM: usize, const BN: usize, const SN: usize>(s: &mut [f32; SN], q: u32, k: u32);
+    /// Rounds probabilities to the A fragments of `O += P V`.
+    fn pack_p<const SN: usize, const KP: usize>(s: &[f32; SN]) -> [FragA; KP];
+    /// Issues `O += P V` (one committed group); `p` must stay unchanged until it has been
+    /// waited for.
+    unsafe fn pv<const DV: usize, const BN: usize, const ON: usize, const KP: usize>(o: &mut [f32; ON], p: &mut [FragA; KP], v: u32);
+}
+
+impl<T: WgElement> Operands for T {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn qk<const D: usize, const BM: usize, const BN: usize, const SN: usize>(s: &mut [f32; SN], q: u32, k: u32) {
+        unsafe { gemm_qk::<T, D, BM, BN, SN>(s, q, k) }
+    }
+    #[inline(always)]
+    fn pack_p<const SN: usize, const KP: usize>(s: &[f32; SN]) -> [FragA; KP] {
+        pack_p::<T, SN, KP>(s)
+    }
+    #[inline(always)]
+    unsafe fn pv<const DV: usize, const BN: usize, const ON: usize, const KP: usize>(o: &mut [f32; ON], p: &mut [FragA; KP], v: u32) {
+        unsafe { gemm_pv::<T, DV, BN, ON, KP>(o, p, v) }
+    }
+}
+
 /// `acc` viewed as an array of `M` elements; only called where `N == M`.
 #[inline(always)]
-unsafe fn same<const N: usize, const M: usize>(acc: &mut [f32; N]) -> &mut [f32; M] {
+pub(crate) unsafe fn same<const N: usize, const M: usize>(acc: &mut [f32; N]) -> &mut [f32; M] {
     unsafe { &mut *(acc as *mut [f32; N] as *mut [f32; M]) }
 }
 

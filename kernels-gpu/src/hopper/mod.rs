@@ -16,6 +16,10 @@
 //! consumers taking turns at the tensor cores) and a serial twin per head dimension; head_dim
 //! 64 with two and with three consumer warpgroups.
 //!
+//! The FP8 kernels (e4m3 Q, K and V, 16-bit output; [`fp8`]) are the same body with one-byte
+//! inputs: the producer warpgroup's other warps transpose V for the FP8 `P V` ([`transpose`]),
+//! and the consumers store O straight from registers.
+//!
 //! [`bwd`] is the backward pass's Hopper main kernel, built from the same parts.
 //!
 //! Entry points take the three tensor maps first (see [`TensorMapParam`]) and the same
@@ -25,6 +29,7 @@
 pub mod bwd;
 pub mod consumer;
 pub mod epilogue;
+pub mod fp8;
 pub mod gemm;
 pub mod mask;
 pub mod pipeline;
@@ -32,6 +37,7 @@ pub mod producer;
 pub mod scheduler;
 pub mod smem;
 pub mod softmax;
+pub mod transpose;
 
 use crate::arch::ids::{thread_idx_x, warp_id};
 use crate::arch::mbarrier::mbarrier_init;
@@ -41,7 +47,9 @@ use crate::dtype::{Bf16, F16};
 use crate::mask::Mask;
 use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
 use flashrs_abi::FwdParams;
-use gemm::WgElement;
+use crate::arch::smem::st_shared_b32;
+use crate::dtype::Element;
+use gemm::Operands;
 use pipeline::{empty_arrivals, init_barriers};
 use producer::Maps;
 use smem::{Smem, dsmem_base_1024};
@@ -58,9 +66,11 @@ pub fn entry_directives<const THREADS: usize>() {
     }
 }
 
-/// The kernel body. Const generics: element type, padded head dims `D` (Q, K) and `DV` (V, the
+/// The kernel body. Types: the input element `I` (its GEMMs, [`Operands`]: 16-bit, or E4M3 with
+/// `EB = 1` bytes per element) and the output's `T` (the same 16-bit type, or either with FP8
+/// inputs). Const generics: padded head dims `D` (Q, K) and `DV` (V, the
 /// output; at most `D`), query rows per CTA `BM` (64 per consumer warpgroup), keys per stage
-/// `BN`, `STAGES`, the derived register counts `SN = BN/2` (scores), `ON = DV/2` (output) and `KP = BN/16` (P's k-steps), which stable Rust
+/// `BN`, `STAGES`, the derived register counts `SN = BN/2` (scores), `ON = DV/2` (output) and `KP = BN * EB / 32` (P's k-steps), which stable Rust
 /// cannot compute in array types, the warpgroups' register budgets after `setmaxnreg`
 /// (producer `PREGS`, each consumer `CREGS`), the consumer schedule (see [`consumer`]), and
 /// `VARLEN`: packed variable-length batches (per-sequence extents from the offsets arrays; a
@@ -69,7 +79,8 @@ pub fn entry_directives<const THREADS: usize>() {
 /// plain attention. Entry points instantiate it through [`crate::sm90_forward_kernel`].
 #[inline(always)]
 pub unsafe fn flash_fwd_sm90<
-    T: WgElement,
+    I: Operands,
+    T: Element,
     S: ScoreMod,
     M: MaskMod,
     const D: usize,
@@ -84,18 +95,19 @@ pub unsafe fn flash_fwd_sm90<
     const CREGS: u32,
     const PIPELINED: bool,
     const VARLEN: bool,
+    const EB: usize,
 >(
     maps: Maps,
     p: &FwdParams,
 ) {
     const {
-        assert!(SN == BN / 2 && ON == DV / 2 && KP == BN / 16 && D % 64 == 0 && DV % 64 == 0 && DV <= D && BN % 16 == 0 && STAGES >= 1);
+        assert!(EB == I::BYTES && SN == BN / 2 && ON == DV / 2 && KP == BN * EB / 32 && D % 64 == 0 && DV % 64 == 0 && DV <= D && BN % 16 == 0 && STAGES >= 1);
         // `setmaxnreg` moves registers between warpgroups, within what the CTA started with:
         // asking for more hangs the consumers.
         let threads = 128 + 2 * BM;
         assert!(BM % 64 == 0 && 128 * PREGS as usize + 2 * BM * CREGS as usize <= flashrs_abi::sm90::initial_regs(threads) as usize * threads);
     };
-    let smem = Smem::<D, DV, BM, BN, STAGES>::new(dsmem_base_1024());
+    let smem = Smem::<D, DV, BM, BN, STAGES, EB>::new(dsmem_base_1024());
     let tid = thread_idx_x();
     // TMA faults on a misaligned map; the host's TensorMapParam layout guarantees alignment,
     // so this only trips if that assumption breaks (a launch error, not wrong numbers).
@@ -105,7 +117,7 @@ pub unsafe fn flash_fwd_sm90<
     init_barriers(tid, || {
         let empty = empty_arrivals(BM / 64);
         unsafe {
-            for b in 0..Smem::<D, DV, BM, BN, STAGES>::Q_BUFFERS {
+            for b in 0..Smem::<D, DV, BM, BN, STAGES, EB>::Q_BUFFERS {
                 mbarrier_init(smem.q_full(b), 1);
                 mbarrier_init(smem.q_empty(b), empty);
             }
@@ -113,7 +125,15 @@ pub unsafe fn flash_fwd_sm90<
                 mbarrier_init(smem.k_full(s), 1);
                 mbarrier_init(smem.v_full(s), 1);
                 mbarrier_init(smem.k_empty(s), empty);
-                mbarrier_init(smem.v_empty(s), empty);
+                // FP8: the transposing threads release V as loaded; the consumers its transpose.
+                mbarrier_init(smem.v_empty(s), if EB == 1 { transpose::THREADS } else { empty });
+                if EB == 1 {
+                    mbarrier_init(smem.vt_full(s), transpose::THREADS);
+                    mbarrier_init(smem.vt_empty(s), empty);
+                }
+            }
+            if EB == 1 {
+                st_shared_b32(smem.done_slot(), 0);
             }
         }
     });
@@ -121,11 +141,15 @@ pub unsafe fn flash_fwd_sm90<
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 {
-            unsafe { producer::run::<D, DV, BM, BN, STAGES, VARLEN, M>(maps, smem, p) };
+            unsafe { producer::run::<D, DV, BM, BN, STAGES, EB, VARLEN, M>(maps, smem, p) };
+        } else if EB == 1 && tid >= 32 {
+            // SAFETY: `EB == 1`: this is the same plan, typed as the FP8 one it is.
+            let fp8 = Smem::<D, DV, BM, BN, STAGES, 1>::new(dsmem_base_1024());
+            unsafe { transpose::run::<D, DV, BM, BN, STAGES>(fp8, tid - 32) };
         }
     } else {
         setmaxnreg_inc::<CREGS>();
-        unsafe { consumer::run::<T, S, M, D, DV, BM, BN, STAGES, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
+        unsafe { consumer::run::<I, T, S, M, D, DV, BM, BN, STAGES, EB, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
     }
 }
 
@@ -140,18 +164,27 @@ pub unsafe fn flash_fwd_sm90<
 #[macro_export]
 macro_rules! sm90_forward_kernel {
     ($name:ident, $t:ty, $cfg:expr, $varlen:literal, $flavor:ident, $score:ty, $mask:ty) => {
+        $crate::sm90_forward_kernel!(@entry $name, $t, $t, $crate::abi::sm90::CONFIGS[$cfg], $varlen, $flavor, $score, $mask, 2);
+    };
+    // FP8 (e4m3) Q, K and V, output `$t`: configuration `$cfg` of [`flashrs_abi::sm90::FP8_CONFIGS`], plain.
+    (@fp8 $name:ident, $t:ty, $cfg:expr, $varlen:literal) => {
+        $crate::sm90_forward_kernel!(@entry $name, $crate::dtype::E4m3, $t, $crate::abi::sm90::FP8_CONFIGS[$cfg], $varlen, Plain,
+            $crate::mods::Plain, $crate::mask::Mask, 1);
+    };
+    (@entry $name:ident, $inputs:ty, $t:ty, $config:expr, $varlen:literal, $flavor:ident, $score:ty, $mask:ty, $eb:literal) => {
         /// Hopper forward attention entry point (see the device crate's `hopper` module).
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(_q: $crate::arch::tma::TensorMapParam, _k: $crate::arch::tma::TensorMapParam,
             _v: $crate::arch::tma::TensorMapParam, p: $crate::abi::FwdParams) {
-            const C: $crate::abi::HopperConfig = $crate::abi::sm90::CONFIGS[$cfg];
+            const C: $crate::abi::HopperConfig = $config;
             const F: $crate::abi::Flavor = $crate::abi::Flavor::$flavor;
+            const FP8: u32 = if $eb == 1 { $crate::abi::Fp8::code(Some($crate::abi::Fp8::E4m3)) } else { 0 };
             $crate::hopper::entry_directives::<{ C.threads() }>();
             unsafe {
-                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {dv} {bn} {s} {c} {pipe} {m}", v = const $varlen as u32,
+                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {dv} {bn} {s} {c} {pipe} {m} {i}", v = const $varlen as u32,
                     t = const <$t as $crate::dtype::Element>::DTYPE.code(), d = const C.head_dim, dv = const C.head_dim_v,
                     bn = const C.block_n, s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32,
-                    m = const F.code(), options(nomem, nostack, preserves_flags));
+                    m = const F.code(), i = const FP8, options(nomem, nostack, preserves_flags));
             }
             let maps = $crate::hopper::producer::Maps {
                 q: $crate::param_tensor_map!($name, 0),
@@ -159,9 +192,9 @@ macro_rules! sm90_forward_kernel {
                 v: $crate::param_tensor_map!($name, 2),
             };
             unsafe {
-                $crate::hopper::flash_fwd_sm90::<$t, $score, $mask, { C.head_dim }, { C.head_dim_v }, { C.block_m() }, { C.block_n },
-                    { C.stages }, { C.block_n / 2 }, { C.head_dim_v / 2 }, { C.block_n / 16 }, { C.producer_regs(F) },
-                    { C.consumer_regs(F) }, { C.pipelined }, $varlen>(maps, &p)
+                $crate::hopper::flash_fwd_sm90::<$inputs, $t, $score, $mask, { C.head_dim }, { C.head_dim_v }, { C.block_m() }, { C.block_n },
+                    { C.stages }, { C.block_n / 2 }, { C.head_dim_v / 2 }, { C.block_n * $eb / 32 }, { C.producer_regs(F) },
+                    { C.consumer_regs(F) }, { C.pipelined }, $varlen, $eb>(maps, &p)
             }
         }
     };
@@ -225,4 +258,24 @@ sm90_kernels! {
     8, true, mods => flash_fwd_sm90_varlen_mods_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_mods_bf16_d192v128_128x128s2;
     8, false, sparse => flash_fwd_sm90_sparse_f16_d192v128_128x128s2, flash_fwd_sm90_sparse_bf16_d192v128_128x128s2;
     8, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_sparse_bf16_d192v128_128x128s2;
+}
+
+/// The FP8 entry points ([`flashrs_abi::sm90::FP8_CONFIGS`]): e4m3 Q, K and V, f16 or bf16
+/// output, fixed and variable length.
+macro_rules! sm90_fp8_kernels {
+    ($($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
+        #[cfg(feature = "entries")]
+        crate::sm90_forward_kernel!(@fp8 $f16, F16, $cfg, $varlen);
+        #[cfg(feature = "entries")]
+        crate::sm90_forward_kernel!(@fp8 $bf16, Bf16, $cfg, $varlen);
+    )*};
+}
+
+sm90_fp8_kernels! {
+    0, false => flash_fwd_sm90_f16_e4m3_d64_128x128s3, flash_fwd_sm90_bf16_e4m3_d64_128x128s3;
+    1, false => flash_fwd_sm90_f16_e4m3_d128_128x128s2, flash_fwd_sm90_bf16_e4m3_d128_128x128s2;
+    2, false => flash_fwd_sm90_f16_e4m3_d256_128x64s2, flash_fwd_sm90_bf16_e4m3_d256_128x64s2;
+    0, true => flash_fwd_sm90_varlen_f16_e4m3_d64_128x128s3, flash_fwd_sm90_varlen_bf16_e4m3_d64_128x128s3;
+    1, true => flash_fwd_sm90_varlen_f16_e4m3_d128_128x128s2, flash_fwd_sm90_varlen_bf16_e4m3_d128_128x128s2;
+    2, true => flash_fwd_sm90_varlen_f16_e4m3_d256_128x64s2, flash_fwd_sm90_varlen_bf16_e4m3_d256_128x64s2;
 }

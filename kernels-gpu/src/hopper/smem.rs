@@ -5,26 +5,31 @@
 //! bytes with the 128-byte swizzle: exactly what one TMA box of 64 columns with
 //! `SWIZZLE_128B` writes, and the K-major (Q, K) or MN-major (V) layout the wgmma descriptors
 //! read. Tiles start on 1024-byte boundaries (the swizzle's period), so descriptors need no
-//! base offset.
+//! base offset. FP8 tiles (`EB = 1`) have slabs of up to 128 columns of one byte (see
+//! [`super::fp8`]) and a third ring after V's, V transposed.
 use flashrs_abi::sm90::q_buffers;
 
 /// The CTA's dynamic shared memory, for Q/K head dimension `D`, V head dimension `DV` (at most
-/// `D`: the output is staged in the Q tile), `BM` query rows, `BN` keys per stage and `STAGES`
-/// stages. Layout: the Q tiles (`BM x D` each, [`Self::Q_BUFFERS`] of them), K stages (`BN x
-/// D`), V stages (`BN x DV`), then the barriers and the work-tile slots.
+/// `D`: the 16-bit kernels stage the output in the Q tile), `BM` query rows, `BN` keys per
+/// stage, `STAGES` stages and `EB` bytes per input element. Layout: the Q tiles (`BM x D`
+/// each, [`Self::Q_BUFFERS`] of them), K stages (`BN x D`), V stages (`BN x DV`), with FP8
+/// inputs the transposed V stages (`DV x BN`), then the barriers and the slots.
 #[derive(Clone, Copy)]
-pub struct Smem<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> {
+pub struct Smem<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize, const EB: usize = 2> {
     base: u32,
 }
 
-impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize> Smem<D, DV, BM, BN, STAGES> {
-    const Q_BYTES: u32 = (BM * D * 2) as u32;
-    const K_BYTES: u32 = (BN * D * 2) as u32;
-    const V_BYTES: u32 = (BN * DV * 2) as u32;
+impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const STAGES: usize, const EB: usize> Smem<D, DV, BM, BN, STAGES, EB> {
+    const Q_BYTES: u32 = (BM * D * EB) as u32;
+    const K_BYTES: u32 = (BN * D * EB) as u32;
+    const V_BYTES: u32 = (BN * DV * EB) as u32;
+    /// Transposed V stages: FP8 only.
+    const VT_STAGES: u32 = if EB == 1 { STAGES as u32 } else { 0 };
     /// Q tiles: work tile `i` of the CTA uses tile `i % Q_BUFFERS` (see [`q_buffers`]).
-    pub const Q_BUFFERS: u32 = q_buffers(BM * D * 2, BN * (D + DV) * 2, STAGES) as u32;
+    pub const Q_BUFFERS: u32 = q_buffers(BM * D * EB, BN * (D + DV) * EB + Self::VT_STAGES as usize / STAGES * BN * DV, STAGES) as u32;
     const KV: u32 = Self::Q_BUFFERS * Self::Q_BYTES;
-    const BARS: u32 = Self::KV + STAGES as u32 * (Self::K_BYTES + Self::V_BYTES);
+    const VT: u32 = Self::KV + STAGES as u32 * (Self::K_BYTES + Self::V_BYTES);
+    const BARS: u32 = Self::VT + Self::VT_STAGES * Self::V_BYTES;
     /// The K/V barriers, after the two `q_full`s.
     const KV_BARS: u32 = Self::BARS + 16;
 
@@ -45,6 +50,12 @@ impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const ST
     #[inline(always)]
     pub fn q(self, b: u32) -> u32 {
         self.base + b * Self::Q_BYTES
+    }
+
+    /// Consumer warpgroup `wg`'s first row of Q tile `b` (in its first slab).
+    #[inline(always)]
+    pub fn q_rows(self, b: u32, wg: u32) -> u32 {
+        self.q(b) + 64 * wg * super::fp8::slab_row(D * EB) as u32
     }
 
     /// K stage `s`: `D / 64` slabs of `BN` rows.
@@ -113,6 +124,50 @@ impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const ST
     #[inline(always)]
     pub fn key_slot(self, s: u32) -> u32 {
         self.base + Self::KV_BARS + 8 * (4 * STAGES as u32 + 3) + 4 * s
+    }
+
+    /// FP8: transposed V stage `s`, `DV` rows of `BN` keys (see [`super::fp8`]).
+    #[inline(always)]
+    pub fn vt(self, s: u32) -> u32 {
+        self.base + Self::VT + s * Self::V_BYTES
+    }
+
+    /// FP8: barrier, transposed V stage `s` written (one arrival per transposing warp).
+    #[inline(always)]
+    pub fn vt_full(self, s: u32) -> u32 {
+        self.base + Self::KV_BARS + 8 * (5 * STAGES as u32 + 3) + 8 * s
+    }
+
+    /// FP8: barrier, every consumer warp finished reading transposed V stage `s`.
+    #[inline(always)]
+    pub fn vt_empty(self, s: u32) -> u32 {
+        self.base + Self::KV_BARS + 8 * (6 * STAGES as u32 + 3) + 8 * s
+    }
+
+    /// FP8: the number of V tiles the producer loaded plus one (u32; 0 until then), written
+    /// before its plain arrival on the next V stage's `v_full`, which then ends the
+    /// transposing warps (see [`super::transpose`]).
+    #[inline(always)]
+    pub fn done_slot(self) -> u32 {
+        self.base + Self::KV_BARS + 8 * (7 * STAGES as u32 + 3)
+    }
+
+    /// The operand `O += P V` reads for stage `s`: V as loaded (16-bit) or transposed (FP8).
+    #[inline(always)]
+    pub fn pv(self, s: u32) -> u32 {
+        if EB == 1 { self.vt(s) } else { self.v(s) }
+    }
+
+    /// Barrier: the operand of [`Self::pv`] is ready.
+    #[inline(always)]
+    pub fn pv_full(self, s: u32) -> u32 {
+        if EB == 1 { self.vt_full(s) } else { self.v_full(s) }
+    }
+
+    /// Barrier: the consumers finished reading the operand of [`Self::pv`].
+    #[inline(always)]
+    pub fn pv_empty(self, s: u32) -> u32 {
+        if EB == 1 { self.vt_empty(s) } else { self.v_empty(s) }
     }
 }
 
