@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(Kernel::from_marker(&marker), Some(mma));
         let h = sm90::CONFIGS[1];
         let sm90 = Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: true, config: h, flavor: Flavor::Mods };
-        let hopper = format!("flashrs-kernel: sm90 1 0 {} {} {} {} {} {} 1", h.head_dim, h.head_dim_v, h.block_n, h.stages, h.consumers, h.pipelined as u32);
+        let hopper = format!("flashrs-kernel: sm90 1 0 {} {} {} {} {} {} 1 0", h.head_dim, h.head_dim_v, h.block_n, h.stages, h.consumers, h.pipelined as u32);
         assert_eq!(Kernel::from_marker(&hopper), Some(sm90));
         let ptx = [entry("my_bias", &marker), entry("helper", "nothing"), entry("my_bias_hopper", &hopper)].concat();
         let found = entries(&ptx).unwrap();
