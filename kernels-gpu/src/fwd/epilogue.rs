@@ -11,19 +11,15 @@ use crate::layout::SmemTile;
 
 use super::warp_merge::owns;
 
-/// Where a lane's accumulator values of output tiles `2g` and `2g + 1` lie, as (column, value)
-/// pairs of adjacent columns for row half `h` (rows `lane / 4` and `lane / 4 + 8`): in the
-/// usual layout tile `j` holds columns `8j + 2c`, `8j + 2c + 1` (`c = lane % 4`); in that of
-/// FP8 caches (`C` of 8 bits, see [`super::mainloop::gemm_pv_fp8`]) tile `2g` holds the group's even
-/// columns and `2g + 1` its odd ones, so that the lane's four are `16g + 4c ..= 16g + 4c + 3`.
+/// Where a lane's accumulator values of output tiles `2g` and `2g + 1` lie in the kernels over
+/// FP8 caches, as (column, value) pairs of adjacent columns for row half `h` (rows `lane / 4`
+/// and `lane / 4 + 8`): tile `2g` holds the group's even columns and `2g + 1` its odd ones (see
+/// [`super::mainloop::gemm_pv_fp8`]), so that the lane's four are `16g + 4c ..= 16g + 4c + 3`
+/// (`c = lane % 4`). In the 16-bit kernels' layout tile `j` holds columns `8j + 2c, 8j + 2c + 1`.
 #[inline(always)]
-fn column_pairs<C: KvElement>(o: [&FragC; 2], g: usize, h: usize, lane: usize) -> [(usize, [f32; 2]); 2] {
+fn column_pairs(o: [&FragC; 2], g: usize, h: usize, lane: usize) -> [(usize, [f32; 2]); 2] {
     let c = lane % 4;
-    if C::SHR != 0 {
-        [(16 * g + 4 * c, [o[0][2 * h], o[1][2 * h]]), (16 * g + 4 * c + 2, [o[0][2 * h + 1], o[1][2 * h + 1]])]
-    } else {
-        [(16 * g + 2 * c, [o[0][2 * h], o[0][2 * h + 1]]), (16 * g + 8 + 2 * c, [o[1][2 * h], o[1][2 * h + 1]])]
-    }
+    [(16 * g + 4 * c, [o[0][2 * h], o[1][2 * h]]), (16 * g + 4 * c + 2, [o[0][2 * h + 1], o[1][2 * h + 1]])]
 }
 
 /// Stores the warp's `16 * MT` rows of O (the columns of the fragments warp `wn` of `WN`
@@ -67,7 +63,7 @@ pub unsafe fn store_o<T: Element, const MT: usize, const ON: usize, const BM: us
             }
             for h in 0..2 {
                 let row = row0 + mt * 16 + lane / 4 + 8 * h;
-                for (col, [lo, hi]) in column_pairs::<C>([&o[mt][2 * g], &o[mt][2 * g + 1]], g, h, lane) {
+                for (col, [lo, hi]) in column_pairs([&o[mt][2 * g], &o[mt][2 * g + 1]], g, h, lane) {
                     let addr = stage.chunk_addr(row, col / 8) + (col % 8) as u32 * 2;
                     unsafe { st_shared_b32(addr, T::pack2(lo, hi)) };
                 }
@@ -139,7 +135,7 @@ pub unsafe fn store_o_f32<const MT: usize, const ON: usize, const D: usize, cons
                     if !owns::<ON, WN>(2 * g, wn) {
                         continue;
                     }
-                    for (col, [lo, hi]) in column_pairs::<C>([&o[mt][2 * g], &o[mt][2 * g + 1]], g, h, lane) {
+                    for (col, [lo, hi]) in column_pairs([&o[mt][2 * g], &o[mt][2 * g + 1]], g, h, lane) {
                         let dst = unsafe { out.add(row as usize * D + col) };
                         unsafe {
                             *dst = lo;

@@ -17,10 +17,9 @@
 //! * P (at most 1) is rounded as `P * 2^8` ([`P_SCALE`]): E4M3's normal range starts at 2^-6,
 //!   below which values keep ever fewer bits, so unscaled probabilities under 1/64 would lose
 //!   most of theirs. The consumers take the factor out of O with V's dequantization factor.
-use super::gemm::{Operands, opaque, same};
+use super::gemm::{Operands, fence_pv, opaque, same};
 use crate::arch::cvt::cvt_rn_satfinite_e4m3x4_f32;
 use crate::arch::wgmma::*;
-use crate::arch::wgmma_mn::wgmma_fence_frag;
 use crate::dtype::E4m3;
 
 /// Bytes per row of a slab of `bytes`-wide rows: 128, or the whole row where narrower.
@@ -104,11 +103,7 @@ impl Operands for E4m3 {
     unsafe fn pv<const DV: usize, const BN: usize, const ON: usize, const KP: usize>(o: &mut [f32; ON], p: &mut [FragA; KP], v: u32) {
         const { assert!(ON == DV / 2 && KP == BN / 32 && (BN == 64 || BN == 128) && (ON == 32 || ON == 64 || ON == 128)) };
         let v = opaque(v);
-        for f in p.iter_mut() {
-            wgmma_fence_frag(f);
-        }
-        wgmma_fence_operands(o);
-        wgmma_fence();
+        fence_pv(o, p);
         for kk in 0..KP {
             let b = k_major(v + (32 * kk) as u32, BN);
             unsafe {

@@ -230,17 +230,23 @@ pub unsafe fn gemm_pv<T: WgElement, const D: usize, const BN: usize, const ON: u
 ) {
     const { assert!(ON == D / 2 && KP == BN / 16) };
     let v = opaque(v);
-    for f in p.iter_mut() {
-        wgmma_fence_frag(f);
-    }
-    wgmma_fence_operands(o);
-    wgmma_fence();
+    fence_pv(o, p);
     for kk in 0..KP {
         // 16 keys = two 8-row atoms (SBO 1024); the next 64 columns one slab further (LBO).
         let b = SmemDesc::new(v + (kk * 2048) as u32, (BN * 128) as u32, 1024, Swizzle::B128);
         unsafe { rs_tb::<T, ON>(o, &p[kk], b, true) };
     }
     wgmma_commit_group();
+}
+
+/// Pins P's fragments and O before the wgmmas of `O += P V` (see [`wgmma_fence`]).
+#[inline(always)]
+pub(crate) fn fence_pv<const ON: usize, const KP: usize>(o: &mut [f32; ON], p: &mut [FragA; KP]) {
+    for f in p.iter_mut() {
+        wgmma_fence_frag(f);
+    }
+    wgmma_fence_operands(o);
+    wgmma_fence();
 }
 
 /// Issues `D += A B` (one committed group) for a 64 x 128 f32 `d` with A from shared memory
