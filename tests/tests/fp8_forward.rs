@@ -42,6 +42,20 @@ fn fp8_attention_matches_the_reference() {
             }
         }
     }
+    // More work tiles than the GPU has SMs (4 x 8 heads x 8 query blocks at head_dim 64), so
+    // that CTAs of a later wave reuse shared memory after the first's.
+    cases.push(Case {
+        lens: vec![(1024, 1024); 4],
+        heads: (8, 2),
+        dims: (64, 64),
+        causal: true,
+        dtype: DType::Bf16,
+        fp8: Fp8::E4m3,
+        store: Store::Batched,
+        factors: Factors::PerBatch,
+        splits: None,
+        fp8_queries: true,
+    });
     check(&gpu, &cases);
 }
 
