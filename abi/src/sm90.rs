@@ -89,7 +89,7 @@ impl HopperConfig {
     /// Bytes per stage of the FP8 kernels ([`FP8_CONFIGS`]): K, V as loaded, and V transposed
     /// (the K-major operand FP8 wgmma needs), one byte per element.
     pub const fn fp8_stage_bytes(&self) -> usize {
-        self.block_n * (self.head_dim + 2 * self.head_dim_v)
+        stage_bytes(self.head_dim, self.head_dim_v, self.block_n, 1)
     }
     /// Q tiles of the FP8 kernels ([`q_buffers`]).
     pub const fn fp8_q_buffers(&self) -> usize {
@@ -114,6 +114,14 @@ pub const MAX_SMEM: usize = 227 * 1024;
 
 const fn smem_bytes(q_bytes: usize, stage_bytes: usize, stages: usize, q_buffers: usize) -> usize {
     1024 + q_buffers * q_bytes + stages * stage_bytes + 1024
+}
+
+/// Bytes of one K/V stage of a forward kernel with Q/K head dimension `d`, V's `dv`, `block_n`
+/// keys and inputs of `elem_bytes` bytes: K and V as loaded, and with FP8 inputs (one byte) V
+/// transposed as well. Shared with the device's shared-memory plan.
+pub const fn stage_bytes(d: usize, dv: usize, block_n: usize, elem_bytes: usize) -> usize {
+    let transposed = if elem_bytes == 1 { block_n * dv } else { 0 };
+    block_n * (d + dv) * elem_bytes + transposed
 }
 
 /// Q tiles a kernel with these tile sizes (a Q tile, and a K plus a V tile per stage) keeps:

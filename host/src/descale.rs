@@ -63,7 +63,7 @@ impl<'a> Descales<'a> {
 
     /// The device arrays a launch reads.
     pub fn device_arrays(&self) -> impl Iterator<Item = DeviceArray<'a, f32>> {
-        [self.k, self.v, self.q].into_iter().filter_map(|d| match d {
+        self.named().into_iter().filter_map(|(_, d)| match d {
             Descale::Device { factors, .. } => Some(factors),
             Descale::Scalar(_) => None,
         })
@@ -101,7 +101,7 @@ impl<'a> Descales<'a> {
             Descale::Scalar(x) => (0, x, 0),
             Descale::Device { factors, per_batch } => (factors.buffer().ptr, 1.0, if per_batch { heads_kv as u32 } else { 0 }),
         };
-        let [k, v, q] = [self.k, self.v, self.q].map(one);
+        let [k, v, q] = self.named().map(|(_, d)| one(d));
         Params { ptrs: [k.0, v.0, q.0], scale: [k.1, v.1, q.1], batch_strides: [k.2, v.2, q.2] }
     }
 }

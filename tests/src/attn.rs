@@ -1,7 +1,7 @@
 //! Running one forward attention case on the GPU and comparing it with the CPU reference.
 use std::error::Error;
 
-use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, Buffers, CustomKernels, DType, Element, Gpu, KernelChoice, Strides};
 use flashrs_reference::{Problem, RefInputs, reference_forward_with};
@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::mods::HostMods;
-use crate::{CustElement, buffer_of};
+use crate::{CustElement, buffer_of, to_host};
 
 /// Errors of one case against the reference.
 #[derive(Debug)]
@@ -171,10 +171,7 @@ pub fn run_case_mods<T: CustElement>(gpu: &Gpu, p: &AttentionParams, mods: &Host
         }
     }
     stream.synchronize().expect("kernel failed");
-    let mut o_h = vec![T::default(); o_d.len()];
-    o_d.copy_to(&mut o_h[..]).unwrap();
-    let mut lse_h = vec![0f32; lse_d.len()];
-    lse_d.copy_to(&mut lse_h[..]).unwrap();
+    let (o_h, lse_h) = (to_host(&o_d), to_host(&lse_d));
     let out = gather(&o_h, d_o, os);
 
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();

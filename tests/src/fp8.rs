@@ -2,7 +2,7 @@
 //! reference run on the dequantized caches (each stored value times its factor, exact): one
 //! case in any layout (fixed-length, paged, variable-length), with its factors per tensor, per
 //! K/V head or per (sequence, K/V head).
-use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
+use cust::memory::{DeviceBuffer, DeviceCopy};
 use cust::stream::{Stream, StreamFlags};
 use flashrs::element::{fp8_from_f32, fp8_to_f32};
 use flashrs::{AttentionParams, DType, Descale, DeviceArray, DeviceIndex, E4m3, E5m2, Fp8, KvElement, PagedKv, Pages};
@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
-use crate::{CustElement, case_seed, params};
+use crate::{CustElement, case_seed, params, to_host};
 
 /// How a case stores its rows.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -108,10 +108,7 @@ pub const FP8_QUERY_TOLERANCE: f64 = 8e-2;
 const NAN: u8 = 0x7f;
 
 /// Runs case `c` with queries of `T` and K/V of `C`; its errors against the reference.
-pub fn run<T: CustElement, C: Fp8Element>(gpu: &flashrs::Gpu, c: &Case) -> CaseErrors
-where
-    C: KvElement<T>,
-{
+pub fn run<T: CustElement, C: Fp8Element + KvElement<T>>(gpu: &flashrs::Gpu, c: &Case) -> CaseErrors {
     let seed = case_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let (hq, hkv) = c.heads;
@@ -124,25 +121,20 @@ where
         assert!(c.lens.iter().all(|l| l.0 == sq), "batched queries share a length");
         assert!(c.store != Store::Batched || c.lens.iter().all(|l| l.1 == sk), "batched keys share a length");
     }
-    // Factors of K and V per (sequence, K/V head).
-    let factor = |rng: &mut StdRng| rng.random_range(0.25f32..2.0);
-    let (kd, vd): (Vec<f32>, Vec<f32>) = match c.factors {
-        Factors::Scalar => (vec![0.375; b * hkv], vec![1.75; b * hkv]),
-        Factors::PerHead => {
-            let (k, v): (Vec<f32>, Vec<f32>) = (0..hkv).map(|_| (factor(&mut rng), factor(&mut rng))).unzip();
-            ((0..b).flat_map(|_| k.clone()).collect(), (0..b).flat_map(|_| v.clone()).collect())
+    // Factors of K, V and (FP8 queries, indexed as FA3's by K/V head) Q per (sequence, K/V
+    // head): one per tensor, per K/V head repeated over the sequences, or one each.
+    let mut draw = |scalar: f32| -> Vec<f32> {
+        let mut factor = || rng.random_range(0.25f32..2.0);
+        match c.factors {
+            Factors::Scalar => vec![scalar; b * hkv],
+            Factors::PerHead => {
+                let per_head: Vec<f32> = (0..hkv).map(|_| factor()).collect();
+                (0..b).flat_map(|_| per_head.iter().copied()).collect()
+            }
+            Factors::PerBatch => (0..b * hkv).map(|_| factor()).collect(),
         }
-        Factors::PerBatch => (0..b * hkv).map(|_| (factor(&mut rng), factor(&mut rng))).unzip(),
     };
-    // Q's, where Q is FP8 (indexed by K/V head, as FA3's `q_descale`).
-    let qd: Vec<f32> = match c.factors {
-        Factors::Scalar => vec![0.625; b * hkv],
-        Factors::PerHead => {
-            let q: Vec<f32> = (0..hkv).map(|_| factor(&mut rng)).collect();
-            (0..b).flat_map(|_| q.clone()).collect()
-        }
-        Factors::PerBatch => (0..b * hkv).map(|_| factor(&mut rng)).collect(),
-    };
+    let (kd, vd, qd) = (draw(0.375), draw(1.75), draw(0.625));
     // Each sequence's rows, contiguous: queries in T, keys and values as stored (FP8 bits of
     // values spread over the formats' exponents), and dequantized.
     let normal = |rng: &mut StdRng, n: usize, scale: f32| (0..n).map(|_| { let x: f32 = StandardNormal.sample(rng); x * scale }).collect::<Vec<f32>>();
@@ -259,10 +251,7 @@ where
         gpu.attention_forward(&stream, &p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed");
     }
     stream.synchronize().expect("kernel failed");
-    let mut out = vec![T::default(); o_d.len()];
-    o_d.copy_to(&mut out[..]).unwrap();
-    let mut lse = vec![0f32; lse_d.len()];
-    lse_d.copy_to(&mut lse[..]).unwrap();
+    let (out, lse) = (to_host(&o_d), to_host(&lse_d));
 
     let mut e = CaseErrors::new(seed);
     let mut row0 = 0;

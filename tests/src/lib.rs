@@ -110,6 +110,14 @@ pub fn with_splits(p: AttentionParamsBuilder<'_>, num_splits: Option<usize>) -> 
     .unwrap()
 }
 
+/// A device buffer's contents on the host.
+pub fn to_host<T: DeviceCopy + Default + Clone>(d: &cust::memory::DeviceBuffer<T>) -> Vec<T> {
+    use cust::memory::CopyDestination;
+    let mut h = vec![T::default(); d.len()];
+    d.copy_to(&mut h[..]).unwrap();
+    h
+}
+
 /// A cust slice as the planner sees it: its address and length (its true capacity).
 pub fn buffer_of<T: DeviceCopy>(s: &DeviceSlice<T>) -> BufferRef {
     BufferRef::new(s.as_raw_ptr(), s.len())

@@ -1,6 +1,6 @@
 //! Paged K/V caches on the GPU against the CPU reference run on the unpaged equivalent: each
 //! sequence's first `used` key rows, contiguous, alone.
-use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, DType, DeviceIndex, Element, Gpu, PagedKv, Pages};
 use flashrs_reference::{Problem, RefInputs, reference_row};
@@ -9,7 +9,7 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::CustElement;
+use crate::{CustElement, to_host};
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 
 /// One paged case.
@@ -146,10 +146,7 @@ pub fn run_paged<T: CustElement>(gpu: &Gpu, c: &PagedCase, fill: TableFill) -> C
     let p = &c.p.to_builder().paged(paged).build().unwrap();
     gpu.attention_forward(&stream, p, &q_d, &k_d, &v_d, &mut o_d, Some(&mut lse_d)).expect("launch failed");
     stream.synchronize().expect("kernel failed");
-    let mut out = vec![T::default(); o_d.len()];
-    o_d.copy_to(&mut out[..]).unwrap();
-    let mut lse = vec![0f32; lse_d.len()];
-    lse_d.copy_to(&mut lse[..]).unwrap();
+    let (out, lse) = (to_host(&o_d), to_host(&lse_d));
 
     let mut e = CaseErrors::new(seed);
     if fill == TableFill::AllWild {

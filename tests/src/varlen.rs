@@ -1,6 +1,6 @@
 //! Variable-length batches on the GPU against the CPU reference run on each sequence alone:
 //! offsets on the host or on the GPU, K and V packed or in a paged cache.
-use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
 use flashrs::{AttentionParams, DType, DeviceIndex, DeviceOffsets, Gpu, KernelPath, PagedKv, Pages};
 use flashrs_reference::{Problem, RefInputs, reference_forward_with};
@@ -8,7 +8,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::CustElement;
+use crate::{CustElement, to_host};
 use crate::mods::HostMods;
 use crate::attn::{CaseErrors, LSE_TOLERANCE, out_tolerance};
 use crate::paged::{PagedCopy, TableFill, page_copy, pages_needed};
@@ -214,10 +214,7 @@ pub fn run_varlen<T: CustElement>(gpu: &Gpu, c: &VarlenCase) -> CaseErrors {
         }
     };
     launched.expect("launch failed").expect("kernel failed");
-    let mut o_h = vec![T::default(); o_d.len()];
-    o_d.copy_to(&mut o_h[..]).unwrap();
-    let mut lse_h = vec![0f32; lse_d.len()];
-    lse_d.copy_to(&mut lse_h[..]).unwrap();
+    let (o_h, lse_h) = (to_host(&o_d), to_host(&lse_d));
 
     let f = |x: &[T]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     let (qf, kf, vf) = (f(&q), f(&k), f(&v));

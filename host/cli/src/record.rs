@@ -170,9 +170,10 @@ impl Record {
         self.min_ms = Some(min_ms);
         let passes = if self.backward { 2.5 } else { 1.0 };
         self.tflops = Some(passes * self.mods.flops(&self.shape) / seconds / 1e12);
-        self.gbps = Some(self.min_bytes() / seconds / 1e9);
-        // FP8 caches: one byte an element, not two.
-        let kv_bytes = if self.kv_dtype.is_some() { self.shape.kv_bytes() / 2.0 } else { self.shape.kv_bytes() };
+        // FP8 inputs: one byte an element of Q, K and V. (FP8 caches read by 16-bit queries
+        // count two in GB/s, as their records always have; one in K+V GB/s.)
+        self.gbps = Some(self.shape.min_bytes(if self.fp8_inputs() { 1 } else { 2 }) / seconds / 1e9);
+        let kv_bytes = self.shape.kv_bytes(if self.kv_dtype.is_some() { 1 } else { 2 });
         self.kv_gbps = Some(kv_bytes / seconds / 1e9);
         self
     }
@@ -180,19 +181,6 @@ impl Record {
     /// Whether Q (and with it K and V) is FP8: `dtype` names an FP8 format.
     fn fp8_inputs(&self) -> bool {
         Fp8::ALL.iter().any(|f| f.name() == self.dtype)
-    }
-
-    /// The least traffic of the call ([`Shape::min_bytes`]), at one byte an element of FP8
-    /// inputs. (FP8 caches read by 16-bit queries still count two here, as their records
-    /// always have; their K+V GB/s count one.)
-    fn min_bytes(&self) -> f64 {
-        if !self.fp8_inputs() {
-            return self.shape.min_bytes();
-        }
-        let s = &self.shape;
-        let q = (s.batch * s.seqlen_q * s.heads_q * s.head_dim) as f64;
-        let out = (s.batch * s.seqlen_q * s.heads_q * s.head_dim_v() * 2) as f64;
-        q + s.kv_bytes() / 2.0 + out
     }
 
     /// Marks the shape as refused, with the reason.

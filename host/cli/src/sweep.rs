@@ -79,19 +79,16 @@ impl Shape {
         self.params(KernelPath::Auto, None).build().map_or(f64::NAN, |p| p.flops())
     }
 
-    /// Bytes that must cross the memory bus at least: Q, K and V read once, O written once.
-    pub fn min_bytes(&self) -> f64 {
-        // Both element types are 16-bit.
-        const ELEM_BYTES: usize = 2;
-        let dims = self.head_dim + self.head_dim_v();
-        let q_and_o = self.batch * self.seqlen_q * self.heads_q * dims;
-        let k_and_v = self.batch * self.seqlen_k * self.heads_kv * dims;
-        ((q_and_o + k_and_v) * ELEM_BYTES) as f64
+    /// Bytes that must cross the memory bus at least: Q, K and V read once at `input_bytes` an
+    /// element (2, or 1 for FP8 inputs), the 16-bit O written once.
+    pub fn min_bytes(&self, input_bytes: usize) -> f64 {
+        let rows_q = self.batch * self.seqlen_q * self.heads_q;
+        (rows_q * (self.head_dim * input_bytes + self.head_dim_v() * 2)) as f64 + self.kv_bytes(input_bytes)
     }
 
-    /// Bytes of K and V (read once): the traffic that bounds decode.
-    pub fn kv_bytes(&self) -> f64 {
-        (self.batch * self.seqlen_k * self.heads_kv * (self.head_dim + self.head_dim_v()) * 2) as f64
+    /// Bytes of K and V (read once) at `elem_bytes` an element: the traffic that bounds decode.
+    pub fn kv_bytes(&self, elem_bytes: usize) -> f64 {
+        (self.batch * self.seqlen_k * self.heads_kv * (self.head_dim + self.head_dim_v()) * elem_bytes) as f64
     }
 
     /// Compact description for messages and progress lines.
@@ -289,7 +286,7 @@ mod tests {
         assert!(s.iter().all(|s| (s.heads_q, s.heads_kv, s.head_dim, s.seqlen_q, s.causal) == (32, 8, 128, 1, false)));
         assert_eq!((s[0].batch, s[0].seqlen_k), (1, 1024));
         assert_eq!((s[11].batch, s[11].seqlen_k), (64, 131072));
-        assert_eq!(s[0].kv_bytes(), (2 * 1024 * 8 * 128 * 2) as f64);
+        assert_eq!(s[0].kv_bytes(2), (2 * 1024 * 8 * 128 * 2) as f64);
         let one = SweepSpec { decode: true, batch: Some(8), seqlen_k: Some(4096), seqlens: vec![4], causal: vec![true], ..Default::default() };
         let s = one.shapes().unwrap();
         assert_eq!(s, vec![Shape { batch: 8, heads_q: 32, heads_kv: 8, seqlen_q: 4, seqlen_k: 4096, head_dim: 128, head_dim_v: None, causal: true }]);
@@ -315,7 +312,7 @@ mod tests {
     #[test]
     fn traffic_and_flops() {
         let s = Shape { batch: 2, heads_q: 8, heads_kv: 2, seqlen_q: 4, seqlen_k: 16, head_dim: 64, head_dim_v: None, causal: true };
-        assert_eq!(s.min_bytes(), ((2 * 2 * 4 * 8 * 64) + (2 * 2 * 16 * 2 * 64)) as f64 * 2.0);
+        assert_eq!(s.min_bytes(2), ((2 * 2 * 4 * 8 * 64) + (2 * 2 * 16 * 2 * 64)) as f64 * 2.0);
         assert_eq!(s.flops(), 4.0 * 2.0 * 8.0 * 4.0 * 16.0 * 64.0 / 2.0);
     }
 }

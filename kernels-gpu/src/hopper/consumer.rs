@@ -374,7 +374,7 @@ pub unsafe fn run<
         } else {
             unsafe { mainloop_serial::<I, S, M, D, DV, BM, BN, STAGES, EB, SN, ON, KP>(&rows, &mut o, &mut softmax, pipe) }
         };
-        let lse = if S::SINK { softmax.finish_with_sink(&mut o, p.scale_log2, rows.score.sink_log2()) } else { softmax.finish(&mut o, if EB == 1 { rows.scale_log2 } else { p.scale_log2 }) };
+        let lse = if S::SINK { softmax.finish_with_sink(&mut o, rows.scale_log2, rows.score.sink_log2()) } else { softmax.finish(&mut o, rows.scale_log2) };
         if EB == 1 {
             let v_descale = unsafe { p.descale.factor(1, work.batch, work.head_kv) } / super::fp8::P_SCALE;
             for x in o.iter_mut() {

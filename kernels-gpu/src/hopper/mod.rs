@@ -143,7 +143,7 @@ pub unsafe fn flash_fwd_sm90<
         if tid == 0 {
             unsafe { producer::run::<D, DV, BM, BN, STAGES, EB, VARLEN, M>(maps, smem, p) };
         } else if EB == 1 && tid >= 32 {
-            // SAFETY: `EB == 1`: this is the same plan, typed as the FP8 one it is.
+            // `EB == 1` here: the same plan, under the type the transposer takes.
             let fp8 = Smem::<D, DV, BM, BN, STAGES, 1>::new(dsmem_base_1024());
             unsafe { transpose::run::<D, DV, BM, BN, STAGES>(fp8, tid - 32) };
         }

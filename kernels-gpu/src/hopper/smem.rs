@@ -7,7 +7,7 @@
 //! read. Tiles start on 1024-byte boundaries (the swizzle's period), so descriptors need no
 //! base offset. FP8 tiles (`EB = 1`) have slabs of up to 128 columns of one byte (see
 //! [`super::fp8`]) and a third ring after V's, V transposed.
-use flashrs_abi::sm90::q_buffers;
+use flashrs_abi::sm90::{q_buffers, stage_bytes};
 
 /// The CTA's dynamic shared memory, for Q/K head dimension `D`, V head dimension `DV` (at most
 /// `D`: the 16-bit kernels stage the output in the Q tile), `BM` query rows, `BN` keys per
@@ -26,7 +26,7 @@ impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const ST
     /// Transposed V stages: FP8 only.
     const VT_STAGES: u32 = if EB == 1 { STAGES as u32 } else { 0 };
     /// Q tiles: work tile `i` of the CTA uses tile `i % Q_BUFFERS` (see [`q_buffers`]).
-    pub const Q_BUFFERS: u32 = q_buffers(BM * D * EB, BN * (D + DV) * EB + Self::VT_STAGES as usize / STAGES * BN * DV, STAGES) as u32;
+    pub const Q_BUFFERS: u32 = q_buffers(BM * D * EB, stage_bytes(D, DV, BN, EB), STAGES) as u32;
     const KV: u32 = Self::Q_BUFFERS * Self::Q_BYTES;
     const VT: u32 = Self::KV + STAGES as u32 * (Self::K_BYTES + Self::V_BYTES);
     const BARS: u32 = Self::VT + Self::VT_STAGES * Self::V_BYTES;
