@@ -153,7 +153,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         };
         match (hopper, wgmma) {
             (Ok(config), _) => {
-                let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(&config, p.causal || flavor == Flavor::Sparse, p.seqlen_k));
+                let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(config.q_buffers(), config.head_dim, p.causal || flavor == Flavor::Sparse, p.seqlen_k));
                 let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, inputs: None, varlen, config, flavor };
                 return Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent });
             }
@@ -198,12 +198,8 @@ fn select_fp8(call: &Call, inputs: Fp8, wgmma: Option<(Option<HopperConfig>, Opt
     if kernel.smem_bytes() > t.max_smem_per_block as usize {
         return Err(too_big(kernel, t));
     }
-    // One CTA per work tile: a CTA walking several (persistent) has not been run on a GPU
-    // with these kernels yet.
-    if wgmma.and_then(|w| w.1) == Some(true) {
-        return Err(shape_err("wgmma path", "the FP8 kernels run one CTA per work tile, not persistent"));
-    }
-    Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent: false })
+    let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(config.fp8_q_buffers(), config.head_dim, p.causal, p.seqlen_k));
+    Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent })
 }
 
 fn variant_name(v: Variant, pack_gqa: bool) -> &'static str {
@@ -417,18 +413,21 @@ pub(crate) fn tma_describable(call: &Call) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Whether a Hopper launch of `c` runs persistent (one CTA per SM claiming work tiles): where it
-/// keeps two Q tiles (head_dim up to 128), so the next tile's Q and first K/V tiles load while
-/// the current one computes and stores, and where the work tiles are short enough for that to
-/// matter: `short` calls (causal, or block-sparse: most blocks see a part of the keys) and up to
-/// [`PERSISTENT_MAX_KEYS`] keys. Block-sparse non-causal calls, H100, bf16, 80% sparsity, two
-/// interleaved rounds: 0.89x the time at head_dim 64, 8k keys, 0.93x at 128, 0.95x and 0.97x
-/// at 16k. Measured on an H100 against one CTA per tile (16k-token batches): 2k keys 3-13%
-/// faster, 4k 1-7%, causal head_dim 64 8k-16k 3-9%, causal head_dim 128 8k-16k 0.5-2% slower
-/// (two runs; kept for one rule); head_dim 256 (one Q tile: the next Q waits for the epilogue)
-/// up to 15% slower. See docs/PERF-NOTES.md.
-fn persistent_pays(c: &HopperConfig, short: bool, seqlen_k: usize) -> bool {
-    c.q_buffers() == 2 && (short || seqlen_k <= PERSISTENT_MAX_KEYS)
+/// Whether a Hopper launch of a configuration for `head_dim` that keeps `q_buffers` Q tiles
+/// runs persistent (one CTA per SM claiming work tiles): where it keeps two (16-bit head_dim
+/// up to 128, FP8 all), so the next tile's Q and first K/V tiles load while the current one
+/// computes and stores, and where the work tiles are short enough for that to matter: up to
+/// [`PERSISTENT_MAX_KEYS`] keys, and `short` calls (causal, or block-sparse: most blocks see a
+/// part of the keys) at head_dim up to 128. Measured on an H100 against one CTA per tile
+/// (16k-token batches), 16-bit: 2k keys 3-13% faster, 4k 1-7%, causal head_dim 64 8k-16k
+/// 3-9%, causal head_dim 128 8k-16k 0.5-2% slower (two runs; kept for one rule); head_dim 256
+/// (one Q tile: the next Q waits for the epilogue) up to 15% slower. Block-sparse non-causal,
+/// bf16, 80% sparsity, two interleaved rounds: 0.89x the time at head_dim 64, 8k keys, 0.93x
+/// at 128, 0.95x and 0.97x at 16k. FP8: 2k keys 0.94x the time at head_dim 64 and 256
+/// non-causal, 0.87x and 0.93x causal; causal 16k at head_dim 256 1.06x (so not persistent),
+/// at 64 1.0x. See docs/PERF-NOTES.md.
+fn persistent_pays(q_buffers: usize, head_dim: usize, short: bool, seqlen_k: usize) -> bool {
+    q_buffers == 2 && (seqlen_k <= PERSISTENT_MAX_KEYS || (short && head_dim <= 128))
 }
 
 #[cfg(test)]

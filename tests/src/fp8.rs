@@ -103,6 +103,13 @@ impl Fp8Element for E5m2 {
 /// keys (the first rows of a causal block) sees that error on each of its terms undiluted.
 pub const FP8_QUERY_TOLERANCE: f64 = 8e-2;
 
+/// Log-sum-exp tolerance with FP8 queries: FP8 `wgmma` accumulates `Q K^T` with fewer bits
+/// kept than f32 (about 14 on Hopper, as DeepSeek-V3's report measured), so a 256-term score
+/// of unit-size products is off by a few 1e-4, and a row of one or two keys carries that
+/// straight into its log-sum-exp (seen up to 1.0e-3 at head_dim 256, against 1e-3 for
+/// 16-bit inputs).
+pub const FP8_QUERY_LSE_TOLERANCE: f64 = 4e-3;
+
 
 /// The NaN pattern of both formats.
 const NAN: u8 = 0x7f;
@@ -289,10 +296,10 @@ pub fn check(gpu: &flashrs::Gpu, cases: &[Case]) {
             (DType::Bf16, Fp8::E5m2) => run::<half::bf16, E5m2>(gpu, c),
             (dtype, _) => unreachable!("no kernels for {dtype:?}"),
         };
-        let tol = if c.fp8_queries { FP8_QUERY_TOLERANCE } else { out_tolerance(c.dtype) };
-        let ok = e.out <= tol && e.lse <= LSE_TOLERANCE && e.lse_inf_mismatch == 0;
+        let (tol, lse_tol) = if c.fp8_queries { (FP8_QUERY_TOLERANCE, FP8_QUERY_LSE_TOLERANCE) } else { (out_tolerance(c.dtype), LSE_TOLERANCE) };
+        let ok = e.out <= tol && e.lse <= lse_tol && e.lse_inf_mismatch == 0;
         let line = format!(
-            "{} {}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e}, -inf mismatches {} (seed {})",
+            "{} {}: out err {:.2e} (tol {tol:.0e}), lse err {:.2e} (tol {lse_tol:.0e}), -inf mismatches {} (seed {})",
             if ok { "ok  " } else { "FAIL" },
             c.label(),
             e.out,

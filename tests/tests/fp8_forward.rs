@@ -71,8 +71,11 @@ fn fp8_calls_plan_on_the_hopper_fp8_kernels_and_bad_ones_are_typed_errors() {
         let p = params(2, 2048, 2048, 16, d).heads_kv(4).causal(true).build().unwrap();
         let pl = p.plan(&bufs(), &H100).unwrap();
         assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: Some(Fp8::E4m3), varlen: false, config: sm90::FP8_CONFIGS[want], flavor: flashrs::Flavor::Plain }, "d{d}");
-        // One CTA per work tile.
-        assert!(!pl.persistent, "d{d}");
+        // Persistent up to 4k keys (the FP8 configurations keep two Q tiles at every
+        // head_dim), and causal at head_dim up to 128; not on long non-causal rows.
+        assert!(pl.persistent, "d{d}");
+        let long = |causal| params(1, 16384, 16384, 16, d).causal(causal).build().unwrap().plan(&bufs(), &H100).unwrap().persistent;
+        assert_eq!((long(false), long(true)), (false, d <= 128), "d{d}");
     }
     let p = |b: flashrs::AttentionParamsBuilder<'static>| b.build().unwrap();
     let mut e5m2 = bufs();
@@ -89,12 +92,6 @@ fn fp8_calls_plan_on_the_hopper_fp8_kernels_and_bad_ones_are_typed_errors() {
         ("head_dim 72", p(params(1, 128, 128, 4, 72)), bufs(), Want::Shape("head_dim")),
         ("softcap", p(params(1, 128, 128, 4, 64).softcap(30.0)), bufs(), Want::Shape("mods")),
         ("mma.sync", p(params(1, 128, 128, 4, 64).path(KernelPath::MmaSync)), bufs(), Want::Shape("kernel")),
-        (
-            "persistent",
-            p(params(1, 128, 128, 4, 64).kernel(flashrs::KernelChoice::Wgmma { config: None, persistent: Some(true) })),
-            bufs(),
-            Want::Shape("wgmma path"),
-        ),
         (
             "a 16-bit configuration",
             p(params(1, 128, 128, 4, 64).kernel(flashrs::KernelChoice::Wgmma { config: Some(sm90::CONFIGS[0]), persistent: None })),

@@ -147,15 +147,14 @@ fn random_bits(dtype: DType, n: usize) -> Vec<u16> {
     block.iter().copied().cycle().take(n).collect()
 }
 
-/// `n` FP8 elements of format `kv` (rounded standard normal values), packed two to a word.
+/// `n` FP8 elements of format `kv` (standard normal values rounded through f16), packed two
+/// to a word. The rounding goes through a table of every f16's FP8 code: converting each of a
+/// block's 2^25 values on its own took seconds per buffer.
 fn random_fp8_words(kv: Fp8, n: usize) -> Vec<u16> {
+    let table: Vec<u8> = (0..=u16::MAX).map(|b| fp8_from_f32(kv, half::f16::from_bits(b).to_f32())).collect();
     let mut rng = rand::rng();
-    let block: Vec<u16> = (0..n.div_ceil(2).min(RANDOM_BLOCK))
-        .map(|_| {
-            let [a, b]: [f32; 2] = [rng.sample(rand_distr::StandardNormal), rng.sample(rand_distr::StandardNormal)];
-            u16::from_le_bytes([fp8_from_f32(kv, a), fp8_from_f32(kv, b)])
-        })
-        .collect();
+    let mut draw = || table[half::f16::from_f32(rng.sample(rand_distr::StandardNormal)).to_bits() as usize];
+    let block: Vec<u16> = (0..n.div_ceil(2).min(RANDOM_BLOCK)).map(|_| u16::from_le_bytes([draw(), draw()])).collect();
     block.iter().copied().cycle().take(n.div_ceil(2)).collect()
 }
 
@@ -455,5 +454,18 @@ mod tests {
         let big = random_bits(DType::Bf16, RANDOM_BLOCK + 5);
         assert_eq!(big.len(), RANDOM_BLOCK + 5);
         assert_eq!(big[RANDOM_BLOCK..], big[..5]);
+    }
+
+    #[test]
+    fn random_fp8_words_hold_finite_unit_normal_values() {
+        for f in [Fp8::E4m3, Fp8::E5m2] {
+            let words = random_fp8_words(f, 20001);
+            assert_eq!(words.len(), 10001);
+            let x: Vec<f64> = words.iter().flat_map(|w| w.to_le_bytes()).map(|b| fp8_to_f32(f, b) as f64).collect();
+            assert!(x.iter().all(|v| v.is_finite()), "{f:?}");
+            let mean = x.iter().sum::<f64>() / x.len() as f64;
+            let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / x.len() as f64;
+            assert!(mean.abs() < 0.05 && (var - 1.0).abs() < 0.1, "{f:?}: mean {mean}, variance {var}");
+        }
     }
 }
