@@ -75,7 +75,13 @@ forward and, with --backward, its compiled backward.
 --dtype e4m3 runs FP8 attention: E4M3 Q, K and V (random, dequantization factors 1) with a \
 bf16 output, forward only, on the sm_90a Hopper kernels; GB/s count Q, K and V at one byte an \
 element. With --compare, FlashAttention-3 runs its own FP8 forward (E4M3 Q, K and V, bf16 \
-output); SDPA's backends, which take no FP8 inputs, are n/a.";
+output); SDPA's backends, which take no FP8 inputs, are n/a. With --verify too, \
+FlashAttention-3 also runs once on each row's own inputs (the E4M3 bytes ours ran on, handed \
+to the script in a temporary file, its output handed back in another), and its output is \
+checked against the same CPU reference as ours: the table shows its max abs error (`fa3 max \
+err`) beside ours (`max err`), and its JSON and CSV records carry `max_abs_err` and \
+`verified_rows` as ours do. Only ours must be within tolerance; FA3's error is reported, \
+larger or smaller. With --rounds, the first round's inputs, as only that round verifies.";
 
 /// Element type on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -263,7 +269,8 @@ pub struct BenchmarkArgs {
     #[arg(long)]
     pub all_configs: bool,
     /// Check each row's output against the CPU reference before timing it; exit non-zero
-    /// on a mismatch.
+    /// on a mismatch. With --dtype e4m3 --compare, FlashAttention-3's output on the same
+    /// inputs is checked too, and its error reported beside ours (never a failure).
     #[arg(long)]
     pub verify: bool,
     /// Also time another implementation on the same shapes.

@@ -287,6 +287,19 @@ impl BenchBuffers {
         Ok(self.stream.clone_dtoh(&self.o)?.into_iter().map(|b| widen(self.dtype, b)).collect())
     }
 
+    /// Copies Q's, K's and V's bytes back as uploaded, where all three are FP8: one byte an
+    /// element in their buffers' own layout, a word's padding byte after an odd count. `None`
+    /// for 16-bit queries, and for a paged cache (which FP8 queries never read), whose bytes
+    /// are pages rather than the batch's rows.
+    pub fn fp8_bytes(&self) -> Result<Option<[Vec<u8>; 3]>> {
+        if self.queries.is_none() || self.table.is_some() {
+            return Ok(None);
+        }
+        // Two elements to a word, the first in its low byte (as `inputs_f32` decodes them).
+        let bytes = |b: &CudaSlice<u16>| -> Result<Vec<u8>> { Ok(self.stream.clone_dtoh(b)?.into_iter().flat_map(u16::to_le_bytes).collect()) };
+        Ok(Some([bytes(&self.q)?, bytes(&self.k)?, bytes(&self.v)?]))
+    }
+
     /// Copies the inputs back as f32, contiguous in their buffers' own layout; a paged cache
     /// is gathered through its block table into contiguous `[batch, seqlen_k, heads_kv, d]`
     /// (`p`'s shape: `d` is `head_dim` for K, `head_dim_v` for V).

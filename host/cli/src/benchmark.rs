@@ -12,6 +12,7 @@ use super::CliError;
 use super::args::{BenchmarkArgs, CompareArg, DtypeArg, LayoutArg};
 use super::compare::{self, Interleaved};
 use super::configs::{Config, ConfigChoice};
+use super::peer_check::{self, Checks};
 use super::plot;
 use super::record::Record;
 use super::report::{Report, Startup};
@@ -77,6 +78,8 @@ fn options(args: &BenchmarkArgs) -> Result<Options, CliError> {
         warmup: args.warmup as usize,
         iters: args.iters as usize,
         verify: args.verify,
+        // Every comparison runs FA3 on FP8 forward rows (the FP8 options refuse --backward).
+        share_inputs: args.verify && fp8_queries.is_some() && args.compare.is_some(),
         num_splits: args.num_splits,
         page_size: args.page_size,
         bhsd: args.layout == LayoutArg::Bhsd,
@@ -126,11 +129,13 @@ struct Ran {
 }
 
 /// Runs our rows and, with `--compare torch`, theirs: in interleaved rounds with `--rounds`
-/// (ours alone, once, when torch cannot start), else as a sweep after ours.
+/// (ours alone, once, when torch cannot start), else as a sweep after ours. FP8 rows verified
+/// against FlashAttention-3 ([`Options::share_inputs`]) start the script before ours, so that
+/// FA3 runs on each row's inputs right after ours ([`peer_check`]).
 fn run_rows(args: &BenchmarkArgs, (ctx, gpu): (&Arc<CudaContext>, &Gpu), (rows, shapes): (&[Row], &[Shape]), opts: &Options) -> Result<Ran, CliError> {
     let mut ran = Ran { records: Vec::new(), torch: None, torch_unavailable: None, rounds: None };
     let Some(compare) = args.compare else {
-        ran.records = run_ours(ctx, gpu, rows, opts)?;
+        ran.records = run_ours(ctx, gpu, rows, opts, None)?.0;
         return Ok(ran);
     };
     if let Some(rounds) = args.rounds {
@@ -147,18 +152,31 @@ fn run_rows(args: &BenchmarkArgs, (ctx, gpu): (&Arc<CudaContext>, &Gpu), (rows, 
                 (ran.records, ran.rounds) = (out.records, Some((rounds, out.interleaved)));
             }
             Err(why) => {
-                ran.records = run_ours(ctx, gpu, rows, opts)?;
+                ran.records = run_ours(ctx, gpu, rows, &Options { share_inputs: false, ..*opts }, None)?.0;
                 ran.torch_unavailable = Some(why);
             }
         }
         return Ok(ran);
     }
-    ran.records = run_ours(ctx, gpu, rows, opts)?;
-    match run_torch(shapes, opts, compare.peers()) {
-        torch::Outcome::Ran { info, records: theirs, problem } => {
+    let mut session = None;
+    if opts.share_inputs {
+        match torch::Session::start(compare.peers()) {
+            Ok(s) => session = Some(s),
+            Err(why) => ran.torch_unavailable = Some(why),
+        }
+    }
+    let (records, checks) = run_ours(ctx, gpu, rows, &Options { share_inputs: session.is_some(), ..*opts }, session.as_mut())?;
+    ran.records = records;
+    if ran.torch_unavailable.is_some() {
+        // The script could not start for FA3's checks: it cannot for the sweep either.
+        return Ok(ran);
+    }
+    match run_torch(shapes, opts, compare.peers(), session) {
+        torch::Outcome::Ran { info, records: mut theirs, problem } => {
             if let Some(p) = problem {
                 eprintln!("warning: {p}");
             }
+            peer_check::attach(&mut theirs, &checks);
             ran.torch = Some(info);
             ran.records.extend(theirs);
         }
@@ -167,22 +185,30 @@ fn run_rows(args: &BenchmarkArgs, (ctx, gpu): (&Arc<CudaContext>, &Gpu), (rows, 
     Ok(ran)
 }
 
-/// Runs every row of ours, stopping at the first failure.
-fn run_ours(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options) -> Result<Vec<Record>, CliError> {
+/// Runs every row of ours, stopping at the first failure. With `session` (and
+/// [`Options::share_inputs`]), FlashAttention-3 runs on each row's inputs right after ours,
+/// while they are on disk (one row's at a time), and its checks come back by shape.
+fn run_ours(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options, mut session: Option<&mut torch::Session>) -> Result<(Vec<Record>, Checks), CliError> {
     let progress = bar(rows.iter().map(|r| r.1.len()).sum(), "flashrs");
-    let mut records = Vec::new();
+    let (mut records, mut checks) = (Vec::new(), Vec::new());
     let result = rows.iter().try_for_each(|row| {
         progress.set_message(row.0.label());
-        records.extend(runner::run_row(ctx, gpu, row, opts, || progress.inc(1))?);
+        let run = runner::run_row(ctx, gpu, row, opts, || progress.inc(1))?;
+        records.extend(run.records);
+        if let (Some(session), Some(shared)) = (session.as_deref_mut(), run.shared) {
+            progress.set_message(format!("{} (FlashAttention-3 on our inputs)", row.0.label()));
+            checks.push((row.0, peer_check::check_fa3(session, &shared)));
+        }
         Ok(())
     });
     // Cleared before any error message, so that message is the last thing on the screen.
     progress.finish_and_clear();
-    result.map(|()| records)
+    result.map(|()| (records, checks))
 }
 
-/// Runs the torch script on `shapes`, with a progress bar.
-fn run_torch(shapes: &[Shape], opts: &Options, peers: torch::Peers) -> torch::Outcome {
+/// Runs the torch script on `shapes` (in `session` where it has started already, else in its
+/// own), with a progress bar.
+fn run_torch(shapes: &[Shape], opts: &Options, peers: torch::Peers, session: Option<torch::Session>) -> torch::Outcome {
     let progress = bar(shapes.len(), "torch  ");
     progress.set_message(match (peers, opts.fp8_queries) {
         (torch::Peers::All, None) => "SDPA flash + cuDNN backends, FlashAttention-3",
@@ -190,7 +216,11 @@ fn run_torch(shapes: &[Shape], opts: &Options, peers: torch::Peers) -> torch::Ou
         // SDPA takes no FP8 inputs.
         (_, Some(_)) => "FlashAttention-3 (FP8)",
     });
-    let outcome = torch::run(shapes, opts.precision(), (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, peers, || progress.inc(1));
+    let timing = (opts.warmup, opts.iters, opts.timing);
+    let outcome = match session {
+        Some(s) => s.sweep(shapes, opts.precision(), timing, opts.backward, &opts.mods, || progress.inc(1)),
+        None => torch::run(shapes, opts.precision(), timing, opts.backward, &opts.mods, peers, || progress.inc(1)),
+    };
     progress.finish_and_clear();
     outcome
 }
@@ -227,6 +257,21 @@ mod tests {
             crate::Command::Benchmark(b) => b,
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn fp8_rows_verified_against_a_comparison_share_their_inputs_with_fa3() {
+        for (line, share) in [
+            ("--dtype e4m3 --verify --compare fa3", true),
+            ("--dtype e4m3 --verify --compare torch", true),
+            ("--dtype e4m3 --verify --compare fa3 --rounds 3", true),
+            ("--dtype e4m3 --compare fa3", false),
+            ("--dtype e4m3 --verify", false),
+            ("--dtype bf16 --verify --compare fa3", false),
+        ] {
+            assert_eq!(options(&args(line)).unwrap().share_inputs, share, "{line}");
+        }
+        assert!(crate::args::LONG_ABOUT.contains("With --verify too") && crate::args::LONG_ABOUT.contains("`fa3 max err`"));
     }
 
     #[test]
@@ -296,6 +341,7 @@ mod tests {
             warmup: 0,
             iters: 1,
             verify: false,
+            share_inputs: false,
             num_splits: None,
             page_size: None,
             bhsd: false,

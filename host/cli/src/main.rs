@@ -10,6 +10,7 @@ pub mod compare;
 pub mod configs;
 pub mod docs;
 pub mod mods;
+pub mod peer_check;
 pub mod plot;
 pub mod record;
 pub mod report;

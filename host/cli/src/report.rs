@@ -126,6 +126,9 @@ impl Report {
         let others: Vec<Implementation> = self.summary.iter().map(|c| c.against).collect();
         let ours: Vec<&Record> = self.records.iter().filter(|r| r.implementation == Implementation::Flashrs).collect();
         let verified = ours.iter().any(|r| r.verified_rows.is_some());
+        // Others checked against our reference on our inputs (FlashAttention-3 on FP8 rows):
+        // their error beside ours.
+        let checked: Vec<Implementation> = others.iter().copied().filter(|&o| self.records.iter().any(|r| r.implementation == o && r.verified_rows.is_some())).collect();
         // Plain runs keep their table as it was; runs with modifications name them per row.
         let modified = self.records.iter().any(|r| !r.mods.is_plain());
         // Decode tables (every row at most 16 query rows) compare K+V read bandwidth.
@@ -143,6 +146,7 @@ impl Report {
         if verified {
             head.push(("max err".into(), Align::Right));
         }
+        head.extend(checked.iter().map(|o| (format!("{} max err", o.name()), Align::Right)));
         for o in &others {
             head.push((format!("{} {}", o.name(), if decode { "K+V GB/s" } else { "TFLOPS" }), Align::Right));
             head.push(("ours/theirs".into(), Align::Right));
@@ -161,9 +165,11 @@ impl Report {
                 if decode {
                     row.push(num(r.kv_gbps, 0));
                 }
+                let err = |r: Option<&Record>| r.and_then(|r| r.max_abs_err).map_or("-".into(), |e| format!("{e:.1e}"));
                 if verified {
-                    row.push(r.max_abs_err.map_or("-".into(), |e| format!("{e:.1e}")));
+                    row.push(err(Some(r)));
                 }
+                row.extend(checked.iter().map(|&o| err(compare::find(&self.records, o, r))));
                 for &o in &others {
                     let theirs = compare::find(&self.records, o, r);
                     row.push(if decode { num(theirs.and_then(|t| t.kv_gbps), 0) } else { num(theirs.and_then(|t| t.tflops), 1) });
@@ -228,6 +234,12 @@ impl Report {
         }
         for r in self.records.iter().filter(|r| r.median_ms.is_none()) {
             out += &format!("n/a {} {}: {}\n", r.implementation.name(), r.label(), r.note.as_deref().unwrap_or("no time"));
+        }
+        // Remarks on others' timed rows (FlashAttention-3's check that could not run, say).
+        for r in self.records.iter().filter(|r| r.median_ms.is_some() && r.implementation != Implementation::Flashrs) {
+            if let Some(note) = &r.note {
+                out += &format!("note {} {}: {note}\n", r.implementation.name(), r.label());
+            }
         }
         out
     }
@@ -421,6 +433,36 @@ mod tests {
         // Runs without rounds write neither key.
         assert!(!plain_json.contains("interleaved") && !plain_json.contains("\"rounds\""));
         assert_eq!(serde_json::from_str::<Report>(&plain_json).unwrap().rounds, None);
+    }
+
+    #[test]
+    fn fa3_checked_on_our_inputs_shows_its_error_beside_ours_in_every_format() {
+        let s = Shape { batch: 8, heads_q: 16, heads_kv: 16, seqlen_q: 2048, seqlen_k: 2048, head_dim: 128, head_dim_v: None, causal: true };
+        let fp8 = Some(flashrs::Fp8::E4m3);
+        let mut ours = Record::new(Implementation::Flashrs, s, "e4m3", "auto", "flash_fwd_sm90_e4m3_d128").with_kv(fp8).timed(0.3, 0.29);
+        (ours.max_abs_err, ours.verified_rows) = (Some(2.5e-2), Some(64));
+        let mut fa3 = Record::new(Implementation::Fa3, s, "e4m3", "torch", "fa3_fwd_interface.flash_attn_func(e4m3)").with_kv(fp8).timed(0.33, 0.32);
+        (fa3.max_abs_err, fa3.verified_rows) = (Some(3.1e-2), Some(64));
+        let other = Shape { causal: false, ..s };
+        let ours2 = Record::new(Implementation::Flashrs, other, "e4m3", "auto", "k").with_kv(fp8).timed(0.6, 0.6);
+        let fa3_2 = Record::new(Implementation::Fa3, other, "e4m3", "torch", "fa3").timed(0.6, 0.6);
+        let fa3_2 = Record { note: Some("not verified on flashrs's inputs: the torch script stopped".into()), ..fa3_2 };
+        let r = Report::new("H100".into(), "e4m3", 5, 20, vec![ours, ours2, fa3, fa3_2]);
+        let t = r.table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains("max err  fa3 max err  fa3 TFLOPS  ours/theirs"), "{t}");
+        let tail = |i: usize| lines[i].split_whitespace().rev().take(4).collect::<Vec<_>>();
+        assert_eq!(tail(3), ["1.10x", "416.5", "3.1e-2", "2.5e-2"], "{t}");
+        // A row whose FA3 check did not run: a dash, and why under the table.
+        assert_eq!(tail(4)[2], "-", "{t}");
+        assert!(t.contains("note fa3 B=8 Hq=16 Hkv=16 Sq=2048 Sk=2048 D=128 non-causal: not verified on flashrs's inputs: the torch script stopped"), "{t}");
+        // JSON and CSV: FA3's record carries them as ours does.
+        let json: Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!((&json["records"][2]["max_abs_err"], &json["records"][2]["verified_rows"]), (&Value::from(3.1e-2), &Value::from(64)));
+        let csv = r.to_csv();
+        assert!(csv.lines().nth(3).unwrap().contains(",0.031,64,"), "{csv}");
+        // Runs where no other implementation was checked have no such column.
+        assert!(!sample().table().contains("torch-fa2 max err"));
     }
 
     #[test]

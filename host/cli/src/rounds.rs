@@ -14,6 +14,7 @@ use flashrs::Gpu;
 
 use super::CliError;
 use super::compare::Interleaved;
+use super::peer_check;
 use super::record::Record;
 use super::runner::{self, Options, Row};
 use super::torch::{self, Session};
@@ -32,32 +33,29 @@ pub struct Outcome {
 
 /// Runs every row `rounds` times, ours and torch's (through `session`) back to back in each
 /// round; `tick` is called after each of ours and each of torch's. Only the first round
-/// verifies (`opts.verify`): the kernels do not change between rounds.
+/// verifies (`opts.verify`): the kernels do not change between rounds. With
+/// [`Options::share_inputs`], FlashAttention-3 also runs on that round's inputs right after
+/// ours ([`peer_check`]), and the row's merged FA3 record carries its check.
 pub fn run(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options, rounds: usize, session: &mut Session, mut tick: impl FnMut()) -> Result<Outcome, CliError> {
     let mut out = Outcome { records: Vec::new(), interleaved: Vec::new(), problem: None };
     let mut theirs_all = Vec::new();
     for row in rows {
         let (mut ours, mut theirs) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+        let mut checks = Vec::new();
         for round in 0..rounds {
-            let once = Options { verify: opts.verify && round == 0, ..*opts };
-            let mut run_theirs = || match session.run(&[row.0], opts.precision(), (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, || {}) {
-                torch::Outcome::Ran { records, problem, .. } => {
-                    out.problem = out.problem.take().or(problem);
-                    records
-                }
-                torch::Outcome::Unavailable(why) => {
-                    out.problem = out.problem.take().or(Some(why));
-                    Vec::new()
-                }
-            };
+            let once = Options { verify: opts.verify && round == 0, share_inputs: opts.share_inputs && round == 0, ..*opts };
             if round % 2 == 1 {
-                theirs.push(run_theirs());
+                theirs.push(run_theirs(session, row, opts, &mut out.problem));
                 tick();
             }
-            ours.push(runner::run_row(ctx, gpu, row, &once, || {})?);
+            let run = runner::run_row(ctx, gpu, row, &once, || {})?;
+            if let Some(shared) = run.shared {
+                checks.push((row.0, peer_check::check_fa3(session, &shared)));
+            }
+            ours.push(run.records);
             tick();
             if round % 2 == 0 {
-                theirs.push(run_theirs());
+                theirs.push(run_theirs(session, row, opts, &mut out.problem));
                 tick();
             }
         }
@@ -67,11 +65,28 @@ pub fn run(ctx: &Arc<CudaContext>, gpu: &Gpu, rows: &[Row], opts: &Options, roun
             let by_round: Vec<Record> = theirs.iter().map(|t| t[peer].clone()).collect();
             out.interleaved.extend(Interleaved::new(&ours, &by_round));
         }
-        theirs_all.extend(merge(&theirs));
+        let mut merged = merge(&theirs);
+        peer_check::attach(&mut merged, &checks);
+        theirs_all.extend(merged);
     }
     // Ours first, then theirs, as a run without rounds lists them.
     out.records.extend(theirs_all);
     Ok(out)
+}
+
+/// Torch's records of `row` in one round; the first reason the script gave for stopping or
+/// not running is kept in `problem`.
+fn run_theirs(session: &mut Session, row: &Row, opts: &Options, problem: &mut Option<String>) -> Vec<Record> {
+    match session.run(&[row.0], opts.precision(), (opts.warmup, opts.iters, opts.timing), opts.backward, &opts.mods, || {}) {
+        torch::Outcome::Ran { records, problem: p, .. } => {
+            *problem = problem.take().or(p);
+            records
+        }
+        torch::Outcome::Unavailable(why) => {
+            *problem = problem.take().or(Some(why));
+            Vec::new()
+        }
+    }
 }
 
 /// One record per position of the rounds' records (each round's list in the same order):

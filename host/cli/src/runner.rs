@@ -11,6 +11,7 @@ use crate::bench::{BenchBuffers, BenchLayout, TimingMode, time_launch, time_plan
 use super::CliError;
 use super::configs::{Config, tag};
 use super::mods::{self, ModSpec};
+use super::peer_check::{self, SharedInputs};
 use super::record::{Implementation, Precision, Record};
 use super::sweep::Shape;
 use super::verify::{self, Tolerance};
@@ -35,6 +36,9 @@ pub struct Options {
     pub iters: usize,
     /// Check outputs against the CPU reference first.
     pub verify: bool,
+    /// With `verify`, on FP8 inputs: also write the row's inputs for FlashAttention-3 to be
+    /// checked on ([`RowRun::shared`]), when the comparison runs it.
+    pub share_inputs: bool,
     /// Split-KV count to force (`None`: the library's choice).
     pub num_splits: Option<usize>,
     /// Read K and V from a paged cache of pages this many rows long (`None`: contiguous).
@@ -139,11 +143,23 @@ pub fn preflight(rows: &[Row], opts: &Options) -> Result<(), CliError> {
     Ok(())
 }
 
+/// What one row produced.
+#[derive(Debug)]
+pub struct RowRun {
+    /// Ours, a record per configuration.
+    pub records: Vec<Record>,
+    /// With [`Options::share_inputs`]: the first configuration's verified inputs, written for
+    /// FlashAttention-3 to run on, or why they could not be (which costs FA3 its check, not
+    /// the row).
+    pub shared: Option<Result<SharedInputs, String>>,
+}
+
 /// Runs one row: each configuration verified (if asked) and timed; `done` is called after
 /// each configuration.
-pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl FnMut()) -> Result<Vec<Record>, CliError> {
+pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: &Options, mut done: impl FnMut()) -> Result<RowRun, CliError> {
     let row_err = |source: crate::bench::BenchError| CliError::Row { row: shape.label(), source };
     let mut records = Vec::new();
+    let mut shared = None;
     let mut bufs: Option<BenchBuffers> = None;
     for &config in configs {
         let fixed = opts.params(shape, config)?;
@@ -184,6 +200,9 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
                 .into_result(&what)
                 .map_err(CliError::Verify)?;
             (record.max_abs_err, record.verified_rows) = (Some(outcome.max_abs_err), Some(outcome.rows));
+            if opts.share_inputs && shared.is_none() {
+                shared = Some(share(bufs, shape, &fixed, opts));
+            }
         }
         if opts.backward {
             // O and the log-sum-exp from one forward launch, then the backward's own plan.
@@ -206,7 +225,27 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
         records.push(record.timed(t.median_ms, t.min_ms));
         done();
     }
-    Ok(records)
+    Ok(RowRun { records, shared })
+}
+
+/// The FP8 inputs `bufs` uploaded for the call `fixed` (the row `shape`), written for
+/// FlashAttention-3 ([`SharedInputs`]) in FlashAttention's `[batch, seqlen, heads, head_dim]`
+/// whatever our layout (a variable-length row's packed rows are that batch's already).
+fn share(bufs: &BenchBuffers, shape: &Shape, fixed: &AttentionParams, opts: &Options) -> Result<SharedInputs, String> {
+    // FA3's reference is plain attention (the FP8 options refuse modifications anyway).
+    let (Some(fp8), true) = (opts.fp8_queries, opts.mods.is_plain()) else {
+        return Err("FlashAttention-3 is checked on plain FP8 rows only".into());
+    };
+    let Some([q, k, v]) = bufs.fp8_bytes().map_err(|e| format!("copying the inputs back: {e}"))? else {
+        return Err("the row's inputs are not FP8 rows of a batch".into());
+    };
+    let p = Problem::from(fixed);
+    if !opts.bhsd {
+        return SharedInputs::write(*shape, p, fp8, [&q, &k, &v]);
+    }
+    let (q, k) = (peer_check::bshd_from_bhsd(&q, [p.batch, p.heads_q, p.seqlen_q, p.head_dim]), peer_check::bshd_from_bhsd(&k, [p.batch, p.heads_kv, p.seqlen_k, p.head_dim]));
+    let v = peer_check::bshd_from_bhsd(&v, [p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v]);
+    SharedInputs::write(*shape, p, fp8, [&q, &k, &v])
 }
 
 #[cfg(test)]
@@ -216,7 +255,7 @@ mod tests {
     use crate::sweep::SweepSpec;
 
     fn opts() -> Options {
-        Options { dtype: DType::F16, kv: None, fp8_queries: None, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false, mods: ModSpec::default() }
+        Options { dtype: DType::F16, kv: None, fp8_queries: None, path: KernelPath::MmaSync, warmup: 0, iters: 1, verify: false, share_inputs: false, num_splits: None, page_size: None, bhsd: false, varlen: false, device_offsets: false, timing: TimingMode::Call, backward: false, deterministic: false, mods: ModSpec::default() }
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! dimension of their own (`--head-dim-v`) give every backend V that wide; the script reports
 //! a backend that refuses it (SDPA's flash backend does) as n/a with its error. With FP8
 //! inputs (`--dtype e4m3`) FlashAttention-3 alone runs, its own FP8 forward; the others are
-//! n/a ([`dtype_refusal`]).
+//! n/a ([`dtype_refusal`]). With `--verify` too, FA3 also runs once on each row's own inputs,
+//! which the script reads from a file and answers with its output in another
+//! ([`Session::run_fa3_on`], [`super::peer_check`]).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Lines, Read, Write};
@@ -19,6 +21,7 @@ use crate::bench::TimingMode;
 use serde::{Deserialize, Serialize};
 
 use super::mods::ModSpec;
+use super::peer_check::SharedInputs;
 use super::record::{Implementation, Precision, Record};
 use super::sweep::Shape;
 
@@ -133,7 +136,23 @@ struct Request<'a> {
     /// query block as flashrs visits ([`super::mods::ModSpec::visited_blocks`]).
     block_sparsity: f32,
     /// The shapes, answered by index (with `head_dim_v` where a shape has its own).
-    shapes: &'a [Shape],
+    shapes: Vec<RequestShape<'a>>,
+}
+
+/// A shape of a request: its fields, and for FlashAttention-3's check on our inputs
+/// ([`Session::run_fa3_on`]) the files that replace timing.
+#[derive(Serialize)]
+struct RequestShape<'a> {
+    /// The problem, its fields at the top level as the script reads them.
+    #[serde(flatten)]
+    shape: &'a Shape,
+    /// Our E4M3 Q, K and V for FA3 to run on once instead of timing (the layout of
+    /// [`SharedInputs`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inputs: Option<String>,
+    /// Where the script writes FA3's output on them (bf16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<String>,
 }
 
 impl<'a> Request<'a> {
@@ -152,8 +171,19 @@ impl<'a> Request<'a> {
             softcap: mods.softcap.unwrap_or(0.0),
             alibi: mods.alibi,
             block_sparsity: mods.block_sparsity.unwrap_or(0.0),
-            shapes,
+            shapes: shapes.iter().map(|shape| RequestShape { shape, inputs: None, output: None }).collect(),
         }
+    }
+
+    /// The request that runs FA3 once on `shared`'s inputs and writes its output there (no
+    /// timing; no modifications, which FP8 rows never have).
+    fn fa3_on(shared: &'a SharedInputs) -> Self {
+        let precision = Precision { out: flashrs::DType::Bf16, fp8_inputs: Some(shared.fp8()) };
+        let fa3 = BACKENDS.iter().copied().filter(|b| b.1 == Implementation::Fa3).collect::<Vec<_>>();
+        let mut request = Request::new(std::slice::from_ref(shared.shape()), precision, (0, 0, TimingMode::Call), false, &ModSpec::default(), &fa3);
+        let path = |p: &std::path::Path| Some(p.to_string_lossy().into_owned());
+        (request.shapes[0].inputs, request.shapes[0].output) = (path(shared.inputs()), path(shared.output()));
+        request
     }
 }
 
@@ -213,6 +243,8 @@ struct BackendResult {
     call: Option<String>,
     /// Every call's refusal, when none ran.
     error: Option<String>,
+    /// The file FA3's output on a shape's given inputs was written to ([`Session::run_fa3_on`]).
+    output: Option<String>,
 }
 
 /// Parses one line of the reply; anything that is not a protocol object (a stray print from
@@ -267,14 +299,9 @@ fn collect(lines: impl IntoIterator<Item = Line>, shapes: &[Shape], precision: P
 /// shape finishes (for a progress bar). Never fails: whatever goes wrong becomes
 /// [`Outcome::Unavailable`] or the `problem` of a partial run.
 pub fn run(shapes: &[Shape], precision: Precision, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, peers: Peers, on_result: impl FnMut()) -> Outcome {
-    let mut session = match Session::start(peers) {
-        Ok(s) => s,
-        Err(why) => return Outcome::Unavailable(why),
-    };
-    let outcome = session.run(shapes, precision, timing, backward, mods, on_result);
-    match (outcome, session.finish()) {
-        (Outcome::Ran { info, records, problem: None }, Some(p)) => Outcome::Ran { info, records, problem: Some(p) },
-        (outcome, _) => outcome,
+    match Session::start(peers) {
+        Ok(session) => session.sweep(shapes, precision, timing, backward, mods, on_result),
+        Err(why) => Outcome::Unavailable(why),
     }
 }
 
@@ -360,29 +387,64 @@ impl Session {
     /// Times `shapes` under `mods` in `precision` (one request); `on_result` is called as
     /// each shape finishes. A script that stops midway leaves the shapes it did not reach n/a and says
     /// why in the outcome's `problem`, as every later call does.
-    pub fn run(&mut self, shapes: &[Shape], precision: Precision, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, mut on_result: impl FnMut()) -> Outcome {
+    pub fn run(&mut self, shapes: &[Shape], precision: Precision, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, on_result: impl FnMut()) -> Outcome {
         let request = Request::new(shapes, precision, timing, backward, mods, &backends(self.peers, backward, mods));
         let mut lines = vec![Line::Info(self.info.clone())];
-        if !self.exited {
-            let line = serde_json::to_string(&request).expect("the request is plain data") + "\n";
-            // A failed write shows up as the script having stopped.
-            let _ = self.stdin.as_mut().map(|stdin| stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()));
-            loop {
-                match self.next_line() {
-                    Some(Line::Done) => break,
-                    Some(result @ Line::Result { .. }) => {
-                        on_result();
-                        lines.push(result);
-                    }
-                    Some(_) => {}
-                    None => {
-                        self.stop(false);
-                        break;
-                    }
+        lines.extend(self.ask(&request, on_result));
+        collect(lines, shapes, precision, (backward, mods, self.peers), self.stopped.clone())
+    }
+
+    /// [`Session::run`] as the last request: the script is then closed, and a failed exit
+    /// becomes the outcome's `problem`.
+    pub fn sweep(mut self, shapes: &[Shape], precision: Precision, timing: (usize, usize, TimingMode), backward: bool, mods: &ModSpec, on_result: impl FnMut()) -> Outcome {
+        let outcome = self.run(shapes, precision, timing, backward, mods, on_result);
+        match (outcome, self.finish()) {
+            (Outcome::Ran { info, records, problem: None }, Some(p)) => Outcome::Ran { info, records, problem: Some(p) },
+            (outcome, _) => outcome,
+        }
+    }
+
+    /// Has the script run FlashAttention-3 once on `shared`'s inputs and write its output to
+    /// `shared`'s output file (for [`SharedInputs::check`]); `Err` says why it did not.
+    pub fn run_fa3_on(&mut self, shared: &SharedInputs) -> Result<(), String> {
+        let reply = self.ask(&Request::fa3_on(shared), || {});
+        let fa3 = reply.into_iter().find_map(|line| match line {
+            Line::Result { index: 0, mut backends } => backends.remove("fa3"),
+            _ => None,
+        });
+        match fa3 {
+            Some(BackendResult { output: Some(_), .. }) => Ok(()),
+            Some(BackendResult { error: Some(why), .. }) => Err(why),
+            _ => Err(self.stopped.clone().unwrap_or_else(|| "the torch script wrote no output of FlashAttention-3's".into())),
+        }
+    }
+
+    /// Sends `request` and reads the reply up to its end: its result lines, `on_result` called
+    /// as each comes. A script that stops midway is recorded as stopped ([`Session::stop`]);
+    /// one that has stopped is not asked.
+    fn ask(&mut self, request: &Request, mut on_result: impl FnMut()) -> Vec<Line> {
+        let mut lines = Vec::new();
+        if self.exited {
+            return lines;
+        }
+        let line = serde_json::to_string(request).expect("the request is plain data") + "\n";
+        // A failed write shows up as the script having stopped.
+        let _ = self.stdin.as_mut().map(|stdin| stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()));
+        loop {
+            match self.next_line() {
+                Some(Line::Done) => break,
+                Some(result @ Line::Result { .. }) => {
+                    on_result();
+                    lines.push(result);
+                }
+                Some(_) => {}
+                None => {
+                    self.stop(false);
+                    break;
                 }
             }
         }
-        collect(lines, shapes, precision, (backward, mods, self.peers), self.stopped.clone())
+        lines
     }
 
     /// Closes the script's input and waits for it: why it failed, if it did.
@@ -658,6 +720,123 @@ for line in sys.stdin:
         assert_eq!(session.finish(), problem);
         // A script that says nothing is no session.
         assert!(Session::start_script("import sys; sys.exit(3)", Peers::All).err().unwrap().contains("exited with"));
+    }
+
+    /// A tiny FP8 row shared for FA3's check: GQA, V narrower than K, causal; V all ones, so
+    /// that every output element of the reference is 1.
+    fn shared_row() -> SharedInputs {
+        let shape = Shape { batch: 1, heads_q: 2, heads_kv: 1, seqlen_q: 3, seqlen_k: 4, head_dim: 16, head_dim_v: Some(8), causal: true };
+        let problem = flashrs_reference::Problem { batch: 1, seqlen_q: 3, seqlen_k: 4, heads_q: 2, heads_kv: 1, head_dim: 16, head_dim_v: 8, causal: true, scale: 0.25 };
+        let e4m3 = |x: f32| flashrs::element::fp8_from_f32(Fp8::E4m3, x);
+        let (q, k): (Vec<u8>, Vec<u8>) = ((0..96).map(|i| e4m3((i % 7) as f32 / 4.0 - 0.75)).collect(), (0..64).map(|i| e4m3((i % 5) as f32 / 2.0 - 1.0)).collect());
+        SharedInputs::write(shape, problem, Fp8::E4m3, [&q, &k, &[e4m3(1.0); 32]]).unwrap()
+    }
+
+    #[test]
+    fn the_check_request_names_the_files_the_script_reads() {
+        let shared = shared_row();
+        let v = serde_json::to_value(Request::fa3_on(&shared)).unwrap();
+        assert_eq!((&v["dtype"], &v["backends"]), (&serde_json::json!("e4m3"), &serde_json::json!(["fa3"])));
+        let shape = &v["shapes"][0];
+        assert_eq!((&shape["inputs"], &shape["output"]), (&shared.inputs().to_str().unwrap().into(), &shared.output().to_str().unwrap().into()));
+        assert_eq!((&shape["heads_q"], &shape["head_dim_v"], &shape["causal"]), (&serde_json::json!(2), &serde_json::json!(8), &serde_json::json!(true)));
+        assert_eq!((&v["window"], &v["softcap"]), (&serde_json::json!([-1, -1]), &serde_json::json!(0.0)));
+        // Timing requests name no files.
+        let timed = serde_json::to_value(Request::new(&shapes(), DType::Bf16.into(), (5, 20, TimingMode::Call), false, &ModSpec::default(), BACKENDS)).unwrap();
+        assert!(timed["shapes"][0].get("inputs").is_none() && timed["shapes"][0].get("output").is_none());
+        // The script reads them, loads the bytes as E4M3 in FlashAttention's layout, runs FA3
+        // once without descale factors, and writes bf16 back, answering with the file.
+        for needle in [
+            "if shape.get(\"inputs\"):",
+            "check_fa3(torch, shape, shape[\"inputs\"], shape[\"output\"], window, softcap)",
+            "torch.frombuffer(data, dtype=torch.uint8)",
+            "t.view(torch.float8_e4m3fn).reshape(x)",
+            "(b, sq, shape[\"heads_q\"], d), (b, sk, shape[\"heads_kv\"], d), (b, sk, shape[\"heads_kv\"], dv)",
+            "fa3.flash_attn_func(q, k, v, causal=bool(shape[\"causal\"]), window_size=window, softcap=softcap, num_splits=0)",
+            "torch.frombuffer(raw, dtype=torch.bfloat16).copy_(host)",
+            "\"output\": output}",
+        ] {
+            assert!(SCRIPT.contains(needle), "{needle}");
+        }
+    }
+
+    /// A stand-in for the script's check of FA3 on given inputs: it checks the inputs file's
+    /// size against the shape and writes an output of 1.5 (bf16 0x3fc0) everywhere; a request
+    /// without files is timed as by [`FAKE`]; inputs named `fail` are refused.
+    const FAKE_CHECK: &str = r#"
+import json, os, sys
+print(json.dumps({"kind": "info", "torch": "fake", "device": "none", "cudnn": None}), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    for i, s in enumerate(request["shapes"]):
+        dv = s.get("head_dim_v") or s["head_dim"]
+        if "inputs" not in s:
+            r = {"median_ms": 1.0, "min_ms": 1.0, "call": "fake"}
+        elif os.path.getsize(s["inputs"]) != s["batch"] * (s["seqlen_q"] * s["heads_q"] * s["head_dim"] + s["seqlen_k"] * s["heads_kv"] * (s["head_dim"] + dv)):
+            r = {"error": "wrong size"}
+        else:
+            with open(s["output"], "wb") as f:
+                f.write(bytes([0xC0, 0x3F]) * (s["batch"] * s["seqlen_q"] * s["heads_q"] * dv))
+            r = {"call": "fake", "output": s["output"]}
+        print(json.dumps({"kind": "result", "index": i, "backends": {b: r for b in request["backends"]}}), flush=True)
+    print(json.dumps({"kind": "done"}), flush=True)
+"#;
+
+    #[test]
+    fn fa3s_error_is_that_of_the_output_the_script_wrote_on_our_inputs() {
+        if !python() {
+            eprintln!("skipped: no python3");
+            return;
+        }
+        let mut session = Session::start_script(FAKE_CHECK, Peers::Fa3).unwrap();
+        let shared = Ok(shared_row());
+        // Every reference element is 1 (V is all ones), every output element 1.5.
+        let check = crate::peer_check::check_fa3(&mut session, &shared).unwrap();
+        assert!((check.max_abs_err - 0.5).abs() < 1e-12, "{check:?}");
+        assert_eq!(check.rows, 2 * 3);
+        // The session goes on to time, and the FA3 record of the row takes the check.
+        let row = *shared.as_ref().unwrap().shape();
+        let e4m3 = Precision { out: DType::Bf16, fp8_inputs: Some(Fp8::E4m3) };
+        let Outcome::Ran { mut records, problem: None, .. } = session.run(&[row], e4m3, (1, 2, TimingMode::Call), false, &ModSpec::default(), || {}) else { panic!() };
+        crate::peer_check::attach(&mut records, &[(row, Ok(check))]);
+        assert_eq!((records[0].implementation, records[0].median_ms, records[0].max_abs_err, records[0].verified_rows), (Implementation::Fa3, Some(1.0), Some(0.5), Some(6)));
+        // Files FA3 cannot run on, or the script's refusal: no check, and why.
+        let output = shared.as_ref().unwrap().output().to_path_buf();
+        std::fs::write(shared.as_ref().unwrap().inputs(), [0u8; 3]).unwrap();
+        assert_eq!(crate::peer_check::check_fa3(&mut session, &shared).unwrap_err(), "wrong size");
+        assert_eq!(crate::peer_check::check_fa3(&mut session, &Err("disk full".into())).unwrap_err(), "disk full");
+        assert_eq!(session.finish(), None);
+        drop(shared);
+        assert!(!output.exists());
+    }
+
+    #[test]
+    fn a_check_whose_script_stopped_says_why() {
+        if !python() {
+            eprintln!("skipped: no python3");
+            return;
+        }
+        // FAKE writes no output file: its reply has times, not the file.
+        let mut session = Session::start_script(FAKE, Peers::Fa3).unwrap();
+        let shared = Ok(shared_row());
+        assert_eq!(crate::peer_check::check_fa3(&mut session, &shared).unwrap_err(), "the torch script wrote no output of FlashAttention-3's");
+        // A script that stops on the request.
+        let mut session = Session::start_script(&FAKE.replace("n += 1", "sys.exit(0)"), Peers::Fa3).unwrap();
+        assert!(crate::peer_check::check_fa3(&mut session, &shared).unwrap_err().starts_with("the torch script stopped early"));
+    }
+
+    #[test]
+    fn the_script_compiles() {
+        if !python() {
+            eprintln!("skipped: no python3");
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("flashrs-torch-sdpa-compile-{}.py", std::process::id()));
+        std::fs::write(&path, SCRIPT).unwrap();
+        // compile() alone: py_compile would leave a __pycache__ behind.
+        let status = Command::new("python3").arg("-c").arg("import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')").arg(&path).status();
+        let _ = std::fs::remove_file(&path);
+        assert!(status.unwrap().success());
     }
 
     #[test]

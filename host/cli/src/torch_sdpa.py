@@ -7,10 +7,16 @@ caller can keep it running and alternate its rows with its own; it exits at the 
    "backends": ["flash", "cudnn", "fa3", "flex"], "backward": bool,
    "window": [left, right], "softcap": float, "alibi": bool, "block_sparsity": float,
    "shapes": [{"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal",
-               "head_dim_v" (optional)}, ...]}
+               "head_dim_v" (optional), "inputs", "output" (optional)}, ...]}
 "e4m3" asks for FP8 attention: E4M3 Q, K and V (the bf16 inputs rounded) with a bf16 output,
 which only "fa3" runs (FlashAttention-3's FP8 forward); any other backend asked answers with an
 error rather than timing 16-bit attention.
+A shape with "inputs" and "output" (an "e4m3" request asking "fa3") is not timed: FlashAttention-3
+runs once on the caller's own E4M3 Q, K and V, read from the file "inputs" (Q's bytes, then K's,
+then V's, each contiguous [B, S, H, D], one byte an element), with dequantization factors 1, and
+its bf16 output is written to the file "output" (contiguous [B, Sq, Hq, Dv], little-endian), for
+the caller to check against its own reference (`flashrs benchmark --dtype e4m3 --verify`); the
+result says so with {"call", "output"} instead of times.
 A shape's "head_dim_v" is the head dimension of V and the output (absent: "head_dim"); every
 backend gets V that wide, and one that refuses it (SDPA's flash backend does, cuDNN and
 FlashAttention-3 accept some pairs, e.g. 192 / 128) answers with the error.
@@ -28,7 +34,7 @@ first one of
   {"kind": "unavailable", "reason": str}     torch or a CUDA GPU is missing; nothing follows
   {"kind": "info", "torch": str, "device": str, "cudnn": int | null}
 before any request is read, then for each request
-  {"kind": "result", "index": int, "backends": {name: {"median_ms", "min_ms", "call"} | {"error": str}}}
+  {"kind": "result", "index": int, "backends": {name: {"median_ms", "min_ms", "call"} | {"call", "output"} | {"error": str}}}
 for each of its shapes ("index" into its "shapes"), and {"kind": "done"} after the last.
 Diagnostics go to stderr.
 
@@ -158,14 +164,81 @@ def run_backend(torch, name, backend, shape, q, k, v, warmup, iters, queued, bac
     return {"error": " | ".join(reasons)[:600] or "no call to try"}
 
 
+def import_fa3():
+    """FlashAttention-3's interface (package fa3-fwd) and None, or None and the error result
+    that says it is missing."""
+    try:
+        import fa3_fwd_interface as fa3
+    except Exception as e:  # noqa: BLE001
+        return None, {"error": f"FlashAttention-3 is not installed (pip package fa3-fwd; {type(e).__name__}: {first_line(e)})"}
+    return fa3, None
+
+
+def load_inputs(torch, path, shape, device="cuda"):
+    """The caller's E4M3 Q, K and V from `path` (see the module docstring), on `device`, in
+    FlashAttention's [B, S, H, D]: the very bytes the caller ran its own kernel on."""
+    b, sq, sk = shape["batch"], shape["seqlen_q"], shape["seqlen_k"]
+    d = shape["head_dim"]
+    dv = shape.get("head_dim_v") or d
+    dims = [(b, sq, shape["heads_q"], d), (b, sk, shape["heads_kv"], d), (b, sk, shape["heads_kv"], dv)]
+    counts = [math.prod(x) for x in dims]
+    with open(path, "rb") as f:
+        # Writable: torch.frombuffer warns on a read-only buffer.
+        data = bytearray(f.read())
+    if len(data) != sum(counts):
+        raise ValueError(f"{path} holds {len(data)} bytes, not the {sum(counts)} of Q, K and V")
+    flat = torch.frombuffer(data, dtype=torch.uint8)
+    return tuple(t.view(torch.float8_e4m3fn).reshape(x).to(device) for t, x in zip(flat.split(counts), dims))
+
+
+def write_output(torch, out, path):
+    """Writes `out` to `path` as raw bf16, contiguous, little-endian (torch's byte order on the
+    GPU hosts it runs on), without numpy: torch copies into the file's buffer itself."""
+    host = out.to(torch.bfloat16).contiguous().cpu().reshape(-1)
+    raw = bytearray(host.numel() * host.element_size())
+    torch.frombuffer(raw, dtype=torch.bfloat16).copy_(host)
+    with open(path, "wb") as f:
+        f.write(raw)
+
+
+def check_fa3(torch, shape, inputs, output, window=(-1, -1), softcap=0.0):
+    """Runs FlashAttention-3's FP8 forward once on the caller's E4M3 Q, K and V (dequantization
+    factors 1, as flashrs's) and writes its bf16 output for the caller to check, or says why it
+    cannot; the call is the one `run_fa3` times."""
+    fa3, missing = import_fa3()
+    if missing:
+        return missing
+    q, k, v = load_inputs(torch, inputs, shape)
+    out = fa3.flash_attn_func(q, k, v, causal=bool(shape["causal"]), window_size=window, softcap=softcap, num_splits=0)
+    # Versions before return_attn_probs answered (out, softmax_lse).
+    out = out[0] if isinstance(out, tuple) else out
+    write_output(torch, out, output)
+    del q, k, v, out
+    return {"call": "fa3_fwd_interface.flash_attn_func(e4m3)", "output": output}
+
+
+def answer_inputs(torch, request, shape, window, softcap):
+    """The results for a shape that names the caller's inputs: FlashAttention-3 checked on them,
+    any other backend refused (the caller asks none)."""
+    results = {}
+    for name in request["backends"]:
+        if name != "fa3" or request["dtype"] != "e4m3":
+            results[name] = {"error": "given inputs are for FlashAttention-3's FP8 forward alone (fa3, e4m3)"}
+            continue
+        try:
+            results[name] = check_fa3(torch, shape, shape["inputs"], shape["output"], window, softcap)
+        except Exception as e:  # noqa: BLE001 - a refusal, a short file or out of memory
+            results[name] = {"error": f"{type(e).__name__}: {first_line(e)}"}
+    return results
+
+
 def run_fa3(torch, shape, q, k, v, warmup, iters, queued, window=(-1, -1), softcap=0.0, fp8=False):
     """Times FlashAttention-3's forward (package fa3-fwd), or says why it cannot run, with the
     request's sliding window and softcap (its own `window_size` and `softcap`). With `fp8`, its
     FP8 forward: the bf16 inputs rounded to E4M3 (dequantization factors 1), a bf16 output."""
-    try:
-        import fa3_fwd_interface as fa3
-    except Exception as e:  # noqa: BLE001
-        return {"error": f"FlashAttention-3 is not installed (pip package fa3-fwd; {type(e).__name__}: {first_line(e)})"}
+    fa3, missing = import_fa3()
+    if missing:
+        return missing
     if q.dtype != torch.bfloat16:
         return {"error": "the fa3-fwd package has bf16 (and FP8) kernels only"}
     qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
@@ -287,6 +360,12 @@ def answer(torch, SDPBackend, request):
         results = {}
         if not request["backends"]:
             # Nothing can run this problem: no inputs to allocate.
+            emit({"kind": "result", "index": index, "backends": results})
+            continue
+        if shape.get("inputs"):
+            # The caller's inputs, not timed: no random ones to draw.
+            results = answer_inputs(torch, request, shape, window, softcap)
+            torch.cuda.empty_cache()
             emit({"kind": "result", "index": index, "backends": results})
             continue
         try:
