@@ -230,6 +230,9 @@ fn sanitize_fp8_forward() {
         case(DType::Bf16, Store::Batched, vec![(300, 300); 2], 128, Factors::Scalar, true),
         case(DType::F16, Store::Batched, vec![(130, 77)], 64, Factors::PerHead, false),
         case(DType::Bf16, Store::Varlen, vec![(70, 129), (1, 1), (0, 9), (200, 65)], 256, Factors::PerBatch, true),
+        // More work tiles (256) than SMs, so that persistent CTAs walk several: the Q tiles'
+        // and the V rings' reuse across work tiles.
+        case(DType::Bf16, Store::Batched, vec![(1024, 256); 4], 64, Factors::PerHead, false),
     ];
     check(&gpu, &cases);
 }

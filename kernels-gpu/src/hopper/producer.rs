@@ -158,9 +158,15 @@ pub unsafe fn run<const D: usize, const DV: usize, const BM: usize, const BN: us
     }
     if EB == 1 {
         // The transposing warps wait on the next V stage: a plain arrival there, after the
-        // marker naming that position, ends them (see [`super::transpose`]).
+        // marker naming that position, ends them (see [`super::transpose`]). They read the
+        // marker after every fill, so it is written only once they released every stage (each
+        // release follows that thread's reads): a write any earlier races with those reads.
         unsafe {
-            wait_empty(smem.v_empty(pipe.stage), pipe.phase);
+            let mut end = pipe;
+            for _ in 0..STAGES {
+                wait_empty(smem.v_empty(end.stage), end.phase);
+                end.advance();
+            }
             st_shared_b32(smem.done_slot(), v_tiles + 1);
             mbarrier_arrive(smem.v_full(pipe.stage));
         }
