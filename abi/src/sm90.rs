@@ -156,11 +156,12 @@ pub const CONFIGS: [HopperConfig; 9] = [
 /// of two consumer warpgroups, whose producer warpgroup has registers to spare for transposing
 /// V (three consumers leave it 32). Key tiles are 128 wide (the transposed V's rows one
 /// 128-byte swizzle span) but at head_dim 256, where 64 keep S and O within the consumers'
-/// registers.
+/// registers. Three stages each: a V tile passes through the transposing warps before the
+/// consumers read it, and two stages left them idle waiting for it (head_dim 128 and 256).
 pub const FP8_CONFIGS: [HopperConfig; 3] = [
     HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true },
-    HopperConfig { head_dim: 128, head_dim_v: 128, block_n: 128, stages: 2, consumers: 2, pipelined: true },
-    HopperConfig { head_dim: 256, head_dim_v: 256, block_n: 64, stages: 2, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 128, head_dim_v: 128, block_n: 128, stages: 3, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 256, head_dim_v: 256, block_n: 64, stages: 3, consumers: 2, pipelined: true },
 ];
 
 /// The FP8 configuration for `head_dim` (padded up to 64, 128 or 256), if any serves it.

@@ -300,8 +300,8 @@ mod tests {
         assert_eq!((o.precision().name(), o.kv), ("e4m3", None));
         let shapes = args("--dtype e4m3").spec().shapes().unwrap();
         preflight(&rows(&shapes, ConfigChoice::Default), &o).unwrap();
-        let varlen = options(&args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s2")).unwrap();
-        let a = args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s2");
+        let varlen = options(&args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s3")).unwrap();
+        let a = args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s3");
         preflight(&rows(&a.spec().shapes().unwrap(), a.config_choice()), &varlen).unwrap();
         // What the planner refuses deep in a row is a usage error naming the option.
         for (line, why) in [

@@ -14,9 +14,10 @@ pub enum Config {
 }
 
 impl Config {
-    /// Every configuration, `mma.sync` then Hopper.
+    /// Every configuration, `mma.sync` then Hopper (16-bit, then the FP8 kernels' own).
     fn all() -> impl Iterator<Item = Config> {
-        CONFIGS.into_iter().map(Config::Mma).chain(sm90::CONFIGS.into_iter().map(Config::Hopper))
+        let fp8_only = sm90::FP8_CONFIGS.into_iter().filter(|c| !sm90::CONFIGS.contains(c));
+        CONFIGS.into_iter().map(Config::Mma).chain(sm90::CONFIGS.into_iter().chain(fp8_only).map(Config::Hopper))
     }
 
     /// The Q/K head dimension it is compiled for.
