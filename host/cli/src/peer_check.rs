@@ -131,9 +131,9 @@ fn bf16_values(bytes: &[u8], n: usize) -> Result<Vec<f32>, String> {
     Ok(bytes.chunks_exact(2).map(|b| half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()).collect())
 }
 
-/// `[batch, heads, seqlen, d]` one-byte elements (our `--layout bhsd` buffers) as
-/// `[batch, seqlen, heads, d]` (the inputs file's layout); bytes past the elements are left out.
-pub fn bshd_from_bhsd(bytes: &[u8], [batch, heads, seqlen, d]: [usize; 4]) -> Vec<u8> {
+/// `[batch, heads, seqlen, d]` elements (our `--layout bhsd` buffers) as `[batch, seqlen,
+/// heads, d]` (the inputs file's and the reference's layout); elements past them are left out.
+pub fn bshd_from_bhsd<T: Copy>(bytes: &[T], [batch, heads, seqlen, d]: [usize; 4]) -> Vec<T> {
     let mut out = Vec::with_capacity(batch * seqlen * heads * d);
     for b in 0..batch {
         for s in 0..seqlen {

@@ -191,6 +191,12 @@ pub fn run_row(ctx: &Arc<CudaContext>, gpu: &Gpu, (shape, configs): &Row, opts: 
             time_plan(ctx, gpu, &plan, 0, 1, TimingMode::Call).map_err(row_err)?;
             let [q, k, v] = bufs.inputs_f32(&fixed).map_err(row_err)?;
             let out = bufs.output_f32().map_err(row_err)?;
+            let ([q, k, v], out) = if opts.bhsd {
+                let p = Problem::from(&fixed);
+                (bshd_inputs(&p, [&q, &k, &v]), peer_check::bshd_from_bhsd(&out, [p.batch, p.heads_q, p.seqlen_q, p.head_dim_v]))
+            } else {
+                ([q, k, v], out)
+            };
             let what = format!("{} ({kernel})", record.label());
             // The packed rows of a variable-length row, and a paged row's gathered caches, are
             // the contiguous batch's; the modifications are the values the buffers uploaded.
@@ -243,9 +249,18 @@ fn share(bufs: &BenchBuffers, shape: &Shape, fixed: &AttentionParams, opts: &Opt
     if !opts.bhsd {
         return SharedInputs::write(*shape, p, fp8, [&q, &k, &v]);
     }
-    let (q, k) = (peer_check::bshd_from_bhsd(&q, [p.batch, p.heads_q, p.seqlen_q, p.head_dim]), peer_check::bshd_from_bhsd(&k, [p.batch, p.heads_kv, p.seqlen_k, p.head_dim]));
-    let v = peer_check::bshd_from_bhsd(&v, [p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v]);
+    let [q, k, v] = bshd_inputs(&p, [&q, &k, &v]);
     SharedInputs::write(*shape, p, fp8, [&q, &k, &v])
+}
+
+/// Q, K and V of `p` stored `[batch, heads, seqlen, d]` (`--layout bhsd`), as `[batch,
+/// seqlen, heads, d]`: the reference's layout and the FA3 inputs file's.
+fn bshd_inputs<T: Copy>(p: &Problem, [q, k, v]: [&[T]; 3]) -> [Vec<T>; 3] {
+    [
+        peer_check::bshd_from_bhsd(q, [p.batch, p.heads_q, p.seqlen_q, p.head_dim]),
+        peer_check::bshd_from_bhsd(k, [p.batch, p.heads_kv, p.seqlen_k, p.head_dim]),
+        peer_check::bshd_from_bhsd(v, [p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v]),
+    ]
 }
 
 #[cfg(test)]
