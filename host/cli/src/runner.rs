@@ -293,6 +293,29 @@ mod tests {
         assert!(err.contains("num_splits") && err.contains("unsplit"), "{err}");
     }
 
+    /// `--layout bhsd` rows reach the reference as `[batch, seqlen, heads, d]`: GQA, V narrower
+    /// than Q and K, Q and K of other lengths, so that a mixed-up dimension moves elements.
+    #[test]
+    fn bhsd_inputs_reach_the_reference_in_its_layout() {
+        let p = Problem { batch: 2, seqlen_q: 3, seqlen_k: 5, heads_q: 4, heads_kv: 2, head_dim: 8, head_dim_v: 6, causal: false, scale: 1.0 };
+        // Each element's value names its (batch, seqlen, head, d) in the bshd layout.
+        let bshd = |s: usize, h: usize, d: usize| -> Vec<u32> {
+            (0..p.batch * s * h * d).map(|i| i as u32).collect()
+        };
+        let bhsd = |x: &[u32], s: usize, h: usize, d: usize| -> Vec<u32> {
+            let mut out = vec![0; x.len()];
+            for (i, v) in x.iter().enumerate() {
+                let (b, si, hi, di) = (i / (s * h * d), i / (h * d) % s, i / d % h, i % d);
+                out[((b * h + hi) * s + si) * d + di] = *v;
+            }
+            out
+        };
+        let (q, k, v) = (bshd(p.seqlen_q, p.heads_q, p.head_dim), bshd(p.seqlen_k, p.heads_kv, p.head_dim), bshd(p.seqlen_k, p.heads_kv, p.head_dim_v));
+        let stored = [bhsd(&q, p.seqlen_q, p.heads_q, p.head_dim), bhsd(&k, p.seqlen_k, p.heads_kv, p.head_dim), bhsd(&v, p.seqlen_k, p.heads_kv, p.head_dim_v)];
+        assert_ne!(stored[0], q);
+        assert_eq!(bshd_inputs(&p, [&stored[0], &stored[1], &stored[2]]), [q, k, v]);
+    }
+
     #[test]
     fn preflight_accepts_the_sweep_with_every_config() {
         let shapes = SweepSpec { causal: vec![false, true], ..Default::default() }.shapes().unwrap();
