@@ -466,7 +466,7 @@ impl BwdConfig {
     /// two dQ passes' reductions in that order leave ptxas none (it spills); rows, with 8-byte
     /// reductions, fit.
     pub const fn fragments(&self) -> bool {
-        self.block_m % 64 == 0 && self.head_dim <= 128
+        self.block_m.is_multiple_of(64) && self.head_dim <= 128
     }
     /// True when the shape is one the kernel body takes: whole 32-row warp tiles in every
     /// GEMM, an even number of 8-column tiles per warp (B fragments load in pairs), swizzled
