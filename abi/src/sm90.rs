@@ -116,6 +116,13 @@ const fn smem_bytes(q_bytes: usize, stage_bytes: usize, stages: usize, q_buffers
     1024 + q_buffers * q_bytes + stages * stage_bytes + 1024
 }
 
+/// Bytes per row of a shared-memory slab of `bytes`-wide rows: 128 (the widest swizzle span),
+/// or the whole row where narrower. The FP8 kernels keep their Q, K and V tiles in slabs of
+/// such rows, one TMA box each. Shared with the device.
+pub const fn slab_row(bytes: usize) -> usize {
+    if bytes >= 128 { 128 } else { bytes }
+}
+
 /// Bytes of one K/V stage of a forward kernel with Q/K head dimension `d`, V's `dv`, `block_n`
 /// keys and inputs of `elem_bytes` bytes: K and V as loaded, and with FP8 inputs (one byte) V
 /// transposed as well. Shared with the device's shared-memory plan.

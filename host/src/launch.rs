@@ -182,10 +182,12 @@ impl MapElement {
         Ok(MapElement { data_type, bytes: 2, box_cols: 64, swizzle: Swizzle::B128 })
     }
 
-    /// FP8 bytes for a kernel of padded head dimension `head_dim`.
+    /// FP8 bytes for a kernel of padded head dimension `head_dim`: boxes of one slab row
+    /// ([`flashrs_abi::sm90::slab_row`]), 64 or 128 bytes.
     fn fp8(head_dim: usize) -> Self {
-        let (box_cols, swizzle) = if head_dim >= 128 { (128, Swizzle::B128) } else { (64, Swizzle::B64) };
-        MapElement { data_type: TensorDataType::U8, bytes: 1, box_cols, swizzle }
+        let box_cols = flashrs_abi::sm90::slab_row(head_dim);
+        let swizzle = if box_cols == 128 { Swizzle::B128 } else { Swizzle::B64 };
+        MapElement { data_type: TensorDataType::U8, bytes: 1, box_cols: box_cols as u32, swizzle }
     }
 }
 

@@ -171,7 +171,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
 
 /// The kernel of a call with FP8 queries (the validation checked that K and V are of the same
 /// format and that nothing else comes with them): the Hopper FP8 kernel of the padded head
-/// dimension, whole, one CTA per work tile.
+/// dimension, unsplit, persistent where [`persistent_pays`].
 fn select_fp8(call: &Call, inputs: Fp8, wgmma: Option<(Option<HopperConfig>, Option<bool>)>, t: &Target) -> Result<Selection> {
     let p = call.p;
     if t.arch != Arch::Sm90a {

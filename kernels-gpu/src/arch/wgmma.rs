@@ -265,6 +265,10 @@ wgmma_shape!("m64n256k16", AccN256,
 // bytes over the warpgroup: `a[0]` = (row g, k 4t..4t+3), `a[1]` = (row g+8, same k), `a[2]`
 // = (row g, k 16+4t..), `a[3]` = (row g+8, k 16+4t..), lowest k in the low byte).
 macro_rules! wgmma_fp8_shape {
+    ($shape:literal, $acc:ty, [$($i:literal)+], $ss:ident, $rs:ident) => {
+        wgmma_fp8_shape!(@ss $shape, $acc, [$($i)+], $ss);
+        wgmma_fp8_shape!(@rs $shape, $acc, [$($i)+], $rs);
+    };
     (@ss $shape:literal, $acc:ty, [$($i:literal)+], $name:ident) => {
         #[doc = concat!("`wgmma.mma_async.sync.aligned.", $shape, ".f32.e4m3.e4m3`, A and B from shared memory (K-major descriptors): `d = a * b^T + (scale_d ? d : 0)`.")]
         #[inline(always)]
@@ -297,20 +301,13 @@ macro_rules! wgmma_fp8_shape {
     };
 }
 
-wgmma_fp8_shape!(@ss "m64n64k32", AccN64,
+wgmma_fp8_shape!("m64n64k32", AccN64,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
-    wgmma_mma_async_m64n64k32_f32_e4m3);
-wgmma_fp8_shape!(@ss "m64n128k32", AccN128,
+    wgmma_mma_async_m64n64k32_f32_e4m3, wgmma_mma_async_m64n64k32_f32_e4m3_rs);
+wgmma_fp8_shape!("m64n128k32", AccN128,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
      32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
-    wgmma_mma_async_m64n128k32_f32_e4m3);
-wgmma_fp8_shape!(@rs "m64n64k32", AccN64,
-    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31],
-    wgmma_mma_async_m64n64k32_f32_e4m3_rs);
-wgmma_fp8_shape!(@rs "m64n128k32", AccN128,
-    [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
-     32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63],
-    wgmma_mma_async_m64n128k32_f32_e4m3_rs);
+    wgmma_mma_async_m64n128k32_f32_e4m3, wgmma_mma_async_m64n128k32_f32_e4m3_rs);
 wgmma_fp8_shape!(@rs "m64n256k32", AccN256,
     [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
      32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63

@@ -22,11 +22,7 @@ use crate::arch::cvt::cvt_rn_satfinite_e4m3x4_f32;
 use crate::arch::wgmma::*;
 use crate::dtype::E4m3;
 
-/// Bytes per row of a slab of `bytes`-wide rows: 128, or the whole row where narrower.
-#[inline(always)]
-pub const fn slab_row(bytes: usize) -> usize {
-    if bytes >= 128 { 128 } else { bytes }
-}
+pub use flashrs_abi::sm90::slab_row;
 
 /// Swizzle of rows of `row` bytes (64 or 128).
 #[inline(always)]

@@ -132,7 +132,7 @@ impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const ST
         self.base + Self::VT + s * Self::V_BYTES
     }
 
-    /// FP8: barrier, transposed V stage `s` written (one arrival per transposing warp).
+    /// FP8: barrier, transposed V stage `s` written (one arrival per transposing thread).
     #[inline(always)]
     pub fn vt_full(self, s: u32) -> u32 {
         self.base + Self::KV_BARS + 8 * (5 * STAGES as u32 + 3) + 8 * s

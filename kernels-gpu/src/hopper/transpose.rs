@@ -19,7 +19,7 @@ use crate::arch::mbarrier::mbarrier_arrive;
 use crate::arch::prmt::prmt;
 use crate::arch::smem::{ld_shared_b32, ld_shared_v4, st_shared_b32};
 
-/// Threads that transpose: warps 1-3 of the producer warpgroup. `v_full`'s and `vt_full`'s
+/// Threads that transpose: warps 1-3 of the producer warpgroup. `v_empty`'s and `vt_full`'s
 /// arrival counts.
 pub const THREADS: u32 = 96;
 
