@@ -159,16 +159,18 @@ pub const CONFIGS: [HopperConfig; 9] = [
 ];
 
 /// The FP8 kernels' configurations (e4m3 Q, K and V; `flash_fwd_sm90_[varlen_]<out>_e4m3_*`),
-/// one per padded head dimension, each fixed and variable length. Every one has 128-row tiles
-/// of two consumer warpgroups, whose producer warpgroup has registers to spare for transposing
-/// V (three consumers leave it 32). Key tiles are 128 wide (the transposed V's rows one
-/// 128-byte swizzle span) but at head_dim 256, where 64 keep S and O within the consumers'
-/// registers. Three stages each: a V tile passes through the transposing warps before the
-/// consumers read it, and two stages left them idle waiting for it (head_dim 128 and 256).
+/// one per padded head dimension, each fixed and variable length. Key tiles are 128 wide (the
+/// transposed V's rows one 128-byte swizzle span). Head_dim 64 and 128 run three consumer
+/// warpgroups (192-row tiles): their softmax's exponentials cost as much as their GEMMs, and a
+/// third warpgroup keeps the tensor cores busy through two others' softmax (1.25x at head_dim
+/// 128, 16k keys). At head_dim 128 the pipelined schedule would spill in three warpgroups'
+/// registers, so it runs the serial one; at 256 one Q tile beside two stages fills the shared
+/// memory, and the pipelined consumer spills there too. Three stages where they fit: a V tile
+/// passes through the transposing warps before the consumers read it.
 pub const FP8_CONFIGS: [HopperConfig; 3] = [
-    HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 2, pipelined: true },
-    HopperConfig { head_dim: 128, head_dim_v: 128, block_n: 128, stages: 3, consumers: 2, pipelined: true },
-    HopperConfig { head_dim: 256, head_dim_v: 256, block_n: 64, stages: 3, consumers: 2, pipelined: true },
+    HopperConfig { head_dim: 64, head_dim_v: 64, block_n: 128, stages: 3, consumers: 3, pipelined: true },
+    HopperConfig { head_dim: 128, head_dim_v: 128, block_n: 128, stages: 3, consumers: 3, pipelined: false },
+    HopperConfig { head_dim: 256, head_dim_v: 256, block_n: 128, stages: 2, consumers: 2, pipelined: false },
 ];
 
 /// The FP8 configuration for `head_dim` (padded up to 64, 128 or 256), if any serves it.

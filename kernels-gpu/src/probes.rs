@@ -12,6 +12,8 @@
 //! * [`reduce`]: the backward pass's warp sum, f16 widening, 4-byte `cp.async`, `red.add.f32`
 //!   and `ld.acquire` (both modules), its 8- and 16-byte vector reductions and a bulk copy into
 //!   shared memory (sm_90a); the CTA-wide count of `barrier.red.popc` (both modules).
+//! * [`stmatrix`]: `stmatrix` of four 8x8 matrices to rows each lane addresses (sm_90a), as
+//!   the FP8 kernels' V transpose stores.
 //! * [`wgmma_tb`]: `wgmma` with A from registers and an N-major (transposed) B, as the Hopper
 //!   kernel's `P V` (sm_90a; checked by `tests/tests/forward_wgmma.rs`), and with both A and
 //!   B MN-major, as the Hopper backward's `dQ = dS K` (checked by `tests/tests/backward.rs`).
@@ -22,6 +24,8 @@ pub mod fp8;
 pub mod mbarrier;
 pub mod mma;
 pub mod reduce;
+#[cfg(target_feature = "sm_90a")]
+pub mod stmatrix;
 #[cfg(target_feature = "sm_90a")]
 pub mod tma;
 #[cfg(target_feature = "sm_90a")]

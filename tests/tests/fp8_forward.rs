@@ -71,11 +71,12 @@ fn fp8_calls_plan_on_the_hopper_fp8_kernels_and_bad_ones_are_typed_errors() {
         let p = params(2, 2048, 2048, 16, d).heads_kv(4).causal(true).build().unwrap();
         let pl = p.plan(&bufs(), &H100).unwrap();
         assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: Some(Fp8::E4m3), varlen: false, config: sm90::FP8_CONFIGS[want], flavor: flashrs::Flavor::Plain }, "d{d}");
-        // Persistent up to 4k keys (the FP8 configurations keep two Q tiles at every
-        // head_dim), and causal at head_dim up to 128; not on long non-causal rows.
-        assert!(pl.persistent, "d{d}");
+        // Persistent where the configuration keeps two Q tiles (not head_dim 256's 128-key
+        // tiles): up to 4k keys, and causal at head_dim up to 128; not on long non-causal rows.
+        let two_q = sm90::FP8_CONFIGS[want].fp8_q_buffers() == 2;
+        assert_eq!(pl.persistent, two_q, "d{d}");
         let long = |causal| params(1, 16384, 16384, 16, d).causal(causal).build().unwrap().plan(&bufs(), &H100).unwrap().persistent;
-        assert_eq!((long(false), long(true)), (false, d <= 128), "d{d}");
+        assert_eq!((long(false), long(true)), (false, two_q && d <= 128), "d{d}");
     }
     let p = |b: flashrs::AttentionParamsBuilder<'static>| b.build().unwrap();
     let mut e5m2 = bufs();
@@ -94,7 +95,7 @@ fn fp8_calls_plan_on_the_hopper_fp8_kernels_and_bad_ones_are_typed_errors() {
         ("mma.sync", p(params(1, 128, 128, 4, 64).path(KernelPath::MmaSync)), bufs(), Want::Shape("kernel")),
         (
             "a 16-bit configuration",
-            p(params(1, 128, 128, 4, 64).kernel(flashrs::KernelChoice::Wgmma { config: Some(sm90::CONFIGS[0]), persistent: None })),
+            p(params(1, 128, 128, 4, 64).kernel(flashrs::KernelChoice::Wgmma { config: Some(sm90::CONFIGS[3]), persistent: None })),
             bufs(),
             Want::Shape("wgmma path"),
         ),

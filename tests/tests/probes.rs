@@ -424,6 +424,26 @@ fn probe_bulk_copy() {
 }
 
 #[test]
+fn probe_stmatrix() {
+    let Some(gpu) = hopper_or_skip("probe_stmatrix") else { return };
+    let module = probe_module(&gpu);
+    let stream = stream();
+    let mut rng = StdRng::seed_from_u64(0x57a);
+    let inp: Vec<u32> = (0..128).map(|_| rng.random_range(1..=u32::MAX)).collect();
+    let inp_d = DeviceBuffer::from_slice(&inp).unwrap();
+    let out_d = DeviceBuffer::from_slice(&[0u32; 128]).unwrap();
+    unsafe {
+        launch!(module.probe_stmatrix<<<1, 32, 512, stream>>>(inp_d.as_device_ptr(), out_d.as_device_ptr())).unwrap();
+    }
+    stream.synchronize().unwrap();
+    let mut out = [0u32; 128];
+    out_d.copy_to(&mut out[..]).unwrap();
+    for (i, r, q) in (0..4).flat_map(|i| (0..8).flat_map(move |r| (0..4).map(move |q| (i, r, q)))) {
+        assert_eq!(out[4 * (8 * i + 7 - r) + q], inp[4 * (4 * r + q) + i], "matrix {i} row {r} word {q}");
+    }
+}
+
+#[test]
 fn probe_fp8_widen() {
     let Some(gpu) = gpu_or_skip("probe_fp8_widen") else { return };
     let module = probe_module(&gpu);

@@ -19,6 +19,8 @@ pub mod prmt;
 pub mod setmaxnreg;
 pub mod shfl;
 pub mod smem;
+#[cfg(target_feature = "sm_90a")]
+pub mod stmatrix;
 pub mod timer;
 #[cfg(target_feature = "sm_90a")]
 pub mod tma;

@@ -368,7 +368,7 @@ pub unsafe fn run<
             n_tiles: work.n_tiles,
         };
         let mut o = [0.0f32; ON];
-        let mut softmax = OnlineSoftmax::new();
+        let mut softmax = OnlineSoftmax::new(I::P_LOG2);
         pipe = if PIPELINED {
             unsafe { mainloop_pipelined::<I, S, M, D, DV, BM, BN, STAGES, EB, SN, ON, KP>(&rows, &mut o, &mut softmax, turns, pipe) }
         } else {
@@ -376,7 +376,7 @@ pub unsafe fn run<
         };
         let lse = if S::SINK { softmax.finish_with_sink(&mut o, rows.scale_log2, rows.score.sink_log2()) } else { softmax.finish(&mut o, rows.scale_log2) };
         if EB == 1 {
-            let v_descale = unsafe { p.descale.factor(1, work.batch, work.head_kv) } / super::fp8::P_SCALE;
+            let v_descale = unsafe { p.descale.factor(1, work.batch, work.head_kv) };
             for x in o.iter_mut() {
                 *x *= v_descale;
             }

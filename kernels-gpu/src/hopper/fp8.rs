@@ -14,9 +14,10 @@
 //!   (`[0, 1, 4, 5]`, `[2, 3, 6, 7]`, ...) and the transpose stores V's keys in the same order,
 //!   so that the sum over keys pairs every P with its V row. Within each 32 keys, position
 //!   `16 h + 4 t + m` holds key `16 h + 8 (m / 2) + 2 t + m % 2` ([`key_at`]).
-//! * P (at most 1) is rounded as `P * 2^8` ([`P_SCALE`]): E4M3's normal range starts at 2^-6,
+//! * P (at most 1) is rounded as `P * 2^8` (`P_LOG2`): E4M3's normal range starts at 2^-6,
 //!   below which values keep ever fewer bits, so unscaled probabilities under 1/64 would lose
-//!   most of theirs. The consumers take the factor out of O with V's dequantization factor.
+//!   most of theirs. The factor is a term of the softmax's exponent, and the row sums carry it
+//!   too, so that it cancels in `O / sum` ([`super::softmax::OnlineSoftmax`]).
 use super::gemm::{Operands, fence_pv, opaque, same};
 use crate::arch::cvt::cvt_rn_satfinite_e4m3x4_f32;
 use crate::arch::wgmma::*;
@@ -51,11 +52,9 @@ pub const fn key_at(pos: u32) -> u32 {
     32 * c + 16 * h + 8 * (m / 2) + 2 * t + m % 2
 }
 
-/// What P is multiplied by before it is rounded to E4M3 (see the module docs).
-pub const P_SCALE: f32 = 256.0;
-
 impl Operands for E4m3 {
     const BYTES: usize = 1;
+    const P_LOG2: u32 = 8;
 
     #[inline(always)]
     unsafe fn qk<const D: usize, const BM: usize, const BN: usize, const SN: usize>(s: &mut [f32; SN], q: u32, k: u32) {
@@ -84,7 +83,7 @@ impl Operands for E4m3 {
         const { assert!(KP * 16 == SN) };
         let mut a = [[0u32; 4]; KP];
         for kk in 0..KP {
-            let x = |i: usize| s[16 * kk + i] * P_SCALE;
+            let x = |i: usize| s[16 * kk + i];
             a[kk] = [
                 cvt_rn_satfinite_e4m3x4_f32(x(0), x(1), x(4), x(5)),
                 cvt_rn_satfinite_e4m3x4_f32(x(2), x(3), x(6), x(7)),

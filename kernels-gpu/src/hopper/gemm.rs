@@ -101,6 +101,9 @@ wg_element!(Bf16,
 pub trait Operands {
     /// Bytes per element.
     const BYTES: usize;
+    /// `log2` of the factor probabilities are computed at before they are rounded for `P V`
+    /// (see [`super::softmax::OnlineSoftmax`]): 0 for 16-bit inputs.
+    const P_LOG2: u32 = 0;
     /// Issues `S = Q K^T` (one committed group; `s`'s previous contents are ignored).
     unsafe fn qk<const D: usize, const BM: usize, const BN: usize, const SN: usize>(s: &mut [f32; SN], q: u32, k: u32);
     /// Rounds probabilities to the A fragments of `O += P V`.

@@ -272,10 +272,10 @@ macro_rules! sm90_fp8_kernels {
 }
 
 sm90_fp8_kernels! {
-    0, false => flash_fwd_sm90_f16_e4m3_d64_128x128s3, flash_fwd_sm90_bf16_e4m3_d64_128x128s3;
-    1, false => flash_fwd_sm90_f16_e4m3_d128_128x128s3, flash_fwd_sm90_bf16_e4m3_d128_128x128s3;
-    2, false => flash_fwd_sm90_f16_e4m3_d256_128x64s3, flash_fwd_sm90_bf16_e4m3_d256_128x64s3;
-    0, true => flash_fwd_sm90_varlen_f16_e4m3_d64_128x128s3, flash_fwd_sm90_varlen_bf16_e4m3_d64_128x128s3;
-    1, true => flash_fwd_sm90_varlen_f16_e4m3_d128_128x128s3, flash_fwd_sm90_varlen_bf16_e4m3_d128_128x128s3;
-    2, true => flash_fwd_sm90_varlen_f16_e4m3_d256_128x64s3, flash_fwd_sm90_varlen_bf16_e4m3_d256_128x64s3;
+    0, false => flash_fwd_sm90_f16_e4m3_d64_192x128s3, flash_fwd_sm90_bf16_e4m3_d64_192x128s3;
+    1, false => flash_fwd_sm90_f16_e4m3_d128_192x128s3_serial, flash_fwd_sm90_bf16_e4m3_d128_192x128s3_serial;
+    2, false => flash_fwd_sm90_f16_e4m3_d256_128x128s2_serial, flash_fwd_sm90_bf16_e4m3_d256_128x128s2_serial;
+    0, true => flash_fwd_sm90_varlen_f16_e4m3_d64_192x128s3, flash_fwd_sm90_varlen_bf16_e4m3_d64_192x128s3;
+    1, true => flash_fwd_sm90_varlen_f16_e4m3_d128_192x128s3_serial, flash_fwd_sm90_varlen_bf16_e4m3_d128_192x128s3_serial;
+    2, true => flash_fwd_sm90_varlen_f16_e4m3_d256_128x128s2_serial, flash_fwd_sm90_varlen_bf16_e4m3_d256_128x128s2_serial;
 }

@@ -10,15 +10,19 @@ use crate::lse;
 pub struct OnlineSoftmax {
     /// Running max of raw scores per row (`-inf` until a visible key is seen).
     pub max: [f32; 2],
-    /// This lane's share of the running sum of probabilities.
+    /// This lane's share of the running sum of probabilities (as computed, `2^p_log2` times).
     pub sum: [f32; 2],
+    /// Probabilities come out `2^p_log2` times their value ([`super::gemm::Operands::P_LOG2`]): a term of
+    /// the exponent, where a multiply would cost one per score. The sums carry the factor too,
+    /// so that `O / sum` is unchanged; [`OnlineSoftmax::finish`] takes it out of the rest.
+    p_log2: u32,
 }
 
 impl OnlineSoftmax {
-    /// No keys seen yet.
+    /// No keys seen yet; probabilities `2^p_log2` times their value.
     #[inline(always)]
-    pub fn new() -> Self {
-        OnlineSoftmax { max: [f32::NEG_INFINITY; 2], sum: [0.0; 2] }
+    pub fn new(p_log2: u32) -> Self {
+        OnlineSoftmax { max: [f32::NEG_INFINITY; 2], sum: [0.0; 2], p_log2 }
     }
 
     /// Folds a tile of scores into the running state, turning `s` into unnormalised
@@ -36,6 +40,8 @@ impl OnlineSoftmax {
             let neg_base = lse::neg_base(m, scale_log2);
             alpha[h] = lse::exp_scaled(self.max[h], scale_log2, neg_base);
             self.max[h] = m;
+            // Known at compile time: a 16-bit kernel's exponents stay as they were.
+            let neg_base = if self.p_log2 != 0 { neg_base + self.p_log2 as f32 } else { neg_base };
             let mut rowsum = 0.0;
             for i in 0..SN / 4 {
                 for j in 0..2 {
@@ -65,13 +71,19 @@ impl OnlineSoftmax {
     }
 
     /// Multiplies each row of `o` by the first of `norm(max, sum)` and returns the second, the
-    /// row's log-sum-exp.
+    /// row's log-sum-exp; `o` and the sum lose the probabilities' factor `2^p_log2`.
     #[inline(always)]
     fn finish_by<const ON: usize>(&self, o: &mut [f32; ON], norm: impl Fn(f32, f32) -> (f32, f32)) -> [f32; 2] {
         let mut out = [0.0; 2];
         let mut inv = [0.0; 2];
+        let scaled = self.p_log2 != 0;
+        let unscale = 1.0 / (1u32 << self.p_log2) as f32;
         for h in 0..2 {
-            (inv[h], out[h]) = norm(self.max[h], quad_sum(self.sum[h]));
+            let sum = quad_sum(self.sum[h]);
+            (inv[h], out[h]) = norm(self.max[h], if scaled { sum * unscale } else { sum });
+            if scaled {
+                inv[h] *= unscale;
+            }
         }
         rescale(o, inv);
         out

@@ -8,16 +8,23 @@
 //! V tiles it loaded plus one: a fill of the last stages may complete before the transposers
 //! get to it, so the flag names the position that is no tile rather than just saying "done".
 //!
-//! A thread moves 4 keys x 16 bytes at a time: four 16-byte loads (one per key), sixteen
-//! `prmt`s that turn each 4x4 byte block around, sixteen 4-byte stores. The 32 lanes of a warp
-//! take consecutive key quads of one 16-byte column chunk, so each store covers a whole
-//! 128-byte transposed row.
-use super::fp8::{key_at, slab_row, swizzled};
+//! A warp moves 32 keys x 16 columns (512 bytes) at a time, in four matrices of 8x8 16-bit
+//! elements: `ldmatrix.trans` reads the keys `8i .. 8i + 8` as matrix `i` and hands lane `l`
+//! (`q = l % 4`, `c = l / 4`) keys `8i + 2q` and `8i + 2q + 1` of columns `2c` and `2c + 1`. Two
+//! `prmt`s per pair of matrices (keys `2q, 2q + 1, 8 + 2q, 9 + 2q`, or the same plus 16) gather
+//! column `2c`'s four keys and column `2c + 1`'s, exactly the key order of [`super::fp8::key_at`] at
+//! positions `4q .. 4q + 4` (or plus 16), and `stmatrix` writes the four words as rows of the
+//! transposed tile. Row `c` of a stored matrix is column `2c` for some lanes and `2c + 1` for
+//! others (the choice flips at `c = 4`), so that each store's eight rows fall on eight different
+//! swizzle phases: its rows are free of bank conflicts.
+use super::fp8::{slab_row, swizzled};
 use super::pipeline::{PipeState, release_own_reads, wait_empty, wait_full};
 use super::smem::Smem;
+use crate::arch::ldmatrix::ldmatrix_x4_trans;
 use crate::arch::mbarrier::mbarrier_arrive;
 use crate::arch::prmt::prmt;
-use crate::arch::smem::{ld_shared_b32, ld_shared_v4, st_shared_b32};
+use crate::arch::smem::ld_shared_b32;
+use crate::arch::stmatrix::stmatrix_x4;
 
 /// Threads that transpose: warps 1-3 of the producer warpgroup. `v_empty`'s and `vt_full`'s
 /// arrival counts.
@@ -47,28 +54,30 @@ pub unsafe fn run<const D: usize, const DV: usize, const BM: usize, const BN: us
 }
 
 /// Thread `i`'s share of writing the `BN x DV` V stage at `v` (slabs of [`slab_row`]`(DV)`-byte
-/// rows) as `DV` rows of `BN` bytes at `vt`.
+/// rows) as `DV` rows of `BN` bytes at `vt`; the warps take 32-key x 16-column units in turn.
 #[inline(always)]
 unsafe fn transpose<const DV: usize, const BN: usize>(v: u32, vt: u32, i: u32) {
     const { assert!((BN == 64 || BN == 128) && DV % 64 == 0) };
-    let quads = (BN / 4) as u32;
-    let units = quads * (DV / 16) as u32;
+    let (warp, lane) = (i / 32, i % 32);
+    let chunks = (DV / 16) as u32;
+    let units = chunks * (BN / 32) as u32;
     let row = slab_row(DV) as u32;
-    let mut u = i;
+    // `stmatrix`: lane `l` addresses row `l % 8` of matrix `l / 8`, matrices 0 and 1 holding
+    // key positions 0-15, 2 and 3 positions 16-31; the row's column within the 16.
+    let (r, m) = (lane % 8, lane / 8);
+    let column = 2 * r + ((r / 4) ^ (m % 2));
+    let position = 16 * (m / 2);
+    // The `prmt` selectors of this lane's words for matrices 0 and 2 (row `c` is column
+    // `2c + 1` where `c >= 4`), then 1 and 3 (where `c < 4`): bytes 0 and 2 of each source word
+    // are column `2c`, bytes 1 and 3 column `2c + 1`.
+    let (even, odd) = if lane / 4 >= 4 { (0x7531, 0x6420) } else { (0x6420, 0x7531) };
+    let mut u = warp;
     while u < units {
-        let (j, n0) = (u % quads, 16 * (u / quads));
+        let (n0, k0) = (16 * (u % chunks), 32 * (u / chunks));
         let slab = v + (n0 / row) * BN as u32 * row;
-        let r = [0, 1, 2, 3].map(|m| unsafe { ld_shared_v4(slab + swizzled(key_at(4 * j + m) * row + n0 % row, row as usize)) });
-        for w in 0..4 {
-            // Bytes 0 and 1 of keys 0/1 and 2/3, then bytes 2 and 3; then byte b of all four.
-            let (lo01, hi01) = (prmt::<0x5140>(r[0][w], r[1][w]), prmt::<0x7362>(r[0][w], r[1][w]));
-            let (lo23, hi23) = (prmt::<0x5140>(r[2][w], r[3][w]), prmt::<0x7362>(r[2][w], r[3][w]));
-            let out = [prmt::<0x5410>(lo01, lo23), prmt::<0x7632>(lo01, lo23), prmt::<0x5410>(hi01, hi23), prmt::<0x7632>(hi01, hi23)];
-            for (b, x) in out.into_iter().enumerate() {
-                let n = n0 + 4 * w as u32 + b as u32;
-                unsafe { st_shared_b32(vt + swizzled(n * BN as u32 + 4 * j, BN), x) };
-            }
-        }
-        u += THREADS;
+        let [a0, a1, a2, a3] = unsafe { ldmatrix_x4_trans(slab + swizzled((k0 + lane) * row + n0 % row, row as usize)) };
+        let words = [prmt(a0, a1, even), prmt(a0, a1, odd), prmt(a2, a3, even), prmt(a2, a3, odd)];
+        unsafe { stmatrix_x4(vt + swizzled((n0 + column) * BN as u32 + k0 + position, BN), words) };
+        u += THREADS / 32;
     }
 }
