@@ -300,8 +300,9 @@ mod tests {
         assert_eq!((o.precision().name(), o.kv), ("e4m3", None));
         let shapes = args("--dtype e4m3").spec().shapes().unwrap();
         preflight(&rows(&shapes, ConfigChoice::Default), &o).unwrap();
-        let varlen = options(&args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s3")).unwrap();
-        let a = args("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config d128_128x128s3");
+        let line = format!("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config {}", crate::configs::config_tag(&crate::configs::Config::Hopper(flashrs::sm90::FP8_CONFIGS[1])));
+        let varlen = options(&args(&line)).unwrap();
+        let a = args(&line);
         preflight(&rows(&a.spec().shapes().unwrap(), a.config_choice()), &varlen).unwrap();
         // What the planner refuses deep in a row is a usage error naming the option.
         for (line, why) in [
@@ -323,7 +324,7 @@ mod tests {
         // A split count of 1 is no split.
         assert!(options(&args("--dtype e4m3 --num-splits 1")).is_ok());
         // A Hopper configuration other than the FP8 kernels' is the planner's to refuse.
-        let a = args("--dtype e4m3 --config d64_192x128s3");
+        let a = args("--dtype e4m3 --config d64_128x128s3");
         let err = preflight(&rows(&a.spec().shapes().unwrap(), a.config_choice()), &options(&a).unwrap()).unwrap_err().to_string();
         assert!(err.contains("FP8"), "{err}");
     }
