@@ -301,9 +301,8 @@ mod tests {
         let shapes = args("--dtype e4m3").spec().shapes().unwrap();
         preflight(&rows(&shapes, ConfigChoice::Default), &o).unwrap();
         let line = format!("--dtype e4m3 --varlen --head-dim 128 --path wgmma --config {}", crate::configs::config_tag(&crate::configs::Config::Hopper(flashrs::sm90::FP8_CONFIGS[1])));
-        let varlen = options(&args(&line)).unwrap();
         let a = args(&line);
-        preflight(&rows(&a.spec().shapes().unwrap(), a.config_choice()), &varlen).unwrap();
+        preflight(&rows(&a.spec().shapes().unwrap(), a.config_choice()), &options(&a).unwrap()).unwrap();
         // What the planner refuses deep in a row is a usage error naming the option.
         for (line, why) in [
             ("--backward", "forward-only"),

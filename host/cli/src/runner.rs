@@ -246,10 +246,7 @@ fn share(bufs: &BenchBuffers, shape: &Shape, fixed: &AttentionParams, opts: &Opt
         return Err("the row's inputs are not FP8 rows of a batch".into());
     };
     let p = Problem::from(fixed);
-    if !opts.bhsd {
-        return SharedInputs::write(*shape, p, fp8, [&q, &k, &v]);
-    }
-    let [q, k, v] = bshd_inputs(&p, [&q, &k, &v]);
+    let [q, k, v] = if opts.bhsd { bshd_inputs(&p, [&q, &k, &v]) } else { [q, k, v] };
     SharedInputs::write(*shape, p, fp8, [&q, &k, &v])
 }
 

@@ -13,7 +13,7 @@
 //!   exchanging values between threads, each thread packs its own scores in place
 //!   (`[0, 1, 4, 5]`, `[2, 3, 6, 7]`, ...) and the transpose stores V's keys in the same order,
 //!   so that the sum over keys pairs every P with its V row. Within each 32 keys, position
-//!   `16 h + 4 t + m` holds key `16 h + 8 (m / 2) + 2 t + m % 2` ([`key_at`]).
+//!   `16 h + 4 t + m` holds key `16 h + 8 (m / 2) + 2 t + m % 2`.
 //! * P (at most 1) is rounded as `P * 2^8` (`P_LOG2`): E4M3's normal range starts at 2^-6,
 //!   below which values keep ever fewer bits, so unscaled probabilities under 1/64 would lose
 //!   most of theirs. The factor is a term of the softmax's exponent, and the row sums carry it
@@ -43,13 +43,6 @@ pub fn k_major(addr: u32, row: usize) -> SmemDesc {
 #[inline(always)]
 pub const fn swizzled(off: u32, row: usize) -> u32 {
     off ^ ((off >> 3) & (((row / 16) - 1) << 4) as u32)
-}
-
-/// The key that position `pos` of a transposed V row holds (see the module docs).
-#[inline(always)]
-pub const fn key_at(pos: u32) -> u32 {
-    let (c, h, t, m) = (pos / 32, (pos / 16) % 2, (pos / 4) % 4, pos % 4);
-    32 * c + 16 * h + 8 * (m / 2) + 2 * t + m % 2
 }
 
 impl Operands for E4m3 {

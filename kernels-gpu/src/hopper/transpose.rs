@@ -2,17 +2,18 @@
 //! stage with its keys contiguous. The producer warpgroup's warps 1-3 (warp 0's first thread
 //! issues the TMA loads) walk the V ring as the loads fill it: wait for a stage, wait until the
 //! consumers released the transposed stage's previous contents, write V's `BN x DV` bytes as
-//! `DV` rows of `BN` keys in the key order of [`super::fp8::key_at`], then release the loaded
-//! stage to the producer and hand the transposed one to the consumers. The producer ends them
-//! with a plain arrival on the next stage after writing, in [`Smem::done_slot`], the number of
-//! V tiles it loaded plus one: a fill of the last stages may complete before the transposers
-//! get to it, so the flag names the position that is no tile rather than just saying "done".
+//! `DV` rows of `BN` keys in the key order of P's fragments ([`super::fp8`]), then release the
+//! loaded stage to the producer and hand the transposed one to the consumers. The producer
+//! ends them with a plain arrival on the next stage after writing, in [`Smem::done_slot`], the
+//! number of V tiles it loaded plus one: a fill of the last stages may complete before the
+//! transposers get to it, so the flag names the position that is no tile rather than just
+//! saying "done".
 //!
 //! A warp moves 32 keys x 16 columns (512 bytes) at a time, in four matrices of 8x8 16-bit
 //! elements: `ldmatrix.trans` reads the keys `8i .. 8i + 8` as matrix `i` and hands lane `l`
 //! (`q = l % 4`, `c = l / 4`) keys `8i + 2q` and `8i + 2q + 1` of columns `2c` and `2c + 1`. Two
 //! `prmt`s per pair of matrices (keys `2q, 2q + 1, 8 + 2q, 9 + 2q`, or the same plus 16) gather
-//! column `2c`'s four keys and column `2c + 1`'s, exactly the key order of [`super::fp8::key_at`] at
+//! column `2c`'s four keys and column `2c + 1`'s, exactly the key order of [`super::fp8`] at
 //! positions `4q .. 4q + 4` (or plus 16), and `stmatrix` writes the four words as rows of the
 //! transposed tile. Row `c` of a stored matrix is column `2c` for some lanes and `2c + 1` for
 //! others (the choice flips at `c = 4`), so that each store's eight rows fall on eight different
