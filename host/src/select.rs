@@ -451,8 +451,10 @@ mod tests {
         for t in [Target::A100, Target::A10, Target::L4] {
             assert_eq!(split_config(&SPLIT_CONFIGS, 256, 1000, &t), Some(tiles::SMALL_D256));
         }
-        // FP8 caches: the same choices but at head_dim 256, which has the small one only.
-        assert_eq!(split_config(&FP8_CONFIGS, 128, 8, h), split_config(&SPLIT_CONFIGS, 128, 8, h));
+        // FP8 caches: the same blocks, but head_dim 128's decode tile of 64 keys (three CTAs an
+        // SM) and at head_dim 256 the small configuration only.
+        assert_eq!(split_config(&FP8_CONFIGS, 128, 8, h).map(|c| (c.block_m, c.block_n)), Some((16, 64)));
+        assert_eq!(split_config(&FP8_CONFIGS, 128, 1000, h), split_config(&SPLIT_CONFIGS, 128, 1000, h));
         assert_eq!(split_config(&FP8_CONFIGS, 256, 1, h), Some(tiles::SMALL_D256));
     }
 

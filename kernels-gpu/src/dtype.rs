@@ -2,6 +2,8 @@
 //! and the element types of K/V caches, which may be 8-bit ([`KvElement`]).
 use crate::arch::cvt::{cvt_f32x2_f16x2, cvt_rn_bf16x2_f32, cvt_rn_f16x2_f32};
 use crate::arch::fma::{fma_rn_bf16x2, mul_rn_f16x2};
+use crate::arch::prmt::prmt;
+use crate::arch::set::set_ge_u32_f16x2;
 use flashrs_abi::Fp8;
 use crate::arch::mma::{FragA, FragB, FragC, mma_m16n8k16_f32_bf16, mma_m16n8k16_f32_f16};
 
@@ -80,24 +82,33 @@ impl Element for Bf16 {
     }
 }
 
-/// Two FP8 values (`y`'s bytes at bits 0-7 and 16-23) of `MANTISSA` mantissa bits and exponent
-/// bias `BIAS` as a packed pair of `T`: sign, exponent and mantissa moved into `T`'s places give
-/// the value times `2^(BIAS - T::BIAS)` (subnormals included), which one exact multiply brings
-/// back; the patterns whose exponent field is all ones (E5M2's infinities and NaNs, E4M3's
-/// `S.1111.111` NaN, whose mantissa is all ones too) get `T`'s all-ones exponent instead.
+/// Two FP8 values of `MANTISSA` mantissa bits and exponent bias `BIAS`, the bytes of `x` that
+/// `sel` places in the high bytes of a packed pair's halves ([`prmt`], the low bytes zero), as a
+/// packed pair of `T`: sign, exponent and mantissa moved into `T`'s places give the value times
+/// `2^(BIAS - T::BIAS)` (subnormals included), which one exact multiply brings back; the
+/// patterns at or past `SPECIAL` in exponent and mantissa (E5M2's infinities and NaNs, whose
+/// exponent field is all ones, and E4M3's `S.1111.111` NaN) get `T`'s all-ones exponent instead.
+/// Seven instructions a pair: the GEMMs widen every K and V element they read, so this is most
+/// of what an FP8 cache adds to the 16-bit kernels' work.
 #[inline(always)]
-fn widen_fp8x2<T: Element, const MANTISSA: u32, const BIAS: i32, const SPECIAL: u32>(y: u32) -> u32 {
-    let bits = ((y & 0x0080_0080) << 8) | ((y & 0x007f_007f) << (T::MANTISSA - MANTISSA));
+fn widen_fp8x2<T: Element, const MANTISSA: u32, const BIAS: i32, const SPECIAL: u32>(x: u32, sel: u32) -> u32 {
+    let w = prmt(x, 0, sel);
+    // Exponent and mantissa in `T`'s places; the shift leaves a copy of the sign above them,
+    // which the mask drops (and brings in the other half's zero low byte from above).
+    let up = T::MANTISSA - MANTISSA;
+    let em = (w >> (8 - up)) & (0x7f << up) * 0x1_0001;
+    let bits = (w & 0x8000_8000) | em;
     let v = match T::BIAS - BIAS {
         8 => T::scale_pow2::<8>(bits),
         112 => T::scale_pow2::<112>(bits),
         120 => T::scale_pow2::<120>(bits),
         _ => unreachable!(),
     };
-    // A carry into bit 7 marks a special pattern (`SPECIAL`: its bits, per half).
-    let special = (((y & SPECIAL) + (0x0080_0080 - SPECIAL)) & 0x0080_0080) >> 7;
+    // `em` holds no sign and lies far below f16's infinities in either type's places, so as f16
+    // patterns it compares in the order of its integers.
+    let special = set_ge_u32_f16x2(em, (SPECIAL << up) * 0x1_0001);
     let exponent = ((1u32 << (15 - T::MANTISSA)) - 1) << T::MANTISSA;
-    v | special * exponent
+    v | (special & exponent * 0x1_0001)
 }
 
 /// The element type of K and V: the queries' own ([`Same`]), or an 8-bit float ([`E4m3`],
@@ -111,21 +122,21 @@ pub trait KvElement: Copy {
     /// log2 of its elements per 16-bit unit: cursors address FP8 rows as rows of half as many
     /// 16-bit units, with strides and widths shifted right by this.
     const SHR: u32;
-    /// Two elements, at bits 0-7 and 16-23 of `y` (the other bits zero), as a packed pair of
-    /// `T` (the first in the low half).
-    fn widen2<T: Element>(y: u32) -> u32;
+    /// Two elements of `x`, the bytes that the [`prmt`] selector `sel` places in the high bytes
+    /// of a packed pair's halves (the low bytes zero), as a packed pair of `T`.
+    fn widen2<T: Element>(x: u32, sel: u32) -> u32;
 
     /// The four elements of `x` (first in the low byte) as two pairs of `T`: bytes 0 and 1,
     /// then bytes 2 and 3.
     #[inline(always)]
     fn widen_halves<T: Element>(x: u32) -> [u32; 2] {
-        [Self::widen2::<T>((x & 0xff) | ((x & 0xff00) << 8)), Self::widen2::<T>(((x >> 16) & 0xff) | ((x >> 8) & 0x00ff_0000))]
+        [Self::widen2::<T>(x, 0x1404), Self::widen2::<T>(x, 0x3424)]
     }
 
     /// The four elements of `x` as two pairs of `T`: bytes 0 and 2, then bytes 1 and 3.
     #[inline(always)]
     fn widen_interleaved<T: Element>(x: u32) -> [u32; 2] {
-        [Self::widen2::<T>(x & 0x00ff_00ff), Self::widen2::<T>((x >> 8) & 0x00ff_00ff)]
+        [Self::widen2::<T>(x, 0x2404), Self::widen2::<T>(x, 0x3414)]
     }
 }
 
@@ -143,7 +154,7 @@ impl KvElement for Same {
     const KV: Option<Fp8> = None;
     const SHR: u32 = 0;
     #[inline(always)]
-    fn widen2<T: Element>(_: u32) -> u32 {
+    fn widen2<T: Element>(_: u32, _: u32) -> u32 {
         unreachable!()
     }
 }
@@ -152,8 +163,8 @@ impl KvElement for E4m3 {
     const KV: Option<Fp8> = Some(Fp8::E4m3);
     const SHR: u32 = 1;
     #[inline(always)]
-    fn widen2<T: Element>(y: u32) -> u32 {
-        widen_fp8x2::<T, 3, 7, 0x007f_007f>(y)
+    fn widen2<T: Element>(x: u32, sel: u32) -> u32 {
+        widen_fp8x2::<T, 3, 7, 0x7f>(x, sel)
     }
 }
 
@@ -161,8 +172,8 @@ impl KvElement for E5m2 {
     const KV: Option<Fp8> = Some(Fp8::E5m2);
     const SHR: u32 = 1;
     #[inline(always)]
-    fn widen2<T: Element>(y: u32) -> u32 {
+    fn widen2<T: Element>(x: u32, sel: u32) -> u32 {
         // An f16's upper byte: f16 queries take it as it is.
-        if T::MANTISSA == 10 { y << 8 } else { widen_fp8x2::<T, 2, 15, 0x007c_007c>(y) }
+        if T::MANTISSA == 10 { prmt(x, 0, sel) } else { widen_fp8x2::<T, 2, 15, 0x7c>(x, sel) }
     }
 }

@@ -15,6 +15,7 @@ pub mod ldmatrix;
 pub mod mbarrier;
 pub mod mma;
 pub mod prmt;
+pub mod set;
 #[cfg(target_feature = "sm_90a")]
 pub mod setmaxnreg;
 pub mod shfl;

@@ -489,8 +489,8 @@ mma_kernels! { Varlen sparse:
 mma_kernels! { Split fp8:
     0 => flash_fwd_split_f16_e4m3_d64_128x64w4s2, flash_fwd_split_bf16_e4m3_d64_128x64w4s2, flash_fwd_split_f16_e5m2_d64_128x64w4s2, flash_fwd_split_bf16_e5m2_d64_128x64w4s2;
     1 => flash_fwd_split_f16_e4m3_d128_64x64w4s2, flash_fwd_split_bf16_e4m3_d128_64x64w4s2, flash_fwd_split_f16_e5m2_d128_64x64w4s2, flash_fwd_split_bf16_e5m2_d128_64x64w4s2;
-    2 => flash_fwd_split_f16_e4m3_d128_16x128w4s2, flash_fwd_split_bf16_e4m3_d128_16x128w4s2, flash_fwd_split_f16_e5m2_d128_16x128w4s2, flash_fwd_split_bf16_e5m2_d128_16x128w4s2;
-    3 => flash_fwd_split_f16_e4m3_d128_16x64w4s2, flash_fwd_split_bf16_e4m3_d128_16x64w4s2, flash_fwd_split_f16_e5m2_d128_16x64w4s2, flash_fwd_split_bf16_e5m2_d128_16x64w4s2;
+    2 => flash_fwd_split_f16_e4m3_d128_16x64w4s2, flash_fwd_split_bf16_e4m3_d128_16x64w4s2, flash_fwd_split_f16_e5m2_d128_16x64w4s2, flash_fwd_split_bf16_e5m2_d128_16x64w4s2;
+    3 => flash_fwd_split_f16_e4m3_d128_16x128w4s2, flash_fwd_split_bf16_e4m3_d128_16x128w4s2, flash_fwd_split_f16_e5m2_d128_16x128w4s2, flash_fwd_split_bf16_e5m2_d128_16x128w4s2;
     4 => flash_fwd_split_f16_e4m3_d64_16x64w4s2, flash_fwd_split_bf16_e4m3_d64_16x64w4s2, flash_fwd_split_f16_e5m2_d64_16x64w4s2, flash_fwd_split_bf16_e5m2_d64_16x64w4s2;
     5 => flash_fwd_split_f16_e4m3_d256_128x16w8s2, flash_fwd_split_bf16_e4m3_d256_128x16w8s2, flash_fwd_split_f16_e5m2_d256_128x16w8s2, flash_fwd_split_bf16_e5m2_d256_128x16w8s2;
 }
@@ -498,8 +498,8 @@ mma_kernels! { Split fp8:
 mma_kernels! { Paged fp8:
     0 => flash_fwd_paged_f16_e4m3_d64_128x64w4s2, flash_fwd_paged_bf16_e4m3_d64_128x64w4s2, flash_fwd_paged_f16_e5m2_d64_128x64w4s2, flash_fwd_paged_bf16_e5m2_d64_128x64w4s2;
     1 => flash_fwd_paged_f16_e4m3_d128_64x64w4s2, flash_fwd_paged_bf16_e4m3_d128_64x64w4s2, flash_fwd_paged_f16_e5m2_d128_64x64w4s2, flash_fwd_paged_bf16_e5m2_d128_64x64w4s2;
-    2 => flash_fwd_paged_f16_e4m3_d128_16x128w4s2, flash_fwd_paged_bf16_e4m3_d128_16x128w4s2, flash_fwd_paged_f16_e5m2_d128_16x128w4s2, flash_fwd_paged_bf16_e5m2_d128_16x128w4s2;
-    3 => flash_fwd_paged_f16_e4m3_d128_16x64w4s2, flash_fwd_paged_bf16_e4m3_d128_16x64w4s2, flash_fwd_paged_f16_e5m2_d128_16x64w4s2, flash_fwd_paged_bf16_e5m2_d128_16x64w4s2;
+    2 => flash_fwd_paged_f16_e4m3_d128_16x64w4s2, flash_fwd_paged_bf16_e4m3_d128_16x64w4s2, flash_fwd_paged_f16_e5m2_d128_16x64w4s2, flash_fwd_paged_bf16_e5m2_d128_16x64w4s2;
+    3 => flash_fwd_paged_f16_e4m3_d128_16x128w4s2, flash_fwd_paged_bf16_e4m3_d128_16x128w4s2, flash_fwd_paged_f16_e5m2_d128_16x128w4s2, flash_fwd_paged_bf16_e5m2_d128_16x128w4s2;
     4 => flash_fwd_paged_f16_e4m3_d64_16x64w4s2, flash_fwd_paged_bf16_e4m3_d64_16x64w4s2, flash_fwd_paged_f16_e5m2_d64_16x64w4s2, flash_fwd_paged_bf16_e5m2_d64_16x64w4s2;
     5 => flash_fwd_paged_f16_e4m3_d256_128x16w8s2, flash_fwd_paged_bf16_e4m3_d256_128x16w8s2, flash_fwd_paged_f16_e5m2_d256_128x16w8s2, flash_fwd_paged_bf16_e5m2_d256_128x16w8s2;
 }
@@ -507,8 +507,8 @@ mma_kernels! { Paged fp8:
 mma_kernels! { VarlenSplit fp8:
     0 => flash_fwd_varlen_split_f16_e4m3_d64_128x64w4s2, flash_fwd_varlen_split_bf16_e4m3_d64_128x64w4s2, flash_fwd_varlen_split_f16_e5m2_d64_128x64w4s2, flash_fwd_varlen_split_bf16_e5m2_d64_128x64w4s2;
     1 => flash_fwd_varlen_split_f16_e4m3_d128_64x64w4s2, flash_fwd_varlen_split_bf16_e4m3_d128_64x64w4s2, flash_fwd_varlen_split_f16_e5m2_d128_64x64w4s2, flash_fwd_varlen_split_bf16_e5m2_d128_64x64w4s2;
-    2 => flash_fwd_varlen_split_f16_e4m3_d128_16x128w4s2, flash_fwd_varlen_split_bf16_e4m3_d128_16x128w4s2, flash_fwd_varlen_split_f16_e5m2_d128_16x128w4s2, flash_fwd_varlen_split_bf16_e5m2_d128_16x128w4s2;
-    3 => flash_fwd_varlen_split_f16_e4m3_d128_16x64w4s2, flash_fwd_varlen_split_bf16_e4m3_d128_16x64w4s2, flash_fwd_varlen_split_f16_e5m2_d128_16x64w4s2, flash_fwd_varlen_split_bf16_e5m2_d128_16x64w4s2;
+    2 => flash_fwd_varlen_split_f16_e4m3_d128_16x64w4s2, flash_fwd_varlen_split_bf16_e4m3_d128_16x64w4s2, flash_fwd_varlen_split_f16_e5m2_d128_16x64w4s2, flash_fwd_varlen_split_bf16_e5m2_d128_16x64w4s2;
+    3 => flash_fwd_varlen_split_f16_e4m3_d128_16x128w4s2, flash_fwd_varlen_split_bf16_e4m3_d128_16x128w4s2, flash_fwd_varlen_split_f16_e5m2_d128_16x128w4s2, flash_fwd_varlen_split_bf16_e5m2_d128_16x128w4s2;
     4 => flash_fwd_varlen_split_f16_e4m3_d64_16x64w4s2, flash_fwd_varlen_split_bf16_e4m3_d64_16x64w4s2, flash_fwd_varlen_split_f16_e5m2_d64_16x64w4s2, flash_fwd_varlen_split_bf16_e5m2_d64_16x64w4s2;
     5 => flash_fwd_varlen_split_f16_e4m3_d256_128x16w8s2, flash_fwd_varlen_split_bf16_e4m3_d256_128x16w8s2, flash_fwd_varlen_split_f16_e5m2_d256_128x16w8s2, flash_fwd_varlen_split_bf16_e5m2_d256_128x16w8s2;
 }
@@ -516,8 +516,8 @@ mma_kernels! { VarlenSplit fp8:
 mma_kernels! { VarlenPaged fp8:
     0 => flash_fwd_varlen_paged_f16_e4m3_d64_128x64w4s2, flash_fwd_varlen_paged_bf16_e4m3_d64_128x64w4s2, flash_fwd_varlen_paged_f16_e5m2_d64_128x64w4s2, flash_fwd_varlen_paged_bf16_e5m2_d64_128x64w4s2;
     1 => flash_fwd_varlen_paged_f16_e4m3_d128_64x64w4s2, flash_fwd_varlen_paged_bf16_e4m3_d128_64x64w4s2, flash_fwd_varlen_paged_f16_e5m2_d128_64x64w4s2, flash_fwd_varlen_paged_bf16_e5m2_d128_64x64w4s2;
-    2 => flash_fwd_varlen_paged_f16_e4m3_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_e4m3_d128_16x128w4s2, flash_fwd_varlen_paged_f16_e5m2_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_e5m2_d128_16x128w4s2;
-    3 => flash_fwd_varlen_paged_f16_e4m3_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_e4m3_d128_16x64w4s2, flash_fwd_varlen_paged_f16_e5m2_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_e5m2_d128_16x64w4s2;
+    2 => flash_fwd_varlen_paged_f16_e4m3_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_e4m3_d128_16x64w4s2, flash_fwd_varlen_paged_f16_e5m2_d128_16x64w4s2, flash_fwd_varlen_paged_bf16_e5m2_d128_16x64w4s2;
+    3 => flash_fwd_varlen_paged_f16_e4m3_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_e4m3_d128_16x128w4s2, flash_fwd_varlen_paged_f16_e5m2_d128_16x128w4s2, flash_fwd_varlen_paged_bf16_e5m2_d128_16x128w4s2;
     4 => flash_fwd_varlen_paged_f16_e4m3_d64_16x64w4s2, flash_fwd_varlen_paged_bf16_e4m3_d64_16x64w4s2, flash_fwd_varlen_paged_f16_e5m2_d64_16x64w4s2, flash_fwd_varlen_paged_bf16_e5m2_d64_16x64w4s2;
     5 => flash_fwd_varlen_paged_f16_e4m3_d256_128x16w8s2, flash_fwd_varlen_paged_bf16_e4m3_d256_128x16w8s2, flash_fwd_varlen_paged_f16_e5m2_d256_128x16w8s2, flash_fwd_varlen_paged_bf16_e5m2_d256_128x16w8s2;
 }
