@@ -9,7 +9,8 @@
 //!   the query heads of a K/V group become the rows of one query block, so a CTA reads its K/V
 //!   once for all of them (as FlashAttention does for decode).
 //! * **Split-KV** (`auto_splits`): decode-shaped calls (at most 16 rows per query block) whose
-//!   CTAs would fill fewer than four waves of the target's CTA slots split their key ranges.
+//!   CTAs would fill fewer than four waves of the target's CTA slots split their key ranges
+//!   (over FP8 caches, `fp8_auto_splits`: an SM's third slot counts only for long walks).
 //! * **Variant**: variable-length, split-capable and paged calls take the variant kernels of
 //!   [`flashrs_abi::Variant`]; decode-shaped calls take 16-row decode tiles where one holds
 //!   their rows.
@@ -111,7 +112,11 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         None => split_cfg.map_or(1, |c| {
             let heads = if pack_gqa { p.heads_kv } else { p.heads_q };
             let kernel = Kernel::Mma { dtype: call.bufs.dtype, kv: call.bufs.kv, variant: split_variant, config: c, flavor: Flavor::Plain };
-            auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots(&kernel))
+            let slots = slots(&kernel);
+            match call.bufs.kv {
+                Some(_) => fp8_auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots, t.sm_count as usize),
+                None => auto_splits(p.batch, heads, block_rows, p.seqlen_q, p.seqlen_k, &c, slots),
+            }
         }),
     };
     // At least one K/V tile per split, and no split without tiles: `n` splits of `ceil(tiles /
@@ -323,6 +328,29 @@ pub(crate) fn auto_splits(batch: usize, heads: usize, rows: usize, seqlen_q: usi
     (1..=most).find(|&s| fill(s) >= 0.995 * best).unwrap_or(most)
 }
 
+/// Keys each split of an FP8 decode call walks where it counts an SM's third CTA slot
+/// ([`fp8_auto_splits`]).
+pub(crate) const FP8_THIRD_SLOT_KEYS: usize = 4096;
+
+/// [`auto_splits`] for a call over FP8 caches on a target of `sms` SMs. Their decode tiles fit
+/// three CTAs an SM (K/V tiles of half the bytes), and a third CTA helps long walks hide the
+/// widening's latency, but splitting short caches further to fill it costs more in each split's
+/// fixed work and the merge than it brings: the split count for all the slots stands where each
+/// split still walks [`FP8_THIRD_SLOT_KEYS`] keys, else the one for two slots an SM. Measured on
+/// the H200 (bf16 queries, E4M3, 32/8 heads, head_dim 128, two rounds): batch 64 x 1k keys
+/// 66 us with 3 splits against 55 unsplit, batch 8 x 1k 17.7 (6 splits) against 16.0 (4), batch
+/// 8 x 8k 59.5 (6) against 56.9 (4); long caches 1.7-2% faster with the third slot, batch 8 x
+/// 128k 715 us (6) against 727 (4), batch 64 x 32k 1369 (3) against 1396 (1).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fp8_auto_splits(batch: usize, heads: usize, rows: usize, seqlen_q: usize, seqlen_k: usize, c: &TileConfig, slots: usize, sms: usize) -> usize {
+    let n = auto_splits(batch, heads, rows, seqlen_q, seqlen_k, c, slots);
+    if seqlen_k.div_ceil(c.block_n) >= FP8_THIRD_SLOT_KEYS.div_ceil(c.block_n) * n {
+        n
+    } else {
+        auto_splits(batch, heads, rows, seqlen_q, seqlen_k, c, slots.min(2 * sms))
+    }
+}
+
 /// Largest byte stride a tensor map takes (exclusive).
 pub(crate) const MAX_STRIDE_BYTES: u64 = 1 << 40;
 
@@ -456,6 +484,15 @@ mod tests {
         assert_eq!(split_config(&FP8_CONFIGS, 128, 8, h).map(|c| (c.block_m, c.block_n)), Some((16, 64)));
         assert_eq!(split_config(&FP8_CONFIGS, 128, 1000, h), split_config(&SPLIT_CONFIGS, 128, 1000, h));
         assert_eq!(split_config(&FP8_CONFIGS, 256, 1, h), Some(tiles::SMALL_D256));
+    }
+
+    #[test]
+    fn fp8_decode_counts_a_third_cta_slot_only_for_long_walks() {
+        let c = FP8_CONFIGS[2]; // 16x64, three CTAs an SM
+        assert_eq!((c.block_m, c.block_n), (16, 64));
+        let splits = |batch: usize, keys: usize| fp8_auto_splits(batch, 8, 4, 1, keys, &c, 3 * 132, 132);
+        assert_eq!([splits(64, 1024), splits(8, 1024), splits(8, 8192)], [1, 4, 4]);
+        assert_eq!([splits(8, 131072), splits(64, 32768), splits(1, 131072)], [6, 3, 32]);
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub enum PtxError {
     /// A kernel runs a warp-wide shuffle in thread-dependent control flow
     /// ([`divergence::divergent_shuffles`]): a hang where some lanes skip it.
     DivergentShuffle { arch: &'static str, sites: Vec<String> },
+    /// ptxas put waits or fences of its own around a hot kernel's wgmma ([`check_wgmma`]).
+    WgmmaWaits { arch: &'static str, kernels: Vec<String> },
 }
 
 impl fmt::Display for PtxError {
@@ -71,6 +73,13 @@ impl fmt::Display for PtxError {
                 "{arch}: shuffles in thread-dependent control flow (LLVM moved a `pure` shuffle into a \
                  per-thread branch; see docs/DEVELOPING.md):\n  {}",
                 sites.join("\n  ")
+            ),
+            PtxError::WgmmaWaits { arch, kernels } => write!(
+                f,
+                "{arch}: ptxas injected wgmma waits or fences, or serialized wgmma, in hot kernels \
+                 (a register a wgmma writes or reads is used where ptxas cannot prove the wgmma done; \
+                 see docs/DEVELOPING.md):\n  {}",
+                kernels.join("\n  ")
             ),
         }
     }
@@ -97,6 +106,9 @@ pub struct KernelReport {
     /// in a hot kernel is a function LLVM did not inline, whose registers live on a stack and
     /// across which ptxas serialises wgmma.
     pub callees: Vec<String>,
+    /// The codes of ptxas's notes on the kernel's wgmma, one per note: a `warpgroup.wait` or
+    /// `warpgroup.arrive` it injected (C7517, C7519), or wgmma it serialized.
+    pub wgmma_notes: Vec<String>,
 }
 
 impl KernelReport {
@@ -480,7 +492,28 @@ pub fn parse_ptxas(text: &str) -> Vec<KernelReport> {
             r.smem = number_before(line, "bytes smem");
         }
     }
+    // The notes name their function, and may come before its entry's report.
+    for (function, code) in text.lines().filter_map(wgmma_note) {
+        if let Some(r) = reports.iter_mut().find(|r| r.name == function) {
+            r.wgmma_notes.push(code.to_string());
+        }
+    }
     reports
+}
+
+/// A ptxas note on a function's wgmma (`ptxas info : (C7517) warpgroup.wait is injected in
+/// around line N by compiler to allow use of registers defined by GMMA in function 'f'`, the
+/// same for `warpgroup.arrive`, or `... wgmma.mma_async instructions are serialized ...`): the
+/// function and the note's code.
+fn wgmma_note(line: &str) -> Option<(&str, &str)> {
+    let about_wgmma = (line.contains("warpgroup.") && line.contains("injected")) || (line.contains("wgmma") && line.contains("serialized"));
+    if !about_wgmma {
+        return None;
+    }
+    let start = line.find("(C")? + 1;
+    let code = &line[start..start + line[start..].find(')')?];
+    let function = line.rsplit_once("function '")?.1.split('\'').next()?;
+    Some((function, code))
 }
 
 fn number_before(line: &str, label: &str) -> u32 {
@@ -509,9 +542,41 @@ pub fn check_spills(gpu: &'static str, reports: &[KernelReport], every: bool) ->
     if kernels.is_empty() { Ok(()) } else { Err(PtxError::Spills { arch: gpu, kernels }) }
 }
 
+/// Fails when ptxas reports a wgmma note ([`KernelReport::wgmma_notes`]) for a hot kernel on
+/// `gpu`: an injected `warpgroup.wait` makes the warpgroup wait for every wgmma in flight (a
+/// pipelined GEMM becomes a serial one), and no instruction count shows it.
+pub fn check_wgmma(gpu: &'static str, reports: &[KernelReport]) -> Result<(), PtxError> {
+    let kernels: Vec<String> = reports
+        .iter()
+        .filter(|r| r.is_hot() && !r.wgmma_notes.is_empty())
+        .map(|r| format!("{} ({})", r.name, r.wgmma_notes.join(", ")))
+        .collect();
+    if kernels.is_empty() { Ok(()) } else { Err(PtxError::WgmmaWaits { arch: gpu, kernels }) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wgmma_notes_fail_hot_kernels_only() {
+        let text = "ptxas info    : (C7517) warpgroup.wait is injected in around line 212516 by compiler to allow use of registers defined by GMMA in function 'flash_bwd_x'\n\
+            ptxas info    : (C7519) warpgroup.arrive is injected in around line 9 by compiler to allow use of registers in GMMA in function 'probe_wgmma'\n\
+            ptxas info    : Compiling entry function 'probe_wgmma' for 'sm_90a'\n\
+            ptxas info    : Used 58 registers\n\
+            ptxas info    : Compiling entry function 'flash_bwd_x' for 'sm_90a'\n\
+            ptxas info    : Used 168 registers\n\
+            ptxas info    : Compiling entry function 'flash_fwd_y' for 'sm_90a'\n\
+            ptxas info    : Used 168 registers\n";
+        let r = parse_ptxas(text);
+        let notes: Vec<(&str, Vec<String>)> = r.iter().map(|r| (r.name.as_str(), r.wgmma_notes.clone())).collect();
+        assert_eq!(notes, vec![("probe_wgmma", vec!["C7519".to_string()]), ("flash_bwd_x", vec!["C7517".to_string()]), ("flash_fwd_y", vec![])]);
+        match check_wgmma("sm_90a", &r) {
+            Err(PtxError::WgmmaWaits { kernels, .. }) => assert_eq!(kernels, vec!["flash_bwd_x (C7517)"]),
+            other => panic!("{other:?}"),
+        }
+        assert!(check_wgmma("sm_90a", &r[..1]).is_ok());
+    }
 
     #[test]
     fn finds_unresolved_calls() {
@@ -652,7 +717,8 @@ mod tests {
                 spill_loads: 12,
                 stack_frame: 8,
                 smem: 16,
-                callees: vec![]
+                callees: vec![],
+                wgmma_notes: vec![]
             }
         );
         assert_eq!((r[1].registers, r[1].spill_stores, r[1].smem), (40, 0, 0));

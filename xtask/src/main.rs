@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use xtask::ship::{self, Manifest};
-use xtask::{ARCHES, Build, DeviceCrate, KernelReport, assemble, check_spills, find_ptxas, ptxas_version};
+use xtask::{ARCHES, Build, DeviceCrate, KernelReport, assemble, check_spills, check_wgmma, find_ptxas, ptxas_version};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,7 +19,7 @@ fn main() -> ExitCode {
                 "usage: cargo xtask build-ptx [--check | --crate DIR]\n  compiles kernels-gpu to target/ptx/<arch>.ptx for {} with the pinned toolchain, \
                  rejects unresolved calls, checks that every kernel entry is named for the configuration it \
                  instantiates, assembles each module with ptxas ($PTXAS, .deps/bin/ptxas or PATH) for every GPU it \
-                 serves (skipped when the PTX is unchanged), fails if a hot kernel (flash_*) spills, counts the \
+                 serves (skipped when the PTX is unchanged), fails if a hot kernel (flash_*) spills or gets a wgmma wait ptxas injected, counts the \
                  tensor-core instructions in the SASS with nvdisasm, and writes the compressed PTX and cubins the \
                  library ships with their manifest to {}/.\n  --check: writes nothing, fails unless what it builds \
                  is exactly what is shipped (CI)\n  --crate DIR: builds a device crate built on kernels-gpu (its own \
@@ -57,6 +57,7 @@ fn build_custom(root: &Path, dir: &Path) -> Result<(), Box<dyn std::error::Error
                 print_table(&done.reports, sass.as_ref());
             }
             check_spills(gpu, &done.reports, true)?;
+            check_wgmma(gpu, &done.reports)?;
         }
         written.push(ptx.display().to_string());
     }
@@ -85,6 +86,7 @@ fn build_ptx(root: &Path, check: bool) -> Result<(), Box<dyn std::error::Error>>
                 skipped += 1;
             }
             check_spills(gpu, &done.reports, false)?;
+            check_wgmma(gpu, &done.reports)?;
             let hot: Vec<&KernelReport> = done.reports.iter().filter(|r| r.is_hot()).collect();
             kernels.push(format!("{gpu} {}", hot.len()));
             if let Some(r) = hot.iter().max_by_key(|r| r.registers).filter(|r| r.registers > most.0) {
