@@ -12,8 +12,11 @@
 //! handled. GQA/MQA index K and V by `head / group` in the map coordinates, without copies.
 use std::ffi::c_void;
 
+#[cfg(feature = "nccl")]
 use flashrs_abi::merge::MERGE_THREADS;
-use flashrs_abi::{DType, FwdParams, Kernel, MergeParams};
+#[cfg(feature = "nccl")]
+use flashrs_abi::MergeParams;
+use flashrs_abi::{DType, FwdParams, Kernel};
 
 use crate::custom::{CustomKernels, user_data_needs_custom};
 use crate::device::Gpu;
@@ -96,9 +99,10 @@ impl Gpu {
     }
 }
 
+#[cfg(feature = "nccl")]
 impl Gpu {
-    /// Launches the merge kernel ([`flashrs_abi::merge`]) of element type `dtype` on a raw
-    /// `CUstream`. Does nothing for a launch that covers no row.
+    /// Launches the merge kernel ([`flashrs_abi::merge`], ring attention's, [`crate::ring`]) of
+    /// element type `dtype` on a raw `CUstream`. Does nothing for a launch that covers no row.
     ///
     /// # Safety
     /// Every address of `p` is a live device allocation of this GPU's context holding what the
