@@ -29,9 +29,13 @@ pub fn random_forward<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &Atte
     Ok(random_forward_lse(gpu, p)?.0)
 }
 
+/// `(q, k, v, out)` on the host, and the log-sum-exp the call wrote.
+#[allow(dead_code)]
+pub type WithLse<T> = ([Vec<T>; 4], Vec<f32>);
+
 /// [`random_forward`], with the log-sum-exp the call writes too.
 #[allow(dead_code)]
-pub fn random_forward_lse<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &AttentionParams) -> Result<([Vec<T>; 4], Vec<f32>), Box<dyn std::error::Error>> {
+pub fn random_forward_lse<T: Element + cust::memory::DeviceCopy>(gpu: &Gpu, p: &AttentionParams) -> Result<WithLse<T>, Box<dyn std::error::Error>> {
     random_forward_on(gpu, None, p)
 }
 
@@ -41,7 +45,7 @@ pub fn random_forward_on<T: Element + cust::memory::DeviceCopy>(
     gpu: &Gpu,
     custom: Option<&flashrs::CustomKernels>,
     p: &AttentionParams,
-) -> Result<([Vec<T>; 4], Vec<f32>), Box<dyn std::error::Error>> {
+) -> Result<WithLse<T>, Box<dyn std::error::Error>> {
     use cust::memory::{CopyDestination, DeviceBuffer};
     use cust::stream::{Stream, StreamFlags};
     let n = p.contiguous_lens()?;
