@@ -11,12 +11,12 @@
 //!
 //! ```text
 //! // flashrs-kernel: mma <variant> <dtype> <head_dim> <block_m> <block_n> <warps> <stages> <flavor> <kv>
-//! // flashrs-kernel: sm90 <varlen> <dtype> <head_dim> <head_dim_v> <block_n> <stages> <consumers> <pipelined> <flavor>
+//! // flashrs-kernel: sm90 <layout> <dtype> <head_dim> <head_dim_v> <block_n> <stages> <consumers> <pipelined> <flavor>
 //! // flashrs-kernel: bwd <step> <dtype> <head_dim> <block_m> <block_n> <stages> <flag>
 //! // flashrs-kernel: merge <dtype>
 //! ```
 //!
-//! with [`Variant::code`], [`DType::code`], [`BwdStep::code`], [`Flavor::code`], [`Fp8::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
+//! with [`Variant::code`], the Hopper layout `varlen + 2 * paged`, [`DType::code`], [`BwdStep::code`], [`Flavor::code`], [`Fp8::code`] and 0/1 for the flags. [`Kernel::from_marker`] reads
 //! it back, so a build can check without a GPU that every entry's name is the name of the
 //! configuration it instantiates, and that the modules hold exactly [`Kernel::all`].
 use core::fmt;
@@ -189,6 +189,9 @@ pub enum Kernel {
         inputs: Option<Fp8>,
         /// The variable-length twin (only the defaults have one, [`sm90::is_default`]).
         varlen: bool,
+        /// K and V read through a block table from paged caches (plain 16-bit kernels of
+        /// [`sm90::PAGED`]; fixed-length and variable-length queries).
+        paged: bool,
         /// Its tile configuration, one of [`sm90::CONFIGS`].
         config: HopperConfig,
         /// What it computes besides plain attention (only the configurations of
@@ -324,14 +327,14 @@ impl Kernel {
         });
         let mma = mma.chain(fp8);
         let sm90 = sm90::CONFIGS.into_iter().flat_map(|config| {
-            let kinds = Flavor::ALL.into_iter().flat_map(|flavor| [(false, flavor), (true, flavor)]);
-            kinds.filter(move |&(varlen, flavor)| sm90_twin(&config, varlen, flavor)).flat_map(move |(varlen, flavor)| {
-                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, inputs: None, varlen, config, flavor })
+            let kinds = Flavor::ALL.into_iter().flat_map(|flavor| [(false, false), (true, false), (false, true), (true, true)].map(|(v, pg)| (v, pg, flavor)));
+            kinds.filter(move |&(varlen, paged, flavor)| sm90_twin(&config, varlen, paged, flavor)).flat_map(move |(varlen, paged, flavor)| {
+                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, inputs: None, varlen, paged, config, flavor })
             })
         });
         let sm90_fp8 = sm90::FP8_CONFIGS.into_iter().flat_map(|config| {
             [false, true].into_iter().flat_map(move |varlen| {
-                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, inputs: Some(Fp8::E4m3), varlen, config, flavor: Flavor::Plain })
+                DType::ALL.into_iter().map(move |dtype| Kernel::Sm90 { dtype, inputs: Some(Fp8::E4m3), varlen, paged: false, config, flavor: Flavor::Plain })
             })
         });
         let sm90 = sm90.chain(sm90_fp8);
@@ -344,8 +347,8 @@ impl Kernel {
     pub fn is_instantiated(&self) -> bool {
         match *self {
             Kernel::Mma { variant, config, flavor, kv, .. } => variant.configs_for(flavor.mods(), kv.is_some()).contains(&config),
-            Kernel::Sm90 { inputs: None, varlen, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, flavor),
-            Kernel::Sm90 { inputs: Some(f), config, flavor, .. } => f == Fp8::E4m3 && flavor == Flavor::Plain && sm90::FP8_CONFIGS.contains(&config),
+            Kernel::Sm90 { inputs: None, varlen, paged, config, flavor, .. } => sm90::CONFIGS.contains(&config) && sm90_twin(&config, varlen, paged, flavor),
+            Kernel::Sm90 { inputs: Some(f), paged, config, flavor, .. } => f == Fp8::E4m3 && !paged && flavor == Flavor::Plain && sm90::FP8_CONFIGS.contains(&config),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor: Flavor::Plain }, .. } => BWD_CONFIGS.contains(&config) && (accum == AccumLayout::Rows || config.fragments()),
             Kernel::Bwd { step: BwdStep::Main { config, accum, flavor }, .. } => {
                 flavor.mods() && (accum == AccumLayout::Rows || config.fragments()) && BWD_MODS.iter().any(|&i| BWD_CONFIGS[i] == config)
@@ -373,9 +376,9 @@ impl Kernel {
     /// True for the kernels a caller's own module may stand in for (see the host's `custom`
     /// module): the forward kernels and the backward's `mma.sync` main kernels of the ABI's
     /// tables ([`Kernel::is_instantiated`]), the ones instantiated with a score modification and
-    /// a mask.
+    /// a mask (not the paged Hopper ones, which take two more tensor maps).
     pub fn replaceable(&self) -> bool {
-        matches!(self, Kernel::Mma { kv: None, .. } | Kernel::Sm90 { inputs: None, .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. }) && self.is_instantiated()
+        matches!(self, Kernel::Mma { kv: None, .. } | Kernel::Sm90 { inputs: None, paged: false, .. } | Kernel::Bwd { step: BwdStep::Main { .. }, .. }) && self.is_instantiated()
     }
 
     /// True for kernels only the sm_90a module holds.
@@ -509,7 +512,8 @@ impl Kernel {
             "sm90" => {
                 let config = HopperConfig { head_dim: n[2], head_dim_v: n[3], block_n: n[4], stages: n[5], consumers: n[6], pipelined: flag(n[7])? };
                 let inputs = Fp8::from_code(u32::try_from(n[9]).ok()?)?;
-                Some(Kernel::Sm90 { dtype, inputs, varlen: flag(n[0])?, config, flavor: Flavor::from_code(n[8])? })
+                let (varlen, paged) = (flag(n[0] & 1)?, flag(n[0] >> 1)?);
+                Some(Kernel::Sm90 { dtype, inputs, varlen, paged, config, flavor: Flavor::from_code(n[8])? })
             }
             "bwd" => {
                 let config = BwdConfig { head_dim: n[2], block_m: n[3], block_n: n[4], stages: n[5] };
@@ -559,7 +563,7 @@ pub fn marked_entries(ptx: &str) -> impl Iterator<Item = (&str, Option<Kernel>)>
 }
 
 /// The entry point's name: `flash_fwd_[<variant>_][mods_|sparse_]<dtype>[_<fp8>]_d<D>_<BM>x<BN>w<warps>s<stages>`
-/// for `mma.sync` kernels (`<fp8>` the K/V element type where it is 8-bit), `flash_fwd_sm90_[varlen_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
+/// for `mma.sync` kernels (`<fp8>` the K/V element type where it is 8-bit), `flash_fwd_sm90_[varlen_][paged_][mods_|sparse_]<dtype>_d<D>[v<DV>]_<BM>x<BN>s<stages>[_serial]`
 /// for Hopper ones (`v<DV>` where V's head dimension differs), `flash_bwd_prep_[frag_]<dtype>`, `flash_bwd_[frag_][mods_|sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>`, `flash_bwd_sparse_{bits,lists}_<dtype>`,
 /// `flash_bwd_sm90_[varlen_][sparse_]<dtype>_d<D>_<BM>x<BN>s<stages>`
 /// and `flash_bwd_dq_[frag_]<dtype>` for the backward's, `flash_merge_<dtype>` for the merge.
@@ -574,14 +578,15 @@ impl fmt::Display for Kernel {
                 });
                 write!(f, "flash_fwd_{v}{m}{t}{kv}_d{}_{}x{}w{}s{}", c.head_dim, c.block_m, c.block_n, c.warps, c.stages)
             }
-            Kernel::Sm90 { dtype, inputs, varlen, config: c, flavor } => {
+            Kernel::Sm90 { dtype, inputs, varlen, paged, config: c, flavor } => {
                 let (v, m, t) = (if *varlen { "varlen_" } else { "" }, flavor.infix(), dtype.name());
+                let pg = if *paged { "paged_" } else { "" };
                 let serial = if c.pipelined { "" } else { "_serial" };
                 let inputs = inputs.map_or("", |i| match i {
                     Fp8::E4m3 => "_e4m3",
                     Fp8::E5m2 => "_e5m2",
                 });
-                write!(f, "flash_fwd_sm90_{v}{m}{t}{inputs}_d{}", c.head_dim)?;
+                write!(f, "flash_fwd_sm90_{v}{pg}{m}{t}{inputs}_d{}", c.head_dim)?;
                 if c.head_dim_v != c.head_dim {
                     write!(f, "v{}", c.head_dim_v)?;
                 }
@@ -608,11 +613,16 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// True when Hopper configuration `c` has the kernel of this length kind and flavor: every
-/// configuration a plain fixed-length one, the defaults a variable-length twin, and those of
-/// [`sm90::MODS`] modification and block-sparse kernels of both kinds.
-const fn sm90_twin(c: &HopperConfig, varlen: bool, flavor: Flavor) -> bool {
-    if flavor.mods() { sm90::has_mods(c) } else { !varlen || sm90::is_default(c) }
+/// True when Hopper configuration `c` has the kernel of this length kind, K/V layout and
+/// flavor: every configuration a plain fixed-length one, the defaults a variable-length twin,
+/// those of [`sm90::MODS`] modification and block-sparse kernels of both kinds, and those of
+/// [`sm90::has_paged`] plain paged kernels of both kinds.
+const fn sm90_twin(c: &HopperConfig, varlen: bool, paged: bool, flavor: Flavor) -> bool {
+    match (paged, flavor.mods()) {
+        (true, mods) => !mods && sm90::has_paged(c),
+        (false, true) => sm90::has_mods(c),
+        (false, false) => !varlen || sm90::is_default(c),
+    }
 }
 
 #[cfg(test)]
@@ -630,20 +640,27 @@ mod tests {
         let m = Kernel::Mma { kv: None, dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Mods };
         assert_eq!(m.to_string(), "flash_fwd_varlen_mods_bf16_d128_128x64w8s2");
         assert!(m.mods() && m.is_instantiated() && !m.needs_sm90a());
-        let h = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Plain };
+        let h = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, paged: false, config: sm90::CONFIGS[0], flavor: Flavor::Plain };
         assert_eq!(h.to_string(), "flash_fwd_sm90_varlen_f16_d64_192x128s3");
-        let hm = Kernel::Sm90 { inputs: None, dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[1], flavor: Flavor::Mods };
+        let hm = Kernel::Sm90 { inputs: None, dtype: DType::Bf16, varlen: false, paged: false, config: sm90::CONFIGS[1], flavor: Flavor::Mods };
         assert_eq!(hm.to_string(), "flash_fwd_sm90_mods_bf16_d128_128x128s2");
-        let hm64 = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Mods };
+        let hm64 = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, paged: false, config: sm90::CONFIGS[3], flavor: Flavor::Mods };
         assert_eq!(hm64.to_string(), "flash_fwd_sm90_varlen_mods_f16_d64_128x128s3");
-        let sparse = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Sparse };
+        let sparse = Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, paged: false, config: sm90::CONFIGS[3], flavor: Flavor::Sparse };
         assert_eq!(sparse.to_string(), "flash_fwd_sm90_varlen_sparse_f16_d64_128x128s3");
         assert!(sparse.mods() && sparse.is_instantiated() && sparse.flavor() == Flavor::Sparse);
         let mma_sparse = Kernel::Mma { kv: None, dtype: DType::Bf16, variant: Variant::Varlen, config: tiles::VARLEN_CONFIGS[1], flavor: Flavor::Sparse };
         assert_eq!(mma_sparse.to_string(), "flash_fwd_varlen_sparse_bf16_d128_128x64w8s2");
         assert!(!Kernel::Mma { kv: None, dtype: DType::F16, variant: Variant::Split, config: tiles::SPLIT_CONFIGS[0], flavor: Flavor::Sparse }.is_instantiated());
-        assert!(hm64.is_instantiated() && !Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
-        let serial = Kernel::Sm90 { inputs: None, dtype: DType::Bf16, varlen: false, config: sm90::CONFIGS[5], flavor: Flavor::Plain };
+        assert!(hm64.is_instantiated() && !Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, paged: false, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
+        let paged = |varlen, config, flavor| Kernel::Sm90 { inputs: None, dtype: DType::Bf16, varlen, paged: true, config, flavor };
+        assert_eq!(paged(true, sm90::CONFIGS[1], Flavor::Plain).to_string(), "flash_fwd_sm90_varlen_paged_bf16_d128_128x128s2");
+        assert_eq!(paged(false, sm90::CONFIGS[3], Flavor::Plain).to_string(), "flash_fwd_sm90_paged_bf16_d64_128x128s3");
+        assert!(paged(false, sm90::CONFIGS[2], Flavor::Plain).is_instantiated() && !paged(true, sm90::CONFIGS[1], Flavor::Plain).replaceable());
+        // Paged: their table's configurations, plain attention only.
+        assert!(!paged(false, sm90::CONFIGS[0], Flavor::Plain).is_instantiated() && !paged(false, sm90::CONFIGS[8], Flavor::Plain).is_instantiated());
+        assert!(!paged(false, sm90::CONFIGS[1], Flavor::Mods).is_instantiated() && !paged(true, sm90::CONFIGS[1], Flavor::Sparse).is_instantiated());
+        let serial = Kernel::Sm90 { inputs: None, dtype: DType::Bf16, varlen: false, paged: false, config: sm90::CONFIGS[5], flavor: Flavor::Plain };
         assert_eq!(serial.to_string(), "flash_fwd_sm90_bf16_d128_128x128s2_serial");
         let bwd = Kernel::Bwd { dtype: DType::Bf16, step: BwdStep::Main { config: BWD_CONFIGS[1], accum: AccumLayout::Rows, flavor: Flavor::Plain } };
         assert_eq!(bwd.to_string(), "flash_bwd_bf16_d128_64x128s3");
@@ -695,7 +712,7 @@ mod tests {
         // FP8 caches: both formats on the split-capable variants' plain tables.
         let fp8 = 2 * Variant::ALL.iter().map(|v| v.fp8_configs().len()).sum::<usize>();
         let mma = fp8 + Variant::ALL.iter().map(|v| v.configs().len() + 2 * v.mods_configs().len()).sum::<usize>();
-        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len() + 2 * sm90::FP8_CONFIGS.len();
+        let sm90 = sm90::CONFIGS.len() + sm90::DEFAULTS.len() + 2 * sm90::PAGED.len() + 4 * sm90::MODS.len() + 5 * sm90::VALUE_DIMS.len() + 2 * sm90::FP8_CONFIGS.len();
         let frag = BWD_CONFIGS.iter().filter(|c| c.fragments()).count();
         assert!(frag > 0 && frag < BWD_CONFIGS.len());
         let mods_frag = BWD_MODS.iter().filter(|&&i| BWD_CONFIGS[i].fragments()).count();
@@ -710,9 +727,9 @@ mod tests {
                     "\t// {MARKER} mma {} {} {} {} {} {} {} {} {}",
                     variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code(), Fp8::code(kv)
                 ),
-                Kernel::Sm90 { dtype, inputs, varlen, config: c, flavor } => std::format!(
+                Kernel::Sm90 { dtype, inputs, varlen, paged, config: c, flavor } => std::format!(
                     "// {MARKER} sm90 {} {} {} {} {} {} {} {} {} {}",
-                    varlen as u32, dtype.code(), c.head_dim, c.head_dim_v, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code(), Fp8::code(inputs)
+                    varlen as u32 + 2 * paged as u32, dtype.code(), c.head_dim, c.head_dim_v, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code(), Fp8::code(inputs)
                 ),
                 Kernel::Bwd { dtype, step } => {
                     let (c, flag) = match step {
@@ -727,10 +744,10 @@ mod tests {
             assert_eq!(Kernel::from_marker(&marker), Some(*k), "{marker}");
         }
         // Not instantiated: a variable-length twin of a non-default, a config from another table.
-        assert!(!Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, config: sm90::CONFIGS[3], flavor: Flavor::Plain }.is_instantiated());
-        assert!(!Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: false, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
+        assert!(!Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: true, paged: false, config: sm90::CONFIGS[3], flavor: Flavor::Plain }.is_instantiated());
+        assert!(!Kernel::Sm90 { inputs: None, dtype: DType::F16, varlen: false, paged: false, config: sm90::CONFIGS[0], flavor: Flavor::Mods }.is_instantiated());
         // FP8 inputs: e4m3 on their own table, plain flavor, not replaceable.
-        let fp8 = |inputs, config, flavor| Kernel::Sm90 { dtype: DType::Bf16, inputs: Some(inputs), varlen: true, config, flavor };
+        let fp8 = |inputs, config, flavor| Kernel::Sm90 { dtype: DType::Bf16, inputs: Some(inputs), varlen: true, paged: false, config, flavor };
         let e4m3 = fp8(Fp8::E4m3, sm90::FP8_CONFIGS[1], Flavor::Plain);
         assert!(e4m3.is_instantiated() && !e4m3.replaceable() && e4m3.kv() == Some(Fp8::E4m3) && e4m3.query_fp8() == Some(Fp8::E4m3));
         assert_eq!(e4m3.to_string(), "flash_fwd_sm90_varlen_bf16_e4m3_d128_192x128s3_serial");

@@ -41,11 +41,14 @@ impl HopperConfig {
     /// TMA-issuing thread needs few): 32 with three consumer warpgroups, so that they get 160
     /// each (FlashAttention-3's split); 40 with two, whose 232 each are already plenty; 56 in
     /// the block-sparse kernels (two consumers), whose producer walks the block mask's lists,
-    /// leaving their consumers 224.
-    pub const fn producer_regs(&self, flavor: Flavor) -> u32 {
-        match (self.consumers, flavor) {
-            (2, Flavor::Sparse) => 56,
-            (2, _) => 40,
+    /// leaving their consumers 224; in the `paged` ones (two consumers, [`PAGED`]), whose
+    /// producer walks the block table, 64, leaving 216, but 56 at head_dim 128, whose
+    /// consumers need their 224 (ptxas spills either warpgroup otherwise).
+    pub const fn producer_regs(&self, flavor: Flavor, paged: bool) -> u32 {
+        match (self.consumers, flavor, paged) {
+            (2, _, true) if self.head_dim != 128 => 64,
+            (2, Flavor::Sparse, _) | (2, _, true) => 56,
+            (2, _, false) => 40,
             _ => 32,
         }
     }
@@ -56,9 +59,9 @@ impl HopperConfig {
     /// Registers per thread each consumer warpgroup claims with `setmaxnreg.inc`: what the
     /// producer leaves of the CTA's registers ([`HopperConfig::initial_regs`] per thread),
     /// shared evenly and rounded down to the multiple of 8 that `setmaxnreg` takes.
-    pub const fn consumer_regs(&self, flavor: Flavor) -> u32 {
+    pub const fn consumer_regs(&self, flavor: Flavor, paged: bool) -> u32 {
         let pool = self.initial_regs() as usize * self.threads();
-        ((pool - 128 * self.producer_regs(flavor) as usize) / (128 * self.consumers)) as u32 & !7
+        ((pool - 128 * self.producer_regs(flavor, paged) as usize) / (128 * self.consumers)) as u32 & !7
     }
     /// Bytes of one 64-column slab of a `rows`-row tile (128-byte rows).
     pub const fn slab_bytes(rows: usize) -> usize {
@@ -233,6 +236,23 @@ pub const fn is_default(c: &HopperConfig) -> bool {
     in_table(&DEFAULTS, c) || is_value_dims(c)
 }
 
+/// Index into [`CONFIGS`] of the paged kernels' configuration for each padded head dimension
+/// (`flash_fwd_sm90_[varlen_]paged_*`: K and V read through a block table, plain attention):
+/// the defaults, but head_dim 64 with two consumer warpgroups. The producer's thread walks the
+/// block table, which takes more registers than three consumers' split leaves it
+/// ([`HopperConfig::producer_regs`]).
+pub const PAGED: [usize; 3] = [3, 1, 2];
+
+/// The paged kernels' configuration for `head_dim` (padded up), if any serves it.
+pub const fn paged_config(head_dim: usize) -> Option<HopperConfig> {
+    of_head_dim(&PAGED, head_dim)
+}
+
+/// True when `c` has paged kernels (fixed-length and variable-length queries).
+pub const fn has_paged(c: &HopperConfig) -> bool {
+    in_table(&PAGED, c)
+}
+
 /// Index into [`CONFIGS`] of the modification kernels' configuration for each padded head
 /// dimension (`flash_fwd_sm90_[varlen_]mods_*`: sliding window, softcap, ALiBi, sinks): the
 /// defaults, but head_dim 64 with two consumer warpgroups (three leave 160 registers each,
@@ -312,16 +332,17 @@ mod tests {
     #[test]
     fn register_splits_fit_the_cta() {
         for c in &CONFIGS {
-            for f in Flavor::ALL {
-                let used = 128 * c.producer_regs(f) as usize + 128 * c.consumers * c.consumer_regs(f) as usize;
+            for (f, paged) in Flavor::ALL.into_iter().flat_map(|f| [(f, false), (f, true)]) {
+                let used = 128 * c.producer_regs(f, paged) as usize + 128 * c.consumers * c.consumer_regs(f, paged) as usize;
                 assert!(used <= c.initial_regs() as usize * c.threads(), "{c:?}: {used}");
-                assert!(c.consumer_regs(f) % 8 == 0 && c.producer_regs(f) % 8 == 0);
-                let want = match (c.consumers, f) {
-                    (2, Flavor::Sparse) => (168, 56, 224),
-                    (2, _) => (168, 40, 232),
+                assert!(c.consumer_regs(f, paged) % 8 == 0 && c.producer_regs(f, paged) % 8 == 0);
+                let want = match (c.consumers, f, paged) {
+                    (2, _, true) if c.head_dim != 128 => (168, 64, 216),
+                    (2, Flavor::Sparse, _) | (2, _, true) => (168, 56, 224),
+                    (2, _, false) => (168, 40, 232),
                     _ => (128, 32, 160),
                 };
-                assert_eq!((c.initial_regs(), c.producer_regs(f), c.consumer_regs(f)), want, "{c:?}");
+                assert_eq!((c.initial_regs(), c.producer_regs(f, paged), c.consumer_regs(f, paged)), want, "{c:?}");
             }
         }
     }

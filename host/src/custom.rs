@@ -204,7 +204,7 @@ mod tests {
         let marker = format!("flashrs-kernel: mma 0 1 {} {} {} {} {} 1 0", c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
         assert_eq!(Kernel::from_marker(&marker), Some(mma));
         let h = sm90::CONFIGS[1];
-        let sm90 = Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: true, config: h, flavor: Flavor::Mods };
+        let sm90 = Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: true, paged: false, config: h, flavor: Flavor::Mods };
         let hopper = format!("flashrs-kernel: sm90 1 0 {} {} {} {} {} {} 1 0", h.head_dim, h.head_dim_v, h.block_n, h.stages, h.consumers, h.pipelined as u32);
         assert_eq!(Kernel::from_marker(&hopper), Some(sm90));
         let ptx = [entry("my_bias", &marker), entry("helper", "nothing"), entry("my_bias_hopper", &hopper)].concat();

@@ -143,21 +143,31 @@ fn bind(plan: &LaunchPlan, params: &mut FwdParams, ws: WorkspaceAddrs) {
     }
 }
 
-/// `cuLaunchKernel` of a plan's kernel: by-value [`FwdParams`], after three tensor maps for
-/// the Hopper kernels.
+/// The tensor maps a Hopper forward kernel takes before its parameters: Q, K and V, and for
+/// the paged kernels V's again in boxes of 8 rows and of 1 row.
+#[derive(Clone, Copy)]
+enum Maps {
+    Three([TensorMapParam; 3]),
+    Paged([TensorMapParam; 5]),
+}
+
+/// `cuLaunchKernel` of a plan's kernel: by-value [`FwdParams`], after the tensor maps of the
+/// Hopper kernels.
 ///
 /// # Safety
 /// `func` is the plan's kernel of the current context's module, `params` valid for its
 /// geometry, `stream` a valid stream of the context.
-unsafe fn launch_raw(d: &Driver, func: Handle, stream: *mut c_void, plan: &LaunchPlan, params: &FwdParams, maps: Option<&[TensorMapParam; 3]>) -> Result<()> {
+unsafe fn launch_raw(d: &Driver, func: Handle, stream: *mut c_void, plan: &LaunchPlan, params: &FwdParams, maps: Option<&Maps>) -> Result<()> {
     let mut params = *params;
     let mut maps = maps.copied();
     let p = &mut params as *mut FwdParams as *mut c_void;
     let map = |m: &mut TensorMapParam| m as *mut TensorMapParam as *mut c_void;
+    let null = std::ptr::null_mut();
     // The driver reads as many arguments as the kernel has parameters.
-    let mut args: [*mut c_void; 4] = match maps.as_mut() {
-        Some([q, k, v]) => [map(q), map(k), map(v), p],
-        None => [p, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()],
+    let mut args: [*mut c_void; 6] = match maps.as_mut() {
+        Some(Maps::Three([q, k, v])) => [map(q), map(k), map(v), p, null, null],
+        Some(Maps::Paged([q, k, v, v8, v1])) => [map(q), map(k), map(v), map(v8), map(v1), p],
+        None => [p, null, null, null, null, null],
     };
     // SAFETY: per this function's contract; `args` point at live values of the parameter types.
     let r = unsafe { (d.launch_kernel)(func, plan.grid, 1, 1, plan.block, 1, 1, plan.smem, stream, args.as_mut_ptr(), std::ptr::null_mut()) };
@@ -218,22 +228,39 @@ pub(crate) fn encode_map(elem: MapElement, ptr: u64, strides: [i64; 3], dims: [u
 
 /// The Q, K and V maps of a Hopper launch. With no keys, K and V are never read (and their
 /// strides were never validated): Q's map stands in for them.
-fn encode_maps(elem: MapElement, plan: &LaunchPlan) -> Result<[TensorMapParam; 3]> {
+///
+/// Paged kernels read K and V as `[head_dim, page_size, heads, num_pages]` (the batch strides
+/// are the page strides) in boxes of `min(page_size, block_n)` rows, so that a box never
+/// crosses a page, and take V's map twice more, in boxes of 8 rows and of 1 row, for the rows
+/// of a sequence's last page (see the device crate's `hopper::producer`).
+fn encode_maps(elem: MapElement, plan: &LaunchPlan) -> Result<Maps> {
     let p = &plan.params;
-    let d = p.head_dim as usize;
+    let (d, dv) = (p.head_dim as usize, p.head_dim_v as usize);
     let (hq, hkv) = (p.heads_q as usize, (p.heads_q / p.group) as usize);
+    let paged = matches!(plan.kernel, Kernel::Sm90 { paged: true, .. });
     // Packed rows (variable-length) are one sequence: the maps end where the buffers' rows do,
     // so the last sequence's tiles read zeros past them.
     let (batch, [rows_q, rows_k]) = match plan.packed_rows {
         Some(rows) => (1, rows),
         None => (p.batch as usize, [p.seqlen_q as usize, p.seqlen_k as usize]),
     };
-    let q = encode_map(elem, p.q, p.q_strides, [batch, rows_q, hq], d, plan.kernel.block_m() as u32)?;
-    if rows_k == 0 {
-        return Ok([q.param(), q.param(), q.param()]);
-    }
+    let q = encode_map(elem, p.q, p.q_strides, [batch, rows_q, hq], d, plan.kernel.block_m() as u32)?.param();
     let bn = plan.kernel.block_n() as u32;
-    let k = encode_map(elem, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
-    let v = encode_map(elem, p.v, p.v_strides, [batch, rows_k, hkv], p.head_dim_v as usize, bn)?;
-    Ok([q.param(), k.param(), v.param()])
+    let no_keys = if paged { p.seqlen_k == 0 } else { rows_k == 0 };
+    match paged {
+        _ if no_keys => Ok(if paged { Maps::Paged([q; 5]) } else { Maps::Three([q; 3]) }),
+        false => {
+            let k = encode_map(elem, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
+            let v = encode_map(elem, p.v, p.v_strides, [batch, rows_k, hkv], dv, bn)?;
+            Ok(Maps::Three([q, k.param(), v.param()]))
+        }
+        true => {
+            let page_size = 1usize << p.page_shift;
+            let dims = [p.last_page as usize + 1, page_size, hkv];
+            let seg = page_size.min(bn as usize) as u32;
+            let k = encode_map(elem, p.k, p.k_strides, dims, d, seg)?;
+            let [v, v8, v1] = [seg, 8, 1].map(|rows| encode_map(elem, p.v, p.v_strides, dims, dv, rows));
+            Ok(Maps::Paged([q, k.param(), v?.param(), v8?.param(), v1?.param()]))
+        }
+    }
 }

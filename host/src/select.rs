@@ -15,7 +15,8 @@
 //!   [`flashrs_abi::Variant`]; decode-shaped calls take 16-row decode tiles where one holds
 //!   their rows.
 //! * **Hopper**: on sm_90a, `Auto` takes the wgmma kernels wherever they can take the call
-//!   (not paged, split or packed, strides a tensor map can describe); `Wgmma` insists.
+//!   (not split or packed, paged only where no decode tile holds the rows, strides a tensor
+//!   map can describe); `Wgmma` insists.
 //! * **Fit**: of a table's configurations for the head dimension, the preferred one that fits
 //!   the target's shared memory (head_dim 256 on sm_80 and sm_86/89, decode tiles of 128 keys
 //!   on sm_86/89).
@@ -151,7 +152,10 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         return Err(shape_err("wgmma path", format!("{} K/V caches run on the mma.sync path", kv.name())));
     }
     if t.arch == Arch::Sm90a && forced.is_none() && kv.is_none() && !matches!(p.kernel, KernelChoice::MmaSync { .. }) {
-        let hopper = if matches!(variant, Variant::Plain | Variant::Varlen) && !pack_gqa {
+        // Paged calls of decode shape keep their decode tiles (a Hopper tile of 128 or more
+        // rows would be mostly padding) unless the call insists on wgmma.
+        let paged_prefill = paged && num_splits == 1 && !decode_tile;
+        let hopper = if (matches!(variant, Variant::Plain | Variant::Varlen) || paged_prefill) && !pack_gqa {
             hopper_kernel(call, wgmma.and_then(|w| w.0), t)
         } else {
             Err(format!("{} calls have no Hopper kernel", variant_name(variant, pack_gqa)))
@@ -159,7 +163,7 @@ pub(crate) fn select(call: &Call, t: &Target, slots: Slots) -> Result<Selection>
         match (hopper, wgmma) {
             (Ok(config), _) => {
                 let persistent = wgmma.and_then(|w| w.1).unwrap_or_else(|| persistent_pays(config.q_buffers(), config.head_dim, p.causal || flavor == Flavor::Sparse, p.seqlen_k));
-                let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, inputs: None, varlen, config, flavor };
+                let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, inputs: None, varlen, paged, config, flavor };
                 return Ok(Selection { kernel, num_splits: 1, pack_gqa: false, persistent });
             }
             (Err(reason), Some(_)) => return Err(shape_err("wgmma path", reason)),
@@ -199,7 +203,7 @@ fn select_fp8(call: &Call, inputs: Fp8, wgmma: Option<(Option<HopperConfig>, Opt
     if !call.empty {
         tma_describable(call).map_err(|reason| shape_err("strides", reason))?;
     }
-    let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, inputs: Some(inputs), varlen: call.packed.is_some(), config, flavor: Flavor::Plain };
+    let kernel = Kernel::Sm90 { dtype: call.bufs.dtype, inputs: Some(inputs), varlen: call.packed.is_some(), paged: false, config, flavor: Flavor::Plain };
     if kernel.smem_bytes() > t.max_smem_per_block as usize {
         return Err(too_big(kernel, t));
     }
@@ -359,7 +363,7 @@ pub(crate) const MAX_STRIDE_BYTES: u64 = 1 << 40;
 /// a dimension of more than one index with stride 0 (a broadcast view) is left to `mma.sync`.
 fn hopper_kernel(call: &Call, forced: Option<HopperConfig>, t: &Target) -> std::result::Result<HopperConfig, String> {
     let p = call.p;
-    let mods = call.mods.is_some();
+    let (mods, paged) = (call.mods.is_some(), call.paged.is_some());
     let (d, dv) = (p.head_dim, p.head_dim_v());
     // A kernel for the pair of head dimensions where there is one, else one as wide as the
     // wider (which zero-fills the narrower's extra columns).
@@ -370,6 +374,7 @@ fn hopper_kernel(call: &Call, forced: Option<HopperConfig>, t: &Target) -> std::
         Some(c) if c.head_dim < d || c.head_dim_v < dv => return Err(format!("head_dim {d} (V {dv}) does not fit {c:?}")),
         Some(c) => c,
         None if mods => native.or(sm90::mods_config(wide)).ok_or_else(|| format!("no Hopper kernel for head_dim {wide}"))?,
+        None if paged => sm90::paged_config(wide).ok_or_else(|| format!("no Hopper kernel for head_dim {wide}"))?,
         None if native.is_none() && short_causal(call) => sm90::SHORT_CAUSAL,
         None if native.is_none() && small_grid(call, t) => sm90::SMALL_GRID,
         None => native.or(sm90::default_config(wide)).ok_or_else(|| format!("no Hopper kernel for head_dim {wide}"))?,
@@ -377,8 +382,11 @@ fn hopper_kernel(call: &Call, forced: Option<HopperConfig>, t: &Target) -> std::
     if mods && !sm90::has_mods(&config) {
         return Err(format!("{config:?} has no kernel with attention modifications"));
     }
-    if call.packed.is_some() && !mods && !sm90::is_default(&config) {
+    if call.packed.is_some() && !mods && !paged && !sm90::is_default(&config) {
         return Err(format!("{config:?} has no variable-length kernel"));
+    }
+    if paged && !sm90::has_paged(&config) {
+        return Err(format!("{config:?} has no paged kernel"));
     }
     if call.empty {
         return Ok(config);
@@ -395,7 +403,7 @@ fn hopper_kernel(call: &Call, forced: Option<HopperConfig>, t: &Target) -> std::
 /// (the pipelined twin: 0.913x, 0.911x, 1.048x).
 fn short_causal(call: &Call) -> bool {
     let p = call.p;
-    p.causal && call.packed.is_none() && call.kernel_head_dim() == 64 && p.seqlen_k <= SHORT_CAUSAL_KEYS
+    p.causal && call.packed.is_none() && call.paged.is_none() && call.kernel_head_dim() == 64 && p.seqlen_k <= SHORT_CAUSAL_KEYS
 }
 
 /// The most keys of a causal call at head_dim 64 that takes [`sm90::SHORT_CAUSAL`].
@@ -410,8 +418,8 @@ pub const SHORT_CAUSAL_KEYS: usize = 1024;
 fn small_grid(call: &Call, t: &Target) -> bool {
     let p = call.p;
     let Some(default) = sm90::default_config(64) else { return false };
-    let default_ctas = p.batch as u128 * p.heads_q as u128 * p.seqlen_q.div_ceil(default.block_m()) as u128;
-    !p.causal && call.packed.is_none() && call.kernel_head_dim() == 64 && default_ctas <= 2 * t.sm_count as u128
+    let default_ctas = (p.batch as u128).saturating_mul(p.heads_q as u128).saturating_mul(p.seqlen_q.div_ceil(default.block_m()) as u128);
+    !p.causal && call.packed.is_none() && call.paged.is_none() && call.kernel_head_dim() == 64 && default_ctas <= 2 * t.sm_count as u128
 }
 
 /// Whether TMA can read the call's Q, K, V and output (and so dO, laid out like it): tensor
@@ -424,6 +432,8 @@ pub(crate) fn tma_describable(call: &Call) -> std::result::Result<(), String> {
         Some(v) => ([1, v.total_q], [1, v.total_k]),
         None => ([p.batch, p.seqlen_q], [p.batch, p.seqlen_k]),
     };
+    // Paged caches: pages of rows (their strides are the batch strides).
+    let [bk, sk] = call.paged.map_or([bk, sk], |pg| [pg.pages.num_pages, pg.pages.page_size]);
     let extents = [[bq, sq, p.heads_q], [bk, sk, p.heads_kv], [bk, sk, p.heads_kv], [bq, sq, p.heads_q]];
     for ((name, strides), extents) in ["q", "k", "v", "out"].into_iter().zip(call.strides).zip(extents) {
         if extents.contains(&0) || (!reads_kv && (name == "k" || name == "v")) {

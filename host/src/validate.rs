@@ -9,7 +9,7 @@ use crate::descale::Descale;
 use crate::element::Fp8;
 use crate::error::{Error, Result};
 use crate::layout::{Kv, Offsets, Pages, Rows};
-use crate::params::{AttentionParams, KernelChoice, Strides};
+use crate::params::{AttentionParams, Strides};
 use flashrs_abi::ModParams;
 use flashrs_abi::tiles::MAX_SPLITS;
 
@@ -400,9 +400,6 @@ fn check_pages(p: &AttentionParams, pg: &Pages) -> Result<Pages> {
     if p.seqlen_k > pg.pages_per_seq.saturating_mul(pg.page_size) {
         let reason = format!("{} keys do not fit {} pages of {} rows", p.seqlen_k, pg.pages_per_seq, pg.page_size);
         return Err(shape_err("seqlen_k", reason));
-    }
-    if matches!(p.kernel, KernelChoice::Wgmma { .. }) {
-        return Err(shape_err("wgmma path", "paged calls run on the mma.sync path"));
     }
     Ok(*pg)
 }

@@ -227,7 +227,7 @@ fn non_default_configs() {
                 cases.push((params(4, 1000, 700, 16, d).head_dim_v(dv).heads_kv(4).causal(causal).kernel(choice).build().unwrap(), dtype));
             }
         }
-        let name = Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: false, config, flavor: Flavor::Plain };
+        let name = Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: false, paged: false, config, flavor: Flavor::Plain };
         println!("{name} (head_dim {d}/{dv}, pipelined {}, persistent {persistent}):", config.pipelined);
         check_many(&gpu, &cases);
     }
@@ -242,7 +242,7 @@ fn path_selection() {
     let bufs = Buffers::new(DType::F16, b(0), b(1), b(2), b(3));
     let auto = gpu.plan_forward(&p, &bufs).unwrap();
     let forced = wgmma(p.to_builder()).plan(&bufs, &Target::H100).unwrap();
-    assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: false, config, .. } if config.head_dim == 128), "{}", forced.kernel);
+    assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: false, paged: false, config, .. } if config.head_dim == 128), "{}", forced.kernel);
     if gpu.arch() == flashrs::Arch::Sm90a {
         assert_eq!(auto.kernel, forced.kernel);
         // And it computes the right thing through Auto too.

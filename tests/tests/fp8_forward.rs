@@ -70,7 +70,7 @@ fn fp8_calls_plan_on_the_hopper_fp8_kernels_and_bad_ones_are_typed_errors() {
     for (d, want) in [(64, 0), (128, 1), (256, 2), (96, 1), (48, 0)] {
         let p = params(2, 2048, 2048, 16, d).heads_kv(4).causal(true).build().unwrap();
         let pl = p.plan(&bufs(), &H100).unwrap();
-        assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: Some(Fp8::E4m3), varlen: false, config: sm90::FP8_CONFIGS[want], flavor: flashrs::Flavor::Plain }, "d{d}");
+        assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: Some(Fp8::E4m3), varlen: false, paged: false, config: sm90::FP8_CONFIGS[want], flavor: flashrs::Flavor::Plain }, "d{d}");
         // Persistent where the configuration keeps two Q tiles (not head_dim 256's 128-key
         // tiles): up to 4k keys, and causal at head_dim up to 128; not on long non-causal rows.
         let two_q = sm90::FP8_CONFIGS[want].fp8_q_buffers() == 2;

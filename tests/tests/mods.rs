@@ -51,7 +51,7 @@ fn modification_calls_plan_their_own_kernels() {
         let p = win(params(2, 1000, 1000, 8, d));
         let plan = p.plan(&fake::buffers(), &H100).unwrap();
         let want = sm90::mods_config(d).unwrap();
-        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, config: want, flavor: Flavor::Mods }, "d{d}");
+        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, paged: false, config: want, flavor: Flavor::Mods }, "d{d}");
         assert_eq!(plan.params.mods.window_left, 128);
         for t in [Target::A100, Target::L4] {
             let plan = p.plan(&fake::buffers(), &t).unwrap();
@@ -74,7 +74,7 @@ fn modification_calls_plan_their_own_kernels() {
     // Variable-length: the variable-length modification kernels.
     let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).softcap(30.0).build().unwrap();
     let plan = v.plan(&fake::buffers(), &H100).unwrap();
-    assert!(matches!(plan.kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Mods, .. }), "{:?}", plan.kernel);
+    assert!(matches!(plan.kernel, Kernel::Sm90 { varlen: true, paged: false, flavor: Flavor::Mods, .. }), "{:?}", plan.kernel);
     let plan = v.to_builder().path(KernelPath::MmaSync).build().unwrap().plan(&fake::buffers(), &H100).unwrap();
     assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::Varlen, flavor: Flavor::Mods, .. }), "{:?}", plan.kernel);
     // The softcap's factors and causal masking folded into the window's right side.
@@ -87,7 +87,7 @@ fn modification_calls_plan_their_own_kernels() {
     for d in [64, 128, 256] {
         let sparse = params(2, 1000, 1000, 8, d).block_mask(planning_mask(1, 8, 8, 8)).build().unwrap();
         let plan = sparse.plan(&fake::buffers(), &H100).unwrap();
-        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, config: sm90::mods_config(d).unwrap(), flavor: Flavor::Sparse });
+        assert_eq!(plan.kernel, Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, paged: false, config: sm90::mods_config(d).unwrap(), flavor: Flavor::Sparse });
         let b = plan.params.mods.blocks;
         assert_eq!((b.counts, b.full_counts, b.batch_stride, b.head_stride, b.kv_blocks), (MASK, MASK + (2 << 36), 0, 8, 8));
         let mma = sparse.to_builder().softcap(30.0).path(KernelPath::MmaSync).build().unwrap().plan(&fake::buffers(), &Target::A100).unwrap();
@@ -101,7 +101,7 @@ fn modification_calls_plan_their_own_kernels() {
         assert_eq!((persistent(&long), persistent(&dense)), (d != 256, false), "head_dim {d}");
     }
     let v = AttentionParams::builder().varlen(&[0, 100, 350], &[0, 200, 300]).heads_q(4).head_dim(128).block_mask(planning_mask(2, 1, 2, 2)).build().unwrap();
-    assert!(matches!(v.plan(&fake::buffers(), &H100).unwrap().kernel, Kernel::Sm90 { varlen: true, flavor: Flavor::Sparse, .. }));
+    assert!(matches!(v.plan(&fake::buffers(), &H100).unwrap().kernel, Kernel::Sm90 { varlen: true, paged: false, flavor: Flavor::Sparse, .. }));
 }
 
 /// Bad modifications are typed errors naming the problem, planned or launched (with the

@@ -1,7 +1,8 @@
 //! Paged K/V caches: on the GPU against the CPU reference of the unpaged equivalent (page sizes
-//! 16 to 256, per-sequence key counts, decode and chunked prefill, causal, GQA, split-KV forced
-//! and automatic, every head_dim, wild table contents); and the planner's typed errors for bad
-//! paged calls (no GPU needed). GPU cases skip without a GPU.
+//! 16 to 1024, per-sequence key counts, decode and chunked prefill on both kernel paths,
+//! causal, GQA, split-KV forced and automatic, every head_dim, wild table contents); and the
+//! planner's choices and typed errors for paged calls (no GPU needed). GPU cases skip without
+//! a GPU.
 use flashrs::{AttentionParams, AttentionParamsBuilder, BufferRef, Buffers, DType, Kernel, KernelPath, Offsets, PagedKv, Pages, Rows, Variant};
 use flashrs_tests::expect::{Want, result_matches};
 use flashrs_tests::{H100, gpu_or_skip, params, planning_index, with_splits};
@@ -70,7 +71,8 @@ fn every_head_dim_and_long_caches() {
 #[test]
 fn wild_table_entries_and_counts_stay_inside_the_caches() {
     let Some(gpu) = gpu_or_skip("wild_table_entries_and_counts_stay_inside_the_caches") else { return };
-    for (sq, splits) in [(1, None), (4, Some(3)), (16, Some(1))] {
+    // Prefill-shaped rows (40) run on the Hopper kernels on an H100/H200.
+    for (sq, splits) in [(1, None), (4, Some(3)), (16, Some(1)), (40, None)] {
         let c = PagedCase::new(with_splits(call(4, sq, 900, 8, 2, 128), splits), DType::F16, 16, Some(vec![900, 5, 0, 64]), 1);
         let e = run_paged::<half::f16>(&gpu, &c, TableFill::AllWild);
         println!("wild table, sq {sq}, splits {splits:?}: completed, outputs finite: {}", e.out == 0.0);
@@ -118,7 +120,8 @@ fn planner_refuses_bad_paged_calls() {
         ("seqused_k short", edit(&|pg| pg.seqused_k = Some(table(7 << 36, 3))), Want::TooSmall("seqused_k", 4, 3)),
         ("table overlaps the output", edit(&|pg| pg.block_table = table(4 << 36, 160)), Want::Buffer("out")),
         ("k cache short", geometry(Pages { num_pages: 101, ..pages }), Want::TooSmall("k", 101 * 16 * 8 * 128, 100 * 16 * 8 * 128)),
-        ("wgmma path", ok.clone().path(KernelPath::Wgmma).build().unwrap(), Want::Shape("wgmma path")),
+        ("wgmma path", ok.clone().path(KernelPath::Wgmma).build().unwrap(), Want::Ok),
+        ("wgmma path, split", ok.clone().path(KernelPath::Wgmma).num_splits(2).build().unwrap(), Want::Shape("wgmma path")),
         ("variable-length, a key count past seqlen_k", packed(vec![0, 1, 2, 3, 604]).build().unwrap(), Want::Shape("cu_seqlens_k")),
         ("variable-length, more splits than allowed", packed(vec![]).num_splits(33).build().unwrap(), Want::Shape("num_splits")),
     ];
@@ -135,4 +138,47 @@ fn planner_refuses_bad_paged_calls() {
     assert_eq!(plan.params.block_table, 6 << 36);
     // Batch 4 x 8 KV heads cannot fill 132 SMs: decode splits automatically.
     assert!(plan.split.is_some(), "no automatic split for a 600-key decode of 32 CTAs");
+    // Prefill chunks (more rows than a decode tile holds) take the Hopper kernel of the head
+    // dimension, its K/V maps in boxes within a page; decode rows forced onto it run unsplit.
+    let prefill = call(4, 300, 600, 32, 8, 128).paged(good).build().unwrap();
+    let plan = planned(&prefill, &prefill).unwrap();
+    let want = flashrs::sm90::paged_config(128).unwrap();
+    assert!(matches!(plan.kernel, Kernel::Sm90 { paged: true, varlen: false, config, .. } if config == want), "{}", plan.kernel);
+    assert_eq!(plan.kernel.to_string(), "flash_fwd_sm90_paged_f16_d128_128x128s2");
+    assert_eq!((plan.params.table_stride, plan.params.page_shift, plan.params.last_page, plan.split.is_none()), (40, 4, 99, true));
+    let forced = planned(&ok.to_builder().path(KernelPath::Wgmma).build().unwrap(), &ok).unwrap();
+    assert!(matches!(forced.kernel, Kernel::Sm90 { paged: true, .. }) && forced.split.is_none(), "{}", forced.kernel);
+    let mma = planned(&prefill.to_builder().path(KernelPath::MmaSync).build().unwrap(), &prefill).unwrap();
+    assert!(matches!(mma.kernel, Kernel::Mma { variant: Variant::Paged, .. }), "{}", mma.kernel);
+}
+
+/// Prefill chunks against paged caches on every path this GPU has: on an H100/H200 `Auto` and
+/// `Wgmma` take the Hopper kernels (K and V in TMA boxes within a page, a sequence's last page
+/// of V loaded row-exactly past the NaN its unused rows hold), `MmaSync` the portable ones.
+/// Every page size, ragged key counts (none a multiple of 8 past the page boundaries), causal,
+/// GQA, head dimensions native and padded, V of its own head dimension.
+#[test]
+fn prefill_chunks_on_every_path() {
+    let Some(gpu) = gpu_or_skip("prefill_chunks_on_every_path") else { return };
+    let paths = if gpu.arch() == flashrs::Arch::Sm90a { vec![KernelPath::Auto, KernelPath::Wgmma, KernelPath::MmaSync] } else { vec![KernelPath::Auto] };
+    let dims = [(64, None), (128, None), (256, None), (72, None), (192, Some(128))];
+    let mut cases = Vec::new();
+    for path in paths {
+        for (i, page) in [16, 32, 64, 128, 256, 1024].into_iter().enumerate() {
+            for causal in [false, true] {
+                let (d, dv) = dims[(i + causal as usize) % dims.len()];
+                let dtype = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+                let b = call(3, 150, 700, 4, 2, d).causal(causal).path(path);
+                let b = match dv {
+                    Some(dv) => b.head_dim_v(dv),
+                    None => b,
+                };
+                let used = vec![700, 263, 151];
+                cases.push(PagedCase::new(b.build().unwrap(), dtype, page, Some(used), i % 2));
+            }
+        }
+        // A fresh prompt (as many keys as rows), every sequence at seqlen_k, MQA.
+        cases.push(PagedCase::new(call(2, 517, 517, 4, 1, 128).causal(true).path(path).build().unwrap(), DType::Bf16, 16, None, 0));
+    }
+    check_paged(&gpu, &cases);
 }

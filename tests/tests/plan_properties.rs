@@ -379,7 +379,7 @@ fn read_call(p: &AttentionParams<'static>) -> Result<Model, String> {
                 g.pages_per_seq,
                 g.page_size
             );
-            ensure!(!matches!(p.kernel, KernelChoice::Wgmma { .. }), "a paged call accepted on the wgmma path");
+            // Paged calls run on either path.
             Some(pg)
         }
         Kv::Tensors => None,
@@ -501,6 +501,10 @@ fn sm90_native(d: usize, dv: usize) -> Option<HopperConfig> {
 /// when causal with at most 1024 keys, and (pipelined) when not causal where 192-row tiles would
 /// make at most two CTAs per SM.
 fn sm90_config(m: &Model, p: &AttentionParams, t: &Target) -> Option<HopperConfig> {
+    if m.paged.is_some() {
+        // Paged kernels: their own table (of the wider head dimension).
+        return sm90::paged_config(m.kd);
+    }
     let plain64 = m.mods.is_none() && m.packed.is_none() && m.kd == 64;
     let short = plain64 && p.causal && p.seqlen_k <= 1024;
     let small = plain64 && !p.causal && (p.batch as u128 * p.heads_q as u128 * p.seqlen_q.div_ceil(192) as u128) <= 2 * t.sm_count as u128;
@@ -530,12 +534,15 @@ fn tma_describable(p: &AttentionParams, m: &Model) -> bool {
         None => (p.batch, p.seqlen_q, p.seqlen_k),
     };
     let q_ext = [nb, rows_q, p.heads_q];
-    let k_ext = [nb, rows_k, p.heads_kv];
-    // K and V maps are made wherever there are key rows (packed ones, or the sequences').
-    let kv_mapped = rows_k > 0;
-    let tensors = [(m.strides[0], q_ext, true), (m.strides[1], k_ext, kv_mapped), (m.strides[2], k_ext, kv_mapped), (m.strides[3], q_ext, true)];
-    tensors.iter().all(|&(s, ext, used)| {
-        let st = [if m.packed.is_some() { 0 } else { s.batch }, s.row, s.head];
+    // Paged caches: pages of rows, mapped wherever the call has keys.
+    let (k_ext, kv_mapped) = match m.paged {
+        Some(pg) => ([pg.pages.num_pages, pg.pages.page_size, p.heads_kv], p.seqlen_k > 0),
+        // K and V maps are made wherever there are key rows (packed ones, or the sequences').
+        None => ([nb, rows_k, p.heads_kv], rows_k > 0),
+    };
+    let tensors = [(m.strides[0], q_ext, true, false), (m.strides[1], k_ext, kv_mapped, true), (m.strides[2], k_ext, kv_mapped, true), (m.strides[3], q_ext, true, false)];
+    tensors.iter().all(|&(s, ext, used, kv)| {
+        let st = [if m.packed.is_some() && !(kv && m.paged.is_some()) { 0 } else { s.batch }, s.row, s.head];
         !used || ext.contains(&0) || (0..3).all(|i| ext[i] <= 1 || st[i] < 0 || (st[i] != 0 && (2 * st[i] as i128) < TMA_MAX_STRIDE_BYTES))
     })
 }
@@ -755,17 +762,22 @@ fn verify_kernel(c: &Case, m: &Model, plan: &LaunchPlan) -> Result<(), String> {
                 }
                 _ => ensure!(Some(config) == split_cfg, "config {config:?} of {k} (want the split configuration {split_cfg:?})"),
             }
-            // Auto takes the Hopper kernels on sm_90a wherever they take the call.
-            if matches!(p.kernel, KernelChoice::Auto) && t.arch == Arch::Sm90a && matches!(variant, Variant::Plain | Variant::Varlen) && !plan.packs_gqa {
+            // Auto takes the Hopper kernels on sm_90a wherever they take the call: paged ones
+            // where no decode tile (16 rows) holds the rows and the call is unsplit (no split
+            // asked, and too many rows for an automatic one), 16-bit.
+            let unsplit = splits == 1 && p.num_splits.map_or(p.seqlen_q > 16, |n| n <= 1);
+            let paged_prefill = variant.paged() && unsplit && config.block_m > 16 && !matches!(k, Kernel::Mma { kv: Some(_), .. });
+            if matches!(p.kernel, KernelChoice::Auto) && t.arch == Arch::Sm90a && (matches!(variant, Variant::Plain | Variant::Varlen) || paged_prefill) && !plan.packs_gqa {
                 ensure!(!tma_describable(p, m), "Auto planned {k} on the {tn} although the Hopper kernel takes the call");
             }
         }
-        Kernel::Sm90 { varlen, config, .. } => {
-            ensure!(varlen == m.packed.is_some() && m.paged.is_none(), "Hopper kernel {k} for {:?}", p.layout);
+        Kernel::Sm90 { varlen, paged, config, .. } => {
+            ensure!(varlen == m.packed.is_some() && paged == m.paged.is_some(), "Hopper kernel {k} for {:?}", p.layout);
             ensure!(splits == 1, "{splits} splits on {k}");
+            ensure!(!paged || (sm90::has_paged(&config) && !mods), "paged Hopper kernel of a configuration without one: {k}");
             // Plain: only the defaults have variable-length twins; modifications: the modification
             // configurations, fixed-length and variable-length alike.
-            ensure!(mods || !varlen || sm90::is_default(&config), "variable-length Hopper kernel of a non-default configuration: {k}");
+            ensure!(mods || paged || !varlen || sm90::is_default(&config), "variable-length Hopper kernel of a non-default configuration: {k}");
             ensure!(!mods || sm90::has_mods(&config), "Hopper kernel with modifications in a configuration without them: {k}");
             if matches!(p.kernel, KernelChoice::Auto) {
                 let want = sm90_config(m, p, t);
@@ -1102,8 +1114,15 @@ fn verify_tensor_maps(plan: &LaunchPlan) -> Result<(), String> {
     };
     let (d, dv) = (f.head_dim as usize, f.head_dim_v as usize);
     map("q", f.q, f.q_strides, [d, batch, rows_q, f.heads_q as usize], bm)?;
-    if rows_k > 0 {
-        let hkv = (f.heads_q / f.group) as usize;
+    let hkv = (f.heads_q / f.group) as usize;
+    if matches!(plan.kernel, Kernel::Sm90 { paged: true, .. }) {
+        // Pages of rows, in boxes that never cross a page.
+        if f.seqlen_k > 0 {
+            let (pages, page) = (f.last_page as usize + 1, 1usize << f.page_shift);
+            map("k", f.k, f.k_strides, [d, pages, page, hkv], page.min(bn))?;
+            map("v", f.v, f.v_strides, [dv, pages, page, hkv], page.min(bn))?;
+        }
+    } else if rows_k > 0 {
         map("k", f.k, f.k_strides, [d, batch, rows_k, hkv], bn)?;
         map("v", f.v, f.v_strides, [dv, batch, rows_k, hkv], bn)?;
     }
@@ -2646,10 +2665,13 @@ fn paged_case(rng: &mut StdRng) -> Case {
             let own: Vec<TileConfig> = SPLIT_CONFIGS.iter().copied().filter(|c| c.head_dim == pd && fits(c, &t)).collect();
             edit(&mut p, |b| b.config(pick(rng, &own)));
         }
+        3 if t.arch == Arch::Sm90a => p.kernel = KernelChoice::Wgmma { config: None, persistent: None },
         _ => {}
     }
     if rng.random_bool(0.4) {
-        p.num_splits = Some(rng.random_range(0..=32));
+        // The wgmma path runs unsplit.
+        let most = if matches!(p.kernel, KernelChoice::Wgmma { .. }) { 1 } else { 32 };
+        p.num_splits = Some(rng.random_range(0..=most));
     }
     let (tq, _) = totals(&p);
     let sq = p.seqlen_q;
@@ -2831,13 +2853,9 @@ fn inject_paged(rng: &mut StdRng, c: &mut Case) -> Option<Fault> {
             buf_mut(&mut c.b, i).len = need - 1;
             ("cache one element short", Want::TooSmall(TENSORS[i], need as u64, need as u64 - 1), Accepted)
         }
-        11 => {
+        11 if c.t.arch != Arch::Sm90a => {
             c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None };
-            if rng.random_bool(0.3) {
-                // The wgmma path is refused first, V of K's head_dim or not.
-                c.p.head_dim_v = Some(other_dim_v(rng, d));
-            }
-            ("paged call on the wgmma path", Want::Shape("wgmma path"), Same)
+            ("paged wgmma path on a GPU without sm_90a", Want::PathUnavailable("wgmma"), Same)
         }
         12 => {
             // Paged calls take the split table's configuration (the forced one where it is of
@@ -3076,8 +3094,9 @@ impl Stats {
         self.native += matches!(plan.kernel, Kernel::Sm90 { config, .. } if config.head_dim_v != config.head_dim) as usize;
         *self.targets.entry(target_name(&c.t)).or_default() += 1;
         let kind = match plan.kernel {
-            Kernel::Sm90 { varlen: false, .. } => "sm90",
-            Kernel::Sm90 { varlen: true, .. } => "sm90 varlen",
+            Kernel::Sm90 { varlen: false, paged: false, .. } => "sm90",
+            Kernel::Sm90 { varlen: true, paged: false, .. } => "sm90 varlen",
+            Kernel::Sm90 { paged: true, .. } => "sm90 paged",
             Kernel::Mma { variant: Variant::Plain, .. } => "plain",
             Kernel::Mma { variant: Variant::Varlen, .. } => "varlen",
             Kernel::Mma { variant: Variant::Split, .. } => "split",
@@ -3502,7 +3521,7 @@ fn other_dtype(k: Kernel) -> Kernel {
     let flip = |d: DType| if d == DType::F16 { DType::Bf16 } else { DType::F16 };
     match k {
         Kernel::Mma { dtype, kv, variant, config, flavor } => Kernel::Mma { dtype: flip(dtype), kv, variant, config, flavor },
-        Kernel::Sm90 { dtype, inputs, varlen, config, flavor } => Kernel::Sm90 { dtype: flip(dtype), inputs, varlen, config, flavor },
+        Kernel::Sm90 { dtype, inputs, varlen, paged, config, flavor } => Kernel::Sm90 { dtype: flip(dtype), inputs, varlen, paged, config, flavor },
         Kernel::Bwd { dtype, step } => Kernel::Bwd { dtype: flip(dtype), step },
         Kernel::Merge { dtype } => Kernel::Merge { dtype: flip(dtype) },
     }
@@ -3758,7 +3777,9 @@ fn model_rejects_wrong_plans() {
             if g.pages_per_seq * g.page_size < MAX_SEQLEN {
                 edits.push(("keys past the table row", "keys accepted for table rows", Box::new(move |c, _| c.p.seqlen_k = g.pages_per_seq * g.page_size + 1)));
             }
-            edits.push(("paged on the wgmma path", "on the wgmma path", Box::new(|c, _| c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None })));
+            if matches!(plan.kernel, Kernel::Mma { .. }) {
+                edits.push(("an mma.sync kernel on the wgmma path", "the wgmma path planned", Box::new(|c, _| c.p.kernel = KernelChoice::Wgmma { config: None, persistent: None })));
+            }
         }
         if let (KernelChoice::MmaSync { config: Some(forced) }, Kernel::Mma { dtype, kv: None, variant: Variant::Plain, flavor: Flavor::Plain, .. }) = (c.p.kernel, plan.kernel) {
             let other = CONFIGS.iter().copied().find(|k| *k != forced && k.head_dim >= m.kd && fits(k, &c.t));
@@ -3766,13 +3787,20 @@ fn model_rejects_wrong_plans() {
                 edits.push(("forced config ignored", "forced config", Box::new(move |_, pl| with_kernel(pl, Kernel::Mma { dtype, kv: None, variant: Variant::Plain, config: other, flavor: Flavor::Plain }))));
             }
         }
-        if let Kernel::Sm90 { dtype, varlen, flavor, .. } = plan.kernel {
+        if let Kernel::Sm90 { dtype, varlen, paged, flavor, .. } = plan.kernel {
             edits.push(("Hopper kernel on an sm_80 target", "no sm_90a module", Box::new(|c, pl| (c.t, pl.arch) = (Target::A100, Arch::Sm80))));
             edits.push(("persistence flipped", "persistent", Box::new(|_, pl| pl.persistent = !pl.persistent)));
             if varlen {
                 edits.push(("packed rows dropped", "packed rows", Box::new(|_, pl| pl.packed_rows = None)));
             }
-            if matches!(c.p.kernel, KernelChoice::Auto) {
+            if paged {
+                // Caught as a kernel not instantiated, or one for another layout.
+                edits.push(("paged Hopper kernel for an unpaged call", "kernel", Box::new(|_, pl| {
+                    let Kernel::Sm90 { paged, .. } = &mut pl.kernel else { unreachable!() };
+                    *paged = false;
+                })));
+            }
+            if matches!(c.p.kernel, KernelChoice::Auto) && !paged {
                 // Auto on sm_90a planned mma.sync for a call the Hopper kernel takes.
                 let t = c.t;
                 let (d, rows) = (m.kd, c.p.seqlen_q);
@@ -3847,9 +3875,9 @@ fn mods_edits(c: &Case, m: &Model, plan: &LaunchPlan, edits: &mut Vec<PlanEdit>)
             let other = table.or_else(|| CONFIGS.iter().copied().find(|k| same(k) && !MODS_CONFIGS.contains(k)).map(|k| (k, "not instantiated")));
             other.map(|(config, want)| (Kernel::Mma { dtype, kv: None, variant, config, flavor }, want))
         }
-        Kernel::Sm90 { dtype, inputs, varlen, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
+        Kernel::Sm90 { dtype, inputs, varlen, paged: false, config, flavor: flavor @ (Flavor::Mods | Flavor::Sparse) } => {
             let other = sm90::CONFIGS.iter().copied().find(|k| k.head_dim == config.head_dim && *k != config);
-            other.map(|config| (Kernel::Sm90 { dtype, inputs, varlen, config, flavor }, "not instantiated"))
+            other.map(|config| (Kernel::Sm90 { dtype, inputs, varlen, paged: false, config, flavor }, "not instantiated"))
         }
         _ => None,
     };

@@ -198,11 +198,17 @@ fn sanitize_paged() {
         PagedCase::new(call(1, None), DType::F16, 16, Some(vec![300, 0, 17]), 1),
         PagedCase::new(call(5, Some(3)), DType::F16, 64, Some(vec![1, 299, 64]), 0),
         PagedCase::new(call(1, Some(1)), DType::Bf16, 256, None, 0),
+        // Prefill chunks: the Hopper kernels on an H100/H200 (TMA boxes within pages, V's last
+        // page row by row).
+        PagedCase::new(call(40, None), DType::Bf16, 16, Some(vec![300, 0, 17]), 1),
+        PagedCase::new(call(40, None), DType::F16, 256, Some(vec![1, 299, 64]), 0),
     ];
     check_paged(&gpu, &cases);
     // Wild table entries and counts: the kernel must stay inside the caches.
-    let e = run_paged::<half::f16>(&gpu, &PagedCase::new(call(4, Some(2)), DType::F16, 16, Some(vec![300, 5, 0]), 1), TableFill::AllWild);
-    assert_eq!(e.out, 0.0, "non-finite output with a wild table (seed {})", e.seed);
+    for (sq, splits) in [(4, Some(2)), (40, None)] {
+        let e = run_paged::<half::f16>(&gpu, &PagedCase::new(call(sq, splits), DType::F16, 16, Some(vec![300, 5, 0]), 1), TableFill::AllWild);
+        assert_eq!(e.out, 0.0, "non-finite output with a wild table, {sq} rows (seed {})", e.seed);
+    }
 }
 
 #[test]

@@ -139,7 +139,7 @@ fn forced_configurations_fit_or_are_refused_at_plan_time() {
         for persistent in [false, true] {
             let p = params(2, 1000, 700, 4, c.head_dim).head_dim_v(c.head_dim_v).kernel(KernelChoice::Wgmma { config: Some(c), persistent: Some(persistent) }).build().unwrap();
             let pl = plan(&p, DType::F16, &Target::H100).unwrap();
-            assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: false, config: c, flavor: Flavor::Plain });
+            assert_eq!(pl.kernel, Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: false, paged: false, config: c, flavor: Flavor::Plain });
             assert_eq!(pl.persistent, persistent);
             check_fits(&format!("{c:?}"), &pl, &Target::H100);
         }

@@ -82,25 +82,28 @@ fn many_sequences_upload_their_offsets_in_several_launches() {
 /// block_table=...)` call): decode rows (one query row against a long cache), chunked-prefill
 /// chunks (a chunk of query rows at the end of a longer cache), a fresh prompt and an empty
 /// sequence; every page size, key counts passed each of the three ways, offsets on the host
-/// and on the GPU, GQA, every head dimension, causal and not.
+/// and on the GPU, GQA, every head dimension, causal and not; on each path (the Hopper kernels
+/// on an H100/H200).
 #[test]
 fn paged_varlen_mixes_decode_rows_and_prefill_chunks() {
     let Some(gpu) = gpu_or_skip("paged_varlen_mixes_decode_rows_and_prefill_chunks") else { return };
     let lens = [(1, 1500), (37, 300), (1, 1), (256, 256), (0, 40), (129, 700), (1, 16)];
     let mut cases = Vec::new();
-    for (i, page_size) in [16, 64, 256].into_iter().enumerate() {
-        for counts in [KeyCounts::SequsedK, KeyCounts::KeyOffsets, KeyCounts::Longest] {
-            for device_offsets in [false, true] {
-                let d = [64, 128, 256][i];
-                let dtype = if device_offsets { DType::Bf16 } else { DType::F16 };
-                let c = case(&lens, 8, 2, d, counts != KeyCounts::Longest || i != 1, dtype);
-                cases.push(VarlenCase { device_offsets, kv: VarlenKv::Paged { page_size, counts }, ..c });
+    for path in paths(&gpu) {
+        for (i, page_size) in [16, 64, 256].into_iter().enumerate() {
+            for counts in [KeyCounts::SequsedK, KeyCounts::KeyOffsets, KeyCounts::Longest] {
+                for device_offsets in [false, true] {
+                    let d = [64, 128, 256][i];
+                    let dtype = if device_offsets { DType::Bf16 } else { DType::F16 };
+                    let c = case(&lens, 8, 2, d, counts != KeyCounts::Longest || i != 1, dtype);
+                    cases.push(VarlenCase { path, device_offsets, kv: VarlenKv::Paged { page_size, counts }, ..c });
+                }
             }
         }
+        // MQA with padded head_dim.
+        let c = case(&lens, 6, 1, 72, true, DType::F16);
+        cases.push(VarlenCase { path, device_offsets: true, kv: VarlenKv::Paged { page_size: 32, counts: KeyCounts::SequsedK }, ..c });
     }
-    // MQA with padded head_dim.
-    let c = case(&lens, 6, 1, 72, true, DType::F16);
-    cases.push(VarlenCase { device_offsets: true, kv: VarlenKv::Paged { page_size: 32, counts: KeyCounts::SequsedK }, ..c });
     check_varlen_many(&gpu, &cases);
 }
 
@@ -232,7 +235,7 @@ fn plan_validates_offsets_and_packed_extents() {
     // On an H100 the Hopper kernel: the packed rows as one sequence, the grid sized for the
     // longest sequence (3 sequences x 4 heads x 1 block of 192 rows).
     let h = p.plan(&bufs(nq, nk, nl), &H100).unwrap();
-    assert!(matches!(h.kernel, Kernel::Sm90 { varlen: true, .. }), "{}", h.kernel);
+    assert!(matches!(h.kernel, Kernel::Sm90 { varlen: true, paged: false, .. }), "{}", h.kernel);
     assert_eq!((h.packed_rows, h.tiles), (Some([30, 20]), 3 * 4));
     // Buffers one element short of the packed totals are refused.
     for b in [bufs(nq - 1, nk, nl), bufs(nq, nk - 1, nl), bufs(nq, nk, nl - 1)] {
@@ -280,7 +283,7 @@ fn plan_splits_decode_shaped_varlen_calls() {
     assert_eq!(unsplit.plan(&bufs(nq, nk, nl), &H100).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x128w4s2");
     assert_eq!(unsplit.plan(&bufs(nq, nk, nl), &Target::L4).unwrap().kernel.to_string(), "flash_fwd_varlen_split_f16_d128_16x64w4s2");
     let forced = one.path(KernelPath::Wgmma).build().unwrap().plan(&bufs(nq, nk, nl), &H100).unwrap();
-    assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: true, .. }), "{}", forced.kernel);
+    assert!(matches!(forced.kernel, Kernel::Sm90 { varlen: true, paged: false, .. }), "{}", forced.kernel);
 }
 
 /// Offsets on the GPU: the plan points the kernel at them (no upload), sizes the packed
@@ -325,7 +328,7 @@ fn plan_takes_device_offsets_and_names_their_problems() {
 }
 
 /// Paged variable-length calls: the queries packed, K and V from the cache (page strides kept),
-/// key offsets optional; the kernel is the paged variable-length one, on mma.sync.
+/// key offsets optional; the kernel is the paged variable-length one, on Hopper or mma.sync.
 #[test]
 fn plan_pages_the_keys_of_packed_queries() {
     let idx = flashrs_tests::planning_index;
@@ -337,7 +340,11 @@ fn plan_pages_the_keys_of_packed_queries() {
         let flashrs::TensorLens { q: nq, k: nk, lse: nl, .. } = p.contiguous_lens().unwrap();
         assert_eq!((nq, nk, nl), (40 * 8 * 128, 40 * 16 * 2 * 128, 8 * 40));
         let b = bufs(nq, nk, nl);
-        let plan = p.plan(&b, &H100).expect("valid paged varlen call");
+        // Prefill chunks (38 rows) take the Hopper kernel; mma.sync's when asked.
+        let hopper = p.plan(&b, &H100).expect("valid paged varlen call");
+        assert!(matches!(hopper.kernel, Kernel::Sm90 { varlen: true, paged: true, .. }), "{}", hopper.kernel);
+        assert_eq!((hopper.params.k_strides, hopper.packed_rows), (p.plan(&b, &H100).unwrap().params.k_strides, Some([40, 0])));
+        let plan = call.clone().path(KernelPath::MmaSync).build().unwrap().plan(&b, &H100).expect("valid paged varlen call");
         assert!(matches!(plan.kernel, Kernel::Mma { variant: Variant::VarlenPaged, .. }), "{}", plan.kernel);
         assert_eq!(plan.params.k_strides[0], 16 * 2 * 128, "page stride kept");
         assert_eq!(plan.params.q_strides[0], 0, "queries packed");
@@ -345,6 +352,8 @@ fn plan_pages_the_keys_of_packed_queries() {
         let split = call.clone().num_splits(2).build().unwrap().plan(&b, &H100).expect("paged varlen calls split too");
         assert_eq!(split.split.as_ref().map(|s| s.num_splits), Some(2));
         assert!(matches!(split.kernel, Kernel::Mma { variant: Variant::VarlenPaged, .. }), "{}", split.kernel);
-        assert!(call.path(KernelPath::Wgmma).build().unwrap().plan(&b, &H100).is_err(), "paged calls run on mma.sync");
+        let wgmma = call.clone().path(KernelPath::Wgmma).build().unwrap().plan(&b, &H100).expect("paged calls on wgmma");
+        assert_eq!(wgmma.kernel, hopper.kernel);
+        assert!(call.path(KernelPath::Wgmma).num_splits(2).build().unwrap().plan(&b, &H100).is_err(), "split calls run on mma.sync");
     }
 }

@@ -643,9 +643,9 @@ mod tests {
                 ptx += &format!("\t// begin inline asm\n\t// flashrs-kernel: mma {} {} {} {} {} {} {} {} {}\n\t// end inline asm\n",
                     variant.code(), dtype.code(), c.head_dim, c.block_m, c.block_n, c.warps, c.stages, flavor.code(), flashrs_abi::Fp8::code(*kv));
             }
-            if let Some(Kernel::Sm90 { dtype, inputs, varlen, config: c, flavor }) = k {
+            if let Some(Kernel::Sm90 { dtype, inputs, varlen, paged, config: c, flavor }) = k {
                 ptx += &format!("\t// flashrs-kernel: sm90 {} {} {} {} {} {} {} {} {} {}\n",
-                    *varlen as u32, dtype.code(), c.head_dim, c.head_dim_v, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code(),
+                    *varlen as u32 + 2 * *paged as u32, dtype.code(), c.head_dim, c.head_dim_v, c.block_n, c.stages, c.consumers, c.pipelined as u32, flavor.code(),
                     flashrs_abi::Fp8::code(*inputs));
             }
             if let Some(Kernel::Bwd { dtype, step }) = k {

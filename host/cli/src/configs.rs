@@ -49,7 +49,7 @@ pub fn config_tag(c: &Config) -> String {
     match c {
         Config::Mma(c) => tag(c),
         Config::Hopper(c) => {
-            let name = Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, config: *c, flavor: Flavor::Plain }.to_string();
+            let name = Kernel::Sm90 { dtype: DType::Bf16, inputs: None, varlen: false, paged: false, config: *c, flavor: Flavor::Plain }.to_string();
             name.trim_start_matches("flash_fwd_sm90_bf16_").to_string()
         }
     }
@@ -119,7 +119,7 @@ mod tests {
         }
         for c in &flashrs::sm90::CONFIGS {
             let t = config_tag(&Config::Hopper(*c));
-            assert!(Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: false, config: *c, flavor: Flavor::Plain }.to_string().ends_with(&format!("_{t}")), "{t}");
+            assert!(Kernel::Sm90 { dtype: DType::F16, inputs: None, varlen: false, paged: false, config: *c, flavor: Flavor::Plain }.to_string().ends_with(&format!("_{t}")), "{t}");
             assert_eq!(parse_tag(&t), Ok(Config::Hopper(*c)));
         }
         assert_eq!(parse_tag("d64_192x128s3"), Ok(Config::Hopper(flashrs::sm90::CONFIGS[0])));

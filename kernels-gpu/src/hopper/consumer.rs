@@ -296,7 +296,8 @@ unsafe fn mainloop_pipelined<
 }
 
 /// Runs consumer warpgroup `wg` (0-based among the `BM / 64` consumers) over the CTA's work
-/// tiles (`VARLEN`: of a variable-length launch); `tid` is the thread's index in the warpgroup.
+/// tiles (`VARLEN`: of a variable-length launch; `PAGED`: over paged caches, whose key counts
+/// come from `seqused_k`); `tid` is the thread's index in the warpgroup.
 #[inline(always)]
 pub unsafe fn run<
     I: Operands,
@@ -314,6 +315,7 @@ pub unsafe fn run<
     const KP: usize,
     const PIPELINED: bool,
     const VARLEN: bool,
+    const PAGED: bool,
 >(
     p: &FwdParams,
     smem: Smem<D, DV, BM, BN, STAGES, EB>,
@@ -329,8 +331,8 @@ pub unsafe fn run<
     // A tile's work, its loaded lengths and block counts made visibly warp-uniform
     // ([`Work::warp_uniform`]).
     let work_of = |tile: u32| {
-        let work = work_for_tile::<BM, BN, VARLEN, M>(p, tile);
-        if VARLEN || work.blocks.is_some() { work.warp_uniform() } else { work }
+        let work = work_for_tile::<BM, BN, VARLEN, PAGED, M>(p, tile);
+        if VARLEN || PAGED || work.blocks.is_some() { work.warp_uniform() } else { work }
     };
     let mut i = 0u32;
     loop {

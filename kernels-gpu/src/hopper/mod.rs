@@ -47,7 +47,8 @@ use crate::dtype::{Bf16, F16};
 use crate::mask::Mask;
 use crate::mods::{Builtin, MaskMod, Plain, ScoreMod, Sparse, Window};
 use flashrs_abi::FwdParams;
-use crate::arch::smem::st_shared_b32;
+use crate::arch::fence::fence_proxy_async_shared_cta;
+use crate::arch::smem::{st_shared_b32, st_shared_v4};
 use crate::dtype::Element;
 use gemm::Operands;
 use pipeline::{empty_arrivals, init_barriers};
@@ -72,9 +73,10 @@ pub fn entry_directives<const THREADS: usize>() {
 /// output; at most `D`), query rows per CTA `BM` (64 per consumer warpgroup), keys per stage
 /// `BN`, `STAGES`, the derived register counts `SN = BN/2` (scores), `ON = DV/2` (output) and `KP = BN * EB / 32` (P's k-steps), which stable Rust
 /// cannot compute in array types, the warpgroups' register budgets after `setmaxnreg`
-/// (producer `PREGS`, each consumer `CREGS`), the consumer schedule (see [`consumer`]), and
+/// (producer `PREGS`, each consumer `CREGS`), the consumer schedule (see [`consumer`]),
 /// `VARLEN`: packed variable-length batches (per-sequence extents from the offsets arrays; a
-/// twin of the fixed-length kernel, which thus keeps its lengths in parameters). `S` and `M`
+/// twin of the fixed-length kernel, which thus keeps its lengths in parameters), and `PAGED`:
+/// K and V from paged caches through the block table (see [`producer`]). `S` and `M`
 /// are the score modification and the mask ([`crate::mods`]): [`Plain`] and [`Mask`] for
 /// plain attention. Entry points instantiate it through [`crate::sm90_forward_kernel`].
 #[inline(always)]
@@ -95,6 +97,7 @@ pub unsafe fn flash_fwd_sm90<
     const CREGS: u32,
     const PIPELINED: bool,
     const VARLEN: bool,
+    const PAGED: bool,
     const EB: usize,
 >(
     maps: Maps,
@@ -114,6 +117,19 @@ pub unsafe fn flash_fwd_sm90<
     if !(tensor_map_aligned(maps.q) && tensor_map_aligned(maps.k) && tensor_map_aligned(maps.v)) {
         unsafe { core::arch::nvptx::trap() };
     }
+    if PAGED {
+        // V rows a paged launch does not load keep what the stage held (see [`producer`]):
+        // never garbage, so zeros to begin with, written before the TMA unit's first fill.
+        let threads = 128 + 2 * BM as u32;
+        let mut at = 16 * tid;
+        while at < (STAGES * BN * DV * EB) as u32 {
+            unsafe { st_shared_v4(smem.v(0) + at, [0; 4]) };
+            at += 16 * threads;
+        }
+        fence_proxy_async_shared_cta();
+    }
+    // Paged launches whose loads four threads share: two arrivals (K's or V's two halves).
+    let fills = if PAGED && producer::paged_shared::<BN>(p) { 2 } else { 1 };
     init_barriers(tid, || {
         let empty = empty_arrivals(BM / 64);
         unsafe {
@@ -122,8 +138,8 @@ pub unsafe fn flash_fwd_sm90<
                 mbarrier_init(smem.q_empty(b), empty);
             }
             for s in 0..STAGES as u32 {
-                mbarrier_init(smem.k_full(s), 1);
-                mbarrier_init(smem.v_full(s), 1);
+                mbarrier_init(smem.k_full(s), fills);
+                mbarrier_init(smem.v_full(s), fills);
                 mbarrier_init(smem.k_empty(s), empty);
                 // FP8: the transposing threads release V as loaded; the consumers its transpose.
                 mbarrier_init(smem.v_empty(s), if EB == 1 { transpose::THREADS } else { empty });
@@ -135,13 +151,22 @@ pub unsafe fn flash_fwd_sm90<
             if EB == 1 {
                 st_shared_b32(smem.done_slot(), 0);
             }
+            if PAGED {
+                for b in 0..Smem::<D, DV, BM, BN, STAGES, EB>::Q_BUFFERS {
+                    mbarrier_init(smem.tile_posted(b), 1);
+                }
+            }
         }
     });
     let warpgroup = warp_id() / 4;
     if warpgroup == 0 {
         setmaxnreg_dec::<PREGS>();
         if tid == 0 {
-            unsafe { producer::run::<D, DV, BM, BN, STAGES, EB, VARLEN, M>(maps, smem, p) };
+            unsafe { producer::run::<D, DV, BM, BN, STAGES, EB, VARLEN, PAGED, M>(maps, smem, p) };
+        } else if PAGED && EB == 2 && tid % 32 == 0 {
+            // `EB == 2` here: the same plan, under the type the paged loads take.
+            let plan = Smem::<D, DV, BM, BN, STAGES, 2>::new(dsmem_base_1024());
+            unsafe { producer::run_helper::<D, DV, BM, BN, STAGES, VARLEN, M>(maps, plan, tid / 32, p) };
         } else if EB == 1 && tid >= 32 {
             // `EB == 1` here: the same plan, under the type the transposer takes.
             let fp8 = Smem::<D, DV, BM, BN, STAGES, 1>::new(dsmem_base_1024());
@@ -149,7 +174,7 @@ pub unsafe fn flash_fwd_sm90<
         }
     } else {
         setmaxnreg_inc::<CREGS>();
-        unsafe { consumer::run::<I, T, S, M, D, DV, BM, BN, STAGES, EB, SN, ON, KP, PIPELINED, VARLEN>(p, smem, warpgroup - 1, tid % 128) };
+        unsafe { consumer::run::<I, T, S, M, D, DV, BM, BN, STAGES, EB, SN, ON, KP, PIPELINED, VARLEN, PAGED>(p, smem, warpgroup - 1, tid % 128) };
     }
 }
 
@@ -164,24 +189,32 @@ pub unsafe fn flash_fwd_sm90<
 #[macro_export]
 macro_rules! sm90_forward_kernel {
     ($name:ident, $t:ty, $cfg:expr, $varlen:literal, $flavor:ident, $score:ty, $mask:ty) => {
-        $crate::sm90_forward_kernel!(@entry $name, $t, $t, $crate::abi::sm90::CONFIGS[$cfg], $varlen, $flavor, $score, $mask, 2);
+        $crate::sm90_forward_kernel!(@entry $name, $t, $t, $crate::abi::sm90::CONFIGS[$cfg], $varlen, false, $flavor, $score, $mask, 2);
     };
     // FP8 (e4m3) Q, K and V, output `$t`: configuration `$cfg` of [`flashrs_abi::sm90::FP8_CONFIGS`], plain.
     (@fp8 $name:ident, $t:ty, $cfg:expr, $varlen:literal) => {
-        $crate::sm90_forward_kernel!(@entry $name, $crate::dtype::E4m3, $t, $crate::abi::sm90::FP8_CONFIGS[$cfg], $varlen, Plain,
+        $crate::sm90_forward_kernel!(@entry $name, $crate::dtype::E4m3, $t, $crate::abi::sm90::FP8_CONFIGS[$cfg], $varlen, false, Plain,
             $crate::mods::Plain, $crate::mask::Mask, 1);
     };
-    (@entry $name:ident, $inputs:ty, $t:ty, $config:expr, $varlen:literal, $flavor:ident, $score:ty, $mask:ty, $eb:literal) => {
+    // K and V from paged caches, plain attention: two more maps, V's 8-row and 1-row boxes.
+    (@paged $name:ident, $t:ty, $cfg:expr, $varlen:literal) => {
+        $crate::sm90_forward_kernel!(@entry $name, $t, $t, $crate::abi::sm90::CONFIGS[$cfg], $varlen, true, Plain,
+            $crate::mods::Plain, $crate::mask::Mask, 2, _v8, _v1);
+    };
+    (@rows $name:ident) => { [core::ptr::null(); 2] };
+    (@rows $name:ident, $v8:ident, $v1:ident) => { [$crate::param_tensor_map!($name, 3), $crate::param_tensor_map!($name, 4)] };
+    (@entry $name:ident, $inputs:ty, $t:ty, $config:expr, $varlen:literal, $paged:literal, $flavor:ident, $score:ty, $mask:ty, $eb:literal
+        $(, $rows:ident)*) => {
         /// Hopper forward attention entry point (see the device crate's `hopper` module).
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(_q: $crate::arch::tma::TensorMapParam, _k: $crate::arch::tma::TensorMapParam,
-            _v: $crate::arch::tma::TensorMapParam, p: $crate::abi::FwdParams) {
+            _v: $crate::arch::tma::TensorMapParam, $($rows: $crate::arch::tma::TensorMapParam,)* p: $crate::abi::FwdParams) {
             const C: $crate::abi::HopperConfig = $config;
             const F: $crate::abi::Flavor = $crate::abi::Flavor::$flavor;
             const FP8: u32 = if $eb == 1 { $crate::abi::Fp8::code(Some($crate::abi::Fp8::E4m3)) } else { 0 };
             $crate::hopper::entry_directives::<{ C.threads() }>();
             unsafe {
-                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {dv} {bn} {s} {c} {pipe} {m} {i}", v = const $varlen as u32,
+                core::arch::asm!("// flashrs-kernel: sm90 {v} {t} {d} {dv} {bn} {s} {c} {pipe} {m} {i}", v = const $varlen as u32 + 2 * $paged as u32,
                     t = const <$t as $crate::dtype::Element>::DTYPE.code(), d = const C.head_dim, dv = const C.head_dim_v,
                     bn = const C.block_n, s = const C.stages, c = const C.consumers, pipe = const C.pipelined as u32,
                     m = const F.code(), i = const FP8, options(nomem, nostack, preserves_flags));
@@ -190,11 +223,12 @@ macro_rules! sm90_forward_kernel {
                 q: $crate::param_tensor_map!($name, 0),
                 k: $crate::param_tensor_map!($name, 1),
                 v: $crate::param_tensor_map!($name, 2),
+                v_rows: $crate::sm90_forward_kernel!(@rows $name $(, $rows)*),
             };
             unsafe {
                 $crate::hopper::flash_fwd_sm90::<$inputs, $t, $score, $mask, { C.head_dim }, { C.head_dim_v }, { C.block_m() }, { C.block_n },
-                    { C.stages }, { C.block_n / 2 }, { C.head_dim_v / 2 }, { C.block_n * $eb / 32 }, { C.producer_regs(F) },
-                    { C.consumer_regs(F) }, { C.pipelined }, $varlen, $eb>(maps, &p)
+                    { C.stages }, { C.block_n / 2 }, { C.head_dim_v / 2 }, { C.block_n * $eb / 32 }, { C.producer_regs(F, $paged) },
+                    { C.consumer_regs(F, $paged) }, { C.pipelined }, $varlen, $paged, $eb>(maps, &p)
             }
         }
     };
@@ -258,6 +292,26 @@ sm90_kernels! {
     8, true, mods => flash_fwd_sm90_varlen_mods_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_mods_bf16_d192v128_128x128s2;
     8, false, sparse => flash_fwd_sm90_sparse_f16_d192v128_128x128s2, flash_fwd_sm90_sparse_bf16_d192v128_128x128s2;
     8, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_sparse_bf16_d192v128_128x128s2;
+}
+
+/// The paged entry points ([`flashrs_abi::sm90::PAGED`]): plain attention over paged K/V
+/// caches, fixed-length and variable-length queries.
+macro_rules! sm90_paged_kernels {
+    ($($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
+        #[cfg(feature = "entries")]
+        crate::sm90_forward_kernel!(@paged $f16, F16, $cfg, $varlen);
+        #[cfg(feature = "entries")]
+        crate::sm90_forward_kernel!(@paged $bf16, Bf16, $cfg, $varlen);
+    )*};
+}
+
+sm90_paged_kernels! {
+    3, false => flash_fwd_sm90_paged_f16_d64_128x128s3, flash_fwd_sm90_paged_bf16_d64_128x128s3;
+    1, false => flash_fwd_sm90_paged_f16_d128_128x128s2, flash_fwd_sm90_paged_bf16_d128_128x128s2;
+    2, false => flash_fwd_sm90_paged_f16_d256_128x64s2, flash_fwd_sm90_paged_bf16_d256_128x64s2;
+    3, true => flash_fwd_sm90_varlen_paged_f16_d64_128x128s3, flash_fwd_sm90_varlen_paged_bf16_d64_128x128s3;
+    1, true => flash_fwd_sm90_varlen_paged_f16_d128_128x128s2, flash_fwd_sm90_varlen_paged_bf16_d128_128x128s2;
+    2, true => flash_fwd_sm90_varlen_paged_f16_d256_128x64s2, flash_fwd_sm90_varlen_paged_bf16_d256_128x64s2;
 }
 
 /// The FP8 entry points ([`flashrs_abi::sm90::FP8_CONFIGS`]): e4m3 Q, K and V, f16 or bf16

@@ -56,6 +56,12 @@ impl Work {
         self.extent.k_start + self.key0::<BN>(p, t)
     }
 
+    /// Paged launches: the sequence's block-table row.
+    #[inline(always)]
+    pub fn table(&self, p: &FwdParams) -> *const i32 {
+        (p.block_table as *const i32).wrapping_add(self.batch as usize * p.table_stride as usize)
+    }
+
     /// True for a query block past its sequence's end (variable-length launches size the grid
     /// for the longest sequence): it has no row to compute.
     #[inline(always)]
@@ -125,15 +131,17 @@ pub unsafe fn retire(p: &FwdParams) {
 /// the mma.sync kernels' grid order ([`tile_for_block`]: heaviest causal blocks first, CTAs
 /// running together on a few heads); `VARLEN`: of a variable-length launch; `M`: the mask,
 /// whose span over the block's rows bounds its key tiles, or, with [`MaskMod::BLOCKS`], whose
-/// block mask lists them.
+/// block mask lists them; `PAGED`: of a launch over paged caches, whose sequences' keys start
+/// at row 0 of their block-table rows and number `seqused_k` where given.
 #[inline(always)]
-pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, M: MaskMod>(p: &FwdParams, tile: u32) -> Work {
+pub fn work_for_tile<const BM: usize, const BN: usize, const VARLEN: bool, const PAGED: bool, M: MaskMod>(p: &FwdParams, tile: u32) -> Work {
     const { assert!(!M::BLOCKS || BM == flashrs_abi::params::SPARSE_BLOCK as usize) };
     let Tile { batch, head, m_block } = tile_for_block(p, tile);
     let m0 = m_block * BM as u32;
     let head_kv = div_rem(head, p.group).0;
-    // SAFETY: `batch` is below the launch's batch, so its offsets exist.
+    // SAFETY: `batch` is below the launch's batch, so its offsets (and key count) exist.
     let extent = if VARLEN { unsafe { Extent::varlen(p, batch) } } else { Extent::fixed(p) };
+    let extent = if PAGED { Extent { k_start: 0, ..unsafe { extent.with_seqused_k(p, batch) } } } else { extent };
     // Keys no real row of the block sees (past the last one's diagonal, before the first one's
     // window) are never loaded.
     let row_end = (m0 + BM as u32).min(extent.seqlen_q);

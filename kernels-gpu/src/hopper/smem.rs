@@ -152,6 +152,23 @@ impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const ST
         self.base + Self::KV_BARS + 8 * (7 * STAGES as u32 + 3)
     }
 
+    /// Paged kernels: barrier, the producer's thread named the work tile whose Q goes to Q
+    /// tile `b` in [`Self::tile_slot`] (a plain arrival, before it loads that Q), for the
+    /// threads that share its loads (see [`super::producer`]).
+    #[inline(always)]
+    pub fn tile_posted(self, b: u32) -> u32 {
+        self.base + Self::KV_BARS + 8 * (7 * STAGES as u32 + 4) + 8 * b
+    }
+
+    /// Paged kernels: the block-table entries of the K/V tile in stage `s` that producer
+    /// thread `role` (0 to 3) loads, one u32 per segment of the tile (at most
+    /// [`MAX_SEGMENTS`]), written and read by that thread only.
+    #[inline(always)]
+    pub fn page_slots(self, s: u32, role: u32) -> u32 {
+        const { assert!(16 + 8 * (7 * STAGES + 6) + 4 * 4 * MAX_SEGMENTS * STAGES <= 1024, "the barrier area holds the page slots") };
+        self.base + Self::KV_BARS + 8 * (7 * STAGES as u32 + 6) + (4 * MAX_SEGMENTS) as u32 * (s + role * STAGES as u32)
+    }
+
     /// The operand `O += P V` reads for stage `s`: V as loaded (16-bit) or transposed (FP8).
     #[inline(always)]
     pub fn pv(self, s: u32) -> u32 {
@@ -170,6 +187,9 @@ impl<const D: usize, const DV: usize, const BM: usize, const BN: usize, const ST
         if EB == 1 { self.vt_empty(s) } else { self.v_empty(s) }
     }
 }
+
+/// Most segments (TMA boxes within one page, 16 rows or more) a paged kernel's key tile has.
+pub const MAX_SEGMENTS: usize = 8;
 
 /// Start of dynamic shared memory rounded up to 1024 bytes (the host adds 1024 bytes of
 /// slack to the allocation for this).
