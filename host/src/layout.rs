@@ -262,8 +262,10 @@ impl Pages {
 /// are the strides between pages, and causal masking aligns to each sequence's own
 /// bottom-right corner. Table entries and key counts live on the GPU, so the kernel clamps them
 /// (page indices to `0..num_pages`, counts to `0..=seqlen_k`): a wrong entry gives wrong
-/// numbers, never an access outside the caches or the table. Paged calls run on the `mma.sync`
-/// kernels, split-KV included. Made with [`PagedKv::new`].
+/// numbers, never an access outside the caches or the table. A page's rows past its
+/// sequence's key count never reach the output, whatever they hold (NaN included). Decode
+/// calls (and split ones) run on the `mma.sync` kernels; on an H100/H200 prefill chunks run on
+/// the Hopper kernels, which read pages in TMA boxes. Made with [`PagedKv::new`].
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PagedKv<'a> {
