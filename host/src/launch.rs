@@ -144,11 +144,11 @@ fn bind(plan: &LaunchPlan, params: &mut FwdParams, ws: WorkspaceAddrs) {
 }
 
 /// The tensor maps a Hopper forward kernel takes before its parameters: Q, K and V, and for
-/// the paged kernels V's again in boxes of 8 rows and of 1 row.
+/// the paged kernels (`paged`) V's again in boxes of 8 rows and of 1 row.
 #[derive(Clone, Copy)]
-enum Maps {
-    Three([TensorMapParam; 3]),
-    Paged([TensorMapParam; 5]),
+struct Maps {
+    maps: [TensorMapParam; 5],
+    paged: bool,
 }
 
 /// `cuLaunchKernel` of a plan's kernel: by-value [`FwdParams`], after the tensor maps of the
@@ -165,8 +165,8 @@ unsafe fn launch_raw(d: &Driver, func: Handle, stream: *mut c_void, plan: &Launc
     let null = std::ptr::null_mut();
     // The driver reads as many arguments as the kernel has parameters.
     let mut args: [*mut c_void; 6] = match maps.as_mut() {
-        Some(Maps::Three([q, k, v])) => [map(q), map(k), map(v), p, null, null],
-        Some(Maps::Paged([q, k, v, v8, v1])) => [map(q), map(k), map(v), map(v8), map(v1), p],
+        Some(Maps { maps: [q, k, v, v8, v1], paged: true }) => [map(q), map(k), map(v), map(v8), map(v1), p],
+        Some(Maps { maps: [q, k, v, ..], paged: false }) => [map(q), map(k), map(v), p, null, null],
         None => [p, null, null, null, null, null],
     };
     // SAFETY: per this function's contract; `args` point at live values of the parameter types.
@@ -248,11 +248,11 @@ fn encode_maps(elem: MapElement, plan: &LaunchPlan) -> Result<Maps> {
     let bn = plan.kernel.block_n() as u32;
     let no_keys = if paged { p.seqlen_k == 0 } else { rows_k == 0 };
     match paged {
-        _ if no_keys => Ok(if paged { Maps::Paged([q; 5]) } else { Maps::Three([q; 3]) }),
+        _ if no_keys => Ok(Maps { maps: [q; 5], paged }),
         false => {
             let k = encode_map(elem, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
             let v = encode_map(elem, p.v, p.v_strides, [batch, rows_k, hkv], dv, bn)?;
-            Ok(Maps::Three([q, k.param(), v.param()]))
+            Ok(Maps { maps: [q, k.param(), v.param(), q, q], paged })
         }
         true => {
             let page_size = 1usize << p.page_shift;
@@ -260,7 +260,7 @@ fn encode_maps(elem: MapElement, plan: &LaunchPlan) -> Result<Maps> {
             let seg = page_size.min(bn as usize) as u32;
             let k = encode_map(elem, p.k, p.k_strides, dims, d, seg)?;
             let [v, v8, v1] = [seg, 8, 1].map(|rows| encode_map(elem, p.v, p.v_strides, dims, dv, rows));
-            Ok(Maps::Paged([q, k.param(), v?.param(), v8?.param(), v1?.param()]))
+            Ok(Maps { maps: [q, k.param(), v?.param(), v8?.param(), v1?.param()], paged })
         }
     }
 }

@@ -294,18 +294,19 @@ sm90_kernels! {
     8, true, sparse => flash_fwd_sm90_varlen_sparse_f16_d192v128_128x128s2, flash_fwd_sm90_varlen_sparse_bf16_d192v128_128x128s2;
 }
 
-/// The paged entry points ([`flashrs_abi::sm90::PAGED`]): plain attention over paged K/V
-/// caches, fixed-length and variable-length queries.
-macro_rules! sm90_paged_kernels {
-    ($($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
+/// The entry points of one [`crate::sm90_forward_kernel`] variant arm (`paged`: plain
+/// attention over paged K/V caches, [`flashrs_abi::sm90::PAGED`]; `fp8`: e4m3 Q, K and V,
+/// [`flashrs_abi::sm90::FP8_CONFIGS`]), f16 and bf16 output, fixed and variable length.
+macro_rules! sm90_variant_kernels {
+    ($arm:ident: $($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
         #[cfg(feature = "entries")]
-        crate::sm90_forward_kernel!(@paged $f16, F16, $cfg, $varlen);
+        crate::sm90_forward_kernel!(@$arm $f16, F16, $cfg, $varlen);
         #[cfg(feature = "entries")]
-        crate::sm90_forward_kernel!(@paged $bf16, Bf16, $cfg, $varlen);
+        crate::sm90_forward_kernel!(@$arm $bf16, Bf16, $cfg, $varlen);
     )*};
 }
 
-sm90_paged_kernels! {
+sm90_variant_kernels! { paged:
     3, false => flash_fwd_sm90_paged_f16_d64_128x128s3, flash_fwd_sm90_paged_bf16_d64_128x128s3;
     1, false => flash_fwd_sm90_paged_f16_d128_128x128s2, flash_fwd_sm90_paged_bf16_d128_128x128s2;
     2, false => flash_fwd_sm90_paged_f16_d256_128x64s2, flash_fwd_sm90_paged_bf16_d256_128x64s2;
@@ -314,18 +315,7 @@ sm90_paged_kernels! {
     2, true => flash_fwd_sm90_varlen_paged_f16_d256_128x64s2, flash_fwd_sm90_varlen_paged_bf16_d256_128x64s2;
 }
 
-/// The FP8 entry points ([`flashrs_abi::sm90::FP8_CONFIGS`]): e4m3 Q, K and V, f16 or bf16
-/// output, fixed and variable length.
-macro_rules! sm90_fp8_kernels {
-    ($($cfg:literal, $varlen:literal => $f16:ident, $bf16:ident;)*) => {$(
-        #[cfg(feature = "entries")]
-        crate::sm90_forward_kernel!(@fp8 $f16, F16, $cfg, $varlen);
-        #[cfg(feature = "entries")]
-        crate::sm90_forward_kernel!(@fp8 $bf16, Bf16, $cfg, $varlen);
-    )*};
-}
-
-sm90_fp8_kernels! {
+sm90_variant_kernels! { fp8:
     0, false => flash_fwd_sm90_f16_e4m3_d64_192x128s3, flash_fwd_sm90_bf16_e4m3_d64_192x128s3;
     1, false => flash_fwd_sm90_f16_e4m3_d128_192x128s3_serial, flash_fwd_sm90_bf16_e4m3_d128_192x128s3_serial;
     2, false => flash_fwd_sm90_f16_e4m3_d256_128x128s2_serial, flash_fwd_sm90_bf16_e4m3_d256_128x128s2_serial;

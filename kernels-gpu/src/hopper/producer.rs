@@ -1,4 +1,5 @@
-//! The producer: one thread of the producer warpgroup issues every TMA load of the CTA.
+//! The producer: one thread of the producer warpgroup issues every TMA load of the CTA (but
+//! in paged launches over pages smaller than a key tile, whose loads four threads share).
 //!
 //! For each work tile of the CTA: Q (completing on `q_full` of the Q tile it goes to, once the
 //! consumers released that Q tile's previous work with `q_empty`), and the key tiles in the
@@ -194,6 +195,9 @@ unsafe fn load_kv<const D: usize, const DV: usize, const BM: usize, const BN: us
     start: PipeState<STAGES>,
     p: &FwdParams,
 ) -> PipeState<STAGES> {
+    // A paged tile's V load reads the slots its K load filled, which the K load STAGES tiles
+    // on (after it, in this thread's order) overwrites.
+    const { assert!(!PAGED || STAGES >= 2) };
     let v_bytes = (BN * DV * EB) as u32;
     // Paged launches whose loads are shared: V is the helpers' ([`run_helper`]).
     let shared = PAGED && paged_shared::<BN>(p);
