@@ -121,6 +121,22 @@ pub struct FwdParams {
     pub descale: Descales,
 }
 
+impl FwdParams {
+    /// Paged launches: sequence `batch`'s block-table row (`table_stride` i32 entries).
+    #[inline(always)]
+    pub fn table_row(&self, batch: u32) -> *const i32 {
+        (self.block_table as *const i32).wrapping_add(batch as usize * self.table_stride as usize)
+    }
+
+    /// Paged launches: the page a block-table entry names, clamped to the last page (a
+    /// negative entry wraps to a huge index, which the clamp catches like any other), so that
+    /// no table content sends a read outside the caches.
+    #[inline(always)]
+    pub fn page_of(&self, entry: i32) -> u32 {
+        (entry as u32).min(self.last_page)
+    }
+}
+
 /// The factors that turn FP8 tensors' stored values into K's, V's and Q's (as
 /// FlashAttention-3's `k_descale` / `v_descale` / `q_descale`): for each (sequence, K/V head),
 /// `scale[i]` (0: K, 1: V, 2: Q) times the f32 at `ptrs[i] + batch * batch_strides[i] +

@@ -247,20 +247,19 @@ fn encode_maps(elem: MapElement, plan: &LaunchPlan) -> Result<Maps> {
     let q = encode_map(elem, p.q, p.q_strides, [batch, rows_q, hq], d, plan.kernel.block_m() as u32)?.param();
     let bn = plan.kernel.block_n() as u32;
     let no_keys = if paged { p.seqlen_k == 0 } else { rows_k == 0 };
-    match paged {
-        _ if no_keys => Ok(Maps { maps: [q; 5], paged }),
-        false => {
-            let k = encode_map(elem, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
-            let v = encode_map(elem, p.v, p.v_strides, [batch, rows_k, hkv], dv, bn)?;
-            Ok(Maps { maps: [q, k.param(), v.param(), q, q], paged })
-        }
-        true => {
-            let page_size = 1usize << p.page_shift;
-            let dims = [p.last_page as usize + 1, page_size, hkv];
-            let seg = page_size.min(bn as usize) as u32;
-            let k = encode_map(elem, p.k, p.k_strides, dims, d, seg)?;
-            let [v, v8, v1] = [seg, 8, 1].map(|rows| encode_map(elem, p.v, p.v_strides, dims, dv, rows));
-            Ok(Maps { maps: [q, k.param(), v?.param(), v8?.param(), v1?.param()], paged })
-        }
-    }
+    let maps = if no_keys {
+        [q; 5]
+    } else if paged {
+        let page_size = 1usize << p.page_shift;
+        let dims = [p.last_page as usize + 1, page_size, hkv];
+        let seg = page_size.min(bn as usize) as u32;
+        let k = encode_map(elem, p.k, p.k_strides, dims, d, seg)?;
+        let [v, v8, v1] = [seg, 8, 1].map(|rows| encode_map(elem, p.v, p.v_strides, dims, dv, rows));
+        [q, k.param(), v?.param(), v8?.param(), v1?.param()]
+    } else {
+        let k = encode_map(elem, p.k, p.k_strides, [batch, rows_k, hkv], d, bn)?;
+        let v = encode_map(elem, p.v, p.v_strides, [batch, rows_k, hkv], dv, bn)?;
+        [q, k.param(), v.param(), q, q]
+    };
+    Ok(Maps { maps, paged })
 }

@@ -154,7 +154,7 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize, C: KvElement> Page
             (base as *const u16).wrapping_offset(((h_kv as i64 * head_stride >> Self::SHR) + clamped_col(chunk, cols >> Self::SHR) as i64) as isize)
         };
         let mut cursor = PagedCursor {
-            table: (p.block_table as *const i32).wrapping_add(batch as usize * p.table_stride as usize),
+            table: p.table_row(batch),
             k: at(p.k, p.k_strides[2], p.head_dim),
             v: at(p.v, p.v_strides[2], p.head_dim_v),
             row: row0 + row,
@@ -175,7 +175,7 @@ impl<const ROWS: usize, const D: usize, const THREADS: usize, C: KvElement> Page
         for (pass, pg) in pages.iter_mut().enumerate().take(Self::PASSES) {
             let r = self.row + (pass * Self::ROWS_PER_PASS) as u32;
             if r < self.limit {
-                *pg = (unsafe { *self.table.add((r >> p.page_shift) as usize) } as u32).min(p.last_page);
+                *pg = p.page_of(unsafe { *self.table.add((r >> p.page_shift) as usize) });
             }
         }
         pages

@@ -137,8 +137,7 @@ unsafe fn load_paged<const COLS: usize, const BN: usize, const EB: usize>(
     while j < n {
         let first = j << seg_shift;
         let key = key0 + first;
-        // A negative entry wraps to a huge index, which the clamp catches like any other.
-        let page = unsafe { ld_shared_b32(slots + 4 * j) }.min(p.last_page) as i32;
+        let page = p.page_of(unsafe { ld_shared_b32(slots + 4 * j) } as i32) as i32;
         let row = (key & in_page) as i32;
         let valid = (seqlen_k - key).min(seg);
         let at = |r: u32, s: usize| dst + ((s * BN) as u32 + first + r) * bytes as u32;
@@ -247,7 +246,7 @@ unsafe fn load_k<const D: usize, const DV: usize, const BM: usize, const BN: usi
         if PAGED {
             // Before the wait, which its round trip then overlaps; the slots were last read
             // for this stage's previous K (and V) load, earlier in this thread's order.
-            lookup_pages::<BN>(smem.page_slots(pipe.stage, 0), work.table(p), key0, work.extent.seqlen_k, share, p);
+            lookup_pages::<BN>(smem.page_slots(pipe.stage, 0), p.table_row(work.batch), key0, work.extent.seqlen_k, share, p);
         }
         wait_empty(smem.k_empty(pipe.stage), pipe.phase);
         if M::BLOCKS {
@@ -392,7 +391,7 @@ pub unsafe fn run_helper<const D: usize, const DV: usize, const BM: usize, const
             let key0 = work.key0::<BN>(p, t);
             let slots = smem.page_slots(pipe.stage, role);
             unsafe {
-                lookup_pages::<BN>(slots, work.table(p), key0, work.extent.seqlen_k, share, p);
+                lookup_pages::<BN>(slots, p.table_row(work.batch), key0, work.extent.seqlen_k, share, p);
                 let (empty, full) = if is_k { (smem.k_empty(pipe.stage), smem.k_full(pipe.stage)) } else { (smem.v_empty(pipe.stage), smem.v_full(pipe.stage)) };
                 wait_empty(empty, pipe.phase);
                 cp_async_wait_group::<0>();

@@ -56,12 +56,6 @@ impl Work {
         self.extent.k_start + self.key0::<BN>(p, t)
     }
 
-    /// Paged launches: the sequence's block-table row.
-    #[inline(always)]
-    pub fn table(&self, p: &FwdParams) -> *const i32 {
-        (p.block_table as *const i32).wrapping_add(self.batch as usize * p.table_stride as usize)
-    }
-
     /// True for a query block past its sequence's end (variable-length launches size the grid
     /// for the longest sequence): it has no row to compute.
     #[inline(always)]
